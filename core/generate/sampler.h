@@ -1,0 +1,27 @@
+// Next-token selection: greedy by default; temperature, top-k and top-p with a seed.
+#pragma once
+
+#include <cstdint>
+#include <random>
+
+namespace luka {
+
+struct SamplingParams {
+  float temperature = 0.0f;  // 0 = greedy (argmax; ties go to the lowest id)
+  int top_k = 0;             // 0 = off
+  float top_p = 1.0f;        // 1 = off
+  std::uint64_t seed = 0;
+};
+
+class Sampler {
+ public:
+  explicit Sampler(const SamplingParams& params);
+  // `logits`: float32, `n` entries. Throws luka::Error on non-finite logits.
+  std::int32_t sample(const float* logits, std::int64_t n);
+
+ private:
+  SamplingParams params_;
+  std::mt19937_64 rng_;
+};
+
+}  // namespace luka

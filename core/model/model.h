@@ -1,0 +1,47 @@
+// A loaded checkpoint: config plus weights in the compute dtype. Immutable once loaded, so
+// several decoders (sessions) can share it.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <string>
+
+#include "core/model/config.h"
+#include "core/model/dtype.h"
+
+namespace luka {
+
+struct LoadOptions {
+  DType dtype = DType::kF32;
+  int threads = 0;  // LibTorch intra-op threads; 0 = all cores
+};
+
+struct ModelWeights;  // defined in core/model/weights.h (LibTorch inside)
+
+class Model {
+ public:
+  // `dir`: a Hugging Face checkpoint folder (config.json + model.safetensors or a sharded
+  // model.safetensors.index.json). Throws luka::Error naming the file and the problem.
+  static std::shared_ptr<const Model> load(const std::filesystem::path& dir, const LoadOptions& options);
+
+  ~Model();
+  const ModelConfig& config() const { return config_; }
+  DType dtype() const { return dtype_; }
+  const std::filesystem::path& path() const { return path_; }
+  // dtypes of the tensors on disk, e.g. "BF16" or "F32,BF16" when mixed.
+  const std::string& stored_dtypes() const { return stored_dtypes_; }
+  std::int64_t parameter_count() const { return parameter_count_; }
+  const ModelWeights& weights() const { return *weights_; }
+
+ private:
+  Model() = default;
+  ModelConfig config_;
+  DType dtype_ = DType::kF32;
+  std::filesystem::path path_;
+  std::string stored_dtypes_;
+  std::int64_t parameter_count_ = 0;
+  std::unique_ptr<ModelWeights> weights_;
+};
+
+}  // namespace luka

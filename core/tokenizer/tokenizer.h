@@ -1,0 +1,77 @@
+// Byte-level BPE tokenizer read from a Hugging Face `tokenizer.json` (DESIGN.md §4).
+// No LibTorch here: `luka tokenize` needs only the tokenizer files.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace luka {
+
+// What tokenizer_config.json (optional) adds: special token names and the chat template text.
+struct TokenizerConfig {
+  std::optional<std::string> bos_token;
+  std::optional<std::string> eos_token;
+  std::optional<std::string> pad_token;
+  std::string chat_template;   // empty when absent
+};
+
+class Tokenizer {
+ public:
+  // `path` is a folder holding tokenizer.json (and optionally tokenizer_config.json), or a
+  // tokenizer.json file. Throws luka::Error naming the file and the problem.
+  static Tokenizer load(const std::filesystem::path& path);
+
+  Tokenizer(Tokenizer&&) noexcept;
+  Tokenizer& operator=(Tokenizer&&) noexcept;
+  ~Tokenizer();
+
+  // Encodes like the Rust `tokenizers` library with add_special_tokens=false: added tokens
+  // (special or not) are split out of the raw text first, the rest is NFC-normalized,
+  // pre-tokenized with the Split regex, byte-level mapped and merged by rank.
+  std::vector<std::int32_t> encode(std::string_view text) const;
+
+  // Decodes ids to UTF-8 (invalid byte sequences become U+FFFD). Special tokens are kept.
+  std::string decode(const std::vector<std::int32_t>& ids) const;
+
+  // The raw bytes a token stands for (added tokens: their content).
+  std::string token_bytes(std::int32_t id) const;
+
+  // The token's string as written in the vocabulary (byte-level alphabet for normal tokens).
+  const std::string& token_text(std::int32_t id) const;
+
+  std::optional<std::int32_t> token_id(std::string_view token) const;
+  bool is_special(std::int32_t id) const;
+
+  // One past the largest id the tokenizer knows (vocab and added tokens).
+  std::int32_t vocab_size() const;
+
+  const TokenizerConfig& config() const;
+  const std::filesystem::path& source() const;  // the tokenizer.json it was read from
+
+ private:
+  struct Impl;
+  explicit Tokenizer(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+// Streams token ids to text, holding back an incomplete UTF-8 sequence until its last byte
+// arrives, so a multi-byte character split across tokens is never printed as garbage.
+class StreamDecoder {
+ public:
+  explicit StreamDecoder(const Tokenizer& tokenizer) : tokenizer_(&tokenizer) {}
+  // Returns the text that became complete with this token (possibly empty).
+  std::string push(std::int32_t id);
+  // Returns what is left; an incomplete sequence becomes U+FFFD.
+  std::string finish();
+
+ private:
+  const Tokenizer* tokenizer_;
+  std::string pending_;
+};
+
+}  // namespace luka
