@@ -1,1 +1,77 @@
-int main() { return 0; }
+// luka: the LuKA Studio command line.
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <exception>
+#include <string>
+
+#include "app/cli/args.h"
+#include "app/cli/commands.h"
+#include "core/util/error.h"
+
+namespace {
+
+struct Command {
+  const char* name;
+  int (*run)(int, char**);
+  const char* summary;
+};
+
+constexpr Command kCommands[] = {
+    {"info", luka::cli::run_info, "describe a model: architecture, sizes, dtype, parameters"},
+    {"tokenize", luka::cli::run_tokenize, "encode JSON lines {\"text\": ...} to {\"ids\": [...]}"},
+    {"forward", luka::cli::run_forward, "run ids through prefill + decode, write logits as .npy"},
+    {"generate", luka::cli::run_generate, "generate text from a prompt, streaming, with tokens/s"},
+};
+
+void print_usage(std::FILE* out) {
+  std::fprintf(out,
+               "usage: luka <command> [options]\n\n"
+               "LuKA Studio: run LLMs with per-layer dense / lined / clustered attention.\n\n"
+               "commands:\n");
+  for (const Command& c : kCommands) std::fprintf(out, "  %-10s %s\n", c.name, c.summary);
+  std::fprintf(out,
+               "\n'luka <command> --help' describes a command's options.\n"
+               "'luka --version' prints the version.\n");
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2) {
+    print_usage(stderr);
+    return 2;
+  }
+  const std::string name = argv[1];
+  if (name == "--help" || name == "-h" || name == "help") {
+    print_usage(stdout);
+    return 0;
+  }
+  if (name == "--version") {
+    std::printf("luka %s\n", LUKA_VERSION);
+    return 0;
+  }
+  for (const Command& c : kCommands) {
+    if (name != c.name) continue;
+    try {
+      return c.run(argc, argv);
+    } catch (const luka::cli::UsageError& e) {
+      std::fprintf(stderr, "luka %s: error: %s\n", c.name, e.what());
+      return 2;
+    } catch (const luka::Error& e) {
+      std::fprintf(stderr, "luka %s: error: %s\n", c.name, e.what());
+      return 1;
+    } catch (const std::bad_alloc&) {
+      std::fprintf(stderr, "luka %s: error: out of memory\n", c.name);
+      return 1;
+    } catch (const std::exception& e) {
+      // LibTorch errors carry a multi-line backtrace; the first line says what went wrong.
+      std::string what = e.what();
+      if (const auto nl = what.find('\n'); nl != std::string::npos) what.resize(nl);
+      std::fprintf(stderr, "luka %s: error: %s\n", c.name, what.c_str());
+      return 1;
+    }
+  }
+  std::fprintf(stderr, "luka: unknown command '%s' (see luka --help)\n", name.c_str());
+  return 2;
+}

@@ -1,0 +1,101 @@
+// luka generate: streams a continuation of a prompt, then prints prefill and decode tokens/s.
+#include <cstdio>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "app/cli/args.h"
+#include "app/cli/commands.h"
+#include "core/chat/chat_format.h"
+#include "core/generate/generator.h"
+#include "core/model/decoder.h"
+#include "core/model/model.h"
+#include "core/tokenizer/tokenizer.h"
+
+namespace luka::cli {
+
+int run_generate(int argc, char** argv) {
+  ArgParser args("generate", "[--model PATH] --prompt STR [--chat] [--max-new-tokens N] [sampling options]",
+                 "Generates a continuation of the prompt and streams it to standard output, then prints\n"
+                 "prefill and decode tokens/s to standard error. Greedy unless --temperature > 0.");
+  args.option("model", "PATH", kModelOptionHelp)
+      .option("prompt", "STR", "the prompt text")
+      .flag("chat", "format the prompt as a chat turn (ChatML with the generation prompt)")
+      .option("system", "STR", "system message (with --chat)")
+      .flag("thinking", "let hybrid-thinking models think (with --chat; default: thinking off)")
+      .option("max-new-tokens", "N", "stop after N generated tokens", "128")
+      .option("temperature", "T", "sampling temperature; 0 = greedy", "0")
+      .option("top-k", "K", "sample from the K most likely tokens; 0 = all", "0")
+      .option("top-p", "P", "sample from the smallest set of tokens with mass >= P", "1")
+      .option("seed", "S", "random seed for sampling", "0")
+      .option("dtype", "fp32|bf16", "compute dtype", "fp32")
+      .option("threads", "N", "CPU threads", "all cores")
+      .epilog(std::string("Generation stops at the model's end-of-sequence tokens, <|im_end|>, or --max-new-tokens.\n\n"
+                          "example:\n  luka generate --prompt \"The capital of France is\" --max-new-tokens 20\n\n") +
+              kEnvironmentHelp);
+  if (!args.parse(argc, argv, 2)) return 0;
+  if (!args.has("prompt")) throw UsageError("--prompt STR is required");
+  if (args.has("system") && !args.get_flag("chat")) throw UsageError("--system needs --chat");
+  const std::int64_t max_new = args.get_int("max-new-tokens", 128);
+  if (max_new < 0) throw UsageError("--max-new-tokens must be >= 0");
+
+  SamplingParams sampling;
+  sampling.temperature = static_cast<float>(args.get_double("temperature", 0.0));
+  sampling.top_k = static_cast<int>(args.get_int("top-k", 0));
+  sampling.top_p = static_cast<float>(args.get_double("top-p", 1.0));
+  sampling.seed = static_cast<std::uint64_t>(args.get_int("seed", 0));
+  if (sampling.temperature < 0) throw UsageError("--temperature must be >= 0");
+  if (sampling.top_k < 0) throw UsageError("--top-k must be >= 0");
+  if (!(sampling.top_p > 0 && sampling.top_p <= 1)) throw UsageError("--top-p must be in (0, 1]");
+
+  const auto path = resolve_model_path(args);
+  const Tokenizer tokenizer = Tokenizer::load(path);
+  std::string text = args.get("prompt");
+  if (args.get_flag("chat")) {
+    std::vector<ChatMessage> messages;
+    if (args.has("system")) messages.push_back({"system", args.get("system")});
+    messages.push_back({"user", text});
+    ChatOptions chat;
+    chat.enable_thinking = args.get_flag("thinking");
+    text = format_chatml(messages, chat, is_hybrid_thinking(tokenizer.config()));
+  }
+  const std::vector<std::int32_t> prompt = tokenizer.encode(text);
+  if (prompt.empty()) throw UsageError("the prompt encodes to no tokens");
+
+  LoadOptions options;
+  options.dtype = parse_dtype(args.get("dtype", "fp32"));
+  options.threads = static_cast<int>(args.get_int("threads", 0));
+  const auto model = Model::load(path, options);
+  Decoder decoder(model);
+
+  GenerationOptions gen;
+  gen.max_new_tokens = max_new;
+  gen.sampling = sampling;
+  for (const std::int64_t id : model->config().eos_token_ids) gen.stop_ids.insert(static_cast<std::int32_t>(id));
+  if (const auto im_end = tokenizer.token_id("<|im_end|>")) gen.stop_ids.insert(*im_end);
+  if (tokenizer.config().eos_token)
+    if (const auto eos = tokenizer.token_id(*tokenizer.config().eos_token)) gen.stop_ids.insert(*eos);
+
+  StreamDecoder stream(tokenizer);
+  const GenerationResult result = generate(decoder, prompt, gen, [&](std::int32_t id) {
+    if (gen.stop_ids.count(id)) return true;  // the stop token itself is not printed
+    const std::string piece = stream.push(id);
+    std::fwrite(piece.data(), 1, piece.size(), stdout);
+    std::fflush(stdout);
+    return true;
+  });
+  const std::string rest = stream.finish();
+  std::fwrite(rest.data(), 1, rest.size(), stdout);
+  std::fputc('\n', stdout);
+  std::fflush(stdout);
+
+  const auto rate = [](std::int64_t tokens, double seconds) { return seconds > 0 ? tokens / seconds : 0.0; };
+  std::fprintf(stderr, "prefill: %lld tokens in %.3f s (%.1f tokens/s)\n", static_cast<long long>(result.prompt_tokens),
+               result.prefill_seconds, rate(result.prompt_tokens, result.prefill_seconds));
+  const auto decoded = static_cast<std::int64_t>(result.ids.size());
+  std::fprintf(stderr, "decode:  %lld tokens in %.3f s (%.1f tokens/s), stopped: %s\n", static_cast<long long>(decoded),
+               result.decode_seconds, rate(decoded, result.decode_seconds), result.stop_reason.c_str());
+  return 0;
+}
+
+}  // namespace luka::cli

@@ -1,0 +1,23 @@
+// The `luka` subcommands, one file each. Each returns the process exit code and throws
+// luka::Error (exit 1) or cli::UsageError (exit 2) with a one-line message.
+#pragma once
+
+#include <filesystem>
+#include <string>
+
+namespace luka::cli {
+
+class ArgParser;
+
+int run_info(int argc, char** argv);
+int run_tokenize(int argc, char** argv);
+int run_forward(int argc, char** argv);
+int run_generate(int argc, char** argv);
+
+// --model, else $LUKA_MODEL, else the default model that scripts/setup.sh makes.
+std::filesystem::path resolve_model_path(const ArgParser& args);
+// The help text line shared by every command that takes --model.
+extern const char* const kModelOptionHelp;
+extern const char* const kEnvironmentHelp;
+
+}  // namespace luka::cli

@@ -1,0 +1,25 @@
+#include <cstdlib>
+#include <filesystem>
+
+#include "app/cli/args.h"
+#include "app/cli/commands.h"
+
+namespace luka::cli {
+
+const char* const kModelOptionHelp =
+    "checkpoint folder (config.json, *.safetensors, tokenizer.json); falls back to $LUKA_MODEL, "
+    "then to the default model made by scripts/setup.sh";
+
+const char* const kEnvironmentHelp =
+    "environment:\n"
+    "  LUKA_MODEL   model used when --model is not given";
+
+std::filesystem::path resolve_model_path(const ArgParser& args) {
+  if (args.has("model")) return args.get("model");
+  if (const char* env = std::getenv("LUKA_MODEL"); env != nullptr && *env != '\0') return env;
+  const std::filesystem::path fallback = std::filesystem::path(LUKA_SOURCE_DIR) / "models" / "default";
+  if (std::filesystem::exists(fallback)) return fallback;
+  throw UsageError("no model given: pass --model PATH or set LUKA_MODEL (scripts/setup.sh makes a default model)");
+}
+
+}  // namespace luka::cli
