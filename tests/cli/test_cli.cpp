@@ -1,0 +1,218 @@
+// The `luka` executable end to end: exit codes, one-line errors, and outputs checked against the
+// references (golden tokenizer ids, transformers logits made by tests/fixtures/make_checkpoints.py).
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "core/util/npy.h"
+
+namespace fs = std::filesystem;
+
+namespace {
+
+struct RunResult {
+  int exit_code = -1;
+  std::string out, err;
+};
+
+std::string read_file(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+std::string quote(const std::string& s) {
+  std::string q = "'";
+  for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return q + "'";
+}
+
+// Runs `luka ARGS` with LUKA_MODEL cleared, standard input from `stdin_file` (or /dev/null).
+RunResult run_luka(const std::vector<std::string>& args, const std::string& stdin_file = "/dev/null") {
+  const fs::path dir = fs::path(LUKA_TEST_WORK) / "cli";
+  fs::create_directories(dir);
+  std::string cmd = "env -u LUKA_MODEL " + quote(LUKA_CLI_PATH);
+  for (const auto& a : args) cmd += " " + quote(a);
+  cmd += " < " + quote(stdin_file) + " > " + quote((dir / "out.txt").string()) + " 2> " +
+         quote((dir / "err.txt").string());
+  const int status = std::system(cmd.c_str());
+  RunResult r;
+  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  r.out = read_file(dir / "out.txt");
+  r.err = read_file(dir / "err.txt");
+  return r;
+}
+
+int count_lines(const std::string& s) {
+  int n = 0;
+  for (char c : s) n += c == '\n';
+  return n;
+}
+
+fs::path checkpoint(const std::string& name) { return fs::path(LUKA_TEST_WORK) / "checkpoints" / name; }
+
+TEST(Cli, HelpForEveryCommand) {
+  const RunResult top = run_luka({"--help"});
+  EXPECT_EQ(top.exit_code, 0);
+  for (const char* cmd : {"info", "tokenize", "forward", "generate"}) {
+    EXPECT_NE(top.out.find(cmd), std::string::npos) << cmd;
+    const RunResult r = run_luka({cmd, "--help"});
+    EXPECT_EQ(r.exit_code, 0) << cmd;
+    EXPECT_EQ(r.out.rfind(std::string("usage: luka ") + cmd, 0), 0u) << r.out;
+    EXPECT_NE(r.out.find("--model"), std::string::npos) << cmd;
+  }
+}
+
+TEST(Cli, UsageErrorsExitTwoWithOneLine) {
+  for (const auto& args : std::vector<std::vector<std::string>>{
+           {"frobnicate"}, {"info", "--no-such-option"}, {"forward", "--model", "x", "--ids"},
+           {"forward", "--model", "x", "--ids", "1,two", "--out", "o.npy"}}) {
+    const RunResult r = run_luka(args);
+    EXPECT_EQ(r.exit_code, 2) << args[0] << ": " << r.err;
+    EXPECT_EQ(count_lines(r.err), 1) << r.err;
+  }
+}
+
+TEST(Cli, MissingModelNamesThePath) {
+  const RunResult r = run_luka({"info", "--model", "/nonexistent/model-dir"});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(count_lines(r.err), 1) << r.err;
+  EXPECT_NE(r.err.find("/nonexistent/model-dir"), std::string::npos) << r.err;
+}
+
+TEST(Cli, TokenizeMatchesGoldenIds) {
+  const fs::path tokenizer = fs::path(LUKA_SHARED_DATA) / "qwen3-tokenizer";
+  const fs::path golden = fs::path(LUKA_SHARED_DATA) / "tokenizer-golden" / "qwen3-dev.jsonl";
+  if (!fs::exists(tokenizer / "tokenizer.json") || !fs::exists(golden))
+    GTEST_SKIP() << "shared data not found at " << LUKA_SHARED_DATA << " (tokenizer and golden ids)";
+  // The first 300 golden lines as the input file; lines split on '\n' only.
+  std::ifstream in(golden, std::ios::binary);
+  const fs::path input = fs::path(LUKA_TEST_WORK) / "cli" / "golden-head.jsonl";
+  fs::create_directories(input.parent_path());
+  std::ofstream head(input, std::ios::binary);
+  std::vector<std::vector<int>> want;
+  std::string line;
+  while (want.size() < 300 && std::getline(in, line, '\n')) {
+    const auto j = nlohmann::json::parse(line);
+    head << nlohmann::json{{"text", j["text"]}}.dump() << '\n';
+    want.push_back(j["ids"].get<std::vector<int>>());
+  }
+  head.close();
+  for (const bool use_stdin : {false, true}) {
+    const RunResult r = use_stdin ? run_luka({"tokenize", "--model", tokenizer.string()}, input.string())
+                                  : run_luka({"tokenize", "--model", tokenizer.string(), "--jsonl", input.string()});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    std::istringstream lines(r.out);
+    std::size_t i = 0;
+    while (std::getline(lines, line, '\n')) {
+      ASSERT_LT(i, want.size());
+      EXPECT_EQ(nlohmann::json::parse(line)["ids"].get<std::vector<int>>(), want[i]) << "line " << i + 1;
+      ++i;
+    }
+    EXPECT_EQ(i, want.size());
+  }
+}
+
+TEST(Cli, TokenizeRejectsBadJsonWithLineNumber) {
+  const fs::path tokenizer = fs::path(LUKA_SHARED_DATA) / "qwen3-tokenizer";
+  if (!fs::exists(tokenizer / "tokenizer.json")) GTEST_SKIP() << "no Qwen3 tokenizer at " << tokenizer;
+  const fs::path input = fs::path(LUKA_TEST_WORK) / "cli" / "bad.jsonl";
+  fs::create_directories(input.parent_path());
+  std::ofstream(input) << "{\"text\": \"fine\"}\n{\"text\": oops}\n";
+  const RunResult r = run_luka({"tokenize", "--model", tokenizer.string(), "--jsonl", input.string()});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("bad.jsonl:2"), std::string::npos) << r.err;
+  EXPECT_EQ(count_lines(r.out), 1);  // the good line was printed before the error
+}
+
+TEST(Cli, TokenizeNeedsOnlyTheTokenizer) {
+  const RunResult r = run_luka({"tokenize", "--model", (fs::path(LUKA_TEST_WORK) / "cli").string(), "--text", "hi"});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("tokenizer.json"), std::string::npos) << r.err;
+}
+
+// Parity of the whole command: prefill of part of the ids, the rest through decode, against the
+// transformers logits of the same checkpoint (fp32, 1e-4 absolute as in the decoder tests).
+TEST(Cli, ForwardMatchesTransformers) {
+  const fs::path ckpt = checkpoint("qwen3-tied");
+  ASSERT_TRUE(fs::exists(ckpt / "reference" / "ids.json")) << "fixture missing: run the fixtures_checkpoints test";
+  const auto ids = nlohmann::json::parse(read_file(ckpt / "reference" / "ids.json"))["ids"].get<std::vector<int>>();
+  std::string list;
+  for (std::size_t i = 0; i < ids.size(); ++i) list += (i ? "," : "") + std::to_string(ids[i]);
+  const fs::path out = fs::path(LUKA_TEST_WORK) / "cli" / "forward.npy";
+  const RunResult r = run_luka({"forward", "--model", ckpt.string(), "--ids", list, "--prefill", "17", "--out",
+                                out.string(), "--threads", "2"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const luka::NpyArray got = luka::read_npy_f32(out);
+  const luka::NpyArray want = luka::read_npy_f32(ckpt / "reference" / "logits_fp32.npy");
+  ASSERT_EQ(got.shape, want.shape);
+  double max_diff = 0;
+  for (std::size_t i = 0; i < got.data.size(); ++i)
+    max_diff = std::max(max_diff, static_cast<double>(std::fabs(got.data[i] - want.data[i])));
+  EXPECT_LT(max_diff, 1e-4);
+}
+
+TEST(Cli, ForwardRejectsIdsOutsideTheVocabulary) {
+  const fs::path ckpt = checkpoint("qwen3-tied");
+  const RunResult r = run_luka({"forward", "--model", ckpt.string(), "--ids", "1,2,999999", "--out",
+                                (fs::path(LUKA_TEST_WORK) / "cli" / "never.npy").string()});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(count_lines(r.err), 1) << r.err;
+  EXPECT_NE(r.err.find("999999"), std::string::npos) << r.err;
+}
+
+TEST(Cli, ForwardRejectsPromptLongerThanContext) {
+  const fs::path ckpt = checkpoint("qwen3-tied");
+  const auto config = nlohmann::json::parse(read_file(ckpt / "config.json"));
+  const int max_pos = config["max_position_embeddings"].get<int>();
+  std::string list;
+  for (int i = 0; i <= max_pos; ++i) list += (i ? ",5" : "5");
+  const RunResult r = run_luka({"forward", "--model", ckpt.string(), "--ids", list, "--out",
+                                (fs::path(LUKA_TEST_WORK) / "cli" / "never.npy").string()});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(count_lines(r.err), 1) << r.err;
+  EXPECT_NE(r.err.find("max_position_embeddings"), std::string::npos) << r.err;
+}
+
+TEST(Cli, InfoDescribesTheCheckpoint) {
+  const fs::path ckpt = checkpoint("qwen3-tied");
+  const auto config = nlohmann::json::parse(read_file(ckpt / "config.json"));
+  const RunResult r = run_luka({"info", "--model", ckpt.string()});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto field = [&](const std::string& key) {
+    const auto at = r.out.find("\n" + key + " ");
+    EXPECT_NE(at, std::string::npos) << key << " missing in:\n" << r.out;
+    const auto value = r.out.find_first_not_of(' ', at + 1 + key.size());
+    return r.out.substr(value, r.out.find('\n', value) - value);
+  };
+  EXPECT_EQ(field("layers"), std::to_string(config["num_hidden_layers"].get<int>()));
+  EXPECT_EQ(field("head_dim"), std::to_string(config["head_dim"].get<int>()));
+  EXPECT_EQ(field("architecture").rfind("qwen3", 0), 0u);
+  // Parameter count from the safetensors headers, independently: sum of element counts.
+  EXPECT_NE(r.out.find("parameters"), std::string::npos);
+}
+
+// Greedy generation through the CLI continues exactly like transformers' generate.
+TEST(Cli, GenerateGreedyMatchesTransformers) {
+  const fs::path ckpt = checkpoint("qwen3-tok");
+  if (!fs::exists(ckpt / "tokenizer.json"))
+    GTEST_SKIP() << "the qwen3-tok fixture needs the Qwen3 tokenizer from " << LUKA_SHARED_DATA;
+  const auto ref = nlohmann::json::parse(read_file(ckpt / "reference" / "greedy_text.json"));
+  const RunResult r = run_luka({"generate", "--model", ckpt.string(), "--prompt", ref["prompt"].get<std::string>(),
+                                "--max-new-tokens", std::to_string(ref["new_tokens"].get<int>()), "--threads", "2"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, ref["text"].get<std::string>() + "\n");
+  EXPECT_NE(r.err.find("tokens/s"), std::string::npos) << r.err;
+}
+
+}  // namespace
