@@ -1,1 +1,331 @@
-// placeholder: being written
+#include "core/tokenizer/tokenizer.h"
+
+#include <fstream>
+#include <sstream>
+#include <unordered_map>
+
+#include <nlohmann/json.hpp>
+
+#include "core/tokenizer/added_tokens.h"
+#include "core/tokenizer/bpe.h"
+#include "core/tokenizer/byte_level.h"
+#include "core/tokenizer/pre_tokenizer.h"
+#include "core/tokenizer/unicode.h"
+#include "core/util/error.h"
+
+namespace luka {
+
+using nlohmann::json;
+namespace fs = std::filesystem;
+
+struct Tokenizer::Impl {
+  fs::path source;
+  TokenizerConfig config;
+  std::unique_ptr<BpeModel> model;
+  std::unique_ptr<PreTokenizer> pre_tokenizer;
+  bool nfc = false;
+  std::vector<AddedToken> added;
+  AddedTokenMatcher raw_matcher;         // added tokens with normalized=false
+  AddedTokenMatcher normalized_matcher;  // added tokens with normalized=true
+  std::vector<std::string> id_to_text;   // vocab text or added-token content; "" for holes
+  std::vector<std::string> id_to_bytes;  // what decode emits for each id
+  std::vector<std::uint8_t> special;
+  std::unordered_map<std::string, std::int32_t> added_ids;
+
+  void encode_plain(std::string_view text, std::vector<std::int32_t>& ids) const;
+};
+
+namespace {
+
+json read_json(const fs::path& file) {
+  std::ifstream in(file, std::ios::binary);
+  if (!in) fail(file.string(), "cannot open file");
+  std::ostringstream buffer;
+  buffer << in.rdbuf();
+  try {
+    return json::parse(buffer.str());
+  } catch (const json::exception& e) {
+    fail(file.string(), std::string("malformed JSON: ") + e.what());
+  }
+}
+
+std::string type_of(const json& node) {
+  if (node.is_object() && node.contains("type") && node["type"].is_string()) return node["type"].get<std::string>();
+  return "";
+}
+
+// True for a normalizer we apply: none or NFC (possibly in a one-element Sequence).
+bool read_normalizer(const json& node, const std::string& where) {
+  if (node.is_null()) return false;
+  const std::string type = type_of(node);
+  if (type == "NFC") return true;
+  if (type == "Sequence" && node.contains("normalizers") && node["normalizers"].is_array()) {
+    bool nfc = false;
+    for (const json& inner : node["normalizers"]) nfc = read_normalizer(inner, where) || nfc;
+    return nfc;
+  }
+  fail(where, "unsupported normalizer \"" + (type.empty() ? node.dump() : type) + "\" (supported: NFC or none)");
+}
+
+// Accepts Sequence[Split(Regex, Isolated), ByteLevel(use_regex=false, add_prefix_space=false)].
+std::unique_ptr<PreTokenizer> read_pre_tokenizer(const json& node, const fs::path& file) {
+  const std::string where = file.string();
+  if (type_of(node) != "Sequence" || !node.contains("pretokenizers") || !node["pretokenizers"].is_array() ||
+      node["pretokenizers"].size() != 2)
+    fail(where, "unsupported pre_tokenizer " + node.dump().substr(0, 200) +
+                    " (supported: Sequence of a Split regex and ByteLevel)");
+  const json& split = node["pretokenizers"][0];
+  const json& byte_level = node["pretokenizers"][1];
+  if (type_of(split) != "Split" || !split.contains("pattern") || !split["pattern"].is_object() ||
+      !split["pattern"].contains("Regex") || !split["pattern"]["Regex"].is_string())
+    fail(where, "unsupported pre_tokenizer: expected a Split with a Regex pattern first, got " + split.dump().substr(0, 200));
+  if (split.value("behavior", "") != "Isolated" || split.value("invert", false))
+    fail(where, "unsupported Split behavior (supported: Isolated, invert false)");
+  if (type_of(byte_level) != "ByteLevel" || byte_level.value("use_regex", true) ||
+      byte_level.value("add_prefix_space", false))
+    fail(where, "unsupported pre_tokenizer: expected ByteLevel with use_regex=false and add_prefix_space=false second");
+  return PreTokenizer::for_pattern(split["pattern"]["Regex"].get<std::string>(), file);
+}
+
+std::vector<std::pair<std::string, std::string>> read_merges(const json& merges, const std::string& where) {
+  std::vector<std::pair<std::string, std::string>> out;
+  out.reserve(merges.size());
+  for (const json& m : merges) {
+    if (m.is_string()) {  // "left right"; byte-level tokens never contain a real space
+      const std::string s = m.get<std::string>();
+      const std::size_t space = s.find(' ');
+      if (space == std::string::npos || s.find(' ', space + 1) != std::string::npos)
+        fail(where, "malformed merge \"" + s + "\" (expected \"left right\")");
+      out.emplace_back(s.substr(0, space), s.substr(space + 1));
+    } else if (m.is_array() && m.size() == 2 && m[0].is_string() && m[1].is_string()) {
+      out.emplace_back(m[0].get<std::string>(), m[1].get<std::string>());
+    } else {
+      fail(where, "malformed merge " + m.dump());
+    }
+  }
+  return out;
+}
+
+std::optional<std::string> read_token_name(const json& config, const char* key) {
+  if (!config.contains(key)) return std::nullopt;
+  const json& v = config[key];
+  if (v.is_string()) return v.get<std::string>();
+  if (v.is_object() && v.contains("content") && v["content"].is_string()) return v["content"].get<std::string>();
+  return std::nullopt;
+}
+
+TokenizerConfig read_config(const fs::path& file) {
+  TokenizerConfig config;
+  const json j = read_json(file);
+  if (!j.is_object()) fail(file.string(), "expected a JSON object");
+  config.bos_token = read_token_name(j, "bos_token");
+  config.eos_token = read_token_name(j, "eos_token");
+  config.pad_token = read_token_name(j, "pad_token");
+  if (j.contains("chat_template")) {
+    const json& t = j["chat_template"];
+    if (t.is_string()) {
+      config.chat_template = t.get<std::string>();
+    } else if (t.is_array()) {  // named templates: [{"name": "default", "template": ...}, ...]
+      for (const json& named : t)
+        if (named.is_object() && named.value("name", "") == "default" && named.contains("template") && named["template"].is_string())
+          config.chat_template = named["template"].get<std::string>();
+    }
+  }
+  return config;
+}
+
+}  // namespace
+
+Tokenizer Tokenizer::load(const fs::path& path) {
+  auto impl = std::make_unique<Impl>();
+  const bool is_dir = fs::is_directory(path);
+  impl->source = is_dir ? path / "tokenizer.json" : path;
+  const fs::path& file = impl->source;
+  const std::string where = file.string();
+  if (!fs::exists(file)) fail(where, "tokenizer file not found");
+
+  const json j = read_json(file);
+  try {
+    if (!j.is_object()) fail(where, "expected a JSON object");
+    if (!j.contains("model") || !j["model"].is_object()) fail(where, "no \"model\" object");
+    const json& model = j["model"];
+    const std::string type = type_of(model);
+    if (type != "BPE") fail(where, "unsupported model type \"" + type + "\" (only BPE is supported)");
+    if (!model.value("continuing_subword_prefix", json()).is_null() && !model["continuing_subword_prefix"].get<std::string>().empty())
+      fail(where, "BPE continuing_subword_prefix is not supported");
+    if (!model.value("end_of_word_suffix", json()).is_null() && !model["end_of_word_suffix"].get<std::string>().empty())
+      fail(where, "BPE end_of_word_suffix is not supported");
+    if (!model.contains("vocab") || !model["vocab"].is_object()) fail(where, "BPE model has no vocab object");
+    if (!model.contains("merges") || !model["merges"].is_array()) fail(where, "BPE model has no merges array");
+
+    impl->nfc = read_normalizer(j.value("normalizer", json()), where);
+    impl->pre_tokenizer = read_pre_tokenizer(j.value("pre_tokenizer", json()), file);
+
+    std::unordered_map<std::string, std::int32_t> vocab;
+    vocab.reserve(model["vocab"].size());
+    std::int32_t max_id = -1;
+    for (const auto& [text, id] : model["vocab"].items()) {
+      if (!id.is_number_integer() || id.get<std::int64_t>() < 0 || id.get<std::int64_t>() > INT32_MAX)
+        fail(where, "vocab entry \"" + text + "\" has an invalid id " + id.dump());
+      vocab.emplace(text, id.get<std::int32_t>());
+      max_id = std::max(max_id, id.get<std::int32_t>());
+    }
+
+    if (j.contains("added_tokens") && j["added_tokens"].is_array()) {
+      for (const json& a : j["added_tokens"]) {
+        AddedToken t;
+        if (!a.is_object() || !a.contains("id") || !a["id"].is_number_integer() || a["id"].get<std::int64_t>() < 0 ||
+            !a.contains("content") || !a["content"].is_string())
+          fail(where, "malformed added token " + a.dump());
+        t.id = a["id"].get<std::int32_t>();
+        t.content = a["content"].get<std::string>();
+        t.special = a.value("special", false);
+        t.single_word = a.value("single_word", false);
+        t.lstrip = a.value("lstrip", false);
+        t.rstrip = a.value("rstrip", false);
+        t.normalized = a.value("normalized", !t.special);
+        max_id = std::max(max_id, t.id);
+        impl->added.push_back(std::move(t));
+      }
+    }
+
+    // Ids index dense tables; a stray huge id must be an error, not a giant allocation.
+    constexpr std::int32_t kMaxId = 1 << 24;
+    if (max_id > kMaxId) fail(where, "token id " + std::to_string(max_id) + " is implausibly large");
+    const std::size_t size = static_cast<std::size_t>(max_id + 1);
+    impl->id_to_text.assign(size, std::string());
+    impl->id_to_bytes.assign(size, std::string());
+    impl->special.assign(size, 0);
+    for (const auto& [text, id] : vocab) {
+      impl->id_to_text[id] = text;
+      // Tokens outside the byte-level alphabet decode as their own text (as the Rust decoder does).
+      impl->id_to_bytes[id] = byte_level::text_to_bytes(text).value_or(text);
+    }
+    std::vector<AddedToken> raw, normalized;
+    for (const AddedToken& t : impl->added) {
+      impl->id_to_text[t.id] = t.content;
+      impl->id_to_bytes[t.id] = t.content;
+      impl->special[t.id] = t.special;
+      impl->added_ids[t.content] = t.id;
+      (t.normalized && impl->nfc ? normalized : raw).push_back(t);
+    }
+    impl->raw_matcher = AddedTokenMatcher(raw, false);
+    impl->normalized_matcher = AddedTokenMatcher(normalized, true);
+
+    impl->model = std::make_unique<BpeModel>(std::move(vocab), read_merges(model["merges"], where),
+                                             model.value("ignore_merges", false), where);
+  } catch (const json::exception& e) {
+    fail(where, std::string("unexpected JSON content: ") + e.what());
+  }
+
+  const fs::path config_file = file.parent_path() / "tokenizer_config.json";
+  if (fs::exists(config_file)) {
+    try {
+      impl->config = read_config(config_file);
+    } catch (const json::exception& e) {
+      fail(config_file.string(), std::string("unexpected JSON content: ") + e.what());
+    }
+  }
+  return Tokenizer(std::move(impl));
+}
+
+Tokenizer::Tokenizer(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Tokenizer::Tokenizer(Tokenizer&&) noexcept = default;
+Tokenizer& Tokenizer::operator=(Tokenizer&&) noexcept = default;
+Tokenizer::~Tokenizer() = default;
+
+// Text with no added tokens in it: normalize, pre-tokenize, BPE each word.
+void Tokenizer::Impl::encode_plain(std::string_view text, std::vector<std::int32_t>& ids) const {
+  std::string normalized;
+  std::string_view view = text;
+  if (nfc) {
+    normalized = unicode::nfc(text);
+    view = normalized;
+  }
+  std::vector<TextPiece> pieces;
+  if (normalized_matcher.empty()) {
+    pieces.push_back({view, -1});
+  } else {
+    normalized_matcher.split(view, pieces);
+  }
+  std::vector<std::string_view> words;
+  for (const TextPiece& piece : pieces) {
+    if (piece.added_id >= 0) {
+      ids.push_back(piece.added_id);
+      continue;
+    }
+    words.clear();
+    pre_tokenizer->split(piece.text, words);
+    for (std::string_view word : words) model->encode_word(word, ids);
+  }
+}
+
+std::vector<std::int32_t> Tokenizer::encode(std::string_view text) const {
+  // Rust strings are always valid UTF-8; repair invalid input the same way decode would.
+  std::string repaired;
+  if (!unicode::is_valid_utf8(text)) {
+    repaired = unicode::utf8_lossy(text);
+    text = repaired;
+  }
+  std::vector<std::int32_t> ids;
+  std::vector<TextPiece> pieces;
+  impl_->raw_matcher.split(text, pieces);
+  for (const TextPiece& piece : pieces) {
+    if (piece.added_id >= 0) {
+      ids.push_back(piece.added_id);
+    } else {
+      impl_->encode_plain(piece.text, ids);
+    }
+  }
+  return ids;
+}
+
+std::string Tokenizer::decode(const std::vector<std::int32_t>& ids) const {
+  std::string bytes;
+  for (std::int32_t id : ids) bytes += token_bytes(id);
+  return unicode::utf8_lossy(bytes);
+}
+
+std::string Tokenizer::token_bytes(std::int32_t id) const {
+  if (id < 0 || id >= vocab_size()) fail("tokenizer", "token id " + std::to_string(id) + " is out of range");
+  return impl_->id_to_bytes[id];
+}
+
+const std::string& Tokenizer::token_text(std::int32_t id) const {
+  if (id < 0 || id >= vocab_size()) fail("tokenizer", "token id " + std::to_string(id) + " is out of range");
+  return impl_->id_to_text[id];
+}
+
+std::optional<std::int32_t> Tokenizer::token_id(std::string_view token) const {
+  const std::string key(token);
+  if (const auto it = impl_->added_ids.find(key); it != impl_->added_ids.end()) return it->second;
+  const auto& vocab = impl_->model->vocab();
+  if (const auto it = vocab.find(key); it != vocab.end()) return it->second;
+  return std::nullopt;
+}
+
+bool Tokenizer::is_special(std::int32_t id) const {
+  return id >= 0 && id < vocab_size() && impl_->special[id] != 0;
+}
+
+std::int32_t Tokenizer::vocab_size() const { return static_cast<std::int32_t>(impl_->id_to_text.size()); }
+
+const TokenizerConfig& Tokenizer::config() const { return impl_->config; }
+
+const fs::path& Tokenizer::source() const { return impl_->source; }
+
+std::string StreamDecoder::push(std::int32_t id) {
+  pending_ += tokenizer_->token_bytes(id);
+  const std::size_t hold = unicode::incomplete_utf8_tail(pending_);
+  std::string ready = unicode::utf8_lossy(std::string_view(pending_).substr(0, pending_.size() - hold));
+  pending_.erase(0, pending_.size() - hold);
+  return ready;
+}
+
+std::string StreamDecoder::finish() {
+  std::string rest = unicode::utf8_lossy(pending_);
+  pending_.clear();
+  return rest;
+}
+
+}  // namespace luka

@@ -1,0 +1,119 @@
+#include "core/tokenizer/bpe.h"
+
+#include <queue>
+
+#include "core/tokenizer/byte_level.h"
+#include "core/util/error.h"
+
+namespace luka {
+namespace {
+
+constexpr std::size_t kCacheLimit = 1 << 16;   // entries before the cache starts over
+constexpr std::size_t kCacheMaxWord = 256;     // longer words are rare; don't cache them
+
+}  // namespace
+
+BpeModel::BpeModel(std::unordered_map<std::string, std::int32_t> vocab,
+                   const std::vector<std::pair<std::string, std::string>>& merges, bool ignore_merges,
+                   const std::string& where)
+    : vocab_(std::move(vocab)), ignore_merges_(ignore_merges) {
+  for (int b = 0; b < 256; ++b) {
+    const auto it = vocab_.find(byte_level::byte_to_text(static_cast<unsigned char>(b)));
+    if (it == vocab_.end()) fail(where, "the BPE vocab lacks the symbol of byte " + std::to_string(b));
+    byte_ids_[b] = it->second;
+  }
+  merges_.reserve(merges.size());
+  for (std::size_t rank = 0; rank < merges.size(); ++rank) {
+    const auto& [left, right] = merges[rank];
+    const auto l = vocab_.find(left), r = vocab_.find(right), m = vocab_.find(left + right);
+    if (l == vocab_.end() || r == vocab_.end() || m == vocab_.end())
+      fail(where, "merge " + std::to_string(rank) + " (\"" + left + "\" \"" + right + "\") uses a token missing from the vocab");
+    // A repeated pair keeps its first (best) rank.
+    merges_.emplace(pair_key(l->second, r->second), Merge{static_cast<std::int32_t>(rank), m->second});
+  }
+}
+
+void BpeModel::encode_word(std::string_view bytes, std::vector<std::int32_t>& out) const {
+  if (bytes.empty()) return;
+  if (bytes.size() == 1) {
+    out.push_back(byte_ids_[static_cast<unsigned char>(bytes[0])]);
+    return;
+  }
+  const bool cacheable = bytes.size() <= kCacheMaxWord;
+  std::string key;
+  if (cacheable) {
+    key.assign(bytes);
+    std::lock_guard<std::mutex> lock(cache_mutex_);
+    const auto it = cache_.find(key);
+    if (it != cache_.end()) {
+      out.insert(out.end(), it->second.begin(), it->second.end());
+      return;
+    }
+  }
+  std::vector<std::int32_t> ids = merge_word(bytes);
+  out.insert(out.end(), ids.begin(), ids.end());
+  if (cacheable) {
+    std::lock_guard<std::mutex> lock(cache_mutex_);
+    if (cache_.size() >= kCacheLimit) cache_.clear();
+    cache_.emplace(std::move(key), std::move(ids));
+  }
+}
+
+// Repeatedly merges the best-ranked adjacent pair (leftmost on ties) until none applies, with a
+// heap of candidate pairs over a linked list of symbols: O(n log n) even for very long words.
+std::vector<std::int32_t> BpeModel::merge_word(std::string_view bytes) const {
+  if (ignore_merges_) {
+    std::string text;
+    for (char b : bytes) text += byte_level::byte_to_text(static_cast<unsigned char>(b));
+    const auto it = vocab_.find(text);
+    if (it != vocab_.end()) return {it->second};
+  }
+
+  struct Symbol {
+    std::int32_t id;
+    int prev, next;  // -1 at the ends
+    bool alive;
+  };
+  const int n = static_cast<int>(bytes.size());
+  std::vector<Symbol> symbols(n);
+  for (int i = 0; i < n; ++i)
+    symbols[i] = {byte_ids_[static_cast<unsigned char>(bytes[i])], i - 1, i + 1 < n ? i + 1 : -1, true};
+
+  struct Candidate {
+    std::int32_t rank;
+    int pos;  // the left symbol
+    std::int32_t left_id, right_id, merged_id;
+    bool operator>(const Candidate& o) const { return rank != o.rank ? rank > o.rank : pos > o.pos; }
+  };
+  std::priority_queue<Candidate, std::vector<Candidate>, std::greater<Candidate>> heap;
+  const auto push_pair = [&](int pos) {
+    if (pos < 0) return;
+    const int next = symbols[pos].next;
+    if (next < 0) return;
+    const auto it = merges_.find(pair_key(symbols[pos].id, symbols[next].id));
+    if (it != merges_.end()) heap.push({it->second.rank, pos, symbols[pos].id, symbols[next].id, it->second.merged_id});
+  };
+  for (int i = 0; i + 1 < n; ++i) push_pair(i);
+
+  while (!heap.empty()) {
+    const Candidate top = heap.top();
+    heap.pop();
+    Symbol& left = symbols[top.pos];
+    // Skip candidates that an earlier merge made stale.
+    if (!left.alive || left.next < 0 || left.id != top.left_id) continue;
+    Symbol& right = symbols[left.next];
+    if (right.id != top.right_id) continue;
+    left.id = top.merged_id;
+    right.alive = false;
+    left.next = right.next;
+    if (right.next >= 0) symbols[right.next].prev = top.pos;
+    push_pair(left.prev);
+    push_pair(top.pos);
+  }
+
+  std::vector<std::int32_t> ids;
+  for (int i = 0; i >= 0; i = symbols[i].next) ids.push_back(symbols[i].id);
+  return ids;
+}
+
+}  // namespace luka
