@@ -37,7 +37,7 @@ int run_generate(int argc, char** argv) {
   if (!args.has("prompt")) throw UsageError("--prompt STR is required");
   if (args.has("system") && !args.get_flag("chat")) throw UsageError("--system needs --chat");
   const std::int64_t max_new = args.get_int("max-new-tokens", 128);
-  if (max_new < 0) throw UsageError("--max-new-tokens must be >= 0");
+  if (max_new < 0 || max_new > 1000000) throw UsageError("--max-new-tokens must be in 0..1000000");
 
   SamplingParams sampling;
   sampling.temperature = static_cast<float>(args.get_double("temperature", 0.0));
@@ -68,17 +68,18 @@ int run_generate(int argc, char** argv) {
   const auto model = Model::load(path, options);
   Decoder decoder(model);
 
-  GenerationOptions gen;
-  gen.max_new_tokens = max_new;
-  gen.sampling = sampling;
-  for (const std::int64_t id : model->config().eos_token_ids) gen.stop_ids.insert(static_cast<std::int32_t>(id));
-  if (const auto im_end = tokenizer.token_id("<|im_end|>")) gen.stop_ids.insert(*im_end);
+  std::set<std::int32_t> stop_ids;
+  for (const std::int64_t id : model->config().eos_token_ids) stop_ids.insert(static_cast<std::int32_t>(id));
+  if (const auto im_end = tokenizer.token_id("<|im_end|>")) stop_ids.insert(*im_end);
   if (tokenizer.config().eos_token)
-    if (const auto eos = tokenizer.token_id(*tokenizer.config().eos_token)) gen.stop_ids.insert(*eos);
+    if (const auto eos = tokenizer.token_id(*tokenizer.config().eos_token)) stop_ids.insert(*eos);
+  GenerateOptions gen;
+  gen.max_new_tokens = static_cast<int>(max_new);
+  gen.sampling = sampling;
+  gen.stop_ids.assign(stop_ids.begin(), stop_ids.end());
 
   StreamDecoder stream(tokenizer);
-  const GenerationResult result = generate(decoder, prompt, gen, [&](std::int32_t id) {
-    if (gen.stop_ids.count(id)) return true;  // the stop token itself is not printed
+  const GenerateResult result = generate(decoder, prompt, gen, [&](std::int32_t id) {
     const std::string piece = stream.push(id);
     std::fwrite(piece.data(), 1, piece.size(), stdout);
     std::fflush(stdout);
@@ -92,9 +93,10 @@ int run_generate(int argc, char** argv) {
   const auto rate = [](std::int64_t tokens, double seconds) { return seconds > 0 ? tokens / seconds : 0.0; };
   std::fprintf(stderr, "prefill: %lld tokens in %.3f s (%.1f tokens/s)\n", static_cast<long long>(result.prompt_tokens),
                result.prefill_seconds, rate(result.prompt_tokens, result.prefill_seconds));
-  const auto decoded = static_cast<std::int64_t>(result.ids.size());
-  std::fprintf(stderr, "decode:  %lld tokens in %.3f s (%.1f tokens/s), stopped: %s\n", static_cast<long long>(decoded),
-               result.decode_seconds, rate(decoded, result.decode_seconds), result.stop_reason.c_str());
+  // The first new token comes out of the prefill; decode tokens/s counts the decode steps.
+  std::fprintf(stderr, "decode:  %lld tokens in %.3f s (%.1f tokens/s); %zu generated, stopped at %s\n",
+               static_cast<long long>(result.decode_steps), result.decode_seconds,
+               rate(result.decode_steps, result.decode_seconds), result.ids.size(), to_string(result.stop_reason));
   return 0;
 }
 

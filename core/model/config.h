@@ -37,7 +37,8 @@ struct ModelConfig {
   RopeConfig rope;
   bool tie_word_embeddings = false;
   bool qk_norm = false;         // qwen3: RMSNorm over head_dim on q and k, before RoPE
-  bool attention_bias = false;  // qwen2: q/k/v bias (o_proj has none)
+  bool attention_bias = false;  // q/k/v bias (qwen2 always; llama/qwen3 from config)
+  bool o_bias = false;          // o_proj bias: llama/qwen3 follow attention_bias, qwen2 never
   bool mlp_bias = false;
   std::string torch_dtype;      // as stored ("bfloat16", "float32", ...), may be empty
   std::optional<std::int64_t> bos_token_id;

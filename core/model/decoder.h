@@ -1,0 +1,54 @@
+// The transformer forward pass for one sequence: prefill a prompt, then decode one token at a
+// time against a per-layer KV cache. One decoder serves qwen3, llama and qwen2 (config flags).
+// A Decoder is one session; several may share the same immutable Model.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include <ATen/ATen.h>
+
+#include "core/model/attention.h"
+#include "core/model/kv_cache.h"
+#include "core/model/model.h"
+
+namespace luka {
+
+class Decoder {
+ public:
+  explicit Decoder(std::shared_ptr<const Model> model);
+
+  // Feeds `ids` at position() onwards (position() is 0 after construction or reset()).
+  // Returns float32 logits: [ids.size(), vocab] when all_logits, else [vocab] for the last id.
+  // Throws luka::Error for ids outside [0, vocab) or positions past max_position_embeddings.
+  at::Tensor prefill(const std::vector<std::int32_t>& ids, bool all_logits = false);
+  // One token at position(); float32 logits [vocab].
+  at::Tensor decode(std::int32_t id);
+
+  // Starts a new sequence (keeps the cache memory; resets every layer's attention state).
+  void reset();
+  std::int64_t position() const { return position_; }
+
+  // Replaces the attention of one layer (dense by default).
+  void set_attention(int layer, std::shared_ptr<LayerAttention> attention);
+  LayerAttention& attention(int layer) const;
+  const KvCache& cache(int layer) const { return caches_.at(static_cast<std::size_t>(layer)); }
+
+  const Model& model() const { return *model_; }
+  const std::shared_ptr<const Model>& model_ptr() const { return model_; }
+
+ private:
+  at::Tensor forward(const std::vector<std::int32_t>& ids, bool all_logits);
+  at::Tensor attention_block(int layer, const at::Tensor& h, std::int64_t pos0, const at::Tensor& cos,
+                             const at::Tensor& sin);
+
+  std::shared_ptr<const Model> model_;
+  std::vector<KvCache> caches_;
+  std::vector<std::shared_ptr<LayerAttention>> attention_;
+  at::Tensor inv_freq_;  // [head_dim / 2] float32
+  at::ScalarType dtype_;
+  std::int64_t position_ = 0;
+};
+
+}  // namespace luka

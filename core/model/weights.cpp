@@ -1,0 +1,205 @@
+#include "core/model/weights.h"
+
+#include <fstream>
+#include <map>
+#include <set>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "core/model/safetensors.h"
+#include "core/util/error.h"
+
+namespace luka {
+
+ModelWeights::~ModelWeights() = default;
+
+at::ScalarType to_scalar_type(DType dtype) {
+  switch (dtype) {
+    case DType::kF32: return at::kFloat;
+    case DType::kBF16: return at::kBFloat16;
+    case DType::kF16: return at::kHalf;
+  }
+  return at::kFloat;
+}
+
+namespace {
+
+std::string shape_string(const std::vector<std::int64_t>& shape) {
+  std::ostringstream s;
+  s << "[";
+  for (std::size_t i = 0; i < shape.size(); ++i) s << (i ? ", " : "") << shape[i];
+  s << "]";
+  return s.str();
+}
+
+// Where each tensor name lives, over one or many shards.
+class TensorIndex {
+ public:
+  explicit TensorIndex(const std::filesystem::path& dir) {
+    const auto single = dir / "model.safetensors";
+    const auto index = dir / "model.safetensors.index.json";
+    if (std::filesystem::exists(index)) {
+      read_index(dir, index);
+    } else if (std::filesystem::exists(single)) {
+      auto file = std::make_shared<const SafetensorsFile>(single);
+      files_.push_back(file);
+      for (const auto& [name, t] : file->tensors()) entries_[name] = {file.get(), &t};
+    } else {
+      fail(dir.string(), "no model.safetensors or model.safetensors.index.json in the checkpoint folder");
+    }
+  }
+
+  // nullptr-safe lookup: {file, tensor} or {nullptr, nullptr}.
+  std::pair<const SafetensorsFile*, const SafetensorsTensor*> find(const std::string& name) const {
+    auto it = entries_.find(name);
+    if (it == entries_.end()) return {nullptr, nullptr};
+    return it->second;
+  }
+  const std::vector<std::shared_ptr<const SafetensorsFile>>& files() const { return files_; }
+  const std::string& where() const { return where_; }
+
+ private:
+  void read_index(const std::filesystem::path& dir, const std::filesystem::path& index) {
+    const std::string where = index.string();
+    std::ifstream in(index);
+    if (!in) fail(where, "cannot open");
+    nlohmann::json j;
+    try {
+      j = nlohmann::json::parse(in);
+    } catch (const nlohmann::json::exception& e) {
+      fail(where, std::string("invalid JSON: ") + e.what());
+    }
+    if (!j.is_object() || !j.contains("weight_map") || !j["weight_map"].is_object())
+      fail(where, "missing field 'weight_map' (expected an object of tensor name -> file)");
+    std::map<std::string, std::shared_ptr<const SafetensorsFile>> by_name;
+    for (auto it = j["weight_map"].begin(); it != j["weight_map"].end(); ++it) {
+      if (!it.value().is_string()) fail(where, "weight_map entry '" + it.key() + "' is not a file name");
+      const std::string shard = it.value().get<std::string>();
+      auto found = by_name.find(shard);
+      if (found == by_name.end()) {
+        const auto shard_path = dir / shard;
+        if (!std::filesystem::exists(shard_path))
+          fail(where, "weight_map names missing file '" + shard + "' (for tensor '" + it.key() + "')");
+        auto file = std::make_shared<const SafetensorsFile>(shard_path);
+        files_.push_back(file);
+        found = by_name.emplace(shard, file).first;
+      }
+      const SafetensorsTensor* t = found->second->find(it.key());
+      if (!t) fail(found->second->path().string(), "tensor '" + it.key() + "' listed in " + index.filename().string() + " is missing");
+      entries_[it.key()] = {found->second.get(), t};
+    }
+  }
+
+  std::vector<std::shared_ptr<const SafetensorsFile>> files_;
+  std::map<std::string, std::pair<const SafetensorsFile*, const SafetensorsTensor*>> entries_;
+  std::string where_;
+};
+
+class Loader {
+ public:
+  Loader(const TensorIndex& index, const std::filesystem::path& dir, const std::filesystem::path& config_path,
+         DType dtype)
+      : index_(index), dir_(dir), config_path_(config_path), dtype_(to_scalar_type(dtype)) {}
+
+  bool has(const std::string& name) const { return index_.find(name).second != nullptr; }
+
+  at::Tensor get(const std::string& name, const std::vector<std::int64_t>& shape) {
+    auto [file, t] = index_.find(name);
+    if (!t) fail(dir_.string(), "checkpoint lacks tensor '" + name + "' (expected shape " + shape_string(shape) + ")");
+    const std::string where = file->path().string() + ": tensor '" + name + "'";
+    at::ScalarType stored;
+    if (t->dtype == "F32") {
+      stored = at::kFloat;
+    } else if (t->dtype == "BF16") {
+      stored = at::kBFloat16;
+    } else if (t->dtype == "F16") {
+      stored = at::kHalf;
+    } else {
+      fail(where, "dtype " + t->dtype + " is not supported (expected F32, BF16 or F16)");
+    }
+    if (t->shape != shape)
+      fail(where, "shape " + shape_string(t->shape) + " does not match " + shape_string(shape) + " expected from " +
+                      config_path_.string());
+    stored_.insert(t->dtype);
+    std::int64_t numel = 1;
+    for (auto d : shape) numel *= d;
+    params_ += numel;
+    const std::size_t elem = safetensors_dtype_size(t->dtype);
+    // The mapping is read-only; these tensors are never written (the decoder only reads weights).
+    void* ptr = const_cast<std::uint8_t*>(t->data);
+    at::Tensor view = at::from_blob(ptr, shape, at::TensorOptions().dtype(stored));
+    if (reinterpret_cast<std::uintptr_t>(ptr) % elem != 0) view = view.clone();  // misaligned: copy
+    if (stored == dtype_) return view;
+    return view.to(dtype_);
+  }
+
+  at::Tensor get_optional(bool present, const std::string& name, const std::vector<std::int64_t>& shape) {
+    return present ? get(name, shape) : at::Tensor();
+  }
+
+  std::string stored_dtypes() const {
+    std::string s;
+    for (const auto& d : stored_) s += (s.empty() ? "" : ",") + d;
+    return s;
+  }
+  std::int64_t params() const { return params_; }
+
+ private:
+  const TensorIndex& index_;
+  std::filesystem::path dir_, config_path_;
+  at::ScalarType dtype_;
+  std::set<std::string> stored_;
+  std::int64_t params_ = 0;
+};
+
+}  // namespace
+
+LoadedWeights load_weights(const std::filesystem::path& dir, const ModelConfig& c,
+                           const std::filesystem::path& config_path, DType dtype) {
+  TensorIndex index(dir);
+  Loader L(index, dir, config_path, dtype);
+  auto w = std::make_unique<ModelWeights>();
+  const std::int64_t H = c.hidden_size, I = c.intermediate_size, D = c.head_dim;
+  const std::int64_t q_out = c.num_heads * D, kv_out = c.num_kv_heads * D;
+
+  w->embed_tokens = L.get("model.embed_tokens.weight", {c.vocab_size, H});
+  w->layers.resize(static_cast<std::size_t>(c.num_layers));
+  for (std::int64_t i = 0; i < c.num_layers; ++i) {
+    LayerWeights& l = w->layers[static_cast<std::size_t>(i)];
+    const std::string p = "model.layers." + std::to_string(i) + ".";
+    l.input_norm = L.get(p + "input_layernorm.weight", {H});
+    l.q_proj = L.get(p + "self_attn.q_proj.weight", {q_out, H});
+    l.k_proj = L.get(p + "self_attn.k_proj.weight", {kv_out, H});
+    l.v_proj = L.get(p + "self_attn.v_proj.weight", {kv_out, H});
+    l.o_proj = L.get(p + "self_attn.o_proj.weight", {H, q_out});
+    l.q_bias = L.get_optional(c.attention_bias, p + "self_attn.q_proj.bias", {q_out});
+    l.k_bias = L.get_optional(c.attention_bias, p + "self_attn.k_proj.bias", {kv_out});
+    l.v_bias = L.get_optional(c.attention_bias, p + "self_attn.v_proj.bias", {kv_out});
+    l.o_bias = L.get_optional(c.o_bias, p + "self_attn.o_proj.bias", {H});
+    l.q_norm = L.get_optional(c.qk_norm, p + "self_attn.q_norm.weight", {D});
+    l.k_norm = L.get_optional(c.qk_norm, p + "self_attn.k_norm.weight", {D});
+    l.post_attention_norm = L.get(p + "post_attention_layernorm.weight", {H});
+    l.gate_proj = L.get(p + "mlp.gate_proj.weight", {I, H});
+    l.up_proj = L.get(p + "mlp.up_proj.weight", {I, H});
+    l.down_proj = L.get(p + "mlp.down_proj.weight", {H, I});
+    l.gate_bias = L.get_optional(c.mlp_bias, p + "mlp.gate_proj.bias", {I});
+    l.up_bias = L.get_optional(c.mlp_bias, p + "mlp.up_proj.bias", {I});
+    l.down_bias = L.get_optional(c.mlp_bias, p + "mlp.down_proj.bias", {H});
+  }
+  w->final_norm = L.get("model.norm.weight", {H});
+  if (c.tie_word_embeddings) {
+    w->lm_head = w->embed_tokens;  // Hugging Face ties them even when lm_head.weight is stored
+  } else {
+    w->lm_head = L.get("lm_head.weight", {c.vocab_size, H});
+  }
+  w->files = index.files();
+
+  LoadedWeights out;
+  out.stored_dtypes = L.stored_dtypes();
+  out.parameter_count = L.params();
+  out.weights = std::move(w);
+  return out;
+}
+
+}  // namespace luka

@@ -1,0 +1,98 @@
+// config.json variants: transformers 5 rope_parameters, defaults, eos lists, rejected settings.
+#include <fstream>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "core/model/config.h"
+#include "core/util/error.h"
+#include "tests/core/model/test_util.h"
+
+namespace luka {
+namespace {
+
+nlohmann::json base() {
+  return {{"model_type", "qwen3"}, {"hidden_size", 64}, {"intermediate_size", 128}, {"num_hidden_layers", 2},
+          {"num_attention_heads", 4}, {"vocab_size", 100}, {"max_position_embeddings", 64}};
+}
+
+ModelConfig parse(const nlohmann::json& j) {
+  const auto path = test::scratch("config") / "config.json";
+  std::ofstream(path) << j.dump();
+  return ModelConfig::from_json_file(path);
+}
+
+std::string error_of(const nlohmann::json& j) {
+  try {
+    parse(j);
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(Config, Defaults) {
+  const ModelConfig c = parse(base());
+  EXPECT_EQ(c.arch, Architecture::kQwen3);
+  EXPECT_EQ(c.num_kv_heads, 4);  // defaults to num_attention_heads
+  EXPECT_EQ(c.head_dim, 16);     // hidden / heads
+  EXPECT_TRUE(c.qk_norm);
+  EXPECT_FALSE(c.tie_word_embeddings);
+  EXPECT_EQ(c.rope.type, "default");
+  EXPECT_DOUBLE_EQ(c.rope.theta, 10000.0);
+  EXPECT_TRUE(c.eos_token_ids.empty());
+}
+
+TEST(Config, RopeParametersAndEosList) {
+  auto j = base();
+  j["rope_parameters"] = {{"rope_theta", 1e6}, {"rope_type", "default"}};
+  j["eos_token_id"] = {151645, 151643};
+  j["dtype"] = "bfloat16";
+  j["num_key_value_heads"] = nullptr;
+  const ModelConfig c = parse(j);
+  EXPECT_DOUBLE_EQ(c.rope.theta, 1e6);
+  EXPECT_EQ(c.eos_token_ids, (std::vector<std::int64_t>{151645, 151643}));
+  EXPECT_EQ(c.torch_dtype, "bfloat16");
+  EXPECT_EQ(c.num_kv_heads, 4);
+}
+
+TEST(Config, LlamaAndQwen2Flags) {
+  auto j = base();
+  j["model_type"] = "llama";
+  j["attention_bias"] = true;
+  j["rope_scaling"] = {{"type", "linear"}, {"factor", 4.0}};
+  ModelConfig c = parse(j);
+  EXPECT_FALSE(c.qk_norm);
+  EXPECT_TRUE(c.attention_bias);
+  EXPECT_TRUE(c.o_bias);
+  EXPECT_EQ(c.rope.type, "linear");
+  EXPECT_DOUBLE_EQ(c.rope.factor, 4.0);
+  j = base();
+  j["model_type"] = "qwen2";
+  c = parse(j);
+  EXPECT_TRUE(c.attention_bias);
+  EXPECT_FALSE(c.o_bias);
+}
+
+TEST(Config, Rejections) {
+  auto j = base();
+  j["rope_scaling"] = {{"rope_type", "yarn"}, {"factor", 4.0}};
+  EXPECT_NE(error_of(j).find("unsupported rope_scaling.rope_type 'yarn'"), std::string::npos) << error_of(j);
+  j = base();
+  j["hidden_act"] = "gelu";
+  EXPECT_NE(error_of(j).find("unsupported hidden_act 'gelu'"), std::string::npos);
+  j = base();
+  j["model_type"] = "gpt2";
+  EXPECT_NE(error_of(j).find("unsupported model_type 'gpt2'"), std::string::npos);
+  j = base();
+  j["num_key_value_heads"] = 3;
+  EXPECT_NE(error_of(j).find("not a multiple of num_key_value_heads 3"), std::string::npos);
+  j = base();
+  j["vocab_size"] = "many";
+  const std::string e = error_of(j);
+  EXPECT_NE(e.find("config.json"), std::string::npos) << e;
+  EXPECT_NE(e.find("'vocab_size' must be an integer"), std::string::npos) << e;
+}
+
+}  // namespace
+}  // namespace luka
