@@ -19,5 +19,5 @@ out=$root/bench/results/decode-cpu.md
   echo
   echo "| dtype | threads | prefill tok/s | decode tok/s | weight bytes/token | copy bandwidth | bound tok/s | decode / bound | load |"
   echo "|---|---|---|---|---|---|---|---|---|"
-  for dtype in fp32 bf16; do "$build/bench_decode" "$ckpt" "$dtype" 512 64; done
+  for dtype in fp32 bf16; do "$build/bench/bench_decode" "$ckpt" "$dtype" 512 64; done
 } | tee -a "$out"
