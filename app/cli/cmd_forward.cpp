@@ -49,10 +49,7 @@ int run_forward(int argc, char** argv) {
   if (prefill < 0 || prefill > n)
     throw UsageError("--prefill " + std::to_string(prefill) + " is outside 0.." + std::to_string(n));
 
-  LoadOptions options;
-  options.dtype = parse_dtype(args.get("dtype", "fp32"));
-  options.threads = static_cast<int>(args.get_int("threads", 0));
-  const auto model = Model::load(path, options);
+  const auto model = Model::load(path, load_options(args));
   Decoder decoder(model);
 
   const std::int64_t vocab = model->config().vocab_size;

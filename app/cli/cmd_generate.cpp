@@ -62,10 +62,7 @@ int run_generate(int argc, char** argv) {
   const std::vector<std::int32_t> prompt = tokenizer.encode(text);
   if (prompt.empty()) throw UsageError("the prompt encodes to no tokens");
 
-  LoadOptions options;
-  options.dtype = parse_dtype(args.get("dtype", "fp32"));
-  options.threads = static_cast<int>(args.get_int("threads", 0));
-  const auto model = Model::load(path, options);
+  const auto model = Model::load(path, load_options(args));
   Decoder decoder(model);
 
   std::set<std::int32_t> stop_ids;

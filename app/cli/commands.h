@@ -5,6 +5,10 @@
 #include <filesystem>
 #include <string>
 
+namespace luka {
+struct LoadOptions;
+}
+
 namespace luka::cli {
 
 class ArgParser;
@@ -16,6 +20,8 @@ int run_generate(int argc, char** argv);
 
 // --model, else $LUKA_MODEL, else the default model that scripts/setup.sh makes.
 std::filesystem::path resolve_model_path(const ArgParser& args);
+// --dtype (default fp32) and --threads (default: all cores), as forward and generate take them.
+LoadOptions load_options(const ArgParser& args);
 // The help text line shared by every command that takes --model.
 extern const char* const kModelOptionHelp;
 extern const char* const kEnvironmentHelp;

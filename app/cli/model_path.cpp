@@ -3,6 +3,7 @@
 
 #include "app/cli/args.h"
 #include "app/cli/commands.h"
+#include "core/model/model.h"
 
 namespace luka::cli {
 
@@ -20,6 +21,15 @@ std::filesystem::path resolve_model_path(const ArgParser& args) {
   const std::filesystem::path fallback = std::filesystem::path(LUKA_SOURCE_DIR) / "models" / "default";
   if (std::filesystem::exists(fallback)) return fallback;
   throw UsageError("no model given: pass --model PATH or set LUKA_MODEL (scripts/setup.sh makes a default model)");
+}
+
+LoadOptions load_options(const ArgParser& args) {
+  LoadOptions options;
+  options.dtype = parse_dtype(args.get("dtype", "fp32"));
+  const std::int64_t threads = args.get_int("threads", 0);
+  if (threads < 0 || threads > 1024) throw UsageError("--threads must be in 0..1024 (0 = all cores)");
+  options.threads = static_cast<int>(threads);
+  return options;
 }
 
 }  // namespace luka::cli
