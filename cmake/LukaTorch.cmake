@@ -62,5 +62,19 @@ target_include_directories(luka_torch SYSTEM INTERFACE
 if(_luka_abi_flag)
   target_compile_definitions(luka_torch INTERFACE ${_luka_abi_flag})
 endif()
+# at::parallel_for is a header template: in an OpenMP build of LibTorch it parallelises through
+# `#pragma omp parallel`, which without -fopenmp silently runs on one thread.
+file(STRINGS "${LUKA_TORCH_ROOT}/include/ATen/Config.h" _luka_omp REGEX "define AT_PARALLEL_OPENMP 1")
+if(_luka_omp)
+  find_package(OpenMP REQUIRED COMPONENTS CXX)
+  target_compile_options(luka_torch INTERFACE $<$<COMPILE_LANGUAGE:CXX>:${OpenMP_CXX_FLAGS}>)
+  # Link the OpenMP runtime LibTorch ships with, when it ships one, so that one runtime is loaded.
+  find_library(LUKA_TORCH_GOMP NAMES libgomp.so.1 gomp PATHS "${LUKA_TORCH_ROOT}/lib" NO_DEFAULT_PATH)
+  if(LUKA_TORCH_GOMP)
+    target_link_libraries(luka_torch INTERFACE "${LUKA_TORCH_GOMP}")
+  else()
+    target_link_libraries(luka_torch INTERFACE OpenMP::OpenMP_CXX)
+  endif()
+endif()
 set_target_properties(luka_torch PROPERTIES INTERFACE_LINK_OPTIONS "-Wl,-rpath,${LUKA_TORCH_ROOT}/lib")
 message(STATUS "LibTorch ${LUKA_TORCH_VERSION} (CPU libraries): ${LUKA_TORCH_ROOT}")

@@ -1,5 +1,7 @@
 #include "kernels/cpu/dense_attention.h"
 
+#include "kernels/cpu/decode_attention.h"
+
 #include <limits>
 #include <stdexcept>
 #include <string>
@@ -15,6 +17,10 @@ at::Tensor dense_causal_attention(const at::Tensor& q, const at::Tensor& k, cons
     throw std::invalid_argument("dense_causal_attention: inconsistent shapes (q_pos0 " +
                                 std::to_string(q_pos0) + ", n_new " + std::to_string(n_new) + ", T " +
                                 std::to_string(total) + ")");
+  if (n_new == 1 && q_pos0 + 1 == total && k.stride(2) == 1 && v.stride(2) == 1 &&
+      k.scalar_type() == q.scalar_type() && v.scalar_type() == q.scalar_type() &&
+      decode_attention_available(q.scalar_type()))
+    return dense_decode_attention(q.contiguous(), k, v, scale);
   const std::int64_t group = n_heads / n_kv;
   // [n_kv, group * n_new, head_dim]: query heads h = kv * group + g share KV head kv.
   const at::Tensor qg = q.contiguous().view({n_kv, group * n_new, head_dim});

@@ -12,6 +12,8 @@ namespace luka::cpu {
 // contiguous; views into a longer cache are fine). Query i sits at absolute position q_pos0 + i
 // and sees keys 0 .. q_pos0 + i. Scores are computed in q's dtype and scaled there (as Hugging
 // Face eager does), softmax runs in fp32 and is cast back before the product with V.
+// The decode step (one query that sees the whole cache) goes through dense_decode_attention
+// instead, which keeps fp32 from the scores to the output (decode_attention.h).
 // Returns [n_new, n_heads * head_dim] in q's dtype.
 at::Tensor dense_causal_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                                   std::int64_t q_pos0, double scale);

@@ -10,48 +10,32 @@ namespace luka::cpu {
 
 namespace {
 
-constexpr std::int64_t kRowsPerBlock = 4;  // independent accumulators hide the FMA latency
+// One weight row at a time, two accumulators over the input: a single sequential stream per
+// thread. Interleaving several rows (independent accumulators per row) measured at less than half
+// the read bandwidth on Zen 4, where row-at-a-time reaches it (bench/results/decode-cpu.md).
 
 __attribute__((target("avx512f,avx512bw,avx512bf16"))) void gemv_bf16(const c10::BFloat16* w,
                                                                         const c10::BFloat16* x,
                                                                         const c10::BFloat16* bias,
                                                                         c10::BFloat16* y, std::int64_t in,
                                                                         std::int64_t o0, std::int64_t o1) {
+  const std::int64_t pairs = in / 64 * 64;
   const std::int64_t full = in / 32 * 32;
   const __mmask32 tail_mask = static_cast<__mmask32>((std::uint64_t{1} << (in - full)) - 1);
 #define load(p) ((__m512bh)_mm512_loadu_si512(p))
 #define load_tail(p) ((__m512bh)_mm512_maskz_loadu_epi16(tail_mask, p))
-  std::int64_t o = o0;
-  for (; o + kRowsPerBlock <= o1; o += kRowsPerBlock) {
-    const c10::BFloat16* r0 = w + o * in;
-    const c10::BFloat16* r1 = r0 + in;
-    const c10::BFloat16* r2 = r1 + in;
-    const c10::BFloat16* r3 = r2 + in;
-    __m512 a0 = _mm512_setzero_ps(), a1 = _mm512_setzero_ps(), a2 = _mm512_setzero_ps(), a3 = _mm512_setzero_ps();
-    for (std::int64_t i = 0; i < full; i += 32) {
-      const __m512bh xv = load(x + i);
-      a0 = _mm512_dpbf16_ps(a0, load(r0 + i), xv);
-      a1 = _mm512_dpbf16_ps(a1, load(r1 + i), xv);
-      a2 = _mm512_dpbf16_ps(a2, load(r2 + i), xv);
-      a3 = _mm512_dpbf16_ps(a3, load(r3 + i), xv);
-    }
-    if (full < in) {
-      const __m512bh xv = load_tail(x + full);
-      a0 = _mm512_dpbf16_ps(a0, load_tail(r0 + full), xv);
-      a1 = _mm512_dpbf16_ps(a1, load_tail(r1 + full), xv);
-      a2 = _mm512_dpbf16_ps(a2, load_tail(r2 + full), xv);
-      a3 = _mm512_dpbf16_ps(a3, load_tail(r3 + full), xv);
-    }
-    const float s[4] = {_mm512_reduce_add_ps(a0), _mm512_reduce_add_ps(a1), _mm512_reduce_add_ps(a2),
-                        _mm512_reduce_add_ps(a3)};
-    for (int k = 0; k < 4; ++k) y[o + k] = c10::BFloat16(s[k] + (bias ? static_cast<float>(bias[o + k]) : 0.0f));
-  }
-  for (; o < o1; ++o) {
+  for (std::int64_t o = o0; o < o1; ++o) {
     const c10::BFloat16* r = w + o * in;
-    __m512 a = _mm512_setzero_ps();
-    for (std::int64_t i = 0; i < full; i += 32) a = _mm512_dpbf16_ps(a, load(r + i), load(x + i));
-    if (full < in) a = _mm512_dpbf16_ps(a, load_tail(r + full), load_tail(x + full));
-    y[o] = c10::BFloat16(_mm512_reduce_add_ps(a) + (bias ? static_cast<float>(bias[o]) : 0.0f));
+    __m512 a0 = _mm512_setzero_ps(), a1 = _mm512_setzero_ps();
+    std::int64_t i = 0;
+    for (; i < pairs; i += 64) {
+      a0 = _mm512_dpbf16_ps(a0, load(r + i), load(x + i));
+      a1 = _mm512_dpbf16_ps(a1, load(r + i + 32), load(x + i + 32));
+    }
+    if (i < full) a0 = _mm512_dpbf16_ps(a0, load(r + i), load(x + i));
+    if (full < in) a1 = _mm512_dpbf16_ps(a1, load_tail(r + full), load_tail(x + full));
+    const float s = _mm512_reduce_add_ps(_mm512_add_ps(a0, a1));
+    y[o] = c10::BFloat16(s + (bias ? static_cast<float>(bias[o]) : 0.0f));
   }
 #undef load
 #undef load_tail
@@ -59,41 +43,21 @@ __attribute__((target("avx512f,avx512bw,avx512bf16"))) void gemv_bf16(const c10:
 
 __attribute__((target("avx512f"))) void gemv_f32(const float* w, const float* x, const float* bias, float* y,
                                                  std::int64_t in, std::int64_t o0, std::int64_t o1) {
+  const std::int64_t pairs = in / 32 * 32;
   const std::int64_t full = in / 16 * 16;
   const __mmask16 tail_mask = static_cast<__mmask16>((1u << (in - full)) - 1);
-  std::int64_t o = o0;
-  for (; o + kRowsPerBlock <= o1; o += kRowsPerBlock) {
-    const float* r0 = w + o * in;
-    const float* r1 = r0 + in;
-    const float* r2 = r1 + in;
-    const float* r3 = r2 + in;
-    __m512 a0 = _mm512_setzero_ps(), a1 = _mm512_setzero_ps(), a2 = _mm512_setzero_ps(), a3 = _mm512_setzero_ps();
-    for (std::int64_t i = 0; i < full; i += 16) {
-      const __m512 xv = _mm512_loadu_ps(x + i);
-      a0 = _mm512_fmadd_ps(_mm512_loadu_ps(r0 + i), xv, a0);
-      a1 = _mm512_fmadd_ps(_mm512_loadu_ps(r1 + i), xv, a1);
-      a2 = _mm512_fmadd_ps(_mm512_loadu_ps(r2 + i), xv, a2);
-      a3 = _mm512_fmadd_ps(_mm512_loadu_ps(r3 + i), xv, a3);
-    }
-    if (full < in) {
-      const __m512 xv = _mm512_maskz_loadu_ps(tail_mask, x + full);
-      a0 = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(tail_mask, r0 + full), xv, a0);
-      a1 = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(tail_mask, r1 + full), xv, a1);
-      a2 = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(tail_mask, r2 + full), xv, a2);
-      a3 = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(tail_mask, r3 + full), xv, a3);
-    }
-    y[o] = _mm512_reduce_add_ps(a0) + (bias ? bias[o] : 0.0f);
-    y[o + 1] = _mm512_reduce_add_ps(a1) + (bias ? bias[o + 1] : 0.0f);
-    y[o + 2] = _mm512_reduce_add_ps(a2) + (bias ? bias[o + 2] : 0.0f);
-    y[o + 3] = _mm512_reduce_add_ps(a3) + (bias ? bias[o + 3] : 0.0f);
-  }
-  for (; o < o1; ++o) {
+  for (std::int64_t o = o0; o < o1; ++o) {
     const float* r = w + o * in;
-    __m512 a = _mm512_setzero_ps();
-    for (std::int64_t i = 0; i < full; i += 16) a = _mm512_fmadd_ps(_mm512_loadu_ps(r + i), _mm512_loadu_ps(x + i), a);
+    __m512 a0 = _mm512_setzero_ps(), a1 = _mm512_setzero_ps();
+    std::int64_t i = 0;
+    for (; i < pairs; i += 32) {
+      a0 = _mm512_fmadd_ps(_mm512_loadu_ps(r + i), _mm512_loadu_ps(x + i), a0);
+      a1 = _mm512_fmadd_ps(_mm512_loadu_ps(r + i + 16), _mm512_loadu_ps(x + i + 16), a1);
+    }
+    if (i < full) a0 = _mm512_fmadd_ps(_mm512_loadu_ps(r + i), _mm512_loadu_ps(x + i), a0);
     if (full < in)
-      a = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(tail_mask, r + full), _mm512_maskz_loadu_ps(tail_mask, x + full), a);
-    y[o] = _mm512_reduce_add_ps(a) + (bias ? bias[o] : 0.0f);
+      a1 = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(tail_mask, r + full), _mm512_maskz_loadu_ps(tail_mask, x + full), a1);
+    y[o] = _mm512_reduce_add_ps(_mm512_add_ps(a0, a1)) + (bias ? bias[o] : 0.0f);
   }
 }
 

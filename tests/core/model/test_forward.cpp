@@ -220,7 +220,7 @@ TEST(Gemv, MatchesAtLinear) {
   c10::InferenceMode guard;
   at::manual_seed(3);
   for (const auto dtype : {at::kFloat, at::kBFloat16}) {
-    for (const std::int64_t in : {16, 100, 1024}) {
+    for (const std::int64_t in : {16, 48, 80, 96, 100, 1000, 1024}) {
       const std::int64_t out = 37;
       const at::Tensor w = at::randn({out, in}).to(dtype), b = at::randn({out}).to(dtype);
       const at::Tensor x = at::randn({1, in}).to(dtype);

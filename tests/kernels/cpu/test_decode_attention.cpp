@@ -1,0 +1,74 @@
+// The decode-step attention kernel against the direct formula softmax(scale · q Kᵀ) V in fp64,
+// computed from the same (already rounded) inputs.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "kernels/cpu/decode_attention.h"
+#include "kernels/cpu/dense_attention.h"
+
+namespace luka::cpu {
+namespace {
+
+struct Case {
+  std::int64_t n_heads, n_kv, head_dim, total;
+};
+
+// Reference in fp64: probs [n_heads, T] and output [n_heads, D].
+std::pair<at::Tensor, at::Tensor> reference(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                                            double scale) {
+  const std::int64_t group = q.size(0) / k.size(0);
+  const at::Tensor kd = k.to(at::kDouble).repeat_interleave(group, 0);  // [H, T, D]
+  const at::Tensor vd = v.to(at::kDouble).repeat_interleave(group, 0);
+  const at::Tensor scores = at::matmul(q.to(at::kDouble), kd.transpose(1, 2)).squeeze(1) * scale;  // [H, T]
+  const at::Tensor probs = at::softmax(scores, -1);
+  return {probs, at::matmul(probs.unsqueeze(1), vd).squeeze(1)};
+}
+
+TEST(DecodeAttention, MatchesDirectFormula) {
+  for (const auto dtype : {at::kFloat, at::kBFloat16}) {
+    if (!decode_attention_available(dtype)) GTEST_SKIP() << "no AVX-512 on this CPU";
+  }
+  c10::InferenceMode guard;
+  at::manual_seed(11);
+  // Group sizes 1, 2, 3; head_dim below, at and off a multiple of 16; one key only; long caches.
+  const Case cases[] = {{4, 4, 128, 1}, {8, 4, 64, 37}, {9, 3, 72, 300}, {6, 2, 20, 5}, {16, 8, 128, 700}};
+  for (const auto dtype : {at::kFloat, at::kBFloat16}) {
+    for (const Case& c : cases) {
+      const double scale = 1.0 / std::sqrt(static_cast<double>(c.head_dim));
+      // K/V as views into a longer cache, as the decoder passes them.
+      const at::Tensor k_cache = (2 * at::randn({c.n_kv, c.total + 13, c.head_dim})).to(dtype);
+      const at::Tensor v_cache = at::randn({c.n_kv, c.total + 13, c.head_dim}).to(dtype);
+      const at::Tensor k = k_cache.narrow(1, 0, c.total), v = v_cache.narrow(1, 0, c.total);
+      const at::Tensor q = (2 * at::randn({c.n_heads, 1, c.head_dim})).to(dtype);
+      at::Tensor probs;
+      const at::Tensor out = dense_decode_attention(q, k, v, scale, &probs);
+      ASSERT_EQ(out.sizes(), (at::IntArrayRef{1, c.n_heads * c.head_dim}));
+      ASSERT_EQ(out.scalar_type(), dtype);
+      const auto [ref_probs, ref_out] = reference(q, k, v, scale);
+      // fp32 accumulation over ≤ 128-term dots and ≤ 700-term sums: 1e-5 relative is ample. The
+      // bf16 output is rounded once to 8 significant bits: half an ulp is at most 2^-8 of |x|.
+      const at::Tensor got = out.to(at::kDouble).view({c.n_heads, c.head_dim});
+      const double rel = dtype == at::kFloat ? 1e-5 : std::ldexp(1.0, -8);
+      const at::Tensor excess = (got - ref_out).abs() - (rel * ref_out.abs() + 1e-5);
+      EXPECT_LE(excess.max().item<double>(), 0.0) << c10::toString(dtype) << " H " << c.n_heads << " KV "
+                                                  << c.n_kv << " D " << c.head_dim << " T " << c.total;
+      EXPECT_LE((probs.to(at::kDouble) - ref_probs).abs().max().item<double>(), 1e-6);
+      // The generic entry point takes the same path for a decode step.
+      const at::Tensor via_dense = dense_causal_attention(q, k, v, c.total - 1, scale);
+      EXPECT_TRUE(at::equal(via_dense, out));
+    }
+  }
+}
+
+TEST(DecodeAttention, RejectsInconsistentShapes) {
+  c10::InferenceMode guard;
+  const at::Tensor q = at::randn({4, 1, 16}), k = at::randn({3, 5, 16}), v = at::randn({3, 5, 16});
+  EXPECT_THROW(dense_decode_attention(q, k, v, 1.0), std::invalid_argument);  // 4 heads over 3 KV heads
+  EXPECT_THROW(dense_decode_attention(at::randn({3, 2, 16}), k, v, 1.0), std::invalid_argument);  // 2 queries
+  EXPECT_THROW(dense_decode_attention(at::randn({3, 1, 16}), k, at::randn({3, 6, 16}), 1.0), std::invalid_argument);
+  EXPECT_THROW(dense_decode_attention(at::randn({3, 1, 16}).to(at::kBFloat16), k, v, 1.0), std::invalid_argument);
+}
+
+}  // namespace
+}  // namespace luka::cpu
