@@ -84,8 +84,28 @@ bool is_hybrid_thinking(const TokenizerConfig& config) {
   return config.chat_template.find("enable_thinking") != std::string::npos;
 }
 
-std::string format_chatml(const std::vector<ChatMessage>& messages, const ChatOptions& options,
+std::optional<std::string> default_system_prompt(const TokenizerConfig& config) {
+  const std::string& t = config.chat_template;
+  const std::size_t branch = t.find("!= 'system'");
+  if (branch == std::string::npos) return std::nullopt;
+  const std::string open = "'<|im_start|>system\n";
+  const std::size_t start = t.find(open, branch);
+  const std::size_t block_end = t.find("{% endif %}", branch);
+  if (start == std::string::npos || (block_end != std::string::npos && start > block_end)) return std::nullopt;
+  const std::size_t text = start + open.size();
+  const std::size_t end = t.find("<|im_end|>", text);
+  if (end == std::string::npos) return std::nullopt;
+  const std::string prompt = t.substr(text, end - text);
+  // Only a plain literal: a template expression or quote inside means something we do not render.
+  if (prompt.find_first_of("'{}") != std::string::npos) return std::nullopt;
+  return prompt;
+}
+
+std::string format_chatml(const std::vector<ChatMessage>& input, const ChatOptions& options,
                           bool hybrid_thinking) {
+  std::vector<ChatMessage> messages = input;
+  if (options.default_system && !messages.empty() && messages.front().role != "system")
+    messages.insert(messages.begin(), ChatMessage{"system", *options.default_system});
   std::string out;
   if (hybrid_thinking) {
     format_qwen3(messages, out);

@@ -15,12 +15,11 @@ constexpr std::size_t kCacheMaxWord = 256;     // longer words are rare; don't c
 
 BpeModel::BpeModel(std::unordered_map<std::string, std::int32_t> vocab,
                    const std::vector<std::pair<std::string, std::string>>& merges, bool ignore_merges,
-                   const std::string& where)
-    : vocab_(std::move(vocab)), ignore_merges_(ignore_merges) {
+                   const std::string& where, std::int32_t unk_id, bool fuse_unk)
+    : vocab_(std::move(vocab)), ignore_merges_(ignore_merges), unk_id_(unk_id), fuse_unk_(fuse_unk) {
   for (int b = 0; b < 256; ++b) {
     const auto it = vocab_.find(byte_level::byte_to_text(static_cast<unsigned char>(b)));
-    if (it == vocab_.end()) fail(where, "the BPE vocab lacks the symbol of byte " + std::to_string(b));
-    byte_ids_[b] = it->second;
+    byte_ids_[b] = it == vocab_.end() ? -1 : it->second;
   }
   merges_.reserve(merges.size());
   for (std::size_t rank = 0; rank < merges.size(); ++rank) {
@@ -36,7 +35,12 @@ BpeModel::BpeModel(std::unordered_map<std::string, std::int32_t> vocab,
 void BpeModel::encode_word(std::string_view bytes, std::vector<std::int32_t>& out) const {
   if (bytes.empty()) return;
   if (bytes.size() == 1) {
-    out.push_back(byte_ids_[static_cast<unsigned char>(bytes[0])]);
+    const std::int32_t id = byte_ids_[static_cast<unsigned char>(bytes[0])];
+    if (id >= 0) {
+      out.push_back(id);
+    } else if (unk_id_ >= 0) {
+      out.push_back(unk_id_);
+    }
     return;
   }
   const bool cacheable = bytes.size() <= kCacheMaxWord;
@@ -74,10 +78,24 @@ std::vector<std::int32_t> BpeModel::merge_word(std::string_view bytes) const {
     int prev, next;  // -1 at the ends
     bool alive;
   };
-  const int n = static_cast<int>(bytes.size());
-  std::vector<Symbol> symbols(n);
-  for (int i = 0; i < n; ++i)
-    symbols[i] = {byte_ids_[static_cast<unsigned char>(bytes[i])], i - 1, i + 1 < n ? i + 1 : -1, true};
+  std::vector<Symbol> symbols;
+  symbols.reserve(bytes.size());
+  bool last_unk = false;
+  for (const char b : bytes) {
+    std::int32_t id = byte_ids_[static_cast<unsigned char>(b)];
+    if (id < 0) {  // a byte the vocab lacks: the unknown token, fused with a preceding one
+      if (unk_id_ < 0 || (fuse_unk_ && last_unk)) continue;
+      id = unk_id_;
+      last_unk = true;
+    } else {
+      last_unk = false;
+    }
+    const int i = static_cast<int>(symbols.size());
+    symbols.push_back({id, i - 1, -1, true});
+    if (i > 0) symbols[i - 1].next = i;
+  }
+  const int n = static_cast<int>(symbols.size());
+  if (n == 0) return {};
 
   struct Candidate {
     std::int32_t rank;

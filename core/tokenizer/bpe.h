@@ -14,10 +14,12 @@ namespace luka {
 class BpeModel {
  public:
   // `vocab` maps byte-level token text to id; `merges` are (left, right) token texts in rank
-  // order. Throws luka::Error naming `where` when a merge or a byte is missing from the vocab.
+  // order. A byte whose symbol is not in the vocab encodes as `unk_id` (consecutive ones within
+  // a word as one, with `fuse_unk`), or is dropped when there is no unknown token, as in the
+  // Rust library. Throws luka::Error naming `where` when a merge uses a token missing from the vocab.
   BpeModel(std::unordered_map<std::string, std::int32_t> vocab,
            const std::vector<std::pair<std::string, std::string>>& merges, bool ignore_merges,
-           const std::string& where);
+           const std::string& where, std::int32_t unk_id = -1, bool fuse_unk = false);
 
   // Appends the ids of one pre-tokenized word given as raw bytes.
   void encode_word(std::string_view bytes, std::vector<std::int32_t>& out) const;
@@ -36,8 +38,10 @@ class BpeModel {
 
   std::unordered_map<std::string, std::int32_t> vocab_;
   std::unordered_map<std::uint64_t, Merge> merges_;  // keyed by the pair of ids
-  std::int32_t byte_ids_[256];                       // id of each single byte's symbol
+  std::int32_t byte_ids_[256];                       // id of each single byte's symbol; -1 if none
   bool ignore_merges_;
+  std::int32_t unk_id_;  // -1: none
+  bool fuse_unk_;
 
   // Words repeat a lot in real text; remember their ids. Guarded for concurrent encode().
   mutable std::mutex cache_mutex_;

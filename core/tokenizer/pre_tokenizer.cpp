@@ -148,4 +148,75 @@ std::size_t Qwen2PreTokenizer::match_at(std::string_view text, std::size_t pos) 
   return run_end - pos;
 }
 
+std::size_t Gpt2PreTokenizer::match_at(std::string_view text, std::size_t pos) const {
+  const Char c0 = char_at(text, pos);
+  if (c0.len == 0) return 0;
+  const Char c1 = char_at(text, pos + c0.len);
+
+  // 's|'t|'re|'ve|'m|'ll|'d (case-sensitive)
+  if (c0.cp == '\'' && c1.len != 0) {
+    if (c1.cp == 's' || c1.cp == 't' || c1.cp == 'm' || c1.cp == 'd') return c0.len + c1.len;
+    const Char c2 = char_at(text, pos + c0.len + c1.len);
+    if (c2.len != 0 && ((c1.cp == 'r' && c2.cp == 'e') || (c1.cp == 'v' && c2.cp == 'e') || (c1.cp == 'l' && c2.cp == 'l')))
+      return c0.len + c1.len + c2.len;
+  }
+
+  // ' ?X+' for X = letters, numbers, other: an optional single space, then a run of one class.
+  const auto run = [&](auto&& in_class) -> std::size_t {
+    std::size_t start;
+    if (in_class(c0.cp)) {
+      start = pos;
+    } else if (c0.cp == ' ' && c1.len != 0 && in_class(c1.cp)) {
+      start = pos + c0.len;
+    } else {
+      return 0;
+    }
+    std::size_t end = start;
+    for (Char c = char_at(text, end); c.len != 0 && in_class(c.cp); c = char_at(text, end)) end += c.len;
+    return end - pos;
+  };
+  if (const std::size_t n = run(unicode::is_letter)) return n;
+  if (const std::size_t n = run(unicode::is_number)) return n;
+  if (const std::size_t n = run(is_other)) return n;
+
+  if (!unicode::is_whitespace(c0.cp)) return 0;
+  std::size_t run_end = pos;
+  std::size_t last_char_start = pos;
+  for (Char c = char_at(text, run_end); c.len != 0 && unicode::is_whitespace(c.cp); c = char_at(text, run_end)) {
+    last_char_start = run_end;
+    run_end += c.len;
+  }
+  // \s+(?!\S): the whole run at the end of text, else all but its last character; a single
+  // whitespace before a non-space falls through to \s+.
+  if (run_end == text.size()) return run_end - pos;
+  if (last_char_start > pos) return last_char_start - pos;
+  return run_end - pos;
+}
+
+void IndividualDigitsPreTokenizer::split(std::string_view text, std::vector<std::string_view>& out) const {
+  std::size_t start = 0, pos = 0;
+  while (pos < text.size()) {
+    std::size_t len = 0;
+    const char32_t cp = unicode::decode_at(text, pos, len);
+    if (unicode::is_number(cp)) {
+      if (start < pos) inner_->split(text.substr(start, pos - start), out);
+      out.push_back(text.substr(pos, len));
+      start = pos + len;
+    }
+    pos += len;
+  }
+  if (start < text.size()) inner_->split(text.substr(start), out);
+}
+
+std::unique_ptr<PreTokenizer> pre_tokenizer_for_gguf(const std::string& name, const std::string& where, bool& nfc) {
+  nfc = false;
+  if (name == "qwen2") {
+    nfc = true;  // Qwen2/Qwen3 tokenizers normalize to NFC
+    return std::make_unique<Qwen2PreTokenizer>();
+  }
+  if (name == "smollm") return std::make_unique<IndividualDigitsPreTokenizer>(std::make_unique<Gpt2PreTokenizer>());
+  if (name == "gpt-2" || name == "gpt2") return std::make_unique<Gpt2PreTokenizer>();
+  fail(where, "GGUF: unsupported pre-tokenizer \"" + name + "\" in tokenizer.ggml.pre (supported: qwen2, smollm, gpt-2)");
+}
+
 }  // namespace luka

@@ -6,6 +6,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/gguf/gguf.h"
 #include "core/tokenizer/added_tokens.h"
 #include "core/tokenizer/bpe.h"
 #include "core/tokenizer/byte_level.h"
@@ -67,15 +68,28 @@ bool read_normalizer(const json& node, const std::string& where) {
   fail(where, "unsupported normalizer \"" + (type.empty() ? node.dump() : type) + "\" (supported: NFC or none)");
 }
 
-// Accepts Sequence[Split(Regex, Isolated), ByteLevel(use_regex=false, add_prefix_space=false)].
+bool is_regex_byte_level(const json& node) {
+  return type_of(node) == "ByteLevel" && node.value("use_regex", true) && !node.value("add_prefix_space", false);
+}
+
+// Accepts
+//   Sequence[Split(Regex, Isolated), ByteLevel(use_regex=false)]  (Qwen2/Qwen3),
+//   ByteLevel(use_regex=true)                                     (GPT-2 pattern),
+//   Sequence[Digits(individual_digits=true), ByteLevel(use_regex=true)]  (SmolLM2),
+// all with add_prefix_space=false.
 std::unique_ptr<PreTokenizer> read_pre_tokenizer(const json& node, const fs::path& file) {
   const std::string where = file.string();
+  if (is_regex_byte_level(node)) return std::make_unique<Gpt2PreTokenizer>();
   if (type_of(node) != "Sequence" || !node.contains("pretokenizers") || !node["pretokenizers"].is_array() ||
       node["pretokenizers"].size() != 2)
     fail(where, "unsupported pre_tokenizer " + node.dump().substr(0, 200) +
-                    " (supported: Sequence of a Split regex and ByteLevel)");
-  const json& split = node["pretokenizers"][0];
+                    " (supported: Sequence of a Split regex and ByteLevel; ByteLevel with its regex; "
+                    "Sequence of individual Digits and ByteLevel)");
+  const json& first = node["pretokenizers"][0];
   const json& byte_level = node["pretokenizers"][1];
+  if (type_of(first) == "Digits" && first.value("individual_digits", false) && is_regex_byte_level(byte_level))
+    return std::make_unique<IndividualDigitsPreTokenizer>(std::make_unique<Gpt2PreTokenizer>());
+  const json& split = first;
   if (type_of(split) != "Split" || !split.contains("pattern") || !split["pattern"].is_object() ||
       !split["pattern"].contains("Regex") || !split["pattern"]["Regex"].is_string())
     fail(where, "unsupported pre_tokenizer: expected a Split with a Regex pattern first, got " + split.dump().substr(0, 200));
@@ -121,6 +135,7 @@ TokenizerConfig read_config(const fs::path& file) {
   config.bos_token = read_token_name(j, "bos_token");
   config.eos_token = read_token_name(j, "eos_token");
   config.pad_token = read_token_name(j, "pad_token");
+  if (j.contains("add_bos_token") && j["add_bos_token"].is_boolean()) config.add_bos_token = j["add_bos_token"].get<bool>();
   if (j.contains("chat_template")) {
     const json& t = j["chat_template"];
     if (t.is_string()) {
@@ -134,9 +149,112 @@ TokenizerConfig read_config(const fs::path& file) {
   return config;
 }
 
+// Fills the id tables, the added-token matchers and the BPE model from a vocabulary (byte-level
+// text -> id) and impl.added.
+void build_tables(Tokenizer::Impl& impl, std::unordered_map<std::string, std::int32_t> vocab,
+                  const std::vector<std::pair<std::string, std::string>>& merges, bool ignore_merges,
+                  std::int32_t max_id, const std::string& where, std::int32_t unk_id = -1, bool fuse_unk = false) {
+  // Ids index dense tables; a stray huge id must be an error, not a giant allocation.
+  constexpr std::int32_t kMaxId = 1 << 24;
+  if (max_id > kMaxId) fail(where, "token id " + std::to_string(max_id) + " is implausibly large");
+  const std::size_t size = static_cast<std::size_t>(max_id + 1);
+  impl.id_to_text.assign(size, std::string());
+  impl.id_to_bytes.assign(size, std::string());
+  impl.special.assign(size, 0);
+  for (const auto& [text, id] : vocab) {
+    impl.id_to_text[id] = text;
+    // Tokens outside the byte-level alphabet decode as their own text (as the Rust decoder does).
+    impl.id_to_bytes[id] = byte_level::text_to_bytes(text).value_or(text);
+  }
+  std::vector<AddedToken> raw, normalized;
+  for (const AddedToken& t : impl.added) {
+    impl.id_to_text[t.id] = t.content;
+    impl.id_to_bytes[t.id] = t.content;
+    impl.special[t.id] = t.special;
+    impl.added_ids[t.content] = t.id;
+    (t.normalized && impl.nfc ? normalized : raw).push_back(t);
+  }
+  impl.raw_matcher = AddedTokenMatcher(raw, false);
+  impl.normalized_matcher = AddedTokenMatcher(normalized, true);
+  impl.model = std::make_unique<BpeModel>(std::move(vocab), merges, ignore_merges, where, unk_id, fuse_unk);
+}
+
+// The tokenizer stored in a GGUF's metadata (tokenizer.ggml.*), as llama.cpp writes it.
+std::unique_ptr<Tokenizer::Impl> load_gguf(const fs::path& path) {
+  const auto file = gguf::File::open(path);
+  const std::string where = path.string();
+  auto impl = std::make_unique<Tokenizer::Impl>();
+  impl->source = path;
+  const std::string model = file->get_string_or("tokenizer.ggml.model").value_or("");
+  if (model != "gpt2")
+    fail(where, "GGUF: unsupported tokenizer model \"" + model +
+                    "\" in tokenizer.ggml.model (supported: gpt2, the byte-level BPE)");
+  const gguf::Value* tokens = file->get_array_or("tokenizer.ggml.tokens", gguf::ValueType::kString);
+  const gguf::Value* merges_value = file->get_array_or("tokenizer.ggml.merges", gguf::ValueType::kString);
+  if (!tokens) fail(where, "GGUF: missing metadata 'tokenizer.ggml.tokens'");
+  if (!merges_value) fail(where, "GGUF: missing metadata 'tokenizer.ggml.merges'");
+  const gguf::Value* types = file->get_array_or("tokenizer.ggml.token_type", gguf::ValueType::kI32);
+  if (types && types->size() != tokens->size())
+    fail(where, "GGUF: tokenizer.ggml.token_type has " + std::to_string(types->size()) + " entries for " +
+                    std::to_string(tokens->size()) + " tokens");
+  if (tokens->size() == 0 || tokens->size() > (std::size_t{1} << 24))
+    fail(where, "GGUF: tokenizer.ggml.tokens has an implausible size " + std::to_string(tokens->size()));
+  impl->pre_tokenizer = pre_tokenizer_for_gguf(file->get_string_or("tokenizer.ggml.pre").value_or("gpt-2"), where, impl->nfc);
+
+  std::unordered_map<std::string, std::int32_t> vocab;
+  vocab.reserve(tokens->size());
+  for (std::size_t id = 0; id < tokens->size(); ++id) {
+    const std::string& text = tokens->strings[id];
+    vocab.emplace(text, static_cast<std::int32_t>(id));  // the first id wins for a repeated text
+    // llama.cpp token types: 3 = control (special), 4 = user-defined; both are matched in the raw
+    // text before BPE, like tokenizer.json's added tokens.
+    const std::int64_t type = types ? types->ints[id] : 1;
+    if (type == 3 || type == 4) {
+      AddedToken t;
+      t.id = static_cast<std::int32_t>(id);
+      t.content = text;
+      t.special = type == 3;
+      t.normalized = false;
+      impl->added.push_back(std::move(t));
+    }
+  }
+  std::vector<std::pair<std::string, std::string>> merges;
+  merges.reserve(merges_value->size());
+  for (const std::string& m : merges_value->strings) {
+    const std::size_t space = m.find(' ');
+    if (space == std::string::npos || m.find(' ', space + 1) != std::string::npos)
+      fail(where, "GGUF: malformed merge \"" + m + "\" in tokenizer.ggml.merges (expected \"left right\")");
+    merges.emplace_back(m.substr(0, space), m.substr(space + 1));
+  }
+  // A byte with no symbol in the vocabulary becomes the unknown token (fused), as transformers'
+  // GGUF tokenizer does.
+  std::int32_t unk = -1;
+  if (const auto u = file->get_int_or("tokenizer.ggml.unknown_token_id")) {
+    if (*u < 0 || static_cast<std::size_t>(*u) >= tokens->size())
+      fail(where, "GGUF: tokenizer.ggml.unknown_token_id " + std::to_string(*u) + " is outside the vocabulary");
+    unk = static_cast<std::int32_t>(*u);
+  }
+  build_tables(*impl, std::move(vocab), merges, false, static_cast<std::int32_t>(tokens->size()) - 1, where, unk, true);
+
+  const auto token_name = [&](const char* key) -> std::optional<std::string> {
+    const auto id = file->get_int_or(key);
+    if (!id) return std::nullopt;
+    if (*id < 0 || static_cast<std::size_t>(*id) >= tokens->size())
+      fail(where, std::string("GGUF: ") + key + " " + std::to_string(*id) + " is outside the vocabulary");
+    return tokens->strings[static_cast<std::size_t>(*id)];
+  };
+  impl->config.bos_token = token_name("tokenizer.ggml.bos_token_id");
+  impl->config.eos_token = token_name("tokenizer.ggml.eos_token_id");
+  impl->config.pad_token = token_name("tokenizer.ggml.padding_token_id");
+  impl->config.chat_template = file->get_string_or("tokenizer.chat_template").value_or("");
+  impl->config.add_bos_token = file->get_bool_or("tokenizer.ggml.add_bos_token").value_or(false);
+  return impl;
+}
+
 }  // namespace
 
 Tokenizer Tokenizer::load(const fs::path& path) {
+  if (fs::is_regular_file(path) && gguf::File::has_magic(path)) return Tokenizer(load_gguf(path));
   auto impl = std::make_unique<Impl>();
   const bool is_dir = fs::is_directory(path);
   impl->source = is_dir ? path / "tokenizer.json" : path;
@@ -189,31 +307,15 @@ Tokenizer Tokenizer::load(const fs::path& path) {
       }
     }
 
-    // Ids index dense tables; a stray huge id must be an error, not a giant allocation.
-    constexpr std::int32_t kMaxId = 1 << 24;
-    if (max_id > kMaxId) fail(where, "token id " + std::to_string(max_id) + " is implausibly large");
-    const std::size_t size = static_cast<std::size_t>(max_id + 1);
-    impl->id_to_text.assign(size, std::string());
-    impl->id_to_bytes.assign(size, std::string());
-    impl->special.assign(size, 0);
-    for (const auto& [text, id] : vocab) {
-      impl->id_to_text[id] = text;
-      // Tokens outside the byte-level alphabet decode as their own text (as the Rust decoder does).
-      impl->id_to_bytes[id] = byte_level::text_to_bytes(text).value_or(text);
+    std::int32_t unk = -1;
+    if (model.contains("unk_token") && model["unk_token"].is_string()) {
+      const auto it = vocab.find(model["unk_token"].get<std::string>());
+      if (it == vocab.end()) fail(where, "BPE unk_token \"" + model["unk_token"].get<std::string>() + "\" is not in the vocab");
+      unk = it->second;
     }
-    std::vector<AddedToken> raw, normalized;
-    for (const AddedToken& t : impl->added) {
-      impl->id_to_text[t.id] = t.content;
-      impl->id_to_bytes[t.id] = t.content;
-      impl->special[t.id] = t.special;
-      impl->added_ids[t.content] = t.id;
-      (t.normalized && impl->nfc ? normalized : raw).push_back(t);
-    }
-    impl->raw_matcher = AddedTokenMatcher(raw, false);
-    impl->normalized_matcher = AddedTokenMatcher(normalized, true);
-
-    impl->model = std::make_unique<BpeModel>(std::move(vocab), read_merges(model["merges"], where),
-                                             model.value("ignore_merges", false), where);
+    const bool fuse_unk = model.value("fuse_unk", json(false)).is_boolean() && model.value("fuse_unk", false);
+    build_tables(*impl, std::move(vocab), read_merges(model["merges"], where), model.value("ignore_merges", false),
+                 max_id, where, unk, fuse_unk);
   } catch (const json::exception& e) {
     fail(where, std::string("unexpected JSON content: ") + e.what());
   }

@@ -18,12 +18,15 @@ struct TokenizerConfig {
   std::optional<std::string> eos_token;
   std::optional<std::string> pad_token;
   std::string chat_template;   // empty when absent
+  bool add_bos_token = false;  // prompts start with the BOS token
 };
 
 class Tokenizer {
  public:
-  // `path` is a folder holding tokenizer.json (and optionally tokenizer_config.json), or a
-  // tokenizer.json file. Throws luka::Error naming the file and the problem.
+  struct Impl;
+  // `path` is a folder holding tokenizer.json (and optionally tokenizer_config.json), a
+  // tokenizer.json file, or a GGUF file (its tokenizer.ggml.* metadata). Throws luka::Error
+  // naming the file and the problem.
   static Tokenizer load(const std::filesystem::path& path);
 
   Tokenizer(Tokenizer&&) noexcept;
@@ -54,7 +57,6 @@ class Tokenizer {
   const std::filesystem::path& source() const;  // the tokenizer.json it was read from
 
  private:
-  struct Impl;
   explicit Tokenizer(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;
 };

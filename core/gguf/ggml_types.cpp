@@ -1,0 +1,254 @@
+#include "core/gguf/ggml_types.h"
+
+#include <cstring>
+#include <stdexcept>
+#include <string>
+
+namespace luka::gguf {
+
+namespace {
+
+constexpr std::int64_t kQK = 32;    // elements per block of the 32-wide types
+constexpr std::int64_t kQK_K = 256; // elements per K-quant super-block
+
+std::uint16_t read_u16(const std::uint8_t* p) { return static_cast<std::uint16_t>(p[0] | (p[1] << 8)); }
+float read_half(const std::uint8_t* p) { return half_to_float(read_u16(p)); }
+
+// Q4_K scales: 12 bytes pack eight 6-bit scales and eight 6-bit mins.
+void scale_min_k4(int j, const std::uint8_t* q, std::uint8_t& d, std::uint8_t& m) {
+  if (j < 4) {
+    d = q[j] & 63;
+    m = q[j + 4] & 63;
+  } else {
+    d = static_cast<std::uint8_t>((q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4));
+    m = static_cast<std::uint8_t>((q[j + 4] >> 4) | ((q[j] >> 6) << 4));
+  }
+}
+
+// block_q4_0 { half d; u8 qs[16]; }: x = (nibble - 8) * d; low nibbles are elements 0..15.
+void dequant_q4_0(const std::uint8_t* b, float* y) {
+  const float d = read_half(b);
+  const std::uint8_t* qs = b + 2;
+  for (int j = 0; j < kQK / 2; ++j) {
+    y[j] = static_cast<float>((qs[j] & 0x0F) - 8) * d;
+    y[j + kQK / 2] = static_cast<float>((qs[j] >> 4) - 8) * d;
+  }
+}
+
+// block_q4_1 { half d; half m; u8 qs[16]; }: x = nibble * d + m.
+void dequant_q4_1(const std::uint8_t* b, float* y) {
+  const float d = read_half(b), m = read_half(b + 2);
+  const std::uint8_t* qs = b + 4;
+  for (int j = 0; j < kQK / 2; ++j) {
+    y[j] = static_cast<float>(qs[j] & 0x0F) * d + m;
+    y[j + kQK / 2] = static_cast<float>(qs[j] >> 4) * d + m;
+  }
+}
+
+// block_q8_0 { half d; i8 qs[32]; }: x = q * d.
+void dequant_q8_0(const std::uint8_t* b, float* y) {
+  const float d = read_half(b);
+  for (int j = 0; j < kQK; ++j) y[j] = static_cast<float>(static_cast<std::int8_t>(b[2 + j])) * d;
+}
+
+// block_q4_K { half d; half dmin; u8 scales[12]; u8 qs[128]; }: eight sub-blocks of 32, each
+// x = d * scale * nibble - dmin * min.
+void dequant_q4_k(const std::uint8_t* b, float* y) {
+  const float d = read_half(b), dmin = read_half(b + 2);
+  const std::uint8_t* scales = b + 4;
+  const std::uint8_t* q = b + 16;
+  int is = 0;
+  for (int j = 0; j < kQK_K; j += 64) {
+    std::uint8_t sc, m;
+    scale_min_k4(is + 0, scales, sc, m);
+    const float d1 = d * sc, m1 = dmin * m;
+    scale_min_k4(is + 1, scales, sc, m);
+    const float d2 = d * sc, m2 = dmin * m;
+    for (int l = 0; l < 32; ++l) *y++ = d1 * static_cast<float>(q[l] & 0xF) - m1;
+    for (int l = 0; l < 32; ++l) *y++ = d2 * static_cast<float>(q[l] >> 4) - m2;
+    q += 32;
+    is += 2;
+  }
+}
+
+// block_q6_K { u8 ql[128]; u8 qh[64]; i8 scales[16]; half d; }: 6-bit values (low 4 bits in ql,
+// high 2 in qh) minus 32, times d * scale of each 16-element group.
+void dequant_q6_k(const std::uint8_t* b, float* y) {
+  const std::uint8_t* ql = b;
+  const std::uint8_t* qh = b + 128;
+  const std::int8_t* sc = reinterpret_cast<const std::int8_t*>(b + 192);
+  const float d = read_half(b + 208);
+  for (int n = 0; n < kQK_K; n += 128) {
+    for (int l = 0; l < 32; ++l) {
+      const int is = l / 16;
+      const int q1 = static_cast<std::int8_t>((ql[l + 0] & 0xF) | (((qh[l] >> 0) & 3) << 4)) - 32;
+      const int q2 = static_cast<std::int8_t>((ql[l + 32] & 0xF) | (((qh[l] >> 2) & 3) << 4)) - 32;
+      const int q3 = static_cast<std::int8_t>((ql[l + 0] >> 4) | (((qh[l] >> 4) & 3) << 4)) - 32;
+      const int q4 = static_cast<std::int8_t>((ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4)) - 32;
+      y[l + 0] = d * sc[is + 0] * static_cast<float>(q1);
+      y[l + 32] = d * sc[is + 2] * static_cast<float>(q2);
+      y[l + 64] = d * sc[is + 4] * static_cast<float>(q3);
+      y[l + 96] = d * sc[is + 6] * static_cast<float>(q4);
+    }
+    y += 128;
+    ql += 64;
+    qh += 32;
+    sc += 8;
+  }
+}
+
+}  // namespace
+
+float half_to_float(std::uint16_t h) {
+  const std::uint32_t sign = static_cast<std::uint32_t>(h & 0x8000) << 16;
+  std::uint32_t exp = (h >> 10) & 0x1F;
+  std::uint32_t mant = h & 0x3FF;
+  std::uint32_t bits;
+  if (exp == 0x1F) {
+    bits = sign | 0x7F800000u | (mant << 13);  // inf / nan
+  } else if (exp != 0) {
+    bits = sign | ((exp + 112) << 23) | (mant << 13);
+  } else if (mant == 0) {
+    bits = sign;  // ±0
+  } else {
+    // Subnormal half: normalise the mantissa.
+    exp = 113;
+    while ((mant & 0x400) == 0) {
+      mant <<= 1;
+      --exp;
+    }
+    bits = sign | (exp << 23) | ((mant & 0x3FF) << 13);
+  }
+  float f;
+  std::memcpy(&f, &bits, sizeof f);
+  return f;
+}
+
+float bf16_to_float(std::uint16_t b) {
+  const std::uint32_t bits = static_cast<std::uint32_t>(b) << 16;
+  float f;
+  std::memcpy(&f, &bits, sizeof f);
+  return f;
+}
+
+const char* type_name(GgmlType type) {
+  switch (type) {
+    case GgmlType::kF32: return "F32";
+    case GgmlType::kF16: return "F16";
+    case GgmlType::kQ4_0: return "Q4_0";
+    case GgmlType::kQ4_1: return "Q4_1";
+    case GgmlType::kQ5_0: return "Q5_0";
+    case GgmlType::kQ5_1: return "Q5_1";
+    case GgmlType::kQ8_0: return "Q8_0";
+    case GgmlType::kQ8_1: return "Q8_1";
+    case GgmlType::kQ2_K: return "Q2_K";
+    case GgmlType::kQ3_K: return "Q3_K";
+    case GgmlType::kQ4_K: return "Q4_K";
+    case GgmlType::kQ5_K: return "Q5_K";
+    case GgmlType::kQ6_K: return "Q6_K";
+    case GgmlType::kQ8_K: return "Q8_K";
+    case GgmlType::kIQ2_XXS: return "IQ2_XXS";
+    case GgmlType::kIQ2_XS: return "IQ2_XS";
+    case GgmlType::kIQ3_XXS: return "IQ3_XXS";
+    case GgmlType::kIQ1_S: return "IQ1_S";
+    case GgmlType::kIQ4_NL: return "IQ4_NL";
+    case GgmlType::kIQ3_S: return "IQ3_S";
+    case GgmlType::kIQ2_S: return "IQ2_S";
+    case GgmlType::kIQ4_XS: return "IQ4_XS";
+    case GgmlType::kI8: return "I8";
+    case GgmlType::kI16: return "I16";
+    case GgmlType::kI32: return "I32";
+    case GgmlType::kI64: return "I64";
+    case GgmlType::kF64: return "F64";
+    case GgmlType::kIQ1_M: return "IQ1_M";
+    case GgmlType::kBF16: return "BF16";
+    case GgmlType::kTQ1_0: return "TQ1_0";
+    case GgmlType::kTQ2_0: return "TQ2_0";
+  }
+  return "?";
+}
+
+std::string type_label(std::uint32_t raw) {
+  if (type_traits(raw)) return type_name(static_cast<GgmlType>(raw));
+  return "type " + std::to_string(raw);
+}
+
+std::optional<TypeTraits> type_traits(std::uint32_t raw) {
+  switch (static_cast<GgmlType>(raw)) {
+    case GgmlType::kF32: return TypeTraits{1, 4};
+    case GgmlType::kF16: return TypeTraits{1, 2};
+    case GgmlType::kQ4_0: return TypeTraits{32, 18};
+    case GgmlType::kQ4_1: return TypeTraits{32, 20};
+    case GgmlType::kQ5_0: return TypeTraits{32, 22};
+    case GgmlType::kQ5_1: return TypeTraits{32, 24};
+    case GgmlType::kQ8_0: return TypeTraits{32, 34};
+    case GgmlType::kQ8_1: return TypeTraits{32, 36};
+    case GgmlType::kQ2_K: return TypeTraits{256, 84};
+    case GgmlType::kQ3_K: return TypeTraits{256, 110};
+    case GgmlType::kQ4_K: return TypeTraits{256, 144};
+    case GgmlType::kQ5_K: return TypeTraits{256, 176};
+    case GgmlType::kQ6_K: return TypeTraits{256, 210};
+    case GgmlType::kQ8_K: return TypeTraits{256, 292};
+    case GgmlType::kIQ2_XXS: return TypeTraits{256, 66};
+    case GgmlType::kIQ2_XS: return TypeTraits{256, 74};
+    case GgmlType::kIQ3_XXS: return TypeTraits{256, 98};
+    case GgmlType::kIQ1_S: return TypeTraits{256, 50};
+    case GgmlType::kIQ4_NL: return TypeTraits{32, 18};
+    case GgmlType::kIQ3_S: return TypeTraits{256, 110};
+    case GgmlType::kIQ2_S: return TypeTraits{256, 82};
+    case GgmlType::kIQ4_XS: return TypeTraits{256, 136};
+    case GgmlType::kI8: return TypeTraits{1, 1};
+    case GgmlType::kI16: return TypeTraits{1, 2};
+    case GgmlType::kI32: return TypeTraits{1, 4};
+    case GgmlType::kI64: return TypeTraits{1, 8};
+    case GgmlType::kF64: return TypeTraits{1, 8};
+    case GgmlType::kIQ1_M: return TypeTraits{256, 56};
+    case GgmlType::kBF16: return TypeTraits{1, 2};
+    case GgmlType::kTQ1_0: return TypeTraits{256, 54};
+    case GgmlType::kTQ2_0: return TypeTraits{256, 66};
+  }
+  return std::nullopt;
+}
+
+bool can_dequantize(GgmlType type) {
+  switch (type) {
+    case GgmlType::kF32:
+    case GgmlType::kF16:
+    case GgmlType::kBF16:
+    case GgmlType::kQ8_0:
+    case GgmlType::kQ4_0:
+    case GgmlType::kQ4_1:
+    case GgmlType::kQ4_K:
+    case GgmlType::kQ6_K:
+      return true;
+    default:
+      return false;
+  }
+}
+
+void dequantize(GgmlType type, const void* src, std::int64_t blocks, float* dst) {
+  const auto* p = static_cast<const std::uint8_t*>(src);
+  switch (type) {
+    case GgmlType::kF32: std::memcpy(dst, p, static_cast<std::size_t>(blocks) * 4); return;
+    case GgmlType::kF16:
+      for (std::int64_t i = 0; i < blocks; ++i) dst[i] = half_to_float(read_u16(p + 2 * i));
+      return;
+    case GgmlType::kBF16:
+      for (std::int64_t i = 0; i < blocks; ++i) dst[i] = bf16_to_float(read_u16(p + 2 * i));
+      return;
+    default: break;
+  }
+  void (*block)(const std::uint8_t*, float*) = nullptr;
+  switch (type) {
+    case GgmlType::kQ4_0: block = dequant_q4_0; break;
+    case GgmlType::kQ4_1: block = dequant_q4_1; break;
+    case GgmlType::kQ8_0: block = dequant_q8_0; break;
+    case GgmlType::kQ4_K: block = dequant_q4_k; break;
+    case GgmlType::kQ6_K: block = dequant_q6_k; break;
+    default: throw std::invalid_argument(std::string("dequantize: unsupported type ") + type_name(type));
+  }
+  const TypeTraits t = *type_traits(static_cast<std::uint32_t>(type));
+  for (std::int64_t b = 0; b < blocks; ++b) block(p + b * t.block_bytes, dst + b * t.block_elements);
+}
+
+}  // namespace luka::gguf
