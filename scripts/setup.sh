@@ -66,5 +66,5 @@ say "building in $build ($jobs jobs)"
 cmake --build "$build" -j "$jobs"
 
 # --- default model -----------------------------------------------------------------
-"$root/scripts/make_demo_model.sh"
+"$root/scripts/fetch_default_model.sh"
 say "done: $build/luka --help"

@@ -18,23 +18,37 @@ std::string with_thousands(std::int64_t n) {
   return digits;
 }
 
+std::string human_bytes(double b) {
+  char s[32];
+  if (b >= 1e9) {
+    std::snprintf(s, sizeof s, "%.2f GB", b / 1e9);
+  } else if (b >= 1e6) {
+    std::snprintf(s, sizeof s, "%.1f MB", b / 1e6);
+  } else {
+    std::snprintf(s, sizeof s, "%.1f kB", b / 1e3);
+  }
+  return s;
+}
+
 void row(const char* key, const std::string& value) { std::printf("%-16s %s\n", key, value.c_str()); }
 
 }  // namespace
 
 int run_info(int argc, char** argv) {
   ArgParser args("info", "[--model PATH] [--dtype fp32|bf16]",
-                 "Prints a model's architecture, layers, heads, dimensions, dtypes, parameter count\n"
-                 "and vocabulary.");
+                 "Prints a model's architecture, layers, heads, dimensions, stored types (GGUF\n"
+                 "quantizations included) with the in-memory footprint, parameter count and vocabulary.");
   args.option("model", "PATH", kModelOptionHelp)
       .option("dtype", "fp32|bf16", "compute dtype to report", "the stored dtype when it is fp32 or bf16, else fp32")
       .epilog(kEnvironmentHelp);
   if (!args.parse(argc, argv, 2)) return 0;
   const std::filesystem::path path = resolve_model_path(args);
 
-  // Loading in the stored dtype keeps the weights memory-mapped rather than converted.
-  const ModelConfig probe = ModelConfig::from_json_file(path / "config.json");
-  DType dtype = probe.torch_dtype == "bfloat16" ? DType::kBF16 : DType::kF32;
+  // Loading in the stored dtype keeps the weights memory-mapped rather than converted; GGUF
+  // files are dequantized into fp32 unless --dtype says otherwise.
+  const bool gguf = !std::filesystem::is_directory(path);
+  DType dtype = DType::kF32;
+  if (!gguf && ModelConfig::from_json_file(path / "config.json").torch_dtype == "bfloat16") dtype = DType::kBF16;
   if (args.has("dtype")) dtype = parse_dtype(args.get("dtype"));
   LoadOptions options;
   options.dtype = dtype;
@@ -43,7 +57,7 @@ int run_info(int argc, char** argv) {
   const ModelConfig& c = model->config();
 
   std::optional<std::int32_t> tokenizer_size;
-  if (std::filesystem::exists(path / "tokenizer.json")) tokenizer_size = Tokenizer::load(path).vocab_size();
+  if (gguf || std::filesystem::exists(path / "tokenizer.json")) tokenizer_size = Tokenizer::load(path).vocab_size();
 
   row("model", std::filesystem::absolute(path).lexically_normal().string());
   row("architecture", std::string(to_string(c.arch)) + " (model_type " + c.model_type + ")");
@@ -55,6 +69,7 @@ int run_info(int argc, char** argv) {
   row("intermediate", std::to_string(c.intermediate_size));
   row("vocab", std::to_string(c.vocab_size) + " embedding rows" +
                    (tokenizer_size ? ", tokenizer " + std::to_string(*tokenizer_size) + " tokens" : ", no tokenizer.json"));
+  if (gguf) row("format", "GGUF");
   row("context", std::to_string(c.max_position_embeddings) + " positions");
   char rope[128];
   std::snprintf(rope, sizeof rope, "%s, theta %g", c.rope.type.c_str(), c.rope.theta);
@@ -68,6 +83,20 @@ int run_info(int argc, char** argv) {
   std::snprintf(eps, sizeof eps, "%g", c.rms_norm_eps);
   row("rms_norm_eps", eps);
   row("dtype", model->stored_dtypes() + " stored, " + to_string(model->dtype()) + " compute");
+  // Stored types with their tensors and bytes on disk, then what the weights take in memory
+  // once dequantized to the compute dtype (a tied embedding counted once).
+  std::uint64_t stored_bytes = 0;
+  for (const StoredType& t : model->stored_types()) {
+    char line[160];
+    std::snprintf(line, sizeof line, "%-6s %4d tensor%s, %s values, %s", t.name.c_str(), t.tensors, t.tensors == 1 ? "" : "s",
+                  with_thousands(t.elements).c_str(), human_bytes(static_cast<double>(t.bytes)).c_str());
+    row(stored_bytes == 0 ? "stored types" : "", line);
+    stored_bytes += t.bytes;
+  }
+  const double elem = model->dtype() == DType::kF32 ? 4.0 : 2.0;
+  row("footprint", human_bytes(static_cast<double>(stored_bytes)) + " on disk, " +
+                       human_bytes(elem * static_cast<double>(model->parameter_count())) + " as " +
+                       to_string(model->dtype()) + " in memory");
   char billions[32];
   std::snprintf(billions, sizeof billions, " (%.3f B)", static_cast<double>(model->parameter_count()) / 1e9);
   row("parameters", with_thousands(model->parameter_count()) + billions);

@@ -86,7 +86,7 @@ at::Tensor Decoder::prefill(const std::vector<std::int32_t>& ids, bool all_logit
   const std::int64_t total = position_ + static_cast<std::int64_t>(ids.size());
   if (total > c.max_position_embeddings)
     fail("prefill", "prompt of " + std::to_string(total) + " tokens exceeds max_position_embeddings " +
-                        std::to_string(c.max_position_embeddings) + " of " + (model_->path() / "config.json").string());
+                        std::to_string(c.max_position_embeddings) + " of " + model_->config_path().string());
   at::Tensor logits = forward(ids, all_logits);
   return all_logits ? logits : logits[0];
 }
@@ -95,7 +95,7 @@ at::Tensor Decoder::decode(std::int32_t id) {
   const ModelConfig& c = model_->config();
   if (position_ + 1 > c.max_position_embeddings)
     fail("decode", "position " + std::to_string(position_) + " reaches max_position_embeddings " +
-                       std::to_string(c.max_position_embeddings) + " of " + (model_->path() / "config.json").string());
+                       std::to_string(c.max_position_embeddings) + " of " + model_->config_path().string());
   return forward({id}, false)[0];
 }
 

@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "core/model/config.h"
 #include "core/model/dtype.h"
@@ -19,19 +20,33 @@ struct LoadOptions {
 
 struct ModelWeights;  // defined in core/model/weights.h (LibTorch inside)
 
+// How many tensors of one stored type a checkpoint has, and their size on disk.
+struct StoredType {
+  std::string name;  // "BF16", "Q4_K", ...
+  int tensors = 0;
+  std::int64_t elements = 0;
+  std::uint64_t bytes = 0;
+};
+
 class Model {
  public:
-  // `dir`: a Hugging Face checkpoint folder (config.json + model.safetensors or a sharded
-  // model.safetensors.index.json). Throws luka::Error naming the file and the problem.
-  static std::shared_ptr<const Model> load(const std::filesystem::path& dir, const LoadOptions& options);
+  // `path`: a Hugging Face checkpoint folder (config.json + model.safetensors or a sharded
+  // model.safetensors.index.json), or a GGUF file. Throws luka::Error naming the file and the
+  // problem.
+  static std::shared_ptr<const Model> load(const std::filesystem::path& path, const LoadOptions& options);
 
   ~Model();
   const ModelConfig& config() const { return config_; }
   DType dtype() const { return dtype_; }
   const std::filesystem::path& path() const { return path_; }
+  // Where the configuration came from: <folder>/config.json, or the GGUF file itself.
+  const std::filesystem::path& config_path() const { return config_path_; }
+  bool is_gguf() const { return is_gguf_; }
   // dtypes of the tensors on disk, e.g. "BF16" or "F32,BF16" when mixed.
   const std::string& stored_dtypes() const { return stored_dtypes_; }
   std::int64_t parameter_count() const { return parameter_count_; }
+  // Per stored type (GGUF quantization types, or safetensors dtypes): tensors and bytes on disk.
+  const std::vector<StoredType>& stored_types() const { return stored_types_; }
   const ModelWeights& weights() const { return *weights_; }
 
  private:
@@ -39,7 +54,10 @@ class Model {
   ModelConfig config_;
   DType dtype_ = DType::kF32;
   std::filesystem::path path_;
+  std::filesystem::path config_path_;
+  bool is_gguf_ = false;
   std::string stored_dtypes_;
+  std::vector<StoredType> stored_types_;
   std::int64_t parameter_count_ = 0;
   std::unique_ptr<ModelWeights> weights_;
 };

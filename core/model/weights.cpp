@@ -126,6 +126,11 @@ class Loader {
     for (auto d : shape) numel *= d;
     params_ += numel;
     const std::size_t elem = safetensors_dtype_size(t->dtype);
+    StoredType& usage = usage_[t->dtype];
+    usage.name = t->dtype;
+    usage.tensors += 1;
+    usage.elements += numel;
+    usage.bytes += static_cast<std::uint64_t>(numel) * elem;
     // The mapping is read-only; these tensors are never written (the decoder only reads weights).
     void* ptr = const_cast<std::uint8_t*>(t->data);
     at::Tensor view = at::from_blob(ptr, shape, at::TensorOptions().dtype(stored));
@@ -144,8 +149,14 @@ class Loader {
     return s;
   }
   std::int64_t params() const { return params_; }
+  std::vector<StoredType> usage() const {
+    std::vector<StoredType> out;
+    for (const auto& [name, u] : usage_) out.push_back(u);
+    return out;
+  }
 
  private:
+  std::map<std::string, StoredType> usage_;
   const TensorIndex& index_;
   std::filesystem::path dir_, config_path_;
   at::ScalarType dtype_;
@@ -197,6 +208,7 @@ LoadedWeights load_weights(const std::filesystem::path& dir, const ModelConfig& 
 
   LoadedWeights out;
   out.stored_dtypes = L.stored_dtypes();
+  out.stored_types = L.usage();
   out.parameter_count = L.params();
   out.weights = std::move(w);
   return out;

@@ -13,10 +13,14 @@
 
 #include "core/model/config.h"
 #include "core/model/dtype.h"
+#include "core/model/model.h"
 
 namespace luka {
 
 class SafetensorsFile;
+namespace gguf {
+class File;
+}
 
 // Linear weights are [out, in] as in Hugging Face; undefined tensors mean "no bias".
 struct LayerWeights {
@@ -35,6 +39,7 @@ struct ModelWeights {
   at::Tensor final_norm;    // [hidden]
   at::Tensor lm_head;       // [vocab, hidden]; the same tensor as embed_tokens when tied
   std::vector<std::shared_ptr<const SafetensorsFile>> files;  // keeps the mappings alive
+  std::shared_ptr<const gguf::File> gguf;                     // ... or the GGUF mapping
 
   ~ModelWeights();
 };
@@ -44,6 +49,7 @@ at::ScalarType to_scalar_type(DType dtype);
 struct LoadedWeights {
   std::unique_ptr<ModelWeights> weights;
   std::string stored_dtypes;  // e.g. "BF16" or "BF16,F32"
+  std::vector<StoredType> stored_types;
   std::int64_t parameter_count = 0;
 };
 

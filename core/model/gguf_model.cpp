@@ -1,0 +1,210 @@
+#include "core/model/gguf_model.h"
+
+#include <map>
+#include <sstream>
+
+#include <ATen/Parallel.h>
+
+#include "core/util/error.h"
+
+namespace luka {
+
+namespace {
+
+std::string shape_string(const std::vector<std::int64_t>& shape) {
+  std::ostringstream s;
+  s << "[";
+  for (std::size_t i = 0; i < shape.size(); ++i) s << (i ? ", " : "") << shape[i];
+  s << "]";
+  return s.str();
+}
+
+std::int64_t positive(const gguf::File& f, const std::string& key, std::optional<std::int64_t> fallback = std::nullopt) {
+  const auto v = f.get_int_or(key);
+  if (!v && !fallback) fail(f.where(), "GGUF: missing metadata '" + key + "'");
+  const std::int64_t x = v ? *v : *fallback;
+  if (x <= 0) fail(f.where(), "GGUF: metadata '" + key + "' must be positive, got " + std::to_string(x));
+  return x;
+}
+
+class GgufLoader {
+ public:
+  GgufLoader(const gguf::File& file, DType dtype) : file_(file), dtype_(to_scalar_type(dtype)) {}
+
+  bool has(const std::string& name) const { return file_.find_tensor(name) != nullptr; }
+
+  // `shape` is the Hugging Face shape ([out, in] for matrices); GGUF lists dims innermost first.
+  at::Tensor get(const std::string& name, const std::vector<std::int64_t>& shape) {
+    const gguf::TensorInfo* t = file_.find_tensor(name);
+    if (!t) fail(file_.where(), "GGUF: missing tensor '" + name + "' (expected shape " + shape_string(shape) + ")");
+    const std::vector<std::int64_t> dims(shape.rbegin(), shape.rend());
+    if (t->dims != dims)
+      fail(file_.where(), "GGUF: tensor '" + name + "' has dims " + shape_string(t->dims) + ", expected " +
+                              shape_string(dims) + " from the metadata");
+    if (!gguf::can_dequantize(t->type))
+      fail(file_.where(), "GGUF: tensor '" + name + "' has type " + gguf::type_name(t->type) +
+                              ", which is not supported (supported: F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q4_K, Q6_K)");
+    StoredType& usage = usage_[gguf::type_name(t->type)];
+    usage.name = gguf::type_name(t->type);
+    usage.tensors += 1;
+    usage.elements += t->elements;
+    usage.bytes += t->bytes;
+    params_ += t->elements;
+
+    // The mapping is read-only; weights are never written.
+    void* ptr = const_cast<std::uint8_t*>(t->data);
+    if (t->type == gguf::GgmlType::kF32 && dtype_ == at::kFloat && reinterpret_cast<std::uintptr_t>(ptr) % 4 == 0)
+      return at::from_blob(ptr, shape, at::TensorOptions().dtype(at::kFloat));
+    if (t->type == gguf::GgmlType::kBF16 && dtype_ == at::kBFloat16 && reinterpret_cast<std::uintptr_t>(ptr) % 2 == 0)
+      return at::from_blob(ptr, shape, at::TensorOptions().dtype(at::kBFloat16));
+
+    at::Tensor out = at::empty(shape, at::kFloat);
+    const auto traits = *gguf::type_traits(static_cast<std::uint32_t>(t->type));
+    const std::int64_t blocks = t->elements / traits.block_elements;
+    float* dst = out.mutable_data_ptr<float>();
+    at::parallel_for(0, blocks, 4096, [&](std::int64_t b0, std::int64_t b1) {
+      gguf::dequantize(t->type, t->data + b0 * traits.block_bytes, b1 - b0, dst + b0 * traits.block_elements);
+    });
+    return out.scalar_type() == dtype_ ? out : out.to(dtype_);
+  }
+
+  at::Tensor get_optional(bool present, const std::string& name, const std::vector<std::int64_t>& shape) {
+    return present ? get(name, shape) : at::Tensor();
+  }
+
+  std::vector<StoredType> usage() const {
+    std::vector<StoredType> out;
+    for (const auto& [name, u] : usage_) out.push_back(u);
+    return out;
+  }
+  std::int64_t params() const { return params_; }
+
+ private:
+  const gguf::File& file_;
+  at::ScalarType dtype_;
+  std::map<std::string, StoredType> usage_;
+  std::int64_t params_ = 0;
+};
+
+// llama.cpp's converter reorders each head's q/k rows from rotate-half (first half, second half)
+// to interleaved pairs; this undoes it: [heads, 2, half] <- [heads, half, 2].
+at::Tensor unpermute_rows(const at::Tensor& w, std::int64_t heads) {
+  const std::int64_t rows = w.size(0);
+  std::vector<std::int64_t> split = {heads, rows / heads / 2, 2};
+  for (std::int64_t d = 1; d < w.dim(); ++d) split.push_back(w.size(d));
+  return w.reshape(split).transpose(1, 2).reshape(w.sizes()).contiguous();
+}
+
+}  // namespace
+
+ModelConfig config_from_gguf(const gguf::File& f) {
+  const std::string where = f.where();
+  ModelConfig c;
+  const std::string arch = f.get_string("general.architecture");
+  if (arch == "qwen3") {
+    c.arch = Architecture::kQwen3;
+  } else if (arch == "llama") {
+    c.arch = Architecture::kLlama;
+  } else if (arch == "qwen2") {
+    c.arch = Architecture::kQwen2;
+  } else {
+    fail(where, "GGUF: unsupported general.architecture '" + arch + "' (supported: llama, qwen2, qwen3)");
+  }
+  c.model_type = arch;
+  const std::string a = arch + ".";
+  c.hidden_size = positive(f, a + "embedding_length");
+  c.intermediate_size = positive(f, a + "feed_forward_length");
+  c.num_layers = positive(f, a + "block_count");
+  c.num_heads = positive(f, a + "attention.head_count");
+  c.num_kv_heads = positive(f, a + "attention.head_count_kv", c.num_heads);
+  if (c.num_heads % c.num_kv_heads != 0)
+    fail(where, "GGUF: attention.head_count " + std::to_string(c.num_heads) + " is not a multiple of head_count_kv " +
+                    std::to_string(c.num_kv_heads));
+  if (!f.get_int_or(a + "attention.key_length") && c.hidden_size % c.num_heads != 0)
+    fail(where, "GGUF: no attention.key_length and embedding_length is not a multiple of head_count");
+  c.head_dim = positive(f, a + "attention.key_length", c.hidden_size / c.num_heads);
+  if (const auto v = f.get_int_or(a + "attention.value_length"); v && *v != c.head_dim)
+    fail(where, "GGUF: attention.value_length " + std::to_string(*v) + " differs from key_length " +
+                    std::to_string(c.head_dim) + " (not supported)");
+  if (c.head_dim % 2 != 0) fail(where, "GGUF: head dimension " + std::to_string(c.head_dim) + " must be even for RoPE");
+  if (const auto r = f.get_int_or(a + "rope.dimension_count"); r && *r != c.head_dim)
+    fail(where, "GGUF: rope.dimension_count " + std::to_string(*r) + " differs from the head dimension " +
+                    std::to_string(c.head_dim) + " (partial rotary embeddings are not supported)");
+  const gguf::TensorInfo* embed = f.find_tensor("token_embd.weight");
+  if (!embed || embed->dims.size() != 2) fail(where, "GGUF: missing 2-D tensor 'token_embd.weight'");
+  c.vocab_size = positive(f, a + "vocab_size", embed->dims[1]);
+  c.max_position_embeddings = positive(f, a + "context_length");
+  c.rms_norm_eps = f.get_float(a + "attention.layer_norm_rms_epsilon");
+  if (!(c.rms_norm_eps > 0)) fail(where, "GGUF: attention.layer_norm_rms_epsilon must be positive");
+  c.rope.theta = f.get_float_or(a + "rope.freq_base").value_or(10000.0);
+  const std::string scaling = f.get_string_or(a + "rope.scaling.type").value_or("none");
+  if (scaling == "linear") {
+    c.rope.type = "linear";
+    c.rope.factor = f.get_float(a + "rope.scaling.factor");
+  } else if (scaling != "none") {
+    fail(where, "GGUF: rope.scaling.type '" + scaling + "' is not supported (supported: none, linear)");
+  }
+  if (f.find_tensor("rope_freqs.weight"))
+    fail(where, "GGUF: per-frequency RoPE factors (rope_freqs.weight, llama3 scaling) are not supported");
+  c.tie_word_embeddings = f.find_tensor("output.weight") == nullptr;
+
+  c.qk_norm = c.arch == Architecture::kQwen3;
+  c.attention_bias = c.arch == Architecture::kQwen2 || f.find_tensor("blk.0.attn_q.bias") != nullptr;
+  c.o_bias = f.find_tensor("blk.0.attn_output.bias") != nullptr;
+  c.mlp_bias = f.find_tensor("blk.0.ffn_gate.bias") != nullptr;
+  if (c.arch == Architecture::kLlama && c.attention_bias)
+    fail(where, "GGUF: q/k/v biases in a llama file are not supported");
+
+  if (const auto bos = f.get_int_or("tokenizer.ggml.bos_token_id")) c.bos_token_id = *bos;
+  if (const auto eos = f.get_int_or("tokenizer.ggml.eos_token_id")) c.eos_token_ids.push_back(*eos);
+  return c;
+}
+
+LoadedWeights load_gguf_weights(std::shared_ptr<const gguf::File> file, const ModelConfig& c, DType dtype) {
+  GgufLoader L(*file, dtype);
+  auto w = std::make_unique<ModelWeights>();
+  const std::int64_t H = c.hidden_size, I = c.intermediate_size, D = c.head_dim;
+  const std::int64_t q_out = c.num_heads * D, kv_out = c.num_kv_heads * D;
+  const bool llama = c.arch == Architecture::kLlama;
+
+  w->embed_tokens = L.get("token_embd.weight", {c.vocab_size, H});
+  w->layers.resize(static_cast<std::size_t>(c.num_layers));
+  for (std::int64_t i = 0; i < c.num_layers; ++i) {
+    LayerWeights& l = w->layers[static_cast<std::size_t>(i)];
+    const std::string p = "blk." + std::to_string(i) + ".";
+    l.input_norm = L.get(p + "attn_norm.weight", {H});
+    l.q_proj = L.get(p + "attn_q.weight", {q_out, H});
+    l.k_proj = L.get(p + "attn_k.weight", {kv_out, H});
+    if (llama) {
+      l.q_proj = unpermute_rows(l.q_proj, c.num_heads);
+      l.k_proj = unpermute_rows(l.k_proj, c.num_kv_heads);
+    }
+    l.v_proj = L.get(p + "attn_v.weight", {kv_out, H});
+    l.o_proj = L.get(p + "attn_output.weight", {H, q_out});
+    l.q_bias = L.get_optional(c.attention_bias, p + "attn_q.bias", {q_out});
+    l.k_bias = L.get_optional(c.attention_bias, p + "attn_k.bias", {kv_out});
+    l.v_bias = L.get_optional(c.attention_bias, p + "attn_v.bias", {kv_out});
+    l.o_bias = L.get_optional(c.o_bias, p + "attn_output.bias", {H});
+    l.q_norm = L.get_optional(c.qk_norm, p + "attn_q_norm.weight", {D});
+    l.k_norm = L.get_optional(c.qk_norm, p + "attn_k_norm.weight", {D});
+    l.post_attention_norm = L.get(p + "ffn_norm.weight", {H});
+    l.gate_proj = L.get(p + "ffn_gate.weight", {I, H});
+    l.up_proj = L.get(p + "ffn_up.weight", {I, H});
+    l.down_proj = L.get(p + "ffn_down.weight", {H, I});
+    l.gate_bias = L.get_optional(c.mlp_bias, p + "ffn_gate.bias", {I});
+    l.up_bias = L.get_optional(c.mlp_bias, p + "ffn_up.bias", {I});
+    l.down_bias = L.get_optional(c.mlp_bias, p + "ffn_down.bias", {H});
+  }
+  w->final_norm = L.get("output_norm.weight", {H});
+  w->lm_head = c.tie_word_embeddings ? w->embed_tokens : L.get("output.weight", {c.vocab_size, H});
+  w->gguf = std::move(file);
+
+  LoadedWeights out;
+  out.stored_types = L.usage();
+  for (const StoredType& t : out.stored_types) out.stored_dtypes += (out.stored_dtypes.empty() ? "" : ",") + t.name;
+  out.parameter_count = L.params();
+  out.weights = std::move(w);
+  return out;
+}
+
+}  // namespace luka

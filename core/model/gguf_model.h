@@ -1,0 +1,24 @@
+// Models stored as GGUF: the metadata (llama.*, qwen2.*, qwen3.*) mapped onto the same
+// ModelConfig the config.json path produces, and the tensors (blk.N.attn_q.weight, ...)
+// dequantized into the compute dtype — one decoder for both formats.
+#pragma once
+
+#include <memory>
+
+#include "core/gguf/gguf.h"
+#include "core/model/config.h"
+#include "core/model/dtype.h"
+#include "core/model/weights.h"
+
+namespace luka {
+
+// Throws luka::Error naming the file and the missing, mistyped or unsupported metadata.
+ModelConfig config_from_gguf(const gguf::File& file);
+
+// Checks every tensor's shape against `config`. F32 (and BF16 in bf16) tensors stay in the
+// mapping; everything else is dequantized (ggml's reference arithmetic) and converted. llama
+// files store q/k rows permuted for llama.cpp's interleaved RoPE; they are permuted back to the
+// rotate-half layout of Hugging Face.
+LoadedWeights load_gguf_weights(std::shared_ptr<const gguf::File> file, const ModelConfig& config, DType dtype);
+
+}  // namespace luka
