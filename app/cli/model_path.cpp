@@ -8,8 +8,8 @@
 namespace luka::cli {
 
 const char* const kModelOptionHelp =
-    "checkpoint folder (config.json, *.safetensors, tokenizer.json); falls back to $LUKA_MODEL, "
-    "then to the default model made by scripts/setup.sh";
+    "checkpoint folder (config.json, *.safetensors, tokenizer.json) or GGUF file; falls back to "
+    "$LUKA_MODEL, then to the default model installed by scripts/setup.sh (SmolLM2-135M-Instruct, GGUF)";
 
 const char* const kEnvironmentHelp =
     "environment:\n"
@@ -20,7 +20,7 @@ std::filesystem::path resolve_model_path(const ArgParser& args) {
   if (const char* env = std::getenv("LUKA_MODEL"); env != nullptr && *env != '\0') return env;
   const std::filesystem::path fallback = std::filesystem::path(LUKA_SOURCE_DIR) / "models" / "default";
   if (std::filesystem::exists(fallback)) return fallback;
-  throw UsageError("no model given: pass --model PATH or set LUKA_MODEL (scripts/setup.sh makes a default model)");
+  throw UsageError("no model given: pass --model PATH or set LUKA_MODEL (scripts/setup.sh installs a default model)");
 }
 
 LoadOptions load_options(const ArgParser& args) {

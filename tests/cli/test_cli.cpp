@@ -233,3 +233,63 @@ TEST(Cli, GenerateGreedyMatchesTransformers) {
 }
 
 }  // namespace
+
+// --- GGUF and the default model (SmolLM2-135M-Instruct, installed by scripts/setup.sh) ---------
+
+namespace {
+
+const fs::path kDefaultModel = fs::path(LUKA_SOURCE_DIR) / "models" / "default";
+
+bool default_model_is_smollm2() {
+  return fs::exists(kDefaultModel) && fs::canonical(kDefaultModel).filename() == "SmolLM2-135M-Instruct.Q4_1.gguf";
+}
+
+}  // namespace
+
+TEST(Cli, GenerateWithNoModelUsesTheDefaultGguf) {
+  if (!default_model_is_smollm2()) GTEST_SKIP() << "no SmolLM2 default model at " << kDefaultModel << " (scripts/setup.sh)";
+  const RunResult r = run_luka({"generate", "--prompt", "The capital of France is", "--max-new-tokens", "6"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_GT(r.out.size(), 1u);
+  EXPECT_NE(r.err.find("decode:"), std::string::npos) << r.err;
+}
+
+TEST(Cli, ChatOnTheDefaultModelAnswers) {
+  if (!default_model_is_smollm2()) GTEST_SKIP() << "no SmolLM2 default model at " << kDefaultModel;
+  const RunResult r = run_luka({"generate", "--chat", "--prompt", "What is the capital of France?", "--max-new-tokens", "24"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  // The trained model answers (greedy); this checks that weights, tokenizer and template fit together.
+  EXPECT_NE(r.out.find("Paris"), std::string::npos) << r.out;
+  EXPECT_NE(r.err.find("stopped at stop_token"), std::string::npos) << r.err;
+}
+
+TEST(Cli, InfoShowsGgufTypesAndFootprint) {
+  if (!default_model_is_smollm2()) GTEST_SKIP() << "no SmolLM2 default model at " << kDefaultModel;
+  const RunResult r = run_luka({"info"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  for (const char* needle : {"llama", "layers           30", "9 query, 3 key/value", "format           GGUF",
+                             "Q4_1    210 tensors", "Q8_0      1 tensor,", "F32      61 tensors", "footprint",
+                             "538.1 MB as fp32 in memory", "134,515,008"})
+    EXPECT_NE(r.out.find(needle), std::string::npos) << needle << "\n" << r.out;
+}
+
+TEST(Cli, TokenizeReadsTheGgufVocabulary) {
+  if (!default_model_is_smollm2()) GTEST_SKIP() << "no SmolLM2 default model at " << kDefaultModel;
+  const fs::path input = fs::path(LUKA_TEST_WORK) / "cli" / "gguf-tokenize.jsonl";
+  fs::create_directories(input.parent_path());
+  std::ofstream(input) << "{\"text\": \"<|im_start|>user\\nhi<|im_end|>\"}\n{\"text\": \"a\\u0004b\"}\n";
+  const RunResult r = run_luka({"tokenize", "--jsonl", input.string()});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  // Special tokens split out; a byte the vocabulary lacks (0x04) becomes <|endoftext|> (id 0).
+  EXPECT_EQ(r.out, "{\"ids\": [1, 4093, 198, 6004, 2]}\n{\"ids\": [81, 0, 82]}\n");
+}
+
+TEST(Cli, BrokenGgufIsAOneLineError) {
+  const fs::path bad = fs::path(LUKA_TEST_WORK) / "cli" / "broken.gguf";
+  fs::create_directories(bad.parent_path());
+  std::ofstream(bad, std::ios::binary) << "GGUF\x03";
+  const RunResult r = run_luka({"info", "--model", bad.string()});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(count_lines(r.err), 1) << r.err;
+  EXPECT_NE(r.err.find("broken.gguf"), std::string::npos) << r.err;
+}
