@@ -1,0 +1,91 @@
+// LuKA attention configuration (DESIGN.md §5.6): one LayerConfig per layer, presets, JSON files
+// and `key=value` overrides. No LibTorch here.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace luka {
+
+enum class AttentionMode { kDense, kLined, kClustered };
+enum class Selection { kPerHead, kPerGroup, kPerLayer };      // who shares a selection
+enum class Compressor { kMean, kAttentionWeighted, kRandom };
+enum class SummaryBias { kNone, kFixed, kAdaptive };          // 0, log|c|, log k_eff
+enum class RefineRule { kThreshold, kTopK, kTopFrac, kTopP };
+enum class RefineMath { kMassPreserving, kExact };
+
+const char* to_string(AttentionMode m);
+const char* to_string(Selection s);
+const char* to_string(Compressor c);
+const char* to_string(SummaryBias b);
+const char* to_string(RefineRule r);
+const char* to_string(RefineMath m);
+
+// Lined (H2O): recent window ∪ the top ⌈rho·T⌉ tokens by h2o_score outside it.
+struct LinedConfig {
+  std::int64_t window = 128;     // recent tokens always kept
+  double window_frac = 0;        // > 0: the window is ⌈window_frac·T⌉ tokens instead
+  double rho = 0.125;            // heavy-hitter fraction of the context, in (0, 1]
+  Selection selection = Selection::kPerHead;
+  double decay = 1.0;            // γ: h2o_score ← γ·h2o_score + attention (1 = none)
+  bool sparse_prefill = false;   // the reference implementation's prefill (first 32 + window)
+};
+
+// Clustered: pages of raw tokens summarized into one key/value per KV head, refined on demand.
+struct ClusteredConfig {
+  std::int64_t page_size = 16;   // fixed segmenter
+  std::int64_t tail = 128;       // the last `tail` positions are never paged
+  std::int64_t interval = 16;    // decode steps between page creations
+  Compressor compressor = Compressor::kMean;
+  double tau = 1.0;              // attention_weighted: π = softmax(importance / τ)
+  std::uint64_t seed = 0;        // random compressor
+  bool zero_v = false;           // summary value 0 (the eviction ablation)
+  SummaryBias bias = SummaryBias::kNone;
+  RefineRule rule = RefineRule::kTopK;
+  double epsilon = 0.01;         // threshold
+  std::int64_t top_k = 3;
+  double top_frac = 0.125;       // in (0, 1]
+  double top_p = 0.5;            // in (0, 1]
+  std::int64_t always_refine_first = 0;
+  Selection selection = Selection::kPerHead;
+  RefineMath math = RefineMath::kMassPreserving;
+};
+
+struct LayerConfig {
+  AttentionMode mode = AttentionMode::kDense;
+  LinedConfig lined;
+  ClusteredConfig clustered;
+  bool dense_shadow = false;     // also run dense attention and report fidelity
+};
+
+struct LukaConfig {
+  std::vector<LayerConfig> layers;
+
+  // Presets (DESIGN.md §5.6): "dense", "lined", "clustered", "mixed(a,b)" (first a and last b
+  // layers lined, the rest clustered), "paper", "authors_eval". Throws luka::Error for others.
+  static LukaConfig preset(const std::string& name, std::int64_t num_layers);
+
+  // JSON: {"preset": NAME?, "default": {key: value...}?, "layers": {"0-7": {...}, "12": {...}}?}.
+  // Keys are those of apply(). Throws luka::Error naming `where`.
+  static LukaConfig from_json(const std::string& text, std::int64_t num_layers, const std::string& where);
+  static LukaConfig from_json_file(const std::string& path, std::int64_t num_layers);
+
+  // One override: "layer=5,mode=lined,rho=0.25" or "layers=0-7:mode=clustered" style, with
+  // layer/layers = N, A-B, a comma-free list A-B|C, or "all" (default all). Throws luka::Error.
+  void apply_override(const std::string& spec);
+
+  // Sets one parameter on the given layers; throws luka::Error for an unknown key or a bad value.
+  void set(const std::vector<std::int64_t>& layers, const std::string& key, const std::string& value);
+
+  // The full per-layer config as JSON (what `luka info --config` prints and captures store).
+  std::string to_json() const;
+
+  // Layer indices from "all", "N", "A-B", or "A-B|C|..." (checked against the layer count).
+  std::vector<std::int64_t> parse_layers(const std::string& spec) const;
+};
+
+// Throws luka::Error when a layer's parameters are out of range (page size 0, rho outside (0, 1], ...).
+void validate(const LayerConfig& c, std::int64_t layer);
+
+}  // namespace luka

@@ -1,0 +1,407 @@
+// The LuKA attention core against independent computations: dense attention by its formula
+// (softmax(s·q·Kᵀ)·V in fp64), the dense decoder (kernels/cpu), and hand-built pages with known
+// summaries, biases and refinement choices.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+
+#include "core/luka/luka_attention.h"
+#include "core/model/decoder.h"
+#include "core/model/model.h"
+#include "core/util/error.h"
+
+namespace luka {
+namespace {
+
+namespace fs = std::filesystem;
+
+// A random sequence of queries and keys/values for one layer, fed step by step.
+struct Sequence {
+  std::int64_t H, KV, D, N;
+  at::Tensor q, k, v;  // [H, N, D], [KV, N, D], [KV, N, D]
+  Sequence(std::int64_t h, std::int64_t kv, std::int64_t d, std::int64_t n, std::uint64_t seed) : H(h), KV(kv), D(d), N(n) {
+    at::manual_seed(seed);
+    q = at::randn({H, N, D}) * 1.5;
+    k = at::randn({KV, N, D});
+    v = at::randn({KV, N, D});
+  }
+  AttentionInputs inputs(std::int64_t pos0, std::int64_t n) const {
+    AttentionInputs in;
+    in.q = q.narrow(1, pos0, n).contiguous();
+    in.k = k.narrow(1, 0, pos0 + n);
+    in.v = v.narrow(1, 0, pos0 + n);
+    in.q_pos0 = pos0;
+    in.group_size = H / KV;
+    in.scale = 1.0 / std::sqrt(static_cast<double>(D));
+    return in;
+  }
+  // Dense attention of the query at `pos` over keys 0..pos, in fp64: [H, D] and probs [H, pos+1].
+  std::pair<at::Tensor, at::Tensor> dense(std::int64_t pos) const {
+    const std::int64_t G = H / KV;
+    const at::Tensor kk = k.narrow(1, 0, pos + 1).to(at::kDouble).repeat_interleave(G, 0);
+    const at::Tensor vv = v.narrow(1, 0, pos + 1).to(at::kDouble).repeat_interleave(G, 0);
+    const at::Tensor qq = q.narrow(1, pos, 1).to(at::kDouble);
+    const at::Tensor p = at::softmax(at::matmul(qq, kk.transpose(1, 2)).squeeze(1) / std::sqrt(static_cast<double>(D)), -1);
+    return {at::matmul(p.unsqueeze(1), vv).squeeze(1), p};
+  }
+};
+
+double max_diff(const at::Tensor& a, const at::Tensor& b) { return (a.to(at::kDouble) - b.to(at::kDouble)).abs().max().item<double>(); }
+
+LayerConfig clustered(std::int64_t page, std::int64_t tail, std::int64_t interval) {
+  LayerConfig c;
+  c.mode = AttentionMode::kClustered;
+  c.clustered.page_size = page;
+  c.clustered.tail = tail;
+  c.clustered.interval = interval;
+  return c;
+}
+
+// Runs prefill of `prompt` tokens then decodes the rest, calling check(step_output, pos).
+template <typename F>
+void run(LukaAttention& att, const Sequence& s, std::int64_t prompt, F&& check) {
+  c10::InferenceMode guard;
+  att.forward(s.inputs(0, prompt));
+  for (std::int64_t pos = prompt; pos < s.N; ++pos) check(att.forward(s.inputs(pos, 1)).view({s.H, s.D}), pos);
+}
+
+TEST(LukaAttention, ClusteredExactWithEveryPageRefinedIsDense) {
+  const Sequence s(6, 2, 16, 140, 1);
+  LayerConfig c = clustered(8, 12, 4);
+  c.clustered.math = RefineMath::kExact;
+  c.clustered.rule = RefineRule::kTopFrac;
+  c.clustered.top_frac = 1.0;
+  LukaAttention att(0, c);
+  double worst = 0;
+  run(att, s, 60, [&](const at::Tensor& out, std::int64_t pos) { worst = std::max(worst, max_diff(out, s.dense(pos).first)); });
+  EXPECT_LE(worst, 1e-5);
+  EXPECT_GT(att.pages().size(), 6u);  // pages made after prefill and during decode
+}
+
+TEST(LukaAttention, LinedWithBudgetCoveringTheContextIsDense) {
+  const Sequence s(4, 4, 8, 90, 2);
+  LayerConfig c;
+  c.mode = AttentionMode::kLined;
+  c.lined.window = 16;
+  c.lined.rho = 1.0;  // ⌈ρ·T⌉ + W ≥ T
+  for (const Selection sel : {Selection::kPerHead, Selection::kPerGroup, Selection::kPerLayer}) {
+    c.lined.selection = sel;
+    LukaAttention att(0, c);
+    double worst = 0;
+    run(att, s, 30, [&](const at::Tensor& out, std::int64_t pos) { worst = std::max(worst, max_diff(out, s.dense(pos).first)); });
+    EXPECT_LE(worst, 1e-5) << to_string(sel);
+  }
+}
+
+TEST(LukaAttention, LinedCoverIsWindowPlusTopH2oTokens) {
+  const Sequence s(2, 1, 8, 80, 3);
+  LayerConfig c;
+  c.mode = AttentionMode::kLined;
+  c.lined.window = 10;
+  c.lined.rho = 0.1;
+  LukaAttention att(0, c);
+  c10::InferenceMode guard;
+  att.forward(s.inputs(0, 60));
+  const at::Tensor h2o = att.h2o_score().clone();  // the scores the next step selects by
+  const at::Tensor out = att.forward(s.inputs(60, 1)).view({2, 8});
+  const std::int64_t T = 61, W = 10, m = 7;  // ⌈0.1·61⌉
+  for (std::int64_t h = 0; h < 2; ++h) {
+    // Independent selection: sort the scores outside the window.
+    const at::Tensor outside = h2o[h].narrow(0, 0, T - W - 1 + 1);
+    std::vector<std::pair<float, std::int64_t>> ranked;
+    for (std::int64_t t = 0; t < T - W; ++t) ranked.push_back({-h2o[h][t].item<float>(), t});
+    std::sort(ranked.begin(), ranked.end());
+    std::vector<std::int64_t> expected;
+    for (std::int64_t i = 0; i < m; ++i) expected.push_back(ranked[i].second);
+    std::sort(expected.begin(), expected.end());
+    EXPECT_EQ(att.last_step().heavy[h], expected) << h;
+    // Exact softmax over the cover only.
+    std::vector<std::int64_t> cover = expected;
+    for (std::int64_t t = T - W; t < T; ++t) cover.push_back(t);
+    const at::Tensor idx = at::tensor(cover, at::kLong);
+    const at::Tensor kk = s.k[0].index_select(0, idx).to(at::kDouble), vv = s.v[0].index_select(0, idx).to(at::kDouble);
+    const at::Tensor p = at::softmax(at::matmul(kk, s.q[h][60].to(at::kDouble)) / std::sqrt(8.0), 0);
+    EXPECT_LE(max_diff(out[h], at::matmul(p, vv)), 1e-5);
+    EXPECT_NEAR(att.last_step().effective[h].sum().item<double>(), 1.0, 1e-5);
+    EXPECT_NEAR(att.last_step().effective[h].index_select(0, idx).sum().item<double>(), 1.0, 1e-5);
+  }
+}
+
+TEST(LukaAttention, EffectiveAttentionSumsToOneAndCoversEachTokenOnce) {
+  const Sequence s(4, 2, 8, 120, 4);
+  for (const AttentionMode mode : {AttentionMode::kDense, AttentionMode::kLined, AttentionMode::kClustered}) {
+    for (const RefineMath math : {RefineMath::kMassPreserving, RefineMath::kExact}) {
+      LayerConfig c = clustered(8, 16, 5);
+      c.mode = mode;
+      c.clustered.math = math;
+      c.clustered.compressor = Compressor::kAttentionWeighted;
+      c.lined.window = 12;
+      LukaAttention att(0, c);
+      run(att, s, 50, [&](const at::Tensor&, std::int64_t pos) {
+        const LukaStep& st = att.last_step();
+        ASSERT_EQ(st.effective.size(1), pos + 1);
+        EXPECT_LE((st.effective.sum(1) - 1).abs().max().item<double>(), 1e-5) << to_string(mode) << " step " << st.step;
+        EXPECT_GE(st.effective.min().item<double>(), 0.0);
+        // Pages partition [0, paged_end) in order; raw tokens are [paged_end, T); nothing twice.
+        std::int64_t expect_start = 0;
+        for (const Page& p : att.pages()) {
+          EXPECT_EQ(p.start, expect_start);
+          EXPECT_EQ(p.end - p.start, 8);
+          expect_start = p.end;
+        }
+        EXPECT_EQ(att.paged_end(), expect_start);
+        EXPECT_LE(att.paged_end(), pos + 1 - 16 + 5);  // tail respected when the pages were made
+        // An unrefined page spreads its mass by π, which sums to 1 per page.
+        const at::Tensor spread = att.spread();
+        for (std::size_t p = 0; p < att.pages().size(); ++p)
+          EXPECT_NEAR(spread.narrow(1, att.pages()[p].start, 8).sum(1).min().item<double>(), 1.0, 1e-5);
+      });
+    }
+  }
+}
+
+TEST(LukaAttention, MassPreservingChildrenCarryThePagesMassAndOracleIsDense) {
+  const Sequence s(4, 2, 16, 100, 5);
+  LayerConfig c = clustered(8, 16, 4);
+  c.clustered.rule = RefineRule::kTopK;
+  c.clustered.top_k = 2;
+  {
+    LukaAttention att(0, c);
+    run(att, s, 60, [&](const at::Tensor&, std::int64_t) {
+      const LukaStep& st = att.last_step();
+      for (std::int64_t h = 0; h < 4; ++h)
+        for (const std::int64_t p : st.refined[h]) {
+          const Page& pg = att.pages()[p];
+          EXPECT_NEAR(st.effective[h].narrow(0, pg.start, pg.end - pg.start).sum().item<double>(),
+                      st.summary_mass[h][p].item<double>(), 1e-6);
+        }
+    });
+  }
+  // Oracle summary logits (log-sum-exp of the children) make α the page's dense mass; with
+  // every page refined the result is dense attention.
+  c.clustered.rule = RefineRule::kTopFrac;
+  c.clustered.top_frac = 1.0;
+  LukaAttention att(0, c);
+  att.set_oracle_summary_logits(true);
+  double worst = 0, worst_mass = 0;
+  run(att, s, 60, [&](const at::Tensor& out, std::int64_t pos) {
+    const auto [ref, probs] = s.dense(pos);
+    worst = std::max(worst, max_diff(out, ref));
+    worst_mass = std::max(worst_mass, max_diff(att.last_step().effective, probs));
+  });
+  EXPECT_LE(worst, 1e-5);
+  EXPECT_LE(worst_mass, 1e-6);
+}
+
+// Two pages of two tokens, D = 2, one head: summaries, spreads and biases by hand.
+TEST(LukaAttention, CompressorsAndBiasesOnHandBuiltPages) {
+  c10::InferenceMode guard;
+  const at::Tensor k = at::tensor({1.f, 0.f, 3.f, 0.f, 0.f, 2.f, 0.f, 4.f, 1.f, 1.f}).view({1, 5, 2});
+  const at::Tensor v = at::tensor({2.f, 2.f, 4.f, 0.f, 1.f, 3.f, 5.f, 1.f, 0.f, 0.f}).view({1, 5, 2});
+  const at::Tensor q = at::tensor({0.5f, -0.25f, 1.f, 0.f, 0.f, 1.f, -1.f, 2.f, 0.3f, 0.3f}).view({1, 5, 2});
+  AttentionInputs in;
+  in.q = q;
+  in.k = k;
+  in.v = v;
+  in.group_size = 1;
+  in.scale = 1.0 / std::sqrt(2.0);
+  // Importance after the prefill, by the formula: column sums of the causal softmax.
+  const at::Tensor scores = at::matmul(q[0].to(at::kDouble), k[0].to(at::kDouble).t()) * in.scale;
+  const at::Tensor mask = at::ones({5, 5}, at::kBool).triu(1);
+  const at::Tensor imp = at::softmax(scores.masked_fill(mask, -INFINITY), -1).sum(0);
+
+  const auto make = [&](Compressor comp, SummaryBias bias, double tau, bool zero_v) {
+    LayerConfig c = clustered(2, 1, 1);  // tail 1: pages [0,2) and [2,4)
+    c.clustered.compressor = comp;
+    c.clustered.bias = bias;
+    c.clustered.tau = tau;
+    c.clustered.zero_v = zero_v;
+    auto att = std::make_unique<LukaAttention>(0, c);
+    att->forward(in);
+    EXPECT_EQ(att->pages().size(), 2u);
+    return att;
+  };
+  {
+    const auto att = make(Compressor::kMean, SummaryBias::kFixed, 1.0, false);
+    EXPECT_LE(max_diff(att->summary_keys()[0], at::tensor({2.f, 0.f, 0.f, 3.f}).view({2, 2})), 1e-7);
+    EXPECT_LE(max_diff(att->summary_values()[0], at::tensor({3.f, 1.f, 3.f, 2.f}).view({2, 2})), 1e-7);
+    EXPECT_NEAR(att->summary_bias()[0][0].item<double>(), std::log(2.0), 1e-7);
+    EXPECT_LE(max_diff(att->spread()[0], at::full({4}, 0.5)), 1e-7);
+    EXPECT_LE(max_diff(att->importance()[0], imp), 1e-6);
+  }
+  {
+    const double tau = 0.5;
+    const auto att = make(Compressor::kAttentionWeighted, SummaryBias::kAdaptive, tau, false);
+    for (int p = 0; p < 2; ++p) {
+      const at::Tensor pi = at::softmax(imp.narrow(0, 2 * p, 2) / tau, 0);
+      const at::Tensor expect_k = at::matmul(pi, k[0].narrow(0, 2 * p, 2).to(at::kDouble));
+      EXPECT_LE(max_diff(att->summary_keys()[0][p], expect_k), 1e-6) << p;
+      EXPECT_LE(max_diff(att->spread()[0].narrow(0, 2 * p, 2), pi), 1e-6);
+      const double entropy = -(pi * pi.log()).sum().item<double>();
+      EXPECT_NEAR(att->summary_bias()[0][p].item<double>(), entropy, 1e-6);
+    }
+  }
+  {
+    const auto a = make(Compressor::kRandom, SummaryBias::kAdaptive, 1.0, false);
+    const auto b = make(Compressor::kRandom, SummaryBias::kAdaptive, 1.0, false);
+    EXPECT_TRUE(at::equal(a->summary_keys(), b->summary_keys()));  // seeded: reproducible
+    for (int p = 0; p < 2; ++p) {
+      const at::Tensor sk = a->summary_keys()[0][p];
+      const bool is_member = at::equal(sk, k[0][2 * p]) || at::equal(sk, k[0][2 * p + 1]);
+      EXPECT_TRUE(is_member) << "page " << p << " summary is one of its tokens";
+      EXPECT_NEAR(a->summary_bias()[0][p].item<double>(), 0.0, 1e-7);  // k_eff = 1
+    }
+  }
+  {
+    const auto att = make(Compressor::kMean, SummaryBias::kNone, 1.0, true);
+    EXPECT_EQ(att->summary_values().abs().max().item<float>(), 0.0f);
+    EXPECT_EQ(att->summary_bias().abs().max().item<float>(), 0.0f);
+  }
+}
+
+TEST(LukaAttention, RefinementRules) {
+  ClusteredConfig c;
+  const std::vector<float> score = {0.05f, 0.2f, 0.1f, 0.3f};
+  c.rule = RefineRule::kThreshold;
+  c.epsilon = 0.1;
+  EXPECT_EQ(select_pages(c, score), (std::vector<std::int64_t>{1, 3}));
+  c.rule = RefineRule::kTopK;
+  c.top_k = 2;
+  EXPECT_EQ(select_pages(c, score), (std::vector<std::int64_t>{1, 3}));
+  c.top_k = 10;
+  EXPECT_EQ(select_pages(c, score), (std::vector<std::int64_t>{0, 1, 2, 3}));
+  c.rule = RefineRule::kTopFrac;
+  c.top_frac = 0.5;
+  EXPECT_EQ(select_pages(c, score), (std::vector<std::int64_t>{1, 3}));
+  c.top_frac = 0.3;  // ⌈1.2⌉ = 2
+  EXPECT_EQ(select_pages(c, score), (std::vector<std::int64_t>{1, 3}));
+  c.rule = RefineRule::kTopP;
+  c.top_p = 0.25;
+  EXPECT_EQ(select_pages(c, score), (std::vector<std::int64_t>{3}));
+  c.top_p = 0.45;
+  EXPECT_EQ(select_pages(c, score), (std::vector<std::int64_t>{1, 3}));
+  c.always_refine_first = 1;
+  EXPECT_EQ(select_pages(c, score), (std::vector<std::int64_t>{0, 1, 3}));
+  c.rule = RefineRule::kTopK;
+  c.top_k = 0;
+  c.always_refine_first = 2;
+  EXPECT_EQ(select_pages(c, score), (std::vector<std::int64_t>{0, 1}));
+}
+
+TEST(LukaAttention, PagesAfterPrefillThenEveryIntervalSteps) {
+  const Sequence s(2, 1, 8, 60, 6);
+  LukaAttention att(0, clustered(8, 15, 4));
+  c10::InferenceMode guard;
+  att.forward(s.inputs(0, 40));
+  ASSERT_EQ(att.pages().size(), 3u);  // (40 - 15) / 8 = 3 full pages, made after prefill
+  for (const Page& p : att.pages()) EXPECT_EQ(p.created_step, 0);
+  for (std::int64_t pos = 40; pos < 48; ++pos) {
+    att.forward(s.inputs(pos, 1));
+    const std::int64_t step = pos - 39;
+    // [24, 32) becomes eligible at T = 47 (step 7) but waits for step 8.
+    EXPECT_EQ(att.pages().size(), step < 8 ? 3u : 4u) << "step " << step;
+  }
+  EXPECT_EQ(att.pages().back().start, 24);
+  EXPECT_EQ(att.pages().back().created_step, 8);
+}
+
+TEST(LukaAttention, StateOutOfStepIsAnError) {
+  const Sequence s(2, 1, 8, 20, 7);
+  LukaAttention att(0, LayerConfig{});
+  c10::InferenceMode guard;
+  att.forward(s.inputs(0, 10));
+  EXPECT_THROW(att.forward(s.inputs(12, 1)), Error);
+}
+
+// --- whole model ------------------------------------------------------------------------------
+
+const fs::path kCheckpoint = fs::path(LUKA_TEST_WORK) / "checkpoints" / "qwen3-fp16-sharded";
+
+std::vector<std::int32_t> token_ids(int n) {
+  std::vector<std::int32_t> ids;
+  for (int i = 0; i < n; ++i) ids.push_back((i * 131 + 17) % 1000);
+  return ids;
+}
+
+// Logits of every decode step after a prefill of `prompt` tokens.
+std::vector<at::Tensor> decode_logits(Decoder& d, const std::vector<std::int32_t>& ids, std::size_t prompt,
+                                      const std::function<void(std::size_t)>& before_step = {}) {
+  std::vector<at::Tensor> out;
+  d.prefill(std::vector<std::int32_t>(ids.begin(), ids.begin() + static_cast<std::ptrdiff_t>(prompt)));
+  for (std::size_t i = prompt; i < ids.size(); ++i) {
+    if (before_step) before_step(i - prompt);
+    out.push_back(d.decode(ids[i]));
+  }
+  return out;
+}
+
+class LukaModel : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!fs::exists(kCheckpoint / "config.json")) GTEST_SKIP() << "no fixture checkpoint at " << kCheckpoint;
+    model_ = Model::load(kCheckpoint, LoadOptions{DType::kF32, 0});
+    ASSERT_GE(model_->config().max_position_embeddings, 300);
+  }
+  std::shared_ptr<const Model> model_;
+};
+
+TEST_F(LukaModel, ClusteredExactAllRefinedMatchesDenseOver300Tokens) {
+  const auto ids = token_ids(300);
+  Decoder dense(model_);
+  const auto ref = decode_logits(dense, ids, 100);
+  LukaConfig cfg = LukaConfig::preset("clustered", model_->config().num_layers);
+  cfg.apply_override("page_size=8,tail=16,interval=8,refine_math=exact,rule=top_frac,top_frac=1");
+  Decoder luka(model_);
+  const auto layers = install_luka(luka, cfg);
+  const auto got = decode_logits(luka, ids, 100);
+  double worst = 0;
+  for (std::size_t i = 0; i < got.size(); ++i) worst = std::max(worst, max_diff(got[i], ref[i]));
+  EXPECT_LE(worst, 1e-5);
+  EXPECT_GT(layers[0]->pages().size(), 10u);
+  EXPECT_GT(layers[0]->pages().back().created_step, 0);
+}
+
+TEST_F(LukaModel, LinedWithFullBudgetMatchesDense) {
+  const auto ids = token_ids(160);
+  Decoder dense(model_);
+  const auto ref = decode_logits(dense, ids, 60);
+  LukaConfig cfg = LukaConfig::preset("lined", model_->config().num_layers);
+  cfg.apply_override("rho=1,window=8");
+  Decoder luka(model_);
+  install_luka(luka, cfg);
+  const auto got = decode_logits(luka, ids, 60);
+  double worst = 0;
+  for (std::size_t i = 0; i < got.size(); ++i) worst = std::max(worst, max_diff(got[i], ref[i]));
+  EXPECT_LE(worst, 1e-5);
+}
+
+TEST_F(LukaModel, SwitchingALayerChangesOutputsFromThatStepOnly) {
+  const auto ids = token_ids(200);
+  LukaConfig cfg = LukaConfig::preset("dense", model_->config().num_layers);
+  cfg.apply_override("page_size=8,tail=16,interval=4");
+  Decoder a(model_), b(model_);
+  install_luka(a, cfg);
+  const auto layers_b = install_luka(b, cfg);
+  const auto ref = decode_logits(a, ids, 100);
+  const std::size_t switch_at = 40;
+  const auto got = decode_logits(b, ids, 100, [&](std::size_t step) {
+    if (step == switch_at) {
+      LayerConfig c = layers_b[1]->config();
+      c.mode = AttentionMode::kClustered;
+      layers_b[1]->set_config(c);
+    }
+  });
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    if (i < switch_at) {
+      EXPECT_TRUE(at::equal(got[i], ref[i])) << "step " << i << " before the switch";
+    } else {
+      EXPECT_GT(max_diff(got[i], ref[i]), 1e-6) << "step " << i << " after the switch";
+    }
+  }
+  EXPECT_EQ(layers_b[1]->last_step().mode, AttentionMode::kClustered);
+  EXPECT_EQ(layers_b[0]->last_step().mode, AttentionMode::kDense);
+}
+
+}  // namespace
+}  // namespace luka

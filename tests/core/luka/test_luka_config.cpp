@@ -1,0 +1,98 @@
+// LuKA configuration: presets, overrides, JSON files and invalid configs.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "core/luka/config.h"
+#include "core/util/error.h"
+
+namespace luka {
+namespace {
+
+std::string error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "no error";
+}
+
+TEST(LukaConfig, Presets) {
+  const auto mixed = LukaConfig::preset("mixed(2,3)", 10);
+  for (int i = 0; i < 10; ++i)
+    EXPECT_EQ(mixed.layers[i].mode, (i < 2 || i >= 7) ? AttentionMode::kLined : AttentionMode::kClustered) << i;
+  const auto paper = LukaConfig::preset("paper", 28);
+  EXPECT_EQ(paper.layers[0].mode, AttentionMode::kLined);
+  EXPECT_EQ(paper.layers[7].mode, AttentionMode::kLined);
+  EXPECT_EQ(paper.layers[8].mode, AttentionMode::kClustered);
+  EXPECT_EQ(paper.layers[19].mode, AttentionMode::kClustered);
+  EXPECT_EQ(paper.layers[20].mode, AttentionMode::kLined);
+  EXPECT_EQ(paper.layers[10].clustered.compressor, Compressor::kAttentionWeighted);
+  EXPECT_EQ(paper.layers[10].clustered.top_k, 3);
+  EXPECT_EQ(paper.layers[10].clustered.page_size, 16);
+  EXPECT_DOUBLE_EQ(paper.layers[0].lined.rho, 0.125);
+  const auto authors = LukaConfig::preset("authors_eval", 28);
+  EXPECT_EQ(authors.layers[5].mode, AttentionMode::kLined);
+  EXPECT_EQ(authors.layers[6].mode, AttentionMode::kClustered);
+  EXPECT_EQ(authors.layers[22].mode, AttentionMode::kClustered);
+  EXPECT_EQ(authors.layers[23].mode, AttentionMode::kLined);
+  EXPECT_EQ(authors.layers[10].clustered.page_size, 8);
+  EXPECT_EQ(authors.layers[10].clustered.math, RefineMath::kExact);
+  EXPECT_EQ(authors.layers[10].clustered.bias, SummaryBias::kAdaptive);
+  EXPECT_DOUBLE_EQ(authors.layers[10].clustered.tau, 7.0);
+  EXPECT_TRUE(authors.layers[0].lined.sparse_prefill);
+  EXPECT_EQ(LukaConfig::preset("dense", 3).layers[2].mode, AttentionMode::kDense);
+  EXPECT_NE(error_of([] { LukaConfig::preset("fancy", 3); }).find("unknown preset 'fancy'"), std::string::npos);
+  EXPECT_NE(error_of([] { LukaConfig::preset("mixed(2,3)", 4); }).find("a + b <= 4"), std::string::npos);
+}
+
+TEST(LukaConfig, OverridesAndJson) {
+  auto c = LukaConfig::preset("clustered", 8);
+  c.apply_override("layer=5,mode=lined,rho=1/4");
+  EXPECT_EQ(c.layers[5].mode, AttentionMode::kLined);
+  EXPECT_DOUBLE_EQ(c.layers[5].lined.rho, 0.25);
+  c.apply_override("layers=0-2:top_k=5:refine_math=exact");
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(c.layers[i].clustered.top_k, 5);
+  EXPECT_EQ(c.layers[3].clustered.top_k, 3);
+  EXPECT_EQ(c.layers[1].clustered.math, RefineMath::kExact);
+  c.apply_override("page_size=8");  // all layers
+  for (const auto& l : c.layers) EXPECT_EQ(l.clustered.page_size, 8);
+
+  const auto j = LukaConfig::from_json(
+      R"({"preset": "lined", "default": {"window": 64}, "layers": {"2-3": {"mode": "clustered", "tau": 7, "zero_v": true}}})",
+      6, "cfg.json");
+  EXPECT_EQ(j.layers[0].mode, AttentionMode::kLined);
+  EXPECT_EQ(j.layers[0].lined.window, 64);
+  EXPECT_EQ(j.layers[2].mode, AttentionMode::kClustered);
+  EXPECT_DOUBLE_EQ(j.layers[3].clustered.tau, 7.0);
+  EXPECT_TRUE(j.layers[3].clustered.zero_v);
+  // Round trip through the printed form keeps every field.
+  const auto printed = nlohmann::json::parse(j.to_json());
+  EXPECT_EQ(printed["layers"].size(), 6u);
+  EXPECT_EQ(printed["layers"][3]["clustered"]["tau"].get<double>(), 7.0);
+  EXPECT_EQ(printed["layers"][3]["mode"].get<std::string>(), "clustered");
+}
+
+TEST(LukaConfig, InvalidConfigsAreClearErrors) {
+  auto c = LukaConfig::preset("dense", 4);
+  EXPECT_NE(error_of([&] { c.apply_override("mode=sparse"); }).find("unknown mode 'sparse' (expected dense, lined, clustered)"),
+            std::string::npos);
+  EXPECT_NE(error_of([&] { c.apply_override("page_size=0"); }).find("page_size must be positive"), std::string::npos);
+  EXPECT_NE(error_of([&] { c.apply_override("rho=1.5"); }).find("rho must be in (0, 1]"), std::string::npos);
+  EXPECT_NE(error_of([&] { c.apply_override("rho=0"); }).find("rho must be in (0, 1]"), std::string::npos);
+  EXPECT_NE(error_of([&] { c.apply_override("layer=4,mode=lined"); }).find("out of range [0, 4)"), std::string::npos);
+  EXPECT_NE(error_of([&] { c.apply_override("layer=-1,mode=lined"); }).find("out of range"), std::string::npos);
+  EXPECT_NE(error_of([&] { c.apply_override("colour=blue"); }).find("unknown key 'colour'"), std::string::npos);
+  EXPECT_NE(error_of([&] { c.apply_override("top_k=three"); }).find("top_k must be an integer"), std::string::npos);
+  EXPECT_NE(error_of([&] { c.apply_override("mode"); }).find("expected key=value"), std::string::npos);
+  EXPECT_NE(error_of([] { LukaConfig::from_json("{\"layers\": {\"9\": {\"mode\": \"lined\"}}}", 4, "c.json"); })
+                .find("out of range"),
+            std::string::npos);
+  EXPECT_NE(error_of([] { LukaConfig::from_json("{\"layer\": {}}", 4, "c.json"); }).find("c.json: unknown top-level key"),
+            std::string::npos);
+  EXPECT_NE(error_of([] { LukaConfig::from_json("{", 4, "c.json"); }).find("c.json: malformed JSON"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace luka
