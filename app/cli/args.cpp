@@ -62,11 +62,17 @@ bool ArgParser::parse(int argc, char** argv, int first) {
       if (i + 1 >= argc) throw UsageError(where + ": --" + name + " needs a value (" + spec->value_name + ")");
       values_[name] = argv[++i];
     }
+    all_[name].push_back(values_[name]);
   }
   return true;
 }
 
 bool ArgParser::has(const std::string& name) const { return values_.count(name) != 0; }
+
+std::vector<std::string> ArgParser::get_all(const std::string& name) const {
+  const auto it = all_.find(name);
+  return it == all_.end() ? std::vector<std::string>{} : it->second;
+}
 
 std::string ArgParser::get(const std::string& name, const std::string& fallback) const {
   const auto it = values_.find(name);

@@ -34,6 +34,8 @@ class ArgParser {
 
   bool has(const std::string& name) const;
   std::string get(const std::string& name, const std::string& fallback = "") const;
+  // Every value given for a repeatable option, in order (get() returns the last).
+  std::vector<std::string> get_all(const std::string& name) const;
   std::int64_t get_int(const std::string& name, std::int64_t fallback) const;
   double get_double(const std::string& name, double fallback) const;
   bool get_flag(const std::string& name) const;
@@ -50,6 +52,7 @@ class ArgParser {
   std::string command_, synopsis_, description_, epilog_;
   std::vector<Spec> specs_;
   std::map<std::string, std::string> values_;
+  std::map<std::string, std::vector<std::string>> all_;
 };
 
 // Splits "1,2,3" into integers; throws UsageError naming the option on a bad entry.

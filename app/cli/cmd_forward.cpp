@@ -10,6 +10,8 @@
 
 #include "app/cli/args.h"
 #include "app/cli/commands.h"
+#include "app/cli/luka_options.h"
+#include "core/luka/luka_attention.h"
 #include "core/model/decoder.h"
 #include "core/model/model.h"
 #include "core/tokenizer/tokenizer.h"
@@ -27,8 +29,9 @@ int run_forward(int argc, char** argv) {
       .option("prefill", "N", "tokens in the prefill; the rest go through decode, one by one", "all")
       .option("dtype", "fp32|bf16", "compute dtype", "fp32")
       .option("threads", "N", "CPU threads", "all cores")
-      .option("out", "FILE.npy", "where to write the logits")
-      .epilog(kEnvironmentHelp);
+      .option("out", "FILE.npy", "where to write the logits");
+  add_luka_options(args);
+  args.epilog(std::string(kLukaOptionsHelp) + "\n\n" + kEnvironmentHelp);
   if (!args.parse(argc, argv, 2)) return 0;
   if (args.has("ids") == args.has("text")) throw UsageError("give exactly one of --ids or --text");
   if (!args.has("out")) throw UsageError("--out FILE.npy is required");
@@ -51,6 +54,7 @@ int run_forward(int argc, char** argv) {
 
   const auto model = Model::load(path, load_options(args));
   Decoder decoder(model);
+  if (const auto config = luka_config(args, model->config().num_layers)) install_luka(decoder, *config);
 
   const std::int64_t vocab = model->config().vocab_size;
   std::vector<float> logits(static_cast<std::size_t>(n * vocab));

@@ -1,11 +1,14 @@
 // luka generate: streams a continuation of a prompt, then prints prefill and decode tokens/s.
 #include <cstdio>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
 
 #include "app/cli/args.h"
 #include "app/cli/commands.h"
+#include "app/cli/luka_options.h"
+#include "core/luka/luka_attention.h"
 #include "core/chat/chat_format.h"
 #include "core/generate/generator.h"
 #include "core/model/decoder.h"
@@ -30,9 +33,13 @@ int run_generate(int argc, char** argv) {
       .option("seed", "S", "random seed for sampling", "0")
       .option("dtype", "fp32|bf16", "compute dtype", "fp32")
       .option("threads", "N", "CPU threads", "all cores")
-      .epilog(std::string("Generation stops at the model's end-of-sequence tokens, <|im_end|>, or --max-new-tokens.\n\n"
-                          "example:\n  luka generate --prompt \"The capital of France is\" --max-new-tokens 20\n\n") +
-              kEnvironmentHelp);
+      .option("schedule", "SPEC", "LuKA mode changes during decoding, e.g.\n"
+              "\"step=10:layers=0-7:mode=clustered;step=20:layers=all:mode=dense\" (step 1 = first decode step)");
+  add_luka_options(args);
+  args.epilog(std::string("Generation stops at the model's end-of-sequence tokens, <|im_end|>, or --max-new-tokens.\n\n"
+                          "example:\n  luka generate --prompt \"The capital of France is\" --max-new-tokens 20\n"
+                          "  luka generate --prompt \"...\" --preset \"mixed(2,2)\" --schedule \"step=8:layers=all:mode=lined\"\n\n") +
+              kLukaOptionsHelp + "\n\n" + kEnvironmentHelp);
   if (!args.parse(argc, argv, 2)) return 0;
   if (!args.has("prompt")) throw UsageError("--prompt STR is required");
   if (args.has("system") && !args.get_flag("chat")) throw UsageError("--system needs --chat");
@@ -69,6 +76,20 @@ int run_generate(int argc, char** argv) {
 
   const auto model = Model::load(path, load_options(args));
   Decoder decoder(model);
+  const std::int64_t n_layers = model->config().num_layers;
+  std::optional<LukaConfig> luka = luka_config(args, n_layers);
+  std::vector<ScheduleEntry> schedule;
+  if (args.has("schedule")) {
+    schedule = parse_schedule(args.get("schedule"));
+    if (!luka) luka = LukaConfig::preset("dense", n_layers);
+    LukaConfig probe = *luka;  // a bad entry fails now, not half-way through the generation
+    for (const ScheduleEntry& e : schedule) probe.apply_override(e.override_spec);
+  }
+  std::vector<std::shared_ptr<LukaAttention>> luka_layers;
+  if (luka) {
+    luka_layers = install_luka(decoder, *luka);
+    std::fprintf(stderr, "attention: %s\n", describe_modes(*luka).c_str());
+  }
 
   std::set<std::int32_t> stop_ids;
   for (const std::int64_t id : model->config().eos_token_ids) stop_ids.insert(static_cast<std::int32_t>(id));
@@ -81,7 +102,18 @@ int run_generate(int argc, char** argv) {
   gen.stop_ids.assign(stop_ids.begin(), stop_ids.end());
 
   StreamDecoder stream(tokenizer);
+  std::int64_t generated = 0;
   const GenerateResult result = generate(decoder, prompt, gen, [&](std::int32_t id) {
+    // The next forward is decode step `generated`: apply the schedule entries for it.
+    ++generated;
+    for (const ScheduleEntry& e : schedule) {
+      if (e.step != generated) continue;
+      luka->apply_override(e.override_spec);
+      for (std::size_t l = 0; l < luka_layers.size(); ++l) luka_layers[l]->set_config(luka->layers[l]);
+      std::fflush(stdout);
+      std::fprintf(stderr, "\n[decode step %lld] %s -> %s\n", static_cast<long long>(e.step), e.override_spec.c_str(),
+                   describe_modes(*luka).c_str());
+    }
     const std::string piece = stream.push(id);
     std::fwrite(piece.data(), 1, piece.size(), stdout);
     std::fflush(stdout);

@@ -6,6 +6,7 @@
 
 #include "app/cli/args.h"
 #include "app/cli/commands.h"
+#include "app/cli/luka_options.h"
 #include "core/model/model.h"
 #include "core/tokenizer/tokenizer.h"
 
@@ -40,7 +41,9 @@ int run_info(int argc, char** argv) {
                  "quantizations included) with the in-memory footprint, parameter count and vocabulary.");
   args.option("model", "PATH", kModelOptionHelp)
       .option("dtype", "fp32|bf16", "compute dtype to report", "the stored dtype when it is fp32 or bf16, else fp32")
-      .epilog(kEnvironmentHelp);
+      .flag("config", "also print the LuKA configuration in force (per layer, as JSON)");
+  add_luka_options(args);
+  args.epilog(std::string(kLukaOptionsHelp) + "\n\n" + kEnvironmentHelp);
   if (!args.parse(argc, argv, 2)) return 0;
   const std::filesystem::path path = resolve_model_path(args);
 
@@ -100,6 +103,12 @@ int run_info(int argc, char** argv) {
   char billions[32];
   std::snprintf(billions, sizeof billions, " (%.3f B)", static_cast<double>(model->parameter_count()) / 1e9);
   row("parameters", with_thousands(model->parameter_count()) + billions);
+  const auto luka = luka_config(args, c.num_layers);
+  if (luka || args.get_flag("config")) {
+    const LukaConfig config = luka.value_or(LukaConfig::preset("dense", c.num_layers));
+    row("luka modes", describe_modes(config));
+    if (args.get_flag("config")) std::printf("%s\n", config.to_json().c_str());
+  }
   return 0;
 }
 

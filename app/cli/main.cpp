@@ -22,6 +22,7 @@ constexpr Command kCommands[] = {
     {"tokenize", luka::cli::run_tokenize, "encode JSON lines {\"text\": ...} to {\"ids\": [...]}"},
     {"forward", luka::cli::run_forward, "run ids through prefill + decode, write logits as .npy"},
     {"generate", luka::cli::run_generate, "generate text from a prompt, streaming, with tokens/s"},
+    {"perplexity", luka::cli::run_perplexity, "teacher-forced perplexity of a text under a LuKA config"},
 };
 
 void print_usage(std::FILE* out) {

@@ -427,11 +427,44 @@ at::Tensor LukaAttention::decode(const AttentionInputs& in) {
   } else {
     fail("luka layer " + std::to_string(layer_), std::string("unsupported cache dtype ") + c10::toString(in.k.scalar_type()));
   }
-  accumulate(eff, G);
   last_.effective = eff;
+  if (config_.dense_shadow) shadow(in, out);
+  accumulate(eff, G);
   tokens_ = T;
   if (step_ % config_.clustered.interval == 0) create_pages(in);
   return out.view({1, H * D}).to(in.q.scalar_type());
+}
+
+// Dense attention on the same inputs, compared with what the mode produced.
+void LukaAttention::shadow(const AttentionInputs& in, const at::Tensor& out) {
+  const std::int64_t H = in.q.size(0), D = in.q.size(2), T = in.k.size(1), G = in.group_size;
+  const at::Tensor q = in.q.to(at::kDouble).view({H, 1, D});
+  const at::Tensor k = in.k.to(at::kDouble).repeat_interleave(G, 0), v = in.v.to(at::kDouble).repeat_interleave(G, 0);
+  const at::Tensor p = at::softmax(at::matmul(q, k.transpose(1, 2)).squeeze(1) * in.scale, -1);  // [H, T]
+  const at::Tensor o_dense = at::matmul(p.unsqueeze(1), v).squeeze(1);                          // [H, D]
+  const at::Tensor eff = last_.effective.to(at::kDouble);
+  // Exactly resolved tokens: everything for dense, the cover for lined, raw tail and refined
+  // children for clustered.
+  at::Tensor exact = at::ones({H, T}, at::kBool);
+  if (last_.mode == AttentionMode::kLined) {
+    exact = eff.gt(0);
+  } else if (last_.mode == AttentionMode::kClustered) {
+    exact = at::zeros({H, T}, at::kBool);
+    exact.narrow(1, last_.paged_end, T - last_.paged_end).fill_(true);
+    for (std::int64_t h = 0; h < H; ++h)
+      for (const std::int64_t page : last_.refined[h])
+        exact[h].narrow(0, pages_[page].start, pages_[page].end - pages_[page].start).fill_(true);
+  }
+  const at::Tensor kl = at::where(p.gt(0), p * (p.clamp_min(1e-300).log() - eff.clamp_min(1e-10).log()), at::zeros_like(p)).sum(1);
+  const at::Tensor recall = (p * exact.to(at::kDouble)).sum(1);
+  const std::int64_t kk = std::min(kFidelityTopK, T);
+  const at::Tensor top_d = std::get<1>(p.topk(kk, 1)), top_e = std::get<1>(eff.topk(kk, 1));
+  at::Tensor overlap = at::zeros({H}, at::kDouble);
+  for (std::int64_t h = 0; h < H; ++h)
+    overlap[h] = at::isin(top_d[h], top_e[h]).sum().item<double>() / static_cast<double>(kk);
+  const at::Tensor o = out.to(at::kDouble);
+  const at::Tensor rel = (o - o_dense).norm(2, 1) / o_dense.norm(2, 1).clamp_min(1e-300);
+  last_.fidelity = at::stack({kl, recall, overlap, rel}, 1).to(at::kFloat);
 }
 
 // Fixed segmenter: full pages of page_size from the oldest unpaged token, never within the last

@@ -33,7 +33,15 @@ struct LukaStep {
   at::Tensor summary_mass;        // clustered: [H, P] fp32, α of each page before refinement
   std::vector<std::vector<std::int64_t>> refined;  // clustered: refined page indices per head
   std::vector<std::vector<std::int64_t>> heavy;    // lined: heavy-hitter positions per head
+  // With the dense shadow on: [H, 4] fp32 per head — KL(dense ‖ effective) (effective floored
+  // at 1e-10), recall (dense mass on exactly resolved tokens), top-k overlap (k = min(32, T)),
+  // relative L2 error of the attention output. Undefined otherwise.
+  at::Tensor fidelity;
 };
+
+// Column indices of LukaStep::fidelity.
+enum FidelityColumn { kKl = 0, kRecall = 1, kTopkOverlap = 2, kRelL2 = 3 };
+constexpr std::int64_t kFidelityTopK = 32;
 
 class LukaAttention final : public LayerAttention {
  public:
@@ -70,6 +78,7 @@ class LukaAttention final : public LayerAttention {
   at::Tensor decode(const AttentionInputs& in);
   void create_pages(const AttentionInputs& in);
   void accumulate(const at::Tensor& effective_rows, std::int64_t group);  // [H, T] for one query
+  void shadow(const AttentionInputs& in, const at::Tensor& out);           // fills last_.fidelity
 
   int layer_;
   LayerConfig config_;

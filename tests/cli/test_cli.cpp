@@ -67,7 +67,7 @@ fs::path checkpoint(const std::string& name) { return fs::path(LUKA_TEST_WORK) /
 TEST(Cli, HelpForEveryCommand) {
   const RunResult top = run_luka({"--help"});
   EXPECT_EQ(top.exit_code, 0);
-  for (const char* cmd : {"info", "tokenize", "forward", "generate"}) {
+  for (const char* cmd : {"info", "tokenize", "forward", "generate", "perplexity"}) {
     EXPECT_NE(top.out.find(cmd), std::string::npos) << cmd;
     const RunResult r = run_luka({cmd, "--help"});
     EXPECT_EQ(r.exit_code, 0) << cmd;
@@ -292,4 +292,97 @@ TEST(Cli, BrokenGgufIsAOneLineError) {
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_EQ(count_lines(r.err), 1) << r.err;
   EXPECT_NE(r.err.find("broken.gguf"), std::string::npos) << r.err;
+}
+
+// --- LuKA flags, schedules and perplexity (on the default model) --------------------------------
+
+TEST(Cli, PerplexityEqualsTheNllOfForwardLogits) {
+  if (!default_model_is_smollm2()) GTEST_SKIP() << "no SmolLM2 default model at " << kDefaultModel;
+  const fs::path dir = fs::path(LUKA_TEST_WORK) / "cli" / "perplexity";
+  fs::create_directories(dir);
+  const fs::path text = dir / "text.txt";
+  std::ofstream(text) << "Emma Woodhouse, handsome, clever, and rich, with a comfortable home and happy disposition.";
+  const RunResult ppl = run_luka({"perplexity", "--text-file", text.string(), "--json"});
+  ASSERT_EQ(ppl.exit_code, 0) << ppl.err;
+  const auto j = nlohmann::json::parse(ppl.out);
+  // Independent route: the logits `luka forward` writes (checked against transformers elsewhere)
+  // and the NLL formula, token by token.
+  const RunResult fwd = run_luka({"forward", "--text", read_file(text), "--prefill", "1", "--out", (dir / "l.npy").string()});
+  ASSERT_EQ(fwd.exit_code, 0) << fwd.err;
+  const luka::NpyArray logits = luka::read_npy_f32(dir / "l.npy");
+  std::ofstream(dir / "in.jsonl") << nlohmann::json({{"text", read_file(text)}}).dump() << "\n";
+  const RunResult ids_run = run_luka({"tokenize", "--jsonl", (dir / "in.jsonl").string()});
+  const auto ids = nlohmann::json::parse(ids_run.out)["ids"].get<std::vector<int>>();
+  const std::int64_t vocab = logits.shape[1];
+  double nll = 0;
+  for (std::size_t i = 0; i + 1 < ids.size(); ++i) {
+    const float* row = logits.data.data() + static_cast<std::int64_t>(i) * vocab;
+    double mx = row[0], z = 0;
+    for (std::int64_t v = 0; v < vocab; ++v) mx = std::max<double>(mx, row[v]);
+    for (std::int64_t v = 0; v < vocab; ++v) z += std::exp(row[v] - mx);
+    nll -= row[ids[i + 1]] - mx - std::log(z);
+  }
+  nll /= static_cast<double>(ids.size() - 1);
+  EXPECT_EQ(j["scored_tokens"].get<std::size_t>(), ids.size() - 1);
+  EXPECT_NEAR(j["mean_nll"].get<double>(), nll, 1e-4);
+  EXPECT_NEAR(j["perplexity"].get<double>(), std::exp(nll), 1e-3 * std::exp(nll));
+}
+
+TEST(Cli, PerplexityWithFidelityReportsEveryLayer) {
+  if (!default_model_is_smollm2()) GTEST_SKIP() << "no SmolLM2 default model at " << kDefaultModel;
+  const fs::path text = fs::path(LUKA_TEST_WORK) / "cli" / "fidelity.txt";
+  fs::create_directories(text.parent_path());
+  std::ofstream(text) << "The quick brown fox jumps over the lazy dog. " << "It was the best of times, it was the worst of times. "
+                      << "Call me Ishmael. Some years ago, never mind how long precisely, having little money in my purse.";
+  const RunResult r = run_luka({"perplexity", "--text-file", text.string(), "--json", "--fidelity", "--preset", "mixed(2,2)",
+                                "--set", "page_size=4,tail=8,interval=2", "--prompt-tokens", "12"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  ASSERT_EQ(j["fidelity"].size(), 30u);
+  EXPECT_EQ(j["fidelity"][0]["mode"], "lined");
+  EXPECT_EQ(j["fidelity"][10]["mode"], "clustered");
+  for (const auto& l : j["fidelity"]) {
+    EXPECT_GE(l["recall"].get<double>(), 0.0);
+    EXPECT_LE(l["recall"].get<double>(), 1.0 + 1e-9);
+    EXPECT_GE(l["kl"].get<double>(), -1e-6);  // fp32 effective vs fp64 dense: ~1e-9 noise when equal
+  }
+  EXPECT_GT(j["next_token_kl_vs_dense"].get<double>(), 0.0);
+}
+
+TEST(Cli, ScheduleSwitchesModesDuringGeneration) {
+  if (!default_model_is_smollm2()) GTEST_SKIP() << "no SmolLM2 default model at " << kDefaultModel;
+  const RunResult r = run_luka({"generate", "--prompt", "The history of Rome", "--max-new-tokens", "12", "--preset", "clustered",
+                                "--set", "page_size=2,tail=2,interval=1", "--schedule",
+                                "step=3:layers=0-9:mode=lined;step=6:layers=all:mode=dense"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find("attention: clustered 0-29"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("[decode step 3] layers=0-9,mode=lined -> lined 0-9, clustered 10-29"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("[decode step 6] layers=all,mode=dense -> dense 0-29"), std::string::npos) << r.err;
+  for (const auto& bad : std::vector<std::string>{"layers=0:mode=lined", "step=0:mode=lined", "step=2"}) {
+    const RunResult b = run_luka({"generate", "--prompt", "x", "--schedule", bad});
+    EXPECT_EQ(b.exit_code, 2) << bad << ": " << b.err;
+    EXPECT_EQ(count_lines(b.err), 1) << b.err;
+  }
+  const RunResult b = run_luka({"generate", "--prompt", "x", "--schedule", "step=2:layers=0:mode=fancy"});
+  EXPECT_EQ(b.exit_code, 1) << b.err;
+  EXPECT_NE(b.err.find("unknown mode 'fancy'"), std::string::npos) << b.err;
+}
+
+TEST(Cli, InfoConfigPrintsTheConfigInForce) {
+  if (!default_model_is_smollm2()) GTEST_SKIP() << "no SmolLM2 default model at " << kDefaultModel;
+  const RunResult r = run_luka({"info", "--preset", "mixed(2,2)", "--set", "layer=10,mode=dense,top_k=7", "--config"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("luka modes       dense 10, lined 0-1|28-29, clustered 2-9|11-27"), std::string::npos) << r.out;
+  const auto j = nlohmann::json::parse(r.out.substr(r.out.find('{')));
+  EXPECT_EQ(j["layers"][10]["clustered"]["top_k"], 7);
+  EXPECT_EQ(j["layers"][0]["mode"], "lined");
+  for (const auto& bad : std::vector<std::vector<std::string>>{{"--set", "page_size=0"}, {"--set", "rho=2"},
+                                                               {"--set", "layer=30,mode=lined"}, {"--preset", "fancy"}}) {
+    std::vector<std::string> args = {"info"};
+    args.insert(args.end(), bad.begin(), bad.end());
+    const RunResult e = run_luka(args);
+    EXPECT_EQ(e.exit_code, 1) << bad[1];
+    EXPECT_EQ(count_lines(e.err), 1) << e.err;
+    EXPECT_NE(e.err.find("luka config"), std::string::npos) << e.err;
+  }
 }
