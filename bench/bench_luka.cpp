@@ -1,0 +1,89 @@
+// Decode step time per LuKA mode at several context lengths, next to the plain dense decoder.
+//
+// One decoder per context length: the prompt is prefilled once (exact attention, the same in every
+// mode), then each mode runs `steps` decode steps after a live switch of every layer (the state is
+// maintained in all modes, so switching costs nothing). "dense (baseline)" is the decoder's own
+// DenseAttention (no LuKA state); "dense", "lined", "clustered" run through LukaAttention.
+//
+//   bench_luka MODEL fp32|bf16 [contexts=1024,4096,8192] [steps=16] [threads=0]
+#include <ATen/ATen.h>
+#include <ATen/Parallel.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "core/luka/luka_attention.h"
+#include "core/model/decoder.h"
+#include "core/model/model.h"
+
+namespace {
+
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 3) {
+    std::fprintf(stderr, "usage: bench_luka MODEL fp32|bf16 [contexts=1024,4096,8192] [steps=16] [threads=0]\n");
+    return 2;
+  }
+  try {
+    luka::LoadOptions options;
+    options.dtype = luka::parse_dtype(argv[2]);
+    std::vector<std::int64_t> contexts;
+    std::stringstream list(argc > 3 ? argv[3] : "1024,4096,8192");
+    for (std::string item; std::getline(list, item, ',');) contexts.push_back(std::stoll(item));
+    const int steps = argc > 4 ? std::atoi(argv[4]) : 16;
+    options.threads = argc > 5 ? std::atoi(argv[5]) : 0;
+    const auto model = luka::Model::load(argv[1], options);
+    const std::int64_t layers = model->config().num_layers;
+
+    for (const std::int64_t ctx : contexts) {
+      std::vector<std::int32_t> prompt(static_cast<std::size_t>(ctx));
+      for (std::size_t i = 0; i < prompt.size(); ++i) prompt[i] = static_cast<std::int32_t>((i * 7919 + 13) % 30000);
+      // Baseline: the decoder's dense attention.
+      double baseline_ms;
+      {
+        luka::Decoder d(model);
+        d.prefill(prompt);
+        std::int32_t next = 1;
+        d.decode(next);
+        const auto t0 = std::chrono::steady_clock::now();
+        for (int i = 0; i < steps; ++i) next = static_cast<std::int32_t>(d.decode(next).argmax().item<std::int64_t>());
+        baseline_ms = 1e3 * seconds_since(t0) / steps;
+      }
+      luka::LukaConfig config = luka::LukaConfig::preset("dense", layers);
+      luka::Decoder d(model);
+      const auto luka_layers = luka::install_luka(d, config);
+      const auto t_prefill = std::chrono::steady_clock::now();
+      d.prefill(prompt);
+      const double prefill_s = seconds_since(t_prefill);
+      std::int32_t next = 1;
+      std::printf("| %lld | dense (baseline) | %.1f | 1.00 | |\n", static_cast<long long>(ctx), baseline_ms);
+      for (const auto mode : {luka::AttentionMode::kDense, luka::AttentionMode::kLined, luka::AttentionMode::kClustered}) {
+        for (std::int64_t l = 0; l < layers; ++l) {
+          luka::LayerConfig c = config.layers[static_cast<std::size_t>(l)];
+          c.mode = mode;
+          luka_layers[static_cast<std::size_t>(l)]->set_config(c);
+        }
+        next = static_cast<std::int32_t>(d.decode(next).argmax().item<std::int64_t>());  // warm-up
+        const auto t0 = std::chrono::steady_clock::now();
+        for (int i = 0; i < steps; ++i) next = static_cast<std::int32_t>(d.decode(next).argmax().item<std::int64_t>());
+        const double ms = 1e3 * seconds_since(t0) / steps;
+        std::printf("| %lld | %s | %.1f | %.2f | %s |\n", static_cast<long long>(ctx), luka::to_string(mode), ms,
+                    baseline_ms / ms, mode == luka::AttentionMode::kDense ? ("prefill " + std::to_string(static_cast<int>(prefill_s)) + " s").c_str() : "");
+        std::fflush(stdout);
+      }
+    }
+    return 0;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "bench_luka: error: %s\n", e.what());
+    return 1;
+  }
+}

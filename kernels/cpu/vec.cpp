@@ -1,0 +1,70 @@
+#include "kernels/cpu/vec.h"
+
+#include <immintrin.h>
+
+namespace luka::cpu {
+
+namespace {
+
+const bool kAvx512 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+                     __builtin_cpu_supports("avx512vl");
+
+__mmask16 lanes(std::int64_t n) { return n >= 16 ? __mmask16{0xFFFF} : static_cast<__mmask16>((1u << n) - 1); }
+
+__attribute__((target("avx512f,avx512bw,avx512vl"))) inline __m512 load(const float* p, __mmask16 m) {
+  return _mm512_maskz_loadu_ps(m, p);
+}
+__attribute__((target("avx512f,avx512bw,avx512vl"))) inline __m512 load(const c10::BFloat16* p, __mmask16 m) {
+  return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, p)), 16));
+}
+
+template <typename T>
+__attribute__((target("avx512f,avx512bw,avx512vl"))) float dot_avx512(const float* q, const T* k, std::int64_t d) {
+  __m512 a0 = _mm512_setzero_ps(), a1 = _mm512_setzero_ps();
+  std::int64_t i = 0;
+  for (; i + 32 <= d; i += 32) {
+    a0 = _mm512_fmadd_ps(load(k + i, 0xFFFF), _mm512_loadu_ps(q + i), a0);
+    a1 = _mm512_fmadd_ps(load(k + i + 16, 0xFFFF), _mm512_loadu_ps(q + i + 16), a1);
+  }
+  for (; i < d; i += 16) {
+    const __mmask16 m = lanes(d - i);
+    a0 = _mm512_fmadd_ps(load(k + i, m), _mm512_maskz_loadu_ps(m, q + i), a0);
+  }
+  return _mm512_reduce_add_ps(_mm512_add_ps(a0, a1));
+}
+
+template <typename T>
+__attribute__((target("avx512f,avx512bw,avx512vl"))) void axpy_avx512(float a, const T* x, float* y, std::int64_t d) {
+  const __m512 av = _mm512_set1_ps(a);
+  for (std::int64_t i = 0; i < d; i += 16) {
+    const __mmask16 m = lanes(d - i);
+    _mm512_mask_storeu_ps(y + i, m, _mm512_fmadd_ps(av, load(x + i, m), _mm512_maskz_loadu_ps(m, y + i)));
+  }
+}
+
+template <typename T>
+float dot_plain(const float* q, const T* k, std::int64_t d) {
+  float acc = 0;
+  for (std::int64_t i = 0; i < d; ++i) acc += q[i] * static_cast<float>(k[i]);
+  return acc;
+}
+
+template <typename T>
+void axpy_plain(float a, const T* x, float* y, std::int64_t d) {
+  for (std::int64_t i = 0; i < d; ++i) y[i] += a * static_cast<float>(x[i]);
+}
+
+}  // namespace
+
+float dot(const float* q, const float* k, std::int64_t d) { return kAvx512 ? dot_avx512(q, k, d) : dot_plain(q, k, d); }
+float dot(const float* q, const c10::BFloat16* k, std::int64_t d) {
+  return kAvx512 ? dot_avx512(q, k, d) : dot_plain(q, k, d);
+}
+void axpy(float a, const float* x, float* y, std::int64_t d) {
+  kAvx512 ? axpy_avx512(a, x, y, d) : axpy_plain(a, x, y, d);
+}
+void axpy(float a, const c10::BFloat16* x, float* y, std::int64_t d) {
+  kAvx512 ? axpy_avx512(a, x, y, d) : axpy_plain(a, x, y, d);
+}
+
+}  // namespace luka::cpu
