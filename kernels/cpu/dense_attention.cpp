@@ -2,7 +2,9 @@
 
 #include "kernels/cpu/decode_attention.h"
 
+#include <algorithm>
 #include <limits>
+#include <vector>
 #include <stdexcept>
 #include <string>
 
@@ -21,6 +23,19 @@ at::Tensor dense_causal_attention(const at::Tensor& q, const at::Tensor& k, cons
       k.scalar_type() == q.scalar_type() && v.scalar_type() == q.scalar_type() &&
       decode_attention_available(q.scalar_type()))
     return dense_decode_attention(q.contiguous(), k, v, scale);
+  // Long prompts go in chunks of queries so the score buffer stays O(chunk · T), not O(n · T).
+  constexpr std::int64_t kChunk = 1024;
+  if (n_new > kChunk) {
+    const at::Tensor qc = q.contiguous();
+    std::vector<at::Tensor> parts;
+    for (std::int64_t i = 0; i < n_new; i += kChunk) {
+      const std::int64_t m = std::min(kChunk, n_new - i);
+      // Queries i .. i+m-1 see keys up to q_pos0 + i + m - 1: pass exactly those.
+      parts.push_back(dense_causal_attention(qc.narrow(1, i, m), k.narrow(1, 0, q_pos0 + i + m),
+                                             v.narrow(1, 0, q_pos0 + i + m), q_pos0 + i, scale));
+    }
+    return at::cat(parts, 0);
+  }
   const std::int64_t group = n_heads / n_kv;
   // [n_kv, group * n_new, head_dim]: query heads h = kv * group + g share KV head kv.
   const at::Tensor qg = q.contiguous().view({n_kv, group * n_new, head_dim});

@@ -306,6 +306,60 @@ TEST(LukaAttention, PagesAfterPrefillThenEveryIntervalSteps) {
   EXPECT_EQ(att.pages().back().created_step, 8);
 }
 
+// The reference implementation's prefill for lined layers: a query at position p sees keys < 32
+// and the window (p - W, p]; exact causal attention otherwise.
+TEST(LukaAttention, LinedSparsePrefillSeesSinksAndWindowOnly) {
+  const Sequence s(2, 1, 8, 70, 8);
+  LayerConfig c;
+  c.mode = AttentionMode::kLined;
+  c.lined.window = 10;
+  c.lined.sparse_prefill = true;
+  LukaAttention att(0, c);
+  c10::InferenceMode guard;
+  const at::Tensor out = att.forward(s.inputs(0, 70)).view({70, 2, 8});
+  for (const std::int64_t p : {5, 31, 40, 69}) {
+    std::vector<std::int64_t> keys;
+    for (std::int64_t j = 0; j <= p; ++j)
+      if (j < 32 || j > p - 10) keys.push_back(j);
+    const at::Tensor idx = at::tensor(keys, at::kLong);
+    const at::Tensor kk = s.k[0].index_select(0, idx).to(at::kDouble), vv = s.v[0].index_select(0, idx).to(at::kDouble);
+    for (std::int64_t h = 0; h < 2; ++h) {
+      const at::Tensor prob = at::softmax(at::matmul(kk, s.q[h][p].to(at::kDouble)) / std::sqrt(8.0), 0);
+      EXPECT_LE(max_diff(out[p][h], at::matmul(prob, vv)), 1e-5) << "query " << p << " head " << h;
+    }
+  }
+  // Without the option the same layer's prefill is exact causal attention.
+  c.lined.sparse_prefill = false;
+  LukaAttention exact(0, c);
+  const at::Tensor full = exact.forward(s.inputs(0, 70)).view({70, 2, 8});
+  const at::Tensor kk = s.k[0].narrow(0, 0, 70).to(at::kDouble), vv = s.v[0].narrow(0, 0, 70).to(at::kDouble);
+  const at::Tensor prob = at::softmax(at::matmul(kk, s.q[1][69].to(at::kDouble)) / std::sqrt(8.0), 0);
+  EXPECT_LE(max_diff(full[69][1], at::matmul(prob, vv)), 1e-5);
+}
+
+// h2o_score with decay γ: score ← γ·score + attention row, over prefill queries and decode steps.
+TEST(LukaAttention, H2oDecayAccumulatesByTheRecurrence) {
+  const Sequence s(2, 1, 8, 30, 9);
+  LayerConfig c;
+  c.mode = AttentionMode::kDense;
+  c.lined.decay = 0.9;
+  LukaAttention att(0, c);
+  c10::InferenceMode guard;
+  att.forward(s.inputs(0, 20));
+  for (std::int64_t pos = 20; pos < 30; ++pos) att.forward(s.inputs(pos, 1));
+  at::Tensor expect = at::zeros({2, 30}, at::kDouble);
+  for (std::int64_t p = 0; p < 30; ++p) {
+    const at::Tensor probs = s.dense(p).second;  // [H, p + 1]
+    expect.mul_(0.9);
+    expect.narrow(1, 0, p + 1).add_(probs);
+  }
+  EXPECT_LE(max_diff(att.h2o_score(), expect), 1e-5);
+  // importance has no decay: the plain sum over the group's heads and every query.
+  at::Tensor imp = at::zeros({30}, at::kDouble);
+  for (std::int64_t p = 0; p < 30; ++p) imp.narrow(0, 0, p + 1).add_(s.dense(p).second.sum(0));
+  EXPECT_LE(max_diff(att.importance()[0], imp), 1e-5);
+}
+
 TEST(LukaAttention, StateOutOfStepIsAnError) {
   const Sequence s(2, 1, 8, 20, 7);
   LukaAttention att(0, LayerConfig{});

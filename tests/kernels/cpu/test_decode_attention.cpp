@@ -61,6 +61,21 @@ TEST(DecodeAttention, MatchesDirectFormula) {
   }
 }
 
+// Prompts longer than the 1024-query chunk (and a chunk that starts after earlier tokens).
+TEST(DenseCausalAttention, ChunkedPrefillMatchesDirectFormula) {
+  c10::InferenceMode guard;
+  at::manual_seed(12);
+  const std::int64_t H = 4, KV = 2, D = 16, past = 37, n = 1500, T = past + n;
+  const at::Tensor q = at::randn({H, n, D}), k = at::randn({KV, T, D}), v = at::randn({KV, T, D});
+  const double scale = 0.25;
+  const at::Tensor out = dense_causal_attention(q, k, v, past, scale).view({n, H, D});
+  const at::Tensor kd = k.to(at::kDouble).repeat_interleave(2, 0), vd = v.to(at::kDouble).repeat_interleave(2, 0);
+  const at::Tensor scores = at::matmul(q.to(at::kDouble), kd.transpose(1, 2)) * scale;  // [H, n, T]
+  const at::Tensor hidden = at::arange(T).view({1, T}).gt(at::arange(past, T).view({n, 1}));
+  const at::Tensor ref = at::matmul(at::softmax(scores.masked_fill(hidden, -INFINITY), -1), vd);  // [H, n, D]
+  EXPECT_LE((out.to(at::kDouble).permute({1, 0, 2}) - ref).abs().max().item<double>(), 1e-5);
+}
+
 TEST(DecodeAttention, RejectsInconsistentShapes) {
   c10::InferenceMode guard;
   const at::Tensor q = at::randn({4, 1, 16}), k = at::randn({3, 5, 16}), v = at::randn({3, 5, 16});
