@@ -36,7 +36,8 @@ int run_perplexity(int argc, char** argv) {
       .option("max-tokens", "N", "score at most the first N tokens of the text", "2048")
       .option("prompt-tokens", "N", "tokens prefilled before the decode path starts (not scored)", "0")
       .flag("fidelity", "turn on the dense shadow in every layer and report per-layer means of KL, recall,\n"
-                        "top-k overlap and output error, plus next-token KL against an all-dense run")
+                        "top-k overlap and output error; against a separate all-dense run, the per-layer\n"
+                        "hidden-state cosine and the next-token KL")
       .flag("json", "print one JSON object instead of text")
       .option("dtype", "fp32|bf16", "compute dtype", "fp32")
       .option("threads", "N", "CPU threads", "all cores");
@@ -75,7 +76,13 @@ int run_perplexity(int argc, char** argv) {
   Decoder decoder(model);
   const auto layers = install_luka(decoder, config);
   std::unique_ptr<Decoder> reference;
-  if (fidelity) reference = std::make_unique<Decoder>(model);
+  if (fidelity) {
+    reference = std::make_unique<Decoder>(model);
+    reference->set_hidden_capture(true);
+    decoder.set_hidden_capture(true);
+  }
+  // Per-layer sums of the cosine between this run's hidden state and the all-dense run's.
+  std::vector<double> cosine(static_cast<std::size_t>(n_layers), 0.0);
 
   // Per-layer sums of the fidelity columns over heads and steps.
   std::vector<std::vector<double>> fid(static_cast<std::size_t>(n_layers), std::vector<double>(4, 0.0));
@@ -111,6 +118,11 @@ int run_perplexity(int argc, char** argv) {
     if (reference) ref_logits = reference->decode(ids[static_cast<std::size_t>(pos)]);
     if (fidelity && layers[0]->last_step().fidelity.defined()) {
       ++fid_steps;
+      for (std::int64_t l = 0; l < n_layers; ++l) {
+        const at::Tensor a = decoder.last_hidden()[static_cast<std::size_t>(l)].to(at::kDouble);
+        const at::Tensor b = reference->last_hidden()[static_cast<std::size_t>(l)].to(at::kDouble);
+        cosine[static_cast<std::size_t>(l)] += (a.dot(b) / (a.norm() * b.norm()).clamp_min(1e-300)).item<double>();
+      }
       for (std::int64_t l = 0; l < n_layers; ++l) {
         const at::Tensor f = layers[static_cast<std::size_t>(l)]->last_step().fidelity.to(at::kDouble).mean(0);
         for (int c = 0; c < 4; ++c) fid[static_cast<std::size_t>(l)][static_cast<std::size_t>(c)] += f[c].item<double>();
@@ -149,7 +161,8 @@ int run_perplexity(int argc, char** argv) {
                            {"kl", f[0] / d},
                            {"recall", f[1] / d},
                            {"topk_overlap", f[2] / d},
-                           {"output_rel_l2", f[3] / d}});
+                           {"output_rel_l2", f[3] / d},
+                           {"hidden_cosine_vs_dense", cosine[static_cast<std::size_t>(l)] / d}});
     }
     out["fidelity"] = per_layer;
     out["next_token_kl_vs_dense"] = next_token_kl / static_cast<double>(scored);
@@ -162,11 +175,13 @@ int run_perplexity(int argc, char** argv) {
               std::exp(mean_nll), mean_nll, static_cast<long long>(scored), tps, describe_modes(config).c_str());
   if (fidelity) {
     std::printf("next-token KL vs an all-dense run: %.6f nats/token\n", next_token_kl / static_cast<double>(scored));
-    std::printf("%-6s %-10s %12s %8s %10s %12s\n", "layer", "mode", "KL", "recall", "top-32", "output err");
+    std::printf("%-6s %-10s %12s %8s %10s %12s %14s\n", "layer", "mode", "KL", "recall", "top-32", "output err",
+                "hidden cosine");
     for (const auto& l : out["fidelity"])
-      std::printf("%-6lld %-10s %12.6f %8.4f %10.4f %12.6f\n", static_cast<long long>(l["layer"].get<std::int64_t>()),
+      std::printf("%-6lld %-10s %12.6f %8.4f %10.4f %12.6f %14.6f\n", static_cast<long long>(l["layer"].get<std::int64_t>()),
                   l["mode"].get<std::string>().c_str(), l["kl"].get<double>(), l["recall"].get<double>(),
-                  l["topk_overlap"].get<double>(), l["output_rel_l2"].get<double>());
+                  l["topk_overlap"].get<double>(), l["output_rel_l2"].get<double>(),
+                  l["hidden_cosine_vs_dense"].get<double>());
   }
   return 0;
 }

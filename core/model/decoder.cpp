@@ -163,6 +163,10 @@ at::Tensor Decoder::forward(const std::vector<std::int32_t>& ids, bool all_logit
       const at::Tensor gate = at::silu(linear(h2, lw.gate_proj, lw.gate_bias));
       const at::Tensor up = linear(h2, lw.up_proj, lw.up_bias);
       x = x + linear(gate * up, lw.down_proj, lw.down_bias);
+      if (capture_hidden_) {
+        hidden_.resize(static_cast<std::size_t>(c.num_layers));
+        hidden_[static_cast<std::size_t>(l)] = x[n - 1].clone();
+      }
     }
   } catch (...) {
     // A layer failed half-way (e.g. a custom attention threw): the caches no longer agree, so

@@ -36,6 +36,11 @@ class Decoder {
   const KvCache& cache(int layer) const { return caches_.at(static_cast<std::size_t>(layer)); }
 
   const Model& model() const { return *model_; }
+
+  // With capture on, every forward keeps each layer's output hidden state (the residual stream)
+  // for the last token: last_hidden()[l] is [hidden] in the compute dtype. Off by default.
+  void set_hidden_capture(bool on) { capture_hidden_ = on; }
+  const std::vector<at::Tensor>& last_hidden() const { return hidden_; }
   const std::shared_ptr<const Model>& model_ptr() const { return model_; }
 
  private:
@@ -49,6 +54,8 @@ class Decoder {
   at::Tensor inv_freq_;  // [head_dim / 2] float32
   at::ScalarType dtype_;
   std::int64_t position_ = 0;
+  bool capture_hidden_ = false;
+  std::vector<at::Tensor> hidden_;
 };
 
 }  // namespace luka

@@ -345,7 +345,11 @@ TEST(Cli, PerplexityWithFidelityReportsEveryLayer) {
     EXPECT_GE(l["recall"].get<double>(), 0.0);
     EXPECT_LE(l["recall"].get<double>(), 1.0 + 1e-9);
     EXPECT_GE(l["kl"].get<double>(), -1e-6);  // fp32 effective vs fp64 dense: ~1e-9 noise when equal
+    EXPECT_LE(l["hidden_cosine_vs_dense"].get<double>(), 1.0 + 1e-9);
+    EXPECT_GT(l["hidden_cosine_vs_dense"].get<double>(), 0.0);
   }
+  // Layer 0 is lined with a window wider than this text: exactly dense, so its hidden state is too.
+  EXPECT_NEAR(j["fidelity"][0]["hidden_cosine_vs_dense"].get<double>(), 1.0, 1e-6);
   EXPECT_GT(j["next_token_kl_vs_dense"].get<double>(), 0.0);
 }
 
