@@ -1,6 +1,7 @@
 #include "core/luka/luka_attention.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <limits>
 #include <numeric>
@@ -270,6 +271,7 @@ void LukaAttention::accumulate(const at::Tensor& eff, std::int64_t group) {
 at::Tensor LukaAttention::decode(const AttentionInputs& in) {
   const std::int64_t H = in.q.size(0), D = in.q.size(2), T = in.k.size(1), G = in.group_size;
   ++step_;
+  const auto t0 = std::chrono::steady_clock::now();
   const at::Tensor qf = in.q.to(at::kFloat).contiguous().view({H, D});
   const float* q = qf.const_data_ptr<float>();
   const float scale = static_cast<float>(in.scale);
@@ -464,8 +466,24 @@ at::Tensor LukaAttention::decode(const AttentionInputs& in) {
     fail("luka layer " + std::to_string(layer_), std::string("unsupported cache dtype ") + c10::toString(in.k.scalar_type()));
   }
   last_.effective = eff;
+  last_.cover_size.assign(static_cast<std::size_t>(H), T);
+  if (last_.mode == AttentionMode::kLined) {
+    for (std::int64_t h = 0; h < H; ++h)
+      last_.cover_size[h] = static_cast<std::int64_t>(last_.heavy[h].size()) +
+                            std::min<std::int64_t>(T, config_.lined.window_frac > 0
+                                                          ? static_cast<std::int64_t>(std::ceil(config_.lined.window_frac * T))
+                                                          : config_.lined.window);
+  } else if (last_.mode == AttentionMode::kClustered) {
+    const std::int64_t P = static_cast<std::int64_t>(pages_.size());
+    for (std::int64_t h = 0; h < H; ++h) {
+      std::int64_t children = 0;
+      for (const std::int64_t p : last_.refined[h]) children += pages_[p].end - pages_[p].start;
+      last_.cover_size[h] = P - static_cast<std::int64_t>(last_.refined[h].size()) + children + (T - last_.paged_end);
+    }
+  }
   if (config_.dense_shadow) shadow(in, out);
   accumulate(eff, G);
+  last_.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   tokens_ = T;
   if (step_ % config_.clustered.interval == 0) create_pages(in);
   return out.view({1, H * D}).to(in.q.scalar_type());

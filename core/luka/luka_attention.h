@@ -33,6 +33,10 @@ struct LukaStep {
   at::Tensor summary_mass;        // clustered: [H, P] fp32, α of each page before refinement
   std::vector<std::vector<std::int64_t>> refined;  // clustered: refined page indices per head
   std::vector<std::vector<std::int64_t>> heavy;    // lined: heavy-hitter positions per head
+  // Cost of the step: per head, the entries attended (raw tokens, summaries and refined
+  // children); and the wall time of the layer's attention in seconds.
+  std::vector<std::int64_t> cover_size;
+  double seconds = 0;
   // With the dense shadow on: [H, 4] fp32 per head — KL(dense ‖ effective) (effective floored
   // at 1e-10), recall (dense mass on exactly resolved tokens), top-k overlap (k = min(32, T)),
   // relative L2 error of the attention output. Undefined otherwise.

@@ -143,6 +143,21 @@ TEST(LukaAttention, EffectiveAttentionSumsToOneAndCoversEachTokenOnce) {
         ASSERT_EQ(st.effective.size(1), pos + 1);
         EXPECT_LE((st.effective.sum(1) - 1).abs().max().item<double>(), 1e-5) << to_string(mode) << " step " << st.step;
         EXPECT_GE(st.effective.min().item<double>(), 0.0);
+        // Cover size: every token (dense); heavy hitters + window (lined); summaries left,
+        // refined children and the raw tail (clustered) — counted here from the parts.
+        for (std::int64_t h = 0; h < 4; ++h) {
+          std::int64_t expect = pos + 1;
+          if (mode == AttentionMode::kLined) {
+            expect = static_cast<std::int64_t>(st.heavy[h].size()) + std::min<std::int64_t>(12, pos + 1);
+            EXPECT_EQ(st.effective[h].gt(0).sum().item<std::int64_t>(), expect) << "lined cover entries carry mass";
+          } else if (mode == AttentionMode::kClustered) {
+            // Pages made at the end of this step (every 5 steps) were not in its cover.
+            const std::int64_t pages_then = st.paged_end / 8;
+            expect = pages_then + 7 * static_cast<std::int64_t>(st.refined[h].size()) + (pos + 1 - st.paged_end);
+          }
+          EXPECT_EQ(st.cover_size[h], expect) << to_string(mode) << " head " << h;
+        }
+        EXPECT_GT(st.seconds, 0.0);
         // Pages partition [0, paged_end) in order; raw tokens are [paged_end, T); nothing twice.
         std::int64_t expect_start = 0;
         for (const Page& p : att.pages()) {
