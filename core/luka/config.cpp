@@ -196,8 +196,6 @@ void LukaConfig::apply_override(const std::string& spec) {
   // Pairs separated by ',' or ':'; "layer"/"layers" picks the layers (default all).
   std::vector<std::pair<std::string, std::string>> pairs;
   std::string which = "all";
-  std::string item;
-  std::stringstream s(spec);
   std::vector<std::string> items;
   std::string cur;
   for (char ch : spec) {

@@ -126,8 +126,8 @@ std::vector<std::int64_t> select_pages(const ClusteredConfig& c, const std::vect
       break;
     case RefineRule::kTopP: {
       // Pages in decreasing score until their cumulative score reaches p.
-      const auto order = top_indices(score.data(), P, P);
-      std::vector<std::int64_t> sorted = order;
+      std::vector<std::int64_t> sorted(static_cast<std::size_t>(P));
+      std::iota(sorted.begin(), sorted.end(), 0);
       std::sort(sorted.begin(), sorted.end(), [&](auto a, auto b) { return score[a] != score[b] ? score[a] > score[b] : a < b; });
       double cum = 0;
       for (auto p : sorted) {
@@ -529,7 +529,10 @@ void LukaAttention::create_pages(const AttentionInputs& in) {
   std::int64_t E = paged_end();
   const std::int64_t limit = T - c.tail;
   if (E + c.page_size > limit) return;
-  const at::Tensor kf = in.k.to(at::kFloat), vf = in.v.to(at::kFloat);
+  // Only the tokens that become pages now are read (and widened to fp32).
+  const std::int64_t first = E;
+  const at::Tensor kf = in.k.narrow(1, first, limit - first).to(at::kFloat);
+  const at::Tensor vf = in.v.narrow(1, first, limit - first).to(at::kFloat);
   while (E + c.page_size <= limit) {
     const std::int64_t P = static_cast<std::int64_t>(pages_.size());
     if (!sum_k_.defined() || P >= sum_k_.size(1)) {
@@ -557,11 +560,11 @@ void LukaAttention::create_pages(const AttentionInputs& in) {
       } else {
         w = at::full({L}, 1.0f / static_cast<float>(L), at::kFloat);
       }
-      sum_k_[g][P].copy_(at::matmul(w, kf[g].narrow(0, E, L)));
+      sum_k_[g][P].copy_(at::matmul(w, kf[g].narrow(0, E - first, L)));
       if (c.zero_v) {
         sum_v_[g][P].zero_();
       } else {
-        sum_v_[g][P].copy_(at::matmul(w, vf[g].narrow(0, E, L)));
+        sum_v_[g][P].copy_(at::matmul(w, vf[g].narrow(0, E - first, L)));
       }
       double bias = 0;
       if (c.bias == SummaryBias::kFixed) {

@@ -163,37 +163,20 @@ ModelConfig config_from_gguf(const gguf::File& f) {
 LoadedWeights load_gguf_weights(std::shared_ptr<const gguf::File> file, const ModelConfig& c, DType dtype) {
   GgufLoader L(*file, dtype);
   auto w = std::make_unique<ModelWeights>();
-  const std::int64_t H = c.hidden_size, I = c.intermediate_size, D = c.head_dim;
-  const std::int64_t q_out = c.num_heads * D, kv_out = c.num_kv_heads * D;
-  const bool llama = c.arch == Architecture::kLlama;
-
+  const std::int64_t H = c.hidden_size;
   w->embed_tokens = L.get("token_embd.weight", {c.vocab_size, H});
-  w->layers.resize(static_cast<std::size_t>(c.num_layers));
-  for (std::int64_t i = 0; i < c.num_layers; ++i) {
-    LayerWeights& l = w->layers[static_cast<std::size_t>(i)];
-    const std::string p = "blk." + std::to_string(i) + ".";
-    l.input_norm = L.get(p + "attn_norm.weight", {H});
-    l.q_proj = L.get(p + "attn_q.weight", {q_out, H});
-    l.k_proj = L.get(p + "attn_k.weight", {kv_out, H});
-    if (llama) {
+  static const LayerTensorNames kNames = {
+      "blk.",
+      {"attn_norm.weight", "attn_q.weight", "attn_k.weight", "attn_v.weight", "attn_output.weight", "attn_q.bias",
+       "attn_k.bias", "attn_v.bias", "attn_output.bias", "attn_q_norm.weight", "attn_k_norm.weight",
+       "ffn_norm.weight", "ffn_gate.weight", "ffn_up.weight", "ffn_down.weight", "ffn_gate.bias", "ffn_up.bias",
+       "ffn_down.bias"}};
+  load_layers(L, c, kNames, w->layers);
+  if (c.arch == Architecture::kLlama) {
+    for (LayerWeights& l : w->layers) {
       l.q_proj = unpermute_rows(l.q_proj, c.num_heads);
       l.k_proj = unpermute_rows(l.k_proj, c.num_kv_heads);
     }
-    l.v_proj = L.get(p + "attn_v.weight", {kv_out, H});
-    l.o_proj = L.get(p + "attn_output.weight", {H, q_out});
-    l.q_bias = L.get_optional(c.attention_bias, p + "attn_q.bias", {q_out});
-    l.k_bias = L.get_optional(c.attention_bias, p + "attn_k.bias", {kv_out});
-    l.v_bias = L.get_optional(c.attention_bias, p + "attn_v.bias", {kv_out});
-    l.o_bias = L.get_optional(c.o_bias, p + "attn_output.bias", {H});
-    l.q_norm = L.get_optional(c.qk_norm, p + "attn_q_norm.weight", {D});
-    l.k_norm = L.get_optional(c.qk_norm, p + "attn_k_norm.weight", {D});
-    l.post_attention_norm = L.get(p + "ffn_norm.weight", {H});
-    l.gate_proj = L.get(p + "ffn_gate.weight", {I, H});
-    l.up_proj = L.get(p + "ffn_up.weight", {I, H});
-    l.down_proj = L.get(p + "ffn_down.weight", {H, I});
-    l.gate_bias = L.get_optional(c.mlp_bias, p + "ffn_gate.bias", {I});
-    l.up_bias = L.get_optional(c.mlp_bias, p + "ffn_up.bias", {I});
-    l.down_bias = L.get_optional(c.mlp_bias, p + "ffn_down.bias", {H});
   }
   w->final_norm = L.get("output_norm.weight", {H});
   w->lm_head = c.tie_word_embeddings ? w->embed_tokens : L.get("output.weight", {c.vocab_size, H});
@@ -201,7 +184,7 @@ LoadedWeights load_gguf_weights(std::shared_ptr<const gguf::File> file, const Mo
 
   LoadedWeights out;
   out.stored_types = L.usage();
-  for (const StoredType& t : out.stored_types) out.stored_dtypes += (out.stored_dtypes.empty() ? "" : ",") + t.name;
+  out.stored_dtypes = stored_type_names(out.stored_types);
   out.parameter_count = L.params();
   out.weights = std::move(w);
   return out;

@@ -2,7 +2,6 @@
 
 #include <fstream>
 #include <map>
-#include <set>
 #include <sstream>
 
 #include <nlohmann/json.hpp>
@@ -121,7 +120,6 @@ class Loader {
     if (t->shape != shape)
       fail(where, "shape " + shape_string(t->shape) + " does not match " + shape_string(shape) + " expected from " +
                       config_path_.string());
-    stored_.insert(t->dtype);
     std::int64_t numel = 1;
     for (auto d : shape) numel *= d;
     params_ += numel;
@@ -143,11 +141,6 @@ class Loader {
     return present ? get(name, shape) : at::Tensor();
   }
 
-  std::string stored_dtypes() const {
-    std::string s;
-    for (const auto& d : stored_) s += (s.empty() ? "" : ",") + d;
-    return s;
-  }
   std::int64_t params() const { return params_; }
   std::vector<StoredType> usage() const {
     std::vector<StoredType> out;
@@ -160,44 +153,32 @@ class Loader {
   const TensorIndex& index_;
   std::filesystem::path dir_, config_path_;
   at::ScalarType dtype_;
-  std::set<std::string> stored_;
   std::int64_t params_ = 0;
 };
 
 }  // namespace
+
+std::string stored_type_names(const std::vector<StoredType>& types) {
+  std::string s;
+  for (const StoredType& t : types) s += (s.empty() ? "" : ",") + t.name;
+  return s;
+}
 
 LoadedWeights load_weights(const std::filesystem::path& dir, const ModelConfig& c,
                            const std::filesystem::path& config_path, DType dtype) {
   TensorIndex index(dir);
   Loader L(index, dir, config_path, dtype);
   auto w = std::make_unique<ModelWeights>();
-  const std::int64_t H = c.hidden_size, I = c.intermediate_size, D = c.head_dim;
-  const std::int64_t q_out = c.num_heads * D, kv_out = c.num_kv_heads * D;
-
+  const std::int64_t H = c.hidden_size;
   w->embed_tokens = L.get("model.embed_tokens.weight", {c.vocab_size, H});
-  w->layers.resize(static_cast<std::size_t>(c.num_layers));
-  for (std::int64_t i = 0; i < c.num_layers; ++i) {
-    LayerWeights& l = w->layers[static_cast<std::size_t>(i)];
-    const std::string p = "model.layers." + std::to_string(i) + ".";
-    l.input_norm = L.get(p + "input_layernorm.weight", {H});
-    l.q_proj = L.get(p + "self_attn.q_proj.weight", {q_out, H});
-    l.k_proj = L.get(p + "self_attn.k_proj.weight", {kv_out, H});
-    l.v_proj = L.get(p + "self_attn.v_proj.weight", {kv_out, H});
-    l.o_proj = L.get(p + "self_attn.o_proj.weight", {H, q_out});
-    l.q_bias = L.get_optional(c.attention_bias, p + "self_attn.q_proj.bias", {q_out});
-    l.k_bias = L.get_optional(c.attention_bias, p + "self_attn.k_proj.bias", {kv_out});
-    l.v_bias = L.get_optional(c.attention_bias, p + "self_attn.v_proj.bias", {kv_out});
-    l.o_bias = L.get_optional(c.o_bias, p + "self_attn.o_proj.bias", {H});
-    l.q_norm = L.get_optional(c.qk_norm, p + "self_attn.q_norm.weight", {D});
-    l.k_norm = L.get_optional(c.qk_norm, p + "self_attn.k_norm.weight", {D});
-    l.post_attention_norm = L.get(p + "post_attention_layernorm.weight", {H});
-    l.gate_proj = L.get(p + "mlp.gate_proj.weight", {I, H});
-    l.up_proj = L.get(p + "mlp.up_proj.weight", {I, H});
-    l.down_proj = L.get(p + "mlp.down_proj.weight", {H, I});
-    l.gate_bias = L.get_optional(c.mlp_bias, p + "mlp.gate_proj.bias", {I});
-    l.up_bias = L.get_optional(c.mlp_bias, p + "mlp.up_proj.bias", {I});
-    l.down_bias = L.get_optional(c.mlp_bias, p + "mlp.down_proj.bias", {H});
-  }
+  static const LayerTensorNames kNames = {
+      "model.layers.",
+      {"input_layernorm.weight", "self_attn.q_proj.weight", "self_attn.k_proj.weight", "self_attn.v_proj.weight",
+       "self_attn.o_proj.weight", "self_attn.q_proj.bias", "self_attn.k_proj.bias", "self_attn.v_proj.bias",
+       "self_attn.o_proj.bias", "self_attn.q_norm.weight", "self_attn.k_norm.weight",
+       "post_attention_layernorm.weight", "mlp.gate_proj.weight", "mlp.up_proj.weight", "mlp.down_proj.weight",
+       "mlp.gate_proj.bias", "mlp.up_proj.bias", "mlp.down_proj.bias"}};
+  load_layers(L, c, kNames, w->layers);
   w->final_norm = L.get("model.norm.weight", {H});
   if (c.tie_word_embeddings) {
     w->lm_head = w->embed_tokens;  // Hugging Face ties them even when lm_head.weight is stored
@@ -207,8 +188,8 @@ LoadedWeights load_weights(const std::filesystem::path& dir, const ModelConfig& 
   w->files = index.files();
 
   LoadedWeights out;
-  out.stored_dtypes = L.stored_dtypes();
   out.stored_types = L.usage();
+  out.stored_dtypes = stored_type_names(out.stored_types);
   out.parameter_count = L.params();
   out.weights = std::move(w);
   return out;

@@ -46,6 +46,49 @@ struct ModelWeights {
 
 at::ScalarType to_scalar_type(DType dtype);
 
+// Tensor names of one layer in a file format, in LayerWeights order: input_norm, q, k, v, o,
+// q/k/v/o bias, q/k norm, post_attention_norm, gate, up, down, gate/up/down bias. Each name is
+// prefixed with `prefix` + the layer index + ".".
+struct LayerTensorNames {
+  const char* prefix;
+  const char* parts[18];
+};
+
+// Fills `layers` for every layer of `c` from a loader with get(name, shape) and
+// get_optional(present, name, shape); shapes come from the config, Hugging Face layout.
+template <typename Loader>
+void load_layers(Loader& L, const ModelConfig& c, const LayerTensorNames& names, std::vector<LayerWeights>& layers) {
+  const std::int64_t H = c.hidden_size, I = c.intermediate_size, D = c.head_dim;
+  const std::int64_t q_out = c.num_heads * D, kv_out = c.num_kv_heads * D;
+  layers.resize(static_cast<std::size_t>(c.num_layers));
+  for (std::int64_t i = 0; i < c.num_layers; ++i) {
+    LayerWeights& l = layers[static_cast<std::size_t>(i)];
+    const std::string p = names.prefix + std::to_string(i) + ".";
+    const auto n = [&](int part) { return p + names.parts[part]; };
+    l.input_norm = L.get(n(0), {H});
+    l.q_proj = L.get(n(1), {q_out, H});
+    l.k_proj = L.get(n(2), {kv_out, H});
+    l.v_proj = L.get(n(3), {kv_out, H});
+    l.o_proj = L.get(n(4), {H, q_out});
+    l.q_bias = L.get_optional(c.attention_bias, n(5), {q_out});
+    l.k_bias = L.get_optional(c.attention_bias, n(6), {kv_out});
+    l.v_bias = L.get_optional(c.attention_bias, n(7), {kv_out});
+    l.o_bias = L.get_optional(c.o_bias, n(8), {H});
+    l.q_norm = L.get_optional(c.qk_norm, n(9), {D});
+    l.k_norm = L.get_optional(c.qk_norm, n(10), {D});
+    l.post_attention_norm = L.get(n(11), {H});
+    l.gate_proj = L.get(n(12), {I, H});
+    l.up_proj = L.get(n(13), {I, H});
+    l.down_proj = L.get(n(14), {H, I});
+    l.gate_bias = L.get_optional(c.mlp_bias, n(15), {I});
+    l.up_bias = L.get_optional(c.mlp_bias, n(16), {I});
+    l.down_bias = L.get_optional(c.mlp_bias, n(17), {H});
+  }
+}
+
+// "BF16,F32": the stored type names, comma-separated, in the order given.
+std::string stored_type_names(const std::vector<StoredType>& types);
+
 struct LoadedWeights {
   std::unique_ptr<ModelWeights> weights;
   std::string stored_dtypes;  // e.g. "BF16" or "BF16,F32"

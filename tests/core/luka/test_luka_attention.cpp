@@ -108,7 +108,6 @@ TEST(LukaAttention, LinedCoverIsWindowPlusTopH2oTokens) {
   const std::int64_t T = 61, W = 10, m = 7;  // ⌈0.1·61⌉
   for (std::int64_t h = 0; h < 2; ++h) {
     // Independent selection: sort the scores outside the window.
-    const at::Tensor outside = h2o[h].narrow(0, 0, T - W - 1 + 1);
     std::vector<std::pair<float, std::int64_t>> ranked;
     for (std::int64_t t = 0; t < T - W; ++t) ranked.push_back({-h2o[h][t].item<float>(), t});
     std::sort(ranked.begin(), ranked.end());
