@@ -6,6 +6,7 @@
 
 #include "kernels/cpu/decode_attention.h"
 #include "kernels/cpu/dense_attention.h"
+#include "kernels/cpu/vec.h"
 
 namespace luka::cpu {
 namespace {
@@ -83,6 +84,33 @@ TEST(DecodeAttention, RejectsInconsistentShapes) {
   EXPECT_THROW(dense_decode_attention(at::randn({3, 2, 16}), k, v, 1.0), std::invalid_argument);  // 2 queries
   EXPECT_THROW(dense_decode_attention(at::randn({3, 1, 16}), k, at::randn({3, 6, 16}), 1.0), std::invalid_argument);
   EXPECT_THROW(dense_decode_attention(at::randn({3, 1, 16}).to(at::kBFloat16), k, v, 1.0), std::invalid_argument);
+}
+
+}  // namespace
+}  // namespace luka::cpu
+
+namespace luka::cpu {
+namespace {
+
+// The cover-row helpers (LuKA's dot products and weighted sums) against fp64 formulas, for fp32
+// and bf16 rows and lengths on and off a multiple of 16 and 32.
+TEST(VecKernels, DotAndAxpyMatchDirectFormula) {
+  at::manual_seed(13);
+  for (const std::int64_t d : {1, 15, 16, 33, 64, 72, 128}) {
+    const at::Tensor q = at::randn({d});
+    const at::Tensor k32 = at::randn({d}), k16 = at::randn({d}).to(at::kBFloat16);
+    const double ref32 = (q.to(at::kDouble) * k32.to(at::kDouble)).sum().item<double>();
+    const double ref16 = (q.to(at::kDouble) * k16.to(at::kDouble)).sum().item<double>();
+    EXPECT_NEAR(dot(q.const_data_ptr<float>(), k32.const_data_ptr<float>(), d), ref32, 1e-5 * (1 + std::abs(ref32))) << d;
+    EXPECT_NEAR(dot(q.const_data_ptr<float>(), k16.const_data_ptr<c10::BFloat16>(), d), ref16, 1e-5 * (1 + std::abs(ref16)))
+        << d;
+    at::Tensor y32 = at::randn({d}), y16 = y32.clone();
+    const at::Tensor y0 = y32.to(at::kDouble);
+    axpy(0.75f, k32.const_data_ptr<float>(), y32.mutable_data_ptr<float>(), d);
+    axpy(-1.5f, k16.const_data_ptr<c10::BFloat16>(), y16.mutable_data_ptr<float>(), d);
+    EXPECT_LE((y32.to(at::kDouble) - (y0 + 0.75 * k32.to(at::kDouble))).abs().max().item<double>(), 1e-6) << d;
+    EXPECT_LE((y16.to(at::kDouble) - (y0 - 1.5 * k16.to(at::kDouble))).abs().max().item<double>(), 1e-6) << d;
+  }
 }
 
 }  // namespace
