@@ -18,6 +18,8 @@ int run_tokenize(int argc, char** argv);
 int run_forward(int argc, char** argv);
 int run_generate(int argc, char** argv);
 int run_perplexity(int argc, char** argv);
+int run_capture(int argc, char** argv);
+int run_inspect(int argc, char** argv);
 
 // --model, else $LUKA_MODEL, else the default model that scripts/setup.sh makes.
 std::filesystem::path resolve_model_path(const ArgParser& args);

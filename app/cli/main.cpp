@@ -23,6 +23,8 @@ constexpr Command kCommands[] = {
     {"forward", luka::cli::run_forward, "run ids through prefill + decode, write logits as .npy"},
     {"generate", luka::cli::run_generate, "generate text from a prompt, streaming, with tokens/s"},
     {"perplexity", luka::cli::run_perplexity, "teacher-forced perplexity of a text under a LuKA config"},
+    {"capture", luka::cli::run_capture, "run a prompt and record attention, covers and pages to HDF5"},
+    {"inspect", luka::cli::run_inspect, "summarize a capture file: model, config, tokens, steps, sizes"},
 };
 
 void print_usage(std::FILE* out) {

@@ -1,5 +1,6 @@
 #include "core/gguf/gguf.h"
 
+#include <algorithm>
 #include <cstring>
 #include <fstream>
 #include <limits>
@@ -271,6 +272,7 @@ void File::parse_all(const std::uint8_t* bytes, std::size_t size) {
   const std::uint64_t header_end = c.pos();
   const std::uint64_t data_start = (header_end + alignment_ - 1) / alignment_ * alignment_;
   const std::uint64_t data_size = data_start <= size ? size - data_start : 0;
+  header_bytes_ = std::min<std::uint64_t>(data_start, size);
   for (TensorInfo& info : tensors_) {
     std::uint64_t end;
     if (__builtin_add_overflow(info.offset, info.bytes, &end) || end > data_size)

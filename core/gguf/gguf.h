@@ -92,6 +92,8 @@ class File {
   const Value* get_array_or(const std::string& key, ValueType element_type) const;
 
   const std::vector<TensorInfo>& tensors() const { return tensors_; }
+  // Bytes before the tensor data: header, metadata, tensor infos and alignment padding.
+  std::uint64_t header_bytes() const { return header_bytes_; }
   const TensorInfo* find_tensor(const std::string& name) const;
 
  private:
@@ -103,6 +105,7 @@ class File {
   std::string where_;
   std::uint32_t version_ = 0;
   std::uint64_t alignment_ = 32;
+  std::uint64_t header_bytes_ = 0;
   std::map<std::string, Value> metadata_;
   std::vector<TensorInfo> tensors_;
   std::map<std::string, std::size_t> tensor_index_;

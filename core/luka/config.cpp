@@ -325,21 +325,22 @@ LukaConfig LukaConfig::from_json_file(const std::string& path, std::int64_t num_
 }
 
 std::string LukaConfig::to_json() const {
-  json layers_json = json::array();
-  for (const LayerConfig& c : layers) {
+  // The layers-config file format (from_json reads it back): every layer with every key, under
+  // the same names as --set.
+  json layers_json = json::object();
+  for (std::size_t i = 0; i < layers.size(); ++i) {
+    const LayerConfig& c = layers[i];
     const LinedConfig& l = c.lined;
     const ClusteredConfig& k = c.clustered;
-    layers_json.push_back({{"mode", to_string(c.mode)},
-                           {"dense_shadow", c.dense_shadow},
-                           {"lined", {{"window", l.window}, {"window_frac", l.window_frac}, {"rho", l.rho},
-                                      {"selection", to_string(l.selection)}, {"decay", l.decay},
-                                      {"sparse_prefill", l.sparse_prefill}}},
-                           {"clustered", {{"page_size", k.page_size}, {"tail", k.tail}, {"interval", k.interval},
-                                          {"compressor", to_string(k.compressor)}, {"tau", k.tau}, {"seed", k.seed},
-                                          {"zero_v", k.zero_v}, {"bias", to_string(k.bias)}, {"rule", to_string(k.rule)},
-                                          {"epsilon", k.epsilon}, {"top_k", k.top_k}, {"top_frac", k.top_frac},
-                                          {"top_p", k.top_p}, {"always_refine_first", k.always_refine_first},
-                                          {"selection", to_string(k.selection)}, {"math", to_string(k.math)}}}});
+    layers_json[std::to_string(i)] = {
+        {"mode", to_string(c.mode)}, {"dense_shadow", c.dense_shadow},
+        {"window", l.window}, {"window_frac", l.window_frac}, {"rho", l.rho}, {"lined_selection", to_string(l.selection)},
+        {"decay", l.decay}, {"sparse_prefill", l.sparse_prefill},
+        {"page_size", k.page_size}, {"tail", k.tail}, {"interval", k.interval}, {"compressor", to_string(k.compressor)},
+        {"tau", k.tau}, {"seed", k.seed}, {"zero_v", k.zero_v}, {"bias", to_string(k.bias)}, {"rule", to_string(k.rule)},
+        {"epsilon", k.epsilon}, {"top_k", k.top_k}, {"top_frac", k.top_frac}, {"top_p", k.top_p},
+        {"always_refine_first", k.always_refine_first}, {"refine_selection", to_string(k.selection)},
+        {"refine_math", to_string(k.math)}};
   }
   return json({{"layers", layers_json}}).dump(2);
 }

@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include <ATen/ATen.h>
@@ -33,6 +34,7 @@ struct LukaStep {
   at::Tensor summary_mass;        // clustered: [H, P] fp32, α of each page before refinement
   std::vector<std::vector<std::int64_t>> refined;  // clustered: refined page indices per head
   std::vector<std::vector<std::int64_t>> heavy;    // lined: heavy-hitter positions per head
+  std::int64_t window_start = 0;  // lined: the recent window is [window_start, T)
   // Cost of the step: per head, the entries attended (raw tokens, summaries and refined
   // children); and the wall time of the layer's attention in seconds.
   std::vector<std::int64_t> cover_size;
@@ -72,6 +74,13 @@ class LukaAttention final : public LayerAttention {
   at::Tensor spread() const;           // [KV, paged_end]: how an unrefined page's mass spreads (sums to 1 per page)
   const LukaStep& last_step() const { return last_; }
 
+  // Called during prefill with each chunk of attention probabilities, for captures: `probs` is
+  // [H, m, T] fp32 for queries q0 .. q0+m-1 over the T keys of the cache (zeros above the
+  // diagonal), valid only during the call. Empty function: off (the default).
+  using PrefillObserver = std::function<void(int layer, std::int64_t q0, const at::Tensor& probs)>;
+  void set_prefill_observer(PrefillObserver observer) { prefill_observer_ = std::move(observer); }
+  int layer() const { return layer_; }
+
   // For fidelity experiments: summary logits become the log-sum-exp of their children's logits,
   // so a page's α is exactly its dense mass (an oracle no real summary can reach).
   void set_oracle_summary_logits(bool on) { oracle_ = on; }
@@ -87,6 +96,7 @@ class LukaAttention final : public LayerAttention {
   int layer_;
   LayerConfig config_;
   bool oracle_ = false;
+  PrefillObserver prefill_observer_;
   std::int64_t step_ = 0;
   std::int64_t tokens_ = 0;
   std::vector<Page> pages_;

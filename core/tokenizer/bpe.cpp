@@ -32,14 +32,16 @@ BpeModel::BpeModel(std::unordered_map<std::string, std::int32_t> vocab,
   }
 }
 
-void BpeModel::encode_word(std::string_view bytes, std::vector<std::int32_t>& out) const {
+// Calls emit(piece) for each token of the word, from the cache when the word was seen before.
+template <class Emit>
+void BpeModel::visit_word(std::string_view bytes, Emit&& emit) const {
   if (bytes.empty()) return;
   if (bytes.size() == 1) {
     const std::int32_t id = byte_ids_[static_cast<unsigned char>(bytes[0])];
     if (id >= 0) {
-      out.push_back(id);
+      emit(Piece{id, 0, 1});
     } else if (unk_id_ >= 0) {
-      out.push_back(unk_id_);
+      emit(Piece{unk_id_, 0, 1});
     }
     return;
   }
@@ -50,48 +52,62 @@ void BpeModel::encode_word(std::string_view bytes, std::vector<std::int32_t>& ou
     std::lock_guard<std::mutex> lock(cache_mutex_);
     const auto it = cache_.find(key);
     if (it != cache_.end()) {
-      out.insert(out.end(), it->second.begin(), it->second.end());
+      for (const Piece& p : it->second) emit(p);
       return;
     }
   }
-  std::vector<std::int32_t> ids = merge_word(bytes);
-  out.insert(out.end(), ids.begin(), ids.end());
+  std::vector<Piece> pieces = merge_word(bytes);
+  for (const Piece& p : pieces) emit(p);
   if (cacheable) {
     std::lock_guard<std::mutex> lock(cache_mutex_);
     if (cache_.size() >= kCacheLimit) cache_.clear();
-    cache_.emplace(std::move(key), std::move(ids));
+    cache_.emplace(std::move(key), std::move(pieces));
   }
+}
+
+void BpeModel::encode_word(std::string_view bytes, std::vector<std::int32_t>& out) const {
+  visit_word(bytes, [&](const Piece& p) { out.push_back(p.id); });
+}
+
+void BpeModel::encode_word(std::string_view bytes, std::vector<Piece>& out) const {
+  visit_word(bytes, [&](const Piece& p) { out.push_back(p); });
 }
 
 // Repeatedly merges the best-ranked adjacent pair (leftmost on ties) until none applies, with a
 // heap of candidate pairs over a linked list of symbols: O(n log n) even for very long words.
-std::vector<std::int32_t> BpeModel::merge_word(std::string_view bytes) const {
+std::vector<BpeModel::Piece> BpeModel::merge_word(std::string_view bytes) const {
+  const auto size = static_cast<std::uint32_t>(bytes.size());
   if (ignore_merges_) {
     std::string text;
     for (char b : bytes) text += byte_level::byte_to_text(static_cast<unsigned char>(b));
     const auto it = vocab_.find(text);
-    if (it != vocab_.end()) return {it->second};
+    if (it != vocab_.end()) return {Piece{it->second, 0, size}};
   }
 
   struct Symbol {
     std::int32_t id;
-    int prev, next;  // -1 at the ends
+    std::uint32_t begin, end;  // bytes of the word
+    int prev, next;            // -1 at the ends
     bool alive;
   };
   std::vector<Symbol> symbols;
   symbols.reserve(bytes.size());
   bool last_unk = false;
-  for (const char b : bytes) {
-    std::int32_t id = byte_ids_[static_cast<unsigned char>(b)];
+  for (std::uint32_t pos = 0; pos < size; ++pos) {
+    std::int32_t id = byte_ids_[static_cast<unsigned char>(bytes[pos])];
     if (id < 0) {  // a byte the vocab lacks: the unknown token, fused with a preceding one
-      if (unk_id_ < 0 || (fuse_unk_ && last_unk)) continue;
+      if (unk_id_ < 0) continue;
+      if (fuse_unk_ && last_unk) {
+        symbols.back().end = pos + 1;
+        continue;
+      }
       id = unk_id_;
       last_unk = true;
     } else {
       last_unk = false;
     }
     const int i = static_cast<int>(symbols.size());
-    symbols.push_back({id, i - 1, -1, true});
+    symbols.push_back({id, pos, pos + 1, i - 1, -1, true});
     if (i > 0) symbols[i - 1].next = i;
   }
   const int n = static_cast<int>(symbols.size());
@@ -122,6 +138,7 @@ std::vector<std::int32_t> BpeModel::merge_word(std::string_view bytes) const {
     Symbol& right = symbols[left.next];
     if (right.id != top.right_id) continue;
     left.id = top.merged_id;
+    left.end = right.end;
     right.alive = false;
     left.next = right.next;
     if (right.next >= 0) symbols[right.next].prev = top.pos;
@@ -129,9 +146,9 @@ std::vector<std::int32_t> BpeModel::merge_word(std::string_view bytes) const {
     push_pair(top.pos);
   }
 
-  std::vector<std::int32_t> ids;
-  for (int i = 0; i >= 0; i = symbols[i].next) ids.push_back(symbols[i].id);
-  return ids;
+  std::vector<Piece> pieces;
+  for (int i = 0; i >= 0; i = symbols[i].next) pieces.push_back({symbols[i].id, symbols[i].begin, symbols[i].end});
+  return pieces;
 }
 
 }  // namespace luka

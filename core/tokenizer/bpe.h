@@ -21,8 +21,17 @@ class BpeModel {
            const std::vector<std::pair<std::string, std::string>>& merges, bool ignore_merges,
            const std::string& where, std::int32_t unk_id = -1, bool fuse_unk = false);
 
+  // One token of a word and the bytes [begin, end) of the word it stands for. A fused unknown
+  // token covers all its bytes; a byte dropped for want of an unknown token is in no piece.
+  struct Piece {
+    std::int32_t id;
+    std::uint32_t begin, end;
+  };
+
   // Appends the ids of one pre-tokenized word given as raw bytes.
   void encode_word(std::string_view bytes, std::vector<std::int32_t>& out) const;
+  // The same tokens with the bytes of `bytes` each covers.
+  void encode_word(std::string_view bytes, std::vector<Piece>& out) const;
 
   const std::unordered_map<std::string, std::int32_t>& vocab() const { return vocab_; }
 
@@ -34,7 +43,9 @@ class BpeModel {
   static std::uint64_t pair_key(std::int32_t left, std::int32_t right) {
     return (static_cast<std::uint64_t>(static_cast<std::uint32_t>(left)) << 32) | static_cast<std::uint32_t>(right);
   }
-  std::vector<std::int32_t> merge_word(std::string_view bytes) const;
+  std::vector<Piece> merge_word(std::string_view bytes) const;
+  template <class Emit>
+  void visit_word(std::string_view bytes, Emit&& emit) const;
 
   std::unordered_map<std::string, std::int32_t> vocab_;
   std::unordered_map<std::uint64_t, Merge> merges_;  // keyed by the pair of ids
@@ -45,7 +56,7 @@ class BpeModel {
 
   // Words repeat a lot in real text; remember their ids. Guarded for concurrent encode().
   mutable std::mutex cache_mutex_;
-  mutable std::unordered_map<std::string, std::vector<std::int32_t>> cache_;
+  mutable std::unordered_map<std::string, std::vector<Piece>> cache_;
 };
 
 }  // namespace luka

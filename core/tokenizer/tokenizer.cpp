@@ -34,6 +34,8 @@ struct Tokenizer::Impl {
   std::unordered_map<std::string, std::int32_t> added_ids;
 
   void encode_plain(std::string_view text, std::vector<std::int32_t>& ids) const;
+  // encode_plain with offsets: bytes of `text`, shifted by `base`.
+  void encode_plain_spans(std::string_view text, std::size_t base, std::vector<TokenSpan>& out) const;
 };
 
 namespace {
@@ -360,6 +362,105 @@ void Tokenizer::Impl::encode_plain(std::string_view text, std::vector<std::int32
     pre_tokenizer->split(piece.text, words);
     for (std::string_view word : words) model->encode_word(word, ids);
   }
+}
+
+namespace {
+
+// Maps byte ranges of a normalized text back to the text before normalization.
+class NormalizedOrigins {
+ public:
+  // Normalization changed nothing: a range only widens to whole characters.
+  explicit NormalizedOrigins(std::string_view original) : original_(original) {}
+  NormalizedOrigins(std::string_view original, std::vector<unicode::ByteRange> origins)
+      : original_(original), origins_(std::move(origins)), identity_(false) {}
+
+  // The original range of normalized bytes [begin, end), end > begin: from the start of the first
+  // byte's source character to the end of the last byte's.
+  std::pair<std::size_t, std::size_t> map(std::size_t begin, std::size_t end) const {
+    if (!identity_) return {origins_[begin].begin, origins_[end - 1].end};
+    const auto continuation = [&](std::size_t i) { return (static_cast<unsigned char>(original_[i]) & 0xC0) == 0x80; };
+    while (begin > 0 && continuation(begin)) --begin;
+    while (end < original_.size() && continuation(end)) ++end;
+    return {begin, end};
+  }
+
+ private:
+  std::string_view original_;
+  std::vector<unicode::ByteRange> origins_;
+  bool identity_ = true;
+};
+
+}  // namespace
+
+void Tokenizer::Impl::encode_plain_spans(std::string_view text, std::size_t base, std::vector<TokenSpan>& out) const {
+  std::string normalized;
+  std::string_view view = text;
+  NormalizedOrigins origins(text);
+  if (nfc) {
+    normalized = unicode::nfc(text);
+    if (normalized != text) {
+      view = normalized;
+      std::vector<unicode::ByteRange> ranges;
+      // The replay of the Rust normalizer must give the very text encode() tokenizes; should a
+      // character ever make them differ, every token of this piece covers the whole piece.
+      if (unicode::nfc_aligned(text, ranges) != normalized) ranges.assign(normalized.size(), {0, text.size()});
+      origins = NormalizedOrigins(text, std::move(ranges));
+    }
+  }
+  const auto emit = [&](std::int32_t id, std::size_t begin, std::size_t end) {
+    const auto [b, e] = origins.map(begin, end);
+    out.push_back({id, base + b, base + e});
+  };
+  std::vector<TextPiece> pieces;
+  if (normalized_matcher.empty()) {
+    pieces.push_back({view, -1});
+  } else {
+    normalized_matcher.split(view, pieces);
+  }
+  std::vector<std::string_view> words;
+  std::vector<BpeModel::Piece> tokens;
+  for (const TextPiece& piece : pieces) {
+    const auto piece_at = static_cast<std::size_t>(piece.text.data() - view.data());
+    if (piece.added_id >= 0) {
+      emit(piece.added_id, piece_at, piece_at + piece.text.size());
+      continue;
+    }
+    words.clear();
+    pre_tokenizer->split(piece.text, words);
+    for (std::string_view word : words) {
+      const auto word_at = static_cast<std::size_t>(word.data() - view.data());
+      tokens.clear();
+      model->encode_word(word, tokens);
+      for (const BpeModel::Piece& t : tokens) emit(t.id, word_at + t.begin, word_at + t.end);
+    }
+  }
+}
+
+std::vector<TokenSpan> Tokenizer::encode_with_offsets(std::string_view text) const {
+  std::string repaired;
+  std::vector<std::size_t> source_positions;  // repaired byte -> input byte, when repaired
+  if (!unicode::is_valid_utf8(text)) {
+    repaired = unicode::utf8_lossy(text, source_positions);
+    text = repaired;
+  }
+  std::vector<TokenSpan> spans;
+  std::vector<TextPiece> pieces;
+  impl_->raw_matcher.split(text, pieces);
+  for (const TextPiece& piece : pieces) {
+    const auto at = static_cast<std::size_t>(piece.text.data() - text.data());
+    if (piece.added_id >= 0) {
+      spans.push_back({piece.added_id, at, at + piece.text.size()});
+    } else {
+      impl_->encode_plain_spans(piece.text, at, spans);
+    }
+  }
+  if (!source_positions.empty()) {
+    for (TokenSpan& s : spans) {
+      s.begin = source_positions[s.begin];
+      s.end = source_positions[s.end];
+    }
+  }
+  return spans;
 }
 
 std::vector<std::int32_t> Tokenizer::encode(std::string_view text) const {

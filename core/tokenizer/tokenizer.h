@@ -21,6 +21,12 @@ struct TokenizerConfig {
   bool add_bos_token = false;  // prompts start with the BOS token
 };
 
+// One token and the bytes [begin, end) of the encoded text it covers.
+struct TokenSpan {
+  std::int32_t id;
+  std::size_t begin, end;
+};
+
 class Tokenizer {
  public:
   struct Impl;
@@ -37,6 +43,15 @@ class Tokenizer {
   // (special or not) are split out of the raw text first, the rest is NFC-normalized,
   // pre-tokenized with the Split regex, byte-level mapped and merged by rank.
   std::vector<std::int32_t> encode(std::string_view text) const;
+
+  // encode() with what each token covers, in bytes of `text`: the Rust library's offsets
+  // (return_offsets_mapping, trim_offsets=false) in UTF-8 bytes instead of characters. Ranges refer
+  // to the original text, before NFC; a token holding part of a multi-byte character covers the
+  // whole character; an added token covers its match (with the whitespace lstrip/rstrip took).
+  // Like the Rust library, NFC can leave gaps: a mark composed into the character before it
+  // ("e" U+0301 -> "é") belongs to no token. Invalid UTF-8 is repaired as encode() does; a U+FFFD
+  // token covers the invalid bytes it replaced.
+  std::vector<TokenSpan> encode_with_offsets(std::string_view text) const;
 
   // Decodes ids to UTF-8 (invalid byte sequences become U+FFFD). Special tokens are kept.
   std::string decode(const std::vector<std::int32_t>& ids) const;

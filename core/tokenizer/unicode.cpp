@@ -113,6 +113,103 @@ std::string icu_nfc(std::string_view text) {
   return out;
 }
 
+// --- NFC with alignments --------------------------------------------------------------------
+// The Rust tokenizers normalize with unicode-normalization-alignments, which pairs every output
+// character with a change count: 0 for a character that replaces one input character, +1 for one
+// a decomposition inserted, -n for a composed character that swallowed n more. NormalizedString then
+// walks the input by position with these counts. Its offsets (and so ours) follow from replaying
+// the same decomposition, canonical ordering and composition with ICU's data, restricted to what
+// the Rust normalizer's older tables know (kRustNormalizerStarters).
+
+struct NormalizingChar {
+  char32_t cp;
+  int change;
+  std::uint8_t ccc;  // canonical combining class as the Rust normalizer sees it
+};
+
+const icu::Normalizer2& nfc_instance() {
+  UErrorCode status = U_ZERO_ERROR;
+  const icu::Normalizer2* normalizer = icu::Normalizer2::getNFCInstance(status);
+  if (U_FAILURE(status)) fail("ICU", std::string("cannot load the NFC normalizer: ") + u_errorName(status));
+  return *normalizer;
+}
+
+bool known_to_rust_normalizer(char32_t cp) { return cp < 0x7FD || !in_table(kRustNormalizerStarters, cp); }
+
+std::uint8_t rust_ccc(const icu::Normalizer2& nfc, char32_t cp) {
+  if (cp < 0x300 || !known_to_rust_normalizer(cp)) return 0;
+  return nfc.getCombiningClass(static_cast<UChar32>(cp));
+}
+
+// Full canonical decomposition of `cp` into `out` (first character change 0, the rest +1), or
+// `cp` itself when it has none the Rust normalizer knows.
+void decompose(const icu::Normalizer2& nfc, char32_t cp, std::vector<NormalizingChar>& out) {
+  icu::UnicodeString mapping;
+  if (cp >= 0xC0 && known_to_rust_normalizer(cp) && nfc.getDecomposition(static_cast<UChar32>(cp), mapping)) {
+    std::vector<char32_t> parts;
+    for (int32_t i = 0; i < mapping.length(); i = mapping.moveIndex32(i, 1)) parts.push_back(mapping.char32At(i));
+    bool known = true;
+    for (char32_t p : parts) known = known && known_to_rust_normalizer(p);
+    if (known && !parts.empty()) {
+      for (std::size_t i = 0; i < parts.size(); ++i) out.push_back({parts[i], i == 0 ? 0 : 1, rust_ccc(nfc, parts[i])});
+      return;
+    }
+  }
+  out.push_back({cp, 0, rust_ccc(nfc, cp)});
+}
+
+// The primary composite of a + b, or 0.
+char32_t compose(const icu::Normalizer2& nfc, char32_t a, char32_t b) {
+  if (!known_to_rust_normalizer(a) || !known_to_rust_normalizer(b)) return 0;
+  const UChar32 c = nfc.composePair(static_cast<UChar32>(a), static_cast<UChar32>(b));
+  if (c < 0 || !known_to_rust_normalizer(static_cast<char32_t>(c))) return 0;
+  return static_cast<char32_t>(c);
+}
+
+// Canonical composition in the Rust normalizer's order of output: a starter absorbs every later
+// unblocked character it composes with; the marks it could not absorb follow it.
+std::vector<NormalizingChar> recompose(const icu::Normalizer2& nfc, const std::vector<NormalizingChar>& chars) {
+  std::vector<NormalizingChar> out;
+  out.reserve(chars.size());
+  std::vector<NormalizingChar> held;  // marks after the starter that did not compose with it
+  bool have_starter = false;
+  NormalizingChar starter{};
+  int last_ccc = -1;                  // class of the last held mark; -1 when none is held
+  const auto flush = [&] {
+    if (have_starter) out.push_back(starter);
+    out.insert(out.end(), held.begin(), held.end());
+    held.clear();
+    last_ccc = -1;
+  };
+  for (const NormalizingChar& c : chars) {
+    if (!have_starter) {
+      if (c.ccc != 0) {
+        out.push_back(c);  // a mark with no starter before it
+        continue;
+      }
+      starter = c;
+      have_starter = true;
+      continue;
+    }
+    const bool blocked = last_ccc >= 0 && last_ccc >= c.ccc;
+    if (!blocked) {
+      if (const char32_t composite = compose(nfc, starter.cp, c.cp)) {
+        starter = {composite, starter.change + c.change - 1, 0};
+        continue;
+      }
+    }
+    if (c.ccc == 0) {
+      flush();
+      starter = c;
+      continue;
+    }
+    held.push_back(c);
+    last_ccc = c.ccc;
+  }
+  flush();
+  return out;
+}
+
 }  // namespace
 
 char32_t decode_at(std::string_view text, std::size_t pos, std::size_t& len) {
@@ -203,21 +300,93 @@ std::string nfc(std::string_view text) {
   return out;
 }
 
-std::string utf8_lossy(std::string_view bytes) {
+std::string nfc_aligned(std::string_view text, std::vector<ByteRange>& origins) {
+  const icu::Normalizer2& nfc = nfc_instance();
+  // Decompose, then put each run of marks in canonical order (stable by class).
+  std::vector<NormalizingChar> chars;
+  chars.reserve(text.size());
+  std::size_t run_start = 0;  // first mark of the run not yet ordered
+  const auto order_run = [&](std::size_t end) {
+    std::stable_sort(chars.begin() + static_cast<std::ptrdiff_t>(run_start), chars.begin() + static_cast<std::ptrdiff_t>(end),
+                     [](const NormalizingChar& a, const NormalizingChar& b) { return a.ccc < b.ccc; });
+  };
+  for (std::size_t pos = 0; pos < text.size();) {
+    std::size_t len = 0;
+    const char32_t cp = decode_at(text, pos, len);
+    pos += len;
+    const std::size_t first = chars.size();
+    decompose(nfc, cp, chars);
+    for (std::size_t i = first; i < chars.size(); ++i) {
+      if (chars[i].ccc != 0) continue;
+      order_run(i);
+      run_start = i + 1;
+    }
+  }
+  order_run(chars.size());
+  const std::vector<NormalizingChar> composed = recompose(nfc, chars);
+
+  // Walk the input by position, as NormalizedString::transform does.
+  std::string out;
+  out.reserve(text.size());
+  origins.clear();
+  origins.reserve(text.size());
+  std::size_t pos = 0;  // next input byte no output character has claimed
+  const auto char_len = [&](std::size_t at) {
+    std::size_t len = 0;
+    if (at < text.size()) decode_at(text, at, len);
+    return len;
+  };
+  for (const NormalizingChar& c : composed) {
+    ByteRange origin;
+    if (c.change > 0) {  // inserted: shares the range of the input character before it
+      if (pos > 0) {
+        std::size_t start = pos - 1;
+        while (start > 0 && (static_cast<unsigned char>(text[start]) & 0xC0) == 0x80) --start;
+        origin = {start, pos};
+      }
+    } else {
+      origin = {pos, pos + char_len(pos)};
+      pos = origin.end;
+      for (int k = 0; k < -c.change; ++k) pos += char_len(pos);
+    }
+    const std::size_t before = out.size();
+    append_utf8(out, c.cp);
+    origins.insert(origins.end(), out.size() - before, origin);
+  }
+  return out;
+}
+
+namespace {
+
+std::string lossy(std::string_view bytes, std::vector<std::size_t>* source_positions) {
   std::string out;
   out.reserve(bytes.size());
   std::size_t pos = 0;
   while (pos < bytes.size()) {
+    const std::size_t before = out.size();
     const SequenceCheck c = check_sequence(bytes, pos);
+    std::size_t consumed = 0;
     if (c.need != 0 && c.valid_len == c.need) {
       out.append(bytes.data() + pos, c.need);
-      pos += c.need;
+      consumed = c.need;
     } else {
       out += "\xEF\xBF\xBD";  // U+FFFD for the maximal invalid subpart
-      pos += c.valid_len == 0 ? 1 : c.valid_len;
+      consumed = c.valid_len == 0 ? 1 : c.valid_len;
     }
+    if (source_positions) source_positions->insert(source_positions->end(), out.size() - before, pos);
+    pos += consumed;
   }
+  if (source_positions) source_positions->push_back(bytes.size());
   return out;
+}
+
+}  // namespace
+
+std::string utf8_lossy(std::string_view bytes) { return lossy(bytes, nullptr); }
+
+std::string utf8_lossy(std::string_view bytes, std::vector<std::size_t>& source_positions) {
+  source_positions.clear();
+  return lossy(bytes, &source_positions);
 }
 
 std::size_t incomplete_utf8_tail(std::string_view bytes) {

@@ -5,6 +5,7 @@
 #include <cstddef>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace luka::unicode {
 
@@ -27,8 +28,23 @@ bool is_whitespace(char32_t cp);  // \s: the White_Space property
 // Rust normalizer's Unicode tables neither reorder nor compose (see unicode.cpp).
 std::string nfc(std::string_view text);
 
+// Input bytes [begin, end) that one output byte of a normalization stems from.
+struct ByteRange {
+  std::size_t begin = 0, end = 0;
+};
+
+// nfc() plus, for each byte of the result, the input bytes it stems from, as the Rust tokenizers'
+// NormalizedString records them (the source of their offsets): output characters are matched to
+// input characters by position, a composed character gets the range of its first input character
+// only ("e" U+0301 -> "é" keeps "e"'s byte), and characters a decomposition adds share the range
+// of the input character before them. Valid UTF-8 in.
+std::string nfc_aligned(std::string_view text, std::vector<ByteRange>& origins);
+
 // Bytes to UTF-8 like Rust's String::from_utf8_lossy: each maximal invalid subpart becomes U+FFFD.
 std::string utf8_lossy(std::string_view bytes);
+// The same, also giving for each byte of the result, and for its end, the position in `bytes` of
+// the character or invalid subpart it came from.
+std::string utf8_lossy(std::string_view bytes, std::vector<std::size_t>& source_positions);
 
 // Length of the trailing bytes of `bytes` that begin a valid but unfinished UTF-8 sequence
 // (0 when the text ends on a complete character or on bytes that can never complete).

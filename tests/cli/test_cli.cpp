@@ -378,8 +378,14 @@ TEST(Cli, InfoConfigPrintsTheConfigInForce) {
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.out.find("luka modes       dense 10, lined 0-1|28-29, clustered 2-9|11-27"), std::string::npos) << r.out;
   const auto j = nlohmann::json::parse(r.out.substr(r.out.find('{')));
-  EXPECT_EQ(j["layers"][10]["clustered"]["top_k"], 7);
-  EXPECT_EQ(j["layers"][0]["mode"], "lined");
+  EXPECT_EQ(j["layers"]["10"]["top_k"], 7);
+  EXPECT_EQ(j["layers"]["0"]["mode"], "lined");
+  // The printed config is a layers-config file: loading it reproduces the same config.
+  const fs::path saved = fs::path(LUKA_TEST_WORK) / "cli" / "info_config.json";
+  std::ofstream(saved) << r.out.substr(r.out.find('{'));
+  const RunResult again = run_luka({"info", "--layers-config", saved.string(), "--config"});
+  ASSERT_EQ(again.exit_code, 0) << again.err;
+  EXPECT_EQ(again.out.substr(again.out.find('{')), r.out.substr(r.out.find('{')));
   for (const auto& bad : std::vector<std::vector<std::string>>{{"--set", "page_size=0"}, {"--set", "rho=2"},
                                                                {"--set", "layer=30,mode=lined"}, {"--preset", "fancy"}}) {
     std::vector<std::string> args = {"info"};

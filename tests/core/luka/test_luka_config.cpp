@@ -67,11 +67,16 @@ TEST(LukaConfig, OverridesAndJson) {
   EXPECT_EQ(j.layers[2].mode, AttentionMode::kClustered);
   EXPECT_DOUBLE_EQ(j.layers[3].clustered.tau, 7.0);
   EXPECT_TRUE(j.layers[3].clustered.zero_v);
-  // Round trip through the printed form keeps every field.
+  // The printed form is a layers-config file: reading it back gives the same config.
   const auto printed = nlohmann::json::parse(j.to_json());
   EXPECT_EQ(printed["layers"].size(), 6u);
-  EXPECT_EQ(printed["layers"][3]["clustered"]["tau"].get<double>(), 7.0);
-  EXPECT_EQ(printed["layers"][3]["mode"].get<std::string>(), "clustered");
+  EXPECT_EQ(printed["layers"]["3"]["tau"].get<double>(), 7.0);
+  EXPECT_EQ(printed["layers"]["3"]["mode"].get<std::string>(), "clustered");
+  for (const char* name : {"paper", "authors_eval", "mixed(1,2)"}) {
+    auto p = LukaConfig::preset(name, 6);
+    p.apply_override("layer=2,tau=3.25,top_frac=0.125,seed=77,dense_shadow=true");
+    EXPECT_EQ(LukaConfig::from_json(p.to_json(), 6, "printed").to_json(), p.to_json()) << name;
+  }
 }
 
 TEST(LukaConfig, InvalidConfigsAreClearErrors) {

@@ -1,0 +1,242 @@
+// luka capture: runs a prompt under a LuKA config and records the run to an HDF5 capture
+// (docs/capture-format.md), with a progress line and the size written.
+#include <unistd.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <ctime>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "app/cli/args.h"
+#include "app/cli/commands.h"
+#include "app/cli/luka_options.h"
+#include "app/cli/prompt_input.h"
+#include "captures/recorder.h"
+#include "captures/session.h"
+#include "captures/writer.h"
+#include "core/util/version.h"
+#include "core/generate/sampler.h"
+#include "core/luka/luka_attention.h"
+#include "core/model/decoder.h"
+#include "core/model/model.h"
+#include "core/tokenizer/tokenizer.h"
+
+namespace luka::cli {
+namespace {
+
+std::string megabytes(std::uint64_t bytes) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.1f MB", static_cast<double>(bytes) / 1e6);
+  return buf;
+}
+
+std::string utc_now() {
+  const std::time_t t = std::time(nullptr);
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
+
+std::uint64_t size_on_disk(const std::filesystem::path& p) {
+  std::error_code ec;
+  const auto n = std::filesystem::file_size(p, ec);
+  return ec ? 0 : n;
+}
+
+}  // namespace
+
+int run_capture(int argc, char** argv) {
+  ArgParser args("capture", "[--model PATH] (--prompt STR | --prompt-file F | --wikisalad F --example N) --out run.h5 [options]",
+                 "Runs the prompt (prefill, then greedy or sampled decoding) under a LuKA config and records\n"
+                 "the run to an HDF5 capture: the prefill attention of every recorded layer and head as a\n"
+                 "max-pooled pyramid, and per decode step each layer's mode, effective attention rows,\n"
+                 "covers, refined pages, heavy hitters and (with dense_shadow) fidelity. Every step is\n"
+                 "flushed: a run that is killed leaves a file readable up to its last complete step.");
+  args.option("model", "PATH", kModelOptionHelp);
+  add_prompt_options(args);
+  args.option("out", "FILE", "the capture file to write (replaced if it exists)")
+      .option("max-new-tokens", "N", "tokens to generate (N - 1 decode steps are recorded)", "64")
+      .option("max-prompt-tokens", "N", "keep only the first N prompt tokens (segments are clipped)")
+      .option("record", "SPEC", "what to record: all, maps, rows, covers, none (run only), or e.g.\n"
+              "\"layers=0-3,8;heads=0,2;parts=maps,covers;map_cap=2048;map_min=64\"", "all")
+      .option("deflate", "LEVEL", "compression: shuffle + deflate level 0-9, or none", "1")
+      .option("temperature", "T", "sampling temperature; 0 = greedy", "0")
+      .option("top-k", "K", "sample from the K most likely tokens; 0 = all", "0")
+      .option("top-p", "P", "sample from the smallest set of tokens with mass >= P", "1")
+      .option("seed", "S", "random seed for sampling", "0")
+      .option("schedule", "SPEC", "LuKA mode changes during decoding (as for luka generate)")
+      .flag("quiet", "no progress line")
+      .option("dtype", "fp32|bf16", "compute dtype", "fp32")
+      .option("threads", "N", "CPU threads", "all cores");
+  add_luka_options(args);
+  args.epilog(std::string("examples:\n"
+                          "  luka capture --prompt-file assets/prompts/demo.json --preset paper --out demo.h5\n"
+                          "  luka capture --wikisalad ../shared/data/wikisalad/easy_2topic_short.json --example 3 \\\n"
+                          "      --preset clustered --set dense_shadow=true --record \"layers=0-3\" --out ws3.h5\n"
+                          "  luka inspect demo.h5\n\n") +
+              kPromptOptionsHelp + "\n\n" + kLukaOptionsHelp + "\n\n" + kEnvironmentHelp);
+  if (!args.parse(argc, argv, 2)) return 0;
+  // --record none runs the same code path without recording (the baseline of bench/run_capture_bench.sh).
+  const bool record = args.get("record", "all") != "none";
+  if (record && !args.has("out")) throw UsageError("--out FILE is required");
+  const std::int64_t max_new = args.get_int("max-new-tokens", 64);
+  if (max_new < 1 || max_new > 1000000) throw UsageError("--max-new-tokens must be in 1..1000000");
+  capture::RecordSpec spec = capture::RecordSpec::parse(record ? args.get("record", "all") : "all");
+  if (args.has("deflate")) spec.deflate = capture::RecordSpec::parse("deflate=" + args.get("deflate")).deflate;
+
+  SamplingParams sampling;
+  sampling.temperature = static_cast<float>(args.get_double("temperature", 0.0));
+  sampling.top_k = static_cast<int>(args.get_int("top-k", 0));
+  sampling.top_p = static_cast<float>(args.get_double("top-p", 1.0));
+  sampling.seed = static_cast<std::uint64_t>(args.get_int("seed", 0));
+  if (sampling.temperature < 0) throw UsageError("--temperature must be >= 0");
+  if (sampling.top_k < 0) throw UsageError("--top-k must be >= 0");
+  if (!(sampling.top_p > 0 && sampling.top_p <= 1)) throw UsageError("--top-p must be in (0, 1]");
+
+  const auto path = resolve_model_path(args);
+  const Tokenizer tokenizer = Tokenizer::load(path);
+  PromptInput prompt = build_prompt(args, tokenizer);
+  if (args.has("max-prompt-tokens")) {
+    const std::int64_t keep = args.get_int("max-prompt-tokens", 0);
+    if (keep < 1) throw UsageError("--max-prompt-tokens must be >= 1");
+    if (keep < static_cast<std::int64_t>(prompt.ids.size())) {
+      prompt.ids.resize(static_cast<std::size_t>(keep));
+      prompt.segment.resize(static_cast<std::size_t>(keep));
+      for (capture::Segment& s : prompt.segments) {
+        s.begin = std::min(s.begin, keep);
+        s.end = std::min(s.end, keep);
+      }
+      prompt.source += " (first " + std::to_string(keep) + " tokens)";
+    }
+  }
+  const std::filesystem::path out = args.get("out", "");
+
+  const auto model = Model::load(path, load_options(args));
+  const std::int64_t n = static_cast<std::int64_t>(prompt.ids.size());
+  if (n + max_new > model->config().max_position_embeddings)
+    throw Error("the prompt (" + std::to_string(n) + " tokens) plus --max-new-tokens " + std::to_string(max_new) +
+                " exceeds the model's context of " + std::to_string(model->config().max_position_embeddings) + " tokens");
+  Decoder decoder(model);
+  const std::int64_t n_layers = model->config().num_layers;
+  LukaConfig luka = luka_config(args, n_layers).value_or(LukaConfig::preset("dense", n_layers));
+  std::vector<ScheduleEntry> schedule;
+  if (args.has("schedule")) {
+    schedule = parse_schedule(args.get("schedule"));
+    LukaConfig probe = luka;
+    for (const ScheduleEntry& e : schedule) probe.apply_override(e.override_spec);
+  }
+  const auto layers = install_luka(decoder, luka);
+
+  capture::Manifest manifest = capture::make_manifest(*model, tokenizer, luka);
+  manifest.seed = static_cast<std::int64_t>(sampling.seed);
+  manifest.created = utc_now();
+  manifest.tool_version = LUKA_VERSION;
+  manifest.git_revision = git_revision();
+  manifest.record = spec.to_string();
+  {
+    nlohmann::json g;
+    g["prompt"] = prompt.source;
+    g["prompt_tokens"] = n;
+    g["max_new_tokens"] = max_new;
+    g["temperature"] = sampling.temperature;
+    g["top_k"] = sampling.top_k;
+    g["top_p"] = sampling.top_p;
+    g["schedule"] = args.get("schedule", "");
+    manifest.generation = g.dump();
+  }
+  const capture::Layout layout = capture::make_layout(*model, luka, spec, n);
+
+  const bool quiet = args.get_flag("quiet");
+  const bool tty = isatty(STDERR_FILENO) != 0;
+  std::fprintf(stderr, "attention: %s\n", describe_modes(luka).c_str());
+  if (record)
+    std::fprintf(stderr, "recording %zu layers x %zu heads (%s) of %lld prompt tokens + %lld decode steps to %s: up to %s before compression\n",
+                 layout.layers.size(), layout.heads.size(), spec.to_string().c_str(), static_cast<long long>(n),
+                 static_cast<long long>(max_new - 1), out.string().c_str(),
+                 megabytes(capture::estimate_bytes(layout, max_new - 1)).c_str());
+
+  std::optional<capture::CaptureWriter> writer;
+  std::optional<capture::CaptureSession> session;
+  std::optional<capture::CaptureRecorder> recorder;
+  if (record) {
+    writer.emplace(out);
+    session.emplace(std::vector<capture::CaptureSink*>{&*writer});
+    std::vector<capture::Token> prompt_tokens;
+    for (std::int64_t i = 0; i < n; ++i)
+      prompt_tokens.push_back({prompt.ids[static_cast<std::size_t>(i)], tokenizer.token_bytes(prompt.ids[static_cast<std::size_t>(i)]),
+                               false, prompt.segment[static_cast<std::size_t>(i)]});
+    session->begin(manifest, layout, std::move(prompt_tokens), prompt.segments);
+    recorder.emplace(*session, layout, layers);
+  }
+
+  std::set<std::int32_t> stop_ids;
+  for (const std::int64_t id : model->config().eos_token_ids) stop_ids.insert(static_cast<std::int32_t>(id));
+  if (const auto im_end = tokenizer.token_id("<|im_end|>")) stop_ids.insert(*im_end);
+  if (tokenizer.config().eos_token)
+    if (const auto eos = tokenizer.token_id(*tokenizer.config().eos_token)) stop_ids.insert(*eos);
+
+  using Clock = std::chrono::steady_clock;
+  const auto t0 = Clock::now();
+  auto last_print = t0;
+  const auto progress = [&](const std::string& what, bool force) {
+    if (quiet) return;
+    const auto now = Clock::now();
+    if (!force && now - last_print < std::chrono::milliseconds(tty ? 200 : 5000)) return;
+    last_print = now;
+    std::fprintf(stderr, "%s%s, %s written, %.1f s%s", tty ? "\r\033[K" : "", what.c_str(), megabytes(size_on_disk(out)).c_str(),
+                 std::chrono::duration<double>(now - t0).count(), tty ? "" : "\n");
+    std::fflush(stderr);
+  };
+
+  progress("prefill of " + std::to_string(n) + " tokens", true);
+  if (recorder) recorder->start_prefill();
+  at::Tensor logits = decoder.prefill(prompt.ids);
+  if (recorder) recorder->end_prefill();
+
+  Sampler sampler(sampling);
+  std::vector<capture::Token> pending;
+  std::string text;
+  std::int64_t generated = 0, steps = 0;
+  const std::int64_t total_steps = max_new - 1;
+  for (;;) {
+    const at::Tensor l = logits.contiguous();
+    const std::int32_t id = sampler.sample(l.data_ptr<float>(), l.numel());
+    const std::string piece = tokenizer.token_bytes(id);
+    pending.push_back({id, piece, true, -1});
+    ++generated;
+    if (stop_ids.count(id)) break;
+    text += piece;
+    if (generated >= max_new) break;
+    for (const ScheduleEntry& e : schedule) {
+      if (e.step != steps + 1) continue;
+      luka.apply_override(e.override_spec);
+      for (std::size_t i = 0; i < layers.size(); ++i) layers[i]->set_config(luka.layers[i]);
+    }
+    logits = decoder.decode(id);
+    ++steps;
+    if (recorder) recorder->record_step(steps, std::move(pending));
+    pending.clear();
+    progress("decode step " + std::to_string(steps) + "/" + std::to_string(total_steps), steps == total_steps);
+  }
+  if (session) session->finish(std::move(pending));
+  const double seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+  if (!quiet && tty) std::fputc('\n', stderr);
+  if (record)
+    std::fprintf(stderr, "wrote %s: %s, %lld decode steps, %.3f s\n", out.string().c_str(), megabytes(size_on_disk(out)).c_str(),
+                 static_cast<long long>(steps), seconds);
+  else
+    std::fprintf(stderr, "ran %lld decode steps without recording, %.3f s\n", static_cast<long long>(steps), seconds);
+  std::fwrite(text.data(), 1, text.size(), stdout);
+  std::fputc('\n', stdout);
+  return 0;
+}
+
+}  // namespace luka::cli

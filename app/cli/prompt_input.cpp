@@ -1,0 +1,129 @@
+#include "app/cli/prompt_input.h"
+
+#include <fstream>
+#include <sstream>
+
+#include "app/cli/args.h"
+#include "core/chat/chat_format.h"
+#include "core/prompt/interwoven_prompt.h"
+#include "core/prompt/prompt_file.h"
+#include "core/prompt/segments_file.h"
+#include "core/prompt/wikisalad.h"
+#include "core/tokenizer/tokenizer.h"
+
+namespace luka::cli {
+
+const char* const kPromptOptionsHelp =
+    "prompts:\n"
+    "  --prompt-file takes plain text, or an interwoven prompt when the file ends in .json (topics\n"
+    "  with labels and colours, segments in a pattern like ABAB, a question; docs/prompt-format.md,\n"
+    "  e.g. assets/prompts/demo.json). --segments gives a plain prompt a segment table. Token\n"
+    "  segments come from the segments' byte spans through the tokenizer's offsets.";
+
+void add_prompt_options(ArgParser& args) {
+  args.option("prompt", "STR", "the prompt text")
+      .option("prompt-file", "F", "read the prompt from a file (.json: an interwoven prompt)")
+      .option("segments", "FILE", "segment table (JSON) for a plain --prompt / --prompt-file")
+      .option("wikisalad", "FILE", "build the prompt from a WikiSalad example (with --example)")
+      .option("example", "N", "the WikiSalad example, 0-based", "0")
+      .flag("chat", "format the prompt as a chat turn (ChatML with the generation prompt)")
+      .option("system", "STR", "system message (with --chat)");
+}
+
+namespace {
+
+std::string read_text(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw Error(path + ": cannot open the prompt file");
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+bool ends_with(const std::string& s, const std::string& suffix) {
+  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+}  // namespace
+
+PromptInput build_prompt(const ArgParser& args, const Tokenizer& tokenizer) {
+  const int given = (args.has("prompt") ? 1 : 0) + (args.has("prompt-file") ? 1 : 0) + (args.has("wikisalad") ? 1 : 0);
+  if (given != 1) throw UsageError("give exactly one of --prompt, --prompt-file, --wikisalad");
+  if (args.has("system") && !args.get_flag("chat")) throw UsageError("--system needs --chat");
+  if (args.has("example") && !args.has("wikisalad")) throw UsageError("--example needs --wikisalad");
+
+  PromptInput p;
+  std::string body;
+  std::vector<PromptSegment> segs;
+  std::vector<SegmentSpan> spans;
+  if (args.has("wikisalad")) {
+    const std::int64_t example = args.get_int("example", 0);
+    if (example < 0 || example > 1000000) throw UsageError("--example must be >= 0");
+    const InterwovenPrompt ip = from_wikisalad(args.get("wikisalad"), static_cast<int>(example));
+    AssembledPrompt a = assemble(ip);
+    body = std::move(a.text);
+    segs = ip.segments;
+    spans = std::move(a.spans);
+    p.source = "wikisalad " + args.get("wikisalad") + " example " + std::to_string(example);
+  } else if (args.has("prompt-file") && ends_with(args.get("prompt-file"), ".json")) {
+    if (args.has("segments")) throw UsageError("--segments is for plain prompts (an interwoven .json has its own)");
+    const InterwovenPrompt ip = load_prompt_file(args.get("prompt-file"));
+    AssembledPrompt a = assemble(ip);
+    body = std::move(a.text);
+    segs = ip.segments;
+    spans = std::move(a.spans);
+    p.source = "interwoven " + args.get("prompt-file");
+  } else {
+    body = args.has("prompt") ? args.get("prompt") : read_text(args.get("prompt-file"));
+    p.source = args.has("prompt") ? "--prompt" : "file " + args.get("prompt-file");
+    if (args.has("segments")) {
+      SegmentTable t = load_segments_file(args.get("segments"), body);
+      segs = std::move(t.segments);
+      spans = std::move(t.spans);
+    }
+  }
+
+  std::size_t offset = 0;
+  p.text = body;
+  if (args.get_flag("chat")) {
+    std::vector<ChatMessage> messages;
+    if (args.has("system")) messages.push_back({"system", args.get("system")});
+    messages.push_back({"user", body});
+    ChatOptions chat;
+    chat.default_system = default_system_prompt(tokenizer.config());
+    p.text = format_chatml(messages, chat, is_hybrid_thinking(tokenizer.config()));
+    // The user turn is inserted verbatim: its last occurrence is where the body starts.
+    offset = p.text.rfind(body);
+    if (offset == std::string::npos) throw Error("chat formatting changed the prompt text; segments cannot be placed");
+  }
+
+  std::vector<TokenSpan> spans_tok = tokenizer.encode_with_offsets(p.text);
+  // Tokenizers that ask for it (add_bos_token) start every sequence with BOS.
+  if (tokenizer.config().add_bos_token && tokenizer.config().bos_token)
+    if (const auto bos = tokenizer.token_id(*tokenizer.config().bos_token); bos && (spans_tok.empty() || spans_tok.front().id != *bos))
+      spans_tok.insert(spans_tok.begin(), TokenSpan{*bos, 0, 0});
+  if (spans_tok.empty()) throw UsageError("the prompt encodes to no tokens");
+  for (const TokenSpan& t : spans_tok) p.ids.push_back(t.id);
+  p.segment.assign(spans_tok.size(), -1);
+  if (!spans.empty()) {
+    // A BOS token added in front covers no text: keep it out of every segment.
+    std::vector<TokenSpan> real = spans_tok;
+    for (TokenSpan& t : real)
+      if (t.begin == t.end) t.begin = t.end = static_cast<std::size_t>(-1);
+    const std::vector<int> seg = token_segments(real, spans, offset);
+    for (std::size_t i = 0; i < seg.size(); ++i) p.segment[i] = seg[i];
+    for (std::size_t s = 0; s < segs.size(); ++s) {
+      capture::Segment out{segs[s].label, segs[s].colour, -1, -1};
+      for (std::size_t i = 0; i < seg.size(); ++i) {
+        if (seg[i] != static_cast<int>(s)) continue;
+        if (out.begin < 0) out.begin = static_cast<std::int64_t>(i);
+        out.end = static_cast<std::int64_t>(i) + 1;
+      }
+      if (out.begin < 0) out.begin = out.end = 0;  // a segment no token starts in
+      p.segments.push_back(out);
+    }
+  }
+  return p;
+}
+
+}  // namespace luka::cli

@@ -1,0 +1,113 @@
+// Reader speed on a large capture: writes a synthetic capture of about SIZE_GB (prefill maps of
+// several layers and heads over N tokens, causal rows of softmax-like values) through the real
+// pipeline (pyramid builder, writer), then times fetching 512 x 512 windows at every stored
+// pyramid level with a freshly opened reader, and the first frame (open + one window of the
+// coarsest level). Prints a markdown table.
+//
+//   bench_capture_reader OUT.h5 [N=4096] [LAYERS=6] [HEADS=8] [DEFLATE=none|0-9] [WINDOWS=20]
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "captures/reader.h"
+#include "captures/session.h"
+#include "captures/writer.h"
+
+using namespace luka::capture;
+using Clock = std::chrono::steady_clock;
+
+static double ms_since(Clock::time_point t) { return std::chrono::duration<double, std::milli>(Clock::now() - t).count(); }
+
+int main(int argc, char** argv) {
+  if (argc < 2) {
+    std::fprintf(stderr, "usage: bench_capture_reader OUT.h5 [N] [LAYERS] [HEADS] [DEFLATE] [WINDOWS]\n");
+    return 2;
+  }
+  const std::string path = argv[1];
+  const std::int64_t n = argc > 2 ? std::atoll(argv[2]) : 4096;
+  const int L = argc > 3 ? std::atoi(argv[3]) : 6, H = argc > 4 ? std::atoi(argv[4]) : 8;
+  const std::string deflate = argc > 5 ? argv[5] : "none";
+  const int windows = argc > 6 ? std::atoi(argv[6]) : 20;
+
+  Layout layout;
+  layout.num_layers = L;
+  layout.num_heads = H;
+  layout.num_kv_heads = H;
+  for (int i = 0; i < L; ++i) layout.layers.push_back(i), layout.page_size.push_back(16);
+  for (int h = 0; h < H; ++h) layout.heads.push_back(h);
+  layout.prompt_tokens = n;
+  layout.levels = stored_levels(n, n, 64);
+  layout.rows = layout.covers = false;
+  layout.deflate = deflate == "none" ? -1 : std::atoi(deflate.c_str());
+  Manifest m;
+  m.record = "synthetic";
+
+  const auto tw = Clock::now();
+  {
+    CaptureWriter writer(path);
+    CaptureSession session({&writer});
+    std::vector<Token> prompt(static_cast<std::size_t>(n), Token{1, "x", false, -1});
+    session.begin(m, layout, prompt, {});
+    std::mt19937 rng(1);
+    std::exponential_distribution<float> ex(1.f);
+    const std::int64_t chunk = 256;
+    for (std::int64_t r0 = 0; r0 < n; r0 += chunk) {
+      const std::int64_t rows = std::min(chunk, n - r0);
+      for (int l = 0; l < L; ++l) {
+        std::vector<float> data(static_cast<std::size_t>(H * rows * n), 0.f);
+        for (int h = 0; h < H; ++h)
+          for (std::int64_t r = 0; r < rows; ++r) {
+            float* row = data.data() + (h * rows + r) * n;
+            const std::int64_t q = r0 + r;
+            float sum = 0;
+            for (std::int64_t c = 0; c <= q; ++c) sum += row[c] = std::exp(-4.f * ex(rng));
+            row[0] += sum;  // an attention sink
+            for (std::int64_t c = 0; c <= q; ++c) row[c] /= 2 * sum;
+          }
+        session.prefill_rows(l, r0, rows, std::move(data));
+      }
+    }
+    session.end_prefill();
+    session.finish({});
+  }
+  const double write_s = ms_since(tw) / 1e3;
+
+  // Try to start cold (needs root; otherwise the page cache is warm and this says so).
+  const bool dropped = std::system("sync; echo 3 > /proc/sys/vm/drop_caches 2>/dev/null") == 0;
+  const auto t_first = Clock::now();
+  {
+    const auto f = CaptureFile::open(path);
+    const int top = layout.levels.back();
+    f->map_window(0, 0, top, 0, 0, 512, 512);
+  }
+  const double first_ms = ms_since(t_first);
+
+  const auto f = CaptureFile::open(path);
+  std::printf("capture: %s, %.2f GB, %lld tokens, %d layers x %d heads, deflate %s, written in %.1f s; page cache %s\n\n", path.c_str(),
+              static_cast<double>(f->file_bytes()) / 1e9, static_cast<long long>(n), L, H, deflate.c_str(), write_s,
+              dropped ? "dropped before the first frame" : "warm (could not drop it)");
+  std::printf("first frame (open + a 512x512 window of the coarsest level): %.1f ms\n\n", first_ms);
+  std::printf("| level | map size | window | median ms | max ms |\n|---|---|---|---|---|\n");
+  std::mt19937 rng(2);
+  for (const int k : layout.levels) {
+    const std::int64_t s = level_size(n, k);
+    std::vector<double> t;
+    for (int i = 0; i < windows; ++i) {
+      const std::int64_t r0 = s > 512 ? static_cast<std::int64_t>(rng() % static_cast<std::uint32_t>(s - 512)) : 0;
+      const std::int64_t c0 = r0 > 0 ? static_cast<std::int64_t>(rng() % static_cast<std::uint32_t>(r0 + 1)) : 0;  // at or left of the diagonal
+      const auto t0 = Clock::now();
+      const MapWindow w = f->map_window(static_cast<int>(rng() % L), static_cast<int>(rng() % H), k, r0, c0, 512, 512);
+      t.push_back(ms_since(t0));
+      if (w.values.empty()) return 1;
+    }
+    std::sort(t.begin(), t.end());
+    std::printf("| %d | %lld | %lldx%lld | %.2f | %.2f |\n", k, static_cast<long long>(s), static_cast<long long>(std::min<std::int64_t>(s, 512)),
+                static_cast<long long>(std::min<std::int64_t>(s, 512)), t[t.size() / 2], t.back());
+  }
+  return 0;
+}

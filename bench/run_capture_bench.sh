@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# Capture cost on the default model (SmolLM2-135M-Instruct): a 1,024-token prompt (the start of
+# Emma) and 64 decode steps with every layer and head recorded — time with capture / time of the
+# same run without recording, bytes written and compression for deflate levels 1, 4 and none —
+# and the reader on a ~1 GB capture: 512 x 512 windows at every pyramid level.
+# Appends a dated section to bench/results/captures-cpu.md.
+#
+#   bench/run_capture_bench.sh [BUILD_DIR] [TEXT]
+set -euo pipefail
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+build=${1:-$root/build}
+text=${2:-$root/../shared/data/texts/emma.txt}
+[[ -f $text ]] || { echo "no text at $text" >&2; exit 1; }
+cmake --build "$build" --target luka bench_capture_reader -j "$(nproc)" > /dev/null
+work=$root/bench/out/captures
+mkdir -p "$work" "$root/bench/results"
+out=$root/bench/results/captures-cpu.md
+py=$root/.venv/bin/python
+
+run() {  # args: label, extra capture flags...; prints seconds
+  local label=$1; shift
+  "$build/luka" capture --prompt-file "$text" --max-prompt-tokens 1024 --max-new-tokens 65 --quiet "$@" \
+    2> "$work/$label.err" > /dev/null
+  sed -n 's/.*, \([0-9.]*\) s$/\1/p' "$work/$label.err" | tail -1
+}
+parts() {  # file -> "stored_MB uncompressed_MB"
+  "$build/luka" inspect "$1" --json | "$py" -c 'import json,sys; p=json.load(sys.stdin)["parts"]; s=sum(v["stored"] for v in p.values()); u=sum(v["uncompressed"] for v in p.values()); print("%.1f %.1f" % (s/1e6, u/1e6))'
+}
+{
+  echo
+  echo "## $(date -u +%Y-%m-%d) — $(lscpu | sed -n 's/^Model name: *//p'), $(nproc) cores"
+  echo
+  echo "Command: \`bench/run_capture_bench.sh\`. Default model, fp32; prompt = the first 1,024 tokens of"
+  echo "$(basename "$text"); 65 new tokens = 64 decode steps; all 30 layers x 9 heads recorded (maps: levels"
+  echo "0-4 of the 1024 x 1024 prefill map; per step: effective rows, covers, page states, metrics)."
+  echo "Time = prefill + decode + draining the writer, from one run each; ratio = with / without recording."
+  echo
+  echo "| preset | recording | seconds | ratio | file MB | uncompressed MB | compression |"
+  echo "|---|---|---|---|---|---|---|"
+  for preset in dense paper; do
+    base=$(run "$preset-none" --preset "$preset" --record none)
+    echo "| $preset | none | $base | 1.00 | | | |"
+    for level in 1 4 none; do
+      f=$work/$preset-$level.h5
+      t=$(run "$preset-$level" --preset "$preset" --deflate "$level" --out "$f")
+      read -r stored raw <<< "$(parts "$f")"
+      echo "| $preset | all, deflate $level | $t | $("$py" -c "print('%.2f' % ($t / $base))") | $stored | $raw | $("$py" -c "print('%.1fx' % ($raw / $stored))") |"
+    done
+  done
+  echo
+  echo "Reader on a large capture (\`bench/bench_capture_reader\`: synthetic maps written through the"
+  echo "pyramid builder and writer; 6 layers x 8 heads x 4,096 tokens, no compression):"
+  echo
+  "$build/bench/bench_capture_reader" "$work/large.h5" 4096 6 8 none 20
+  rm -f "$work/large.h5"
+} | tee -a "$out"

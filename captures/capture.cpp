@@ -1,0 +1,216 @@
+#include "captures/capture.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <sstream>
+
+#include "core/util/error.h"
+
+namespace luka::capture {
+namespace {
+
+std::vector<std::string> split(const std::string& s, char sep) {
+  std::vector<std::string> out;
+  std::string cur;
+  for (const char c : s) {
+    if (c == sep) {
+      out.push_back(cur);
+      cur.clear();
+    } else {
+      cur += c;
+    }
+  }
+  out.push_back(cur);
+  return out;
+}
+
+std::string trim(const std::string& s) {
+  const auto b = s.find_first_not_of(" \t");
+  if (b == std::string::npos) return {};
+  return s.substr(b, s.find_last_not_of(" \t") - b + 1);
+}
+
+long long parse_int(const std::string& s, const std::string& what) {
+  char* end = nullptr;
+  const long long v = std::strtoll(s.c_str(), &end, 10);
+  if (s.empty() || *end != '\0') fail("--record", what + ": '" + s + "' is not an integer");
+  return v;
+}
+
+// "0-3,8" -> {0,1,2,3,8}; "all" -> {}.
+std::vector<int> parse_list(const std::string& s, const std::string& what) {
+  if (s == "all") return {};
+  std::vector<int> out;
+  for (const std::string& item : split(s, ',')) {
+    const std::string t = trim(item);
+    const auto dash = t.find('-', 1);
+    long long a = 0, b = 0;
+    if (dash == std::string::npos) {
+      a = b = parse_int(t, what);
+    } else {
+      a = parse_int(t.substr(0, dash), what);
+      b = parse_int(t.substr(dash + 1), what);
+    }
+    if (a < 0 || b < a || b > 1 << 20) fail("--record", what + ": bad range '" + t + "'");
+    for (long long v = a; v <= b; ++v) out.push_back(static_cast<int>(v));
+  }
+  std::sort(out.begin(), out.end());
+  out.erase(std::unique(out.begin(), out.end()), out.end());
+  return out;
+}
+
+std::string list_string(const std::vector<int>& v) {
+  if (v.empty()) return "all";
+  std::string s;
+  for (std::size_t i = 0; i < v.size();) {
+    std::size_t j = i;
+    while (j + 1 < v.size() && v[j + 1] == v[j] + 1) ++j;
+    if (!s.empty()) s += ',';
+    s += std::to_string(v[i]);
+    if (j > i) s += '-' + std::to_string(v[j]);
+    i = j + 1;
+  }
+  return s;
+}
+
+}  // namespace
+
+const char* mode_name(int code) {
+  switch (code) {
+    case kModeDense: return "dense";
+    case kModeLined: return "lined";
+    case kModeClustered: return "clustered";
+  }
+  return "?";
+}
+
+RecordSpec RecordSpec::parse(const std::string& spec) {
+  RecordSpec r;
+  const std::string s = trim(spec);
+  if (s.empty() || s == "all") return r;
+  if (s == "maps" || s == "rows" || s == "covers") {
+    r.maps = s == "maps";
+    r.rows = s == "rows";
+    r.covers = s == "covers";
+    return r;
+  }
+  for (const std::string& raw : split(s, ';')) {
+    const std::string item = trim(raw);
+    if (item.empty()) continue;
+    const auto eq = item.find('=');
+    if (eq == std::string::npos) fail("--record", "'" + item + "' is not key=value (keys: layers, heads, parts, map_cap, map_min, deflate)");
+    const std::string key = trim(item.substr(0, eq)), value = trim(item.substr(eq + 1));
+    if (key == "layers") {
+      r.layers = parse_list(value, "layers");
+    } else if (key == "heads") {
+      r.heads = parse_list(value, "heads");
+    } else if (key == "parts") {
+      r.maps = r.rows = r.covers = false;
+      for (const std::string& p : split(value, ',')) {
+        const std::string part = trim(p);
+        if (part == "maps") r.maps = true;
+        else if (part == "rows") r.rows = true;
+        else if (part == "covers") r.covers = true;
+        else if (part == "all") r.maps = r.rows = r.covers = true;
+        else fail("--record", "unknown part '" + part + "' (parts: maps, rows, covers, all)");
+      }
+    } else if (key == "map_cap") {
+      r.map_cap = parse_int(value, "map_cap");
+      if (r.map_cap < 1) fail("--record", "map_cap must be >= 1");
+    } else if (key == "map_min") {
+      r.map_min = parse_int(value, "map_min");
+      if (r.map_min < 1) fail("--record", "map_min must be >= 1");
+    } else if (key == "deflate") {
+      r.deflate = value == "none" ? -1 : static_cast<int>(parse_int(value, "deflate"));
+      if (r.deflate < -1 || r.deflate > 9) fail("--record", "deflate must be 0-9 or none");
+    } else {
+      fail("--record", "unknown key '" + key + "' (keys: layers, heads, parts, map_cap, map_min, deflate)");
+    }
+  }
+  if (r.map_min > r.map_cap) fail("--record", "map_min must not exceed map_cap");
+  return r;
+}
+
+std::string RecordSpec::to_string() const {
+  std::string parts;
+  for (const auto& [on, name] : {std::pair{maps, "maps"}, {rows, "rows"}, {covers, "covers"}})
+    if (on) parts += std::string(parts.empty() ? "" : ",") + name;
+  std::ostringstream o;
+  o << "layers=" << list_string(layers) << ";heads=" << list_string(heads) << ";parts=" << (parts.empty() ? "none" : parts)
+    << ";map_cap=" << map_cap << ";map_min=" << map_min << ";deflate=" << (deflate < 0 ? "none" : std::to_string(deflate));
+  return o.str();
+}
+
+std::int64_t level_size(std::int64_t n, int level) {
+  const std::int64_t scale = std::int64_t{1} << level;
+  return (n + scale - 1) / scale;
+}
+
+std::vector<int> stored_levels(std::int64_t n, std::int64_t cap, std::int64_t min) {
+  std::vector<int> out;
+  if (n <= 0) return out;
+  int level = 0;
+  while (level_size(n, level) > cap) ++level;
+  for (;; ++level) {
+    out.push_back(level);
+    if (level_size(n, level) <= min) break;
+  }
+  return out;
+}
+
+int recorded_index(const std::vector<int>& recorded, int value, const char* what) {
+  const auto it = std::lower_bound(recorded.begin(), recorded.end(), value);
+  if (it == recorded.end() || *it != value)
+    fail("capture", std::string(what) + " " + std::to_string(value) + " is not recorded");
+  return static_cast<int>(it - recorded.begin());
+}
+
+std::vector<std::int64_t> CaptureView::refined_pages(std::int64_t step, int layer, int head) const {
+  std::vector<std::int64_t> out;
+  const auto states = page_states(step, layer, head);
+  for (std::size_t p = 0; p < states.size(); ++p)
+    if (states[p] == kPageRefined) out.push_back(static_cast<std::int64_t>(p));
+  return out;
+}
+
+std::vector<std::int64_t> CaptureView::heavy_hitters(std::int64_t step, int layer, int head) const {
+  std::vector<std::int64_t> out;
+  const auto c = cover(step, layer, head);
+  for (std::size_t t = 0; t < c.size(); ++t)
+    if (c[t] == kHeavy) out.push_back(static_cast<std::int64_t>(t));
+  return out;
+}
+
+}  // namespace luka::capture
+
+namespace luka::capture {
+
+std::int64_t map_chunk(const Layout& layout, int layer_index, int level) {
+  const std::int64_t size = level_size(layout.prompt_tokens, level);
+  std::int64_t c = 256;
+  const std::int64_t page = layout.page_size.at(static_cast<std::size_t>(layer_index)) >> level;
+  if (page > 1 && page <= c) c -= c % page;  // a whole number of (pooled) pages
+  return std::max<std::int64_t>(1, std::min(c, size));
+}
+
+std::int64_t token_chunk(const Layout& layout, int layer_index) {
+  const std::int64_t page = std::max<std::int64_t>(1, layout.page_size.at(static_cast<std::size_t>(layer_index)));
+  return page * ((1024 + page - 1) / page);
+}
+
+std::uint64_t estimate_bytes(const Layout& layout, std::int64_t steps) {
+  const std::uint64_t L = layout.layers.size(), H = layout.heads.size();
+  std::uint64_t bytes = 0;
+  for (const int level : layout.levels) {
+    const std::uint64_t s = static_cast<std::uint64_t>(level_size(layout.prompt_tokens, level));
+    bytes += L * H * (s * (s + 1) / 2) * 2;  // the lower triangle is all that is written
+  }
+  const std::uint64_t n = static_cast<std::uint64_t>(layout.prompt_tokens), S = static_cast<std::uint64_t>(std::max<std::int64_t>(steps, 0));
+  const std::uint64_t token_steps = S * n + S * (S + 1) / 2;  // sum over steps of T
+  if (layout.rows) bytes += L * H * token_steps * 2;
+  if (layout.covers) bytes += L * H * token_steps + L * H * token_steps / 16 * 3;  // cover + page states/mass (pages of >= 16)
+  bytes += L * S * (H * 4 * 4 + H * 4 + 32) + S * 64;
+  return bytes;
+}
+
+}  // namespace luka::capture

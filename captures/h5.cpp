@@ -1,0 +1,281 @@
+#include "captures/h5.h"
+
+#include "core/util/error.h"
+
+namespace luka::capture::h5 {
+namespace {
+
+// HDF5's innermost error message (the most specific one), or "".
+std::string hdf5_message() {
+  std::string msg;
+  H5Ewalk2(
+      H5E_DEFAULT, H5E_WALK_UPWARD,
+      [](unsigned n, const H5E_error2_t* err, void* out) -> herr_t {
+        if (n == 0 && err->desc) *static_cast<std::string*>(out) = err->desc;
+        return 0;
+      },
+      &msg);
+  H5Eclear2(H5E_DEFAULT);
+  return msg;
+}
+
+struct Init {
+  Init() { H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr); }
+};
+
+// Error printing is a per-thread setting in thread-safe HDF5 builds: turn it off in every thread.
+void init() { thread_local Init once; }
+
+}  // namespace
+
+std::recursive_mutex& lock() {
+  static std::recursive_mutex m;
+  init();
+  return m;
+}
+
+Handle& Handle::operator=(Handle&& o) noexcept {
+  if (this != &o) {
+    reset();
+    id_ = o.id_;
+    o.id_ = -1;
+  }
+  return *this;
+}
+
+void Handle::reset() {
+  if (id_ < 0) return;
+  switch (H5Iget_type(id_)) {
+    case H5I_FILE: H5Fclose(id_); break;
+    case H5I_GROUP: H5Gclose(id_); break;
+    case H5I_DATASET: H5Dclose(id_); break;
+    case H5I_DATASPACE: H5Sclose(id_); break;
+    case H5I_DATATYPE: H5Tclose(id_); break;
+    case H5I_ATTR: H5Aclose(id_); break;
+    case H5I_GENPROP_LST: H5Pclose(id_); break;
+    default: break;
+  }
+  id_ = -1;
+}
+
+hid_t check(hid_t id, const std::string& where, const std::string& what) {
+  if (id < 0) {
+    const std::string m = hdf5_message();
+    fail(where, what + (m.empty() ? "" : " (" + m + ")"));
+  }
+  return id;
+}
+
+void check_status(herr_t status, const std::string& where, const std::string& what) {
+  if (status < 0) {
+    const std::string m = hdf5_message();
+    fail(where, what + (m.empty() ? "" : " (" + m + ")"));
+  }
+}
+
+hid_t half_type() {
+  static const hid_t t = [] {
+    init();
+    const hid_t h = H5Tcopy(H5T_IEEE_F32LE);
+    H5Tset_fields(h, 15, 10, 5, 0, 10);
+    H5Tset_size(h, 2);
+    H5Tset_ebias(h, 15);
+    H5Tlock(h);
+    return h;
+  }();
+  return t;
+}
+
+Handle create_dataset(hid_t parent, const std::string& name, hid_t type, const DatasetOptions& o, const std::string& file) {
+  Handle space(check(H5Screate_simple(static_cast<int>(o.dims.size()), o.dims.data(), o.maxdims.empty() ? nullptr : o.maxdims.data()),
+                     file, "dataspace for " + name));
+  Handle dcpl(check(H5Pcreate(H5P_DATASET_CREATE), file, "properties for " + name));
+  if (!o.chunk.empty()) {
+    check_status(H5Pset_chunk(dcpl, static_cast<int>(o.chunk.size()), o.chunk.data()), file, "chunking " + name);
+    if (o.deflate >= 0) {
+      check_status(H5Pset_shuffle(dcpl), file, "shuffle filter for " + name);
+      check_status(H5Pset_deflate(dcpl, static_cast<unsigned>(o.deflate)), file, "deflate filter for " + name);
+    }
+  }
+  return Handle(check(H5Dcreate2(parent, name.c_str(), type, space, H5P_DEFAULT, dcpl, H5P_DEFAULT), file,
+                      "cannot create dataset " + name));
+}
+
+Handle open_dataset(hid_t parent, const std::string& name, const std::string& file) {
+  if (!exists(parent, name)) fail(file, "not a LuKA capture or damaged: missing dataset '" + name + "'");
+  return Handle(check(H5Dopen2(parent, name.c_str(), H5P_DEFAULT), file, "cannot open dataset " + name));
+}
+
+Handle create_group(hid_t parent, const std::string& name, const std::string& file) {
+  return Handle(check(H5Gcreate2(parent, name.c_str(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), file,
+                      "cannot create group " + name));
+}
+
+bool exists(hid_t parent, const std::string& path) {
+  // Check each component, as H5Lexists requires the intermediate groups to exist.
+  std::string prefix;
+  std::size_t pos = 0;
+  while (pos <= path.size()) {
+    const std::size_t slash = path.find('/', pos);
+    const std::string part = path.substr(pos, slash == std::string::npos ? std::string::npos : slash - pos);
+    prefix += (prefix.empty() ? "" : "/") + part;
+    if (H5Lexists(parent, prefix.c_str(), H5P_DEFAULT) <= 0) {
+      H5Eclear2(H5E_DEFAULT);
+      return false;
+    }
+    if (slash == std::string::npos) break;
+    pos = slash + 1;
+  }
+  return true;
+}
+
+std::vector<hsize_t> dims(hid_t dataset, const std::string& file) {
+  Handle space(check(H5Dget_space(dataset), file, "dataspace"));
+  const int rank = H5Sget_simple_extent_ndims(space);
+  if (rank < 0) check(rank, file, "dataspace rank");
+  std::vector<hsize_t> d(static_cast<std::size_t>(rank));
+  H5Sget_simple_extent_dims(space, d.data(), nullptr);
+  return d;
+}
+
+void set_extent(hid_t dataset, const std::vector<hsize_t>& d, const std::string& file) {
+  check_status(H5Dset_extent(dataset, d.data()), file, "cannot extend a dataset");
+}
+
+namespace {
+void transfer(bool writing, hid_t dataset, hid_t mem_type, const std::vector<hsize_t>& start,
+              const std::vector<hsize_t>& count, void* data, const std::string& file) {
+  for (const hsize_t c : count)
+    if (c == 0) return;
+  Handle fspace(check(H5Dget_space(dataset), file, "dataspace"));
+  check_status(H5Sselect_hyperslab(fspace, H5S_SELECT_SET, start.data(), nullptr, count.data(), nullptr), file,
+               "selection outside the dataset");
+  Handle mspace(check(H5Screate_simple(static_cast<int>(count.size()), count.data(), nullptr), file, "memory space"));
+  if (writing)
+    check_status(H5Dwrite(dataset, mem_type, mspace, fspace, H5P_DEFAULT, data), file, "write failed");
+  else
+    check_status(H5Dread(dataset, mem_type, mspace, fspace, H5P_DEFAULT, data), file, "read failed (truncated or damaged file?)");
+}
+}  // namespace
+
+void write(hid_t dataset, hid_t mem_type, const std::vector<hsize_t>& start, const std::vector<hsize_t>& count,
+           const void* data, const std::string& file) {
+  transfer(true, dataset, mem_type, start, count, const_cast<void*>(data), file);
+}
+
+void read(hid_t dataset, hid_t mem_type, const std::vector<hsize_t>& start, const std::vector<hsize_t>& count, void* data,
+          const std::string& file) {
+  transfer(false, dataset, mem_type, start, count, data, file);
+}
+
+namespace {
+// A variable-length string in memory; `cset` must match the file's (HDF5 converts no charsets).
+Handle string_type(H5T_cset_t cset = H5T_CSET_UTF8) {
+  Handle t(H5Tcopy(H5T_C_S1));
+  H5Tset_size(t, H5T_VARIABLE);
+  H5Tset_cset(t, cset);
+  return t;
+}
+}  // namespace
+
+void write_attr(hid_t object, const std::string& name, const std::string& value, const std::string& file) {
+  Handle type = string_type();
+  Handle space(check(H5Screate(H5S_SCALAR), file, "attribute space"));
+  Handle attr(check(H5Acreate2(object, name.c_str(), type, space, H5P_DEFAULT, H5P_DEFAULT), file, "attribute " + name));
+  const char* p = value.c_str();
+  check_status(H5Awrite(attr, type, &p), file, "attribute " + name);
+}
+
+void write_attr(hid_t object, const std::string& name, std::int64_t value, const std::string& file) {
+  Handle space(check(H5Screate(H5S_SCALAR), file, "attribute space"));
+  Handle attr(check(H5Acreate2(object, name.c_str(), H5T_STD_I64LE, space, H5P_DEFAULT, H5P_DEFAULT), file, "attribute " + name));
+  check_status(H5Awrite(attr, H5T_NATIVE_INT64, &value), file, "attribute " + name);
+}
+
+void write_attr(hid_t object, const std::string& name, const std::vector<std::int64_t>& value, const std::string& file) {
+  const hsize_t n = value.size();
+  Handle space(check(n ? H5Screate_simple(1, &n, nullptr) : H5Screate(H5S_NULL), file, "attribute space"));
+  Handle attr(check(H5Acreate2(object, name.c_str(), H5T_STD_I64LE, space, H5P_DEFAULT, H5P_DEFAULT), file, "attribute " + name));
+  if (n) check_status(H5Awrite(attr, H5T_NATIVE_INT64, value.data()), file, "attribute " + name);
+}
+
+bool has_attr(hid_t object, const std::string& name) {
+  const htri_t r = H5Aexists(object, name.c_str());
+  if (r < 0) H5Eclear2(H5E_DEFAULT);
+  return r > 0;
+}
+
+namespace {
+Handle open_attr(hid_t object, const std::string& name, const std::string& file) {
+  if (!has_attr(object, name)) fail(file, "not a LuKA capture or damaged: missing attribute '" + name + "'");
+  return Handle(check(H5Aopen(object, name.c_str(), H5P_DEFAULT), file, "attribute " + name));
+}
+}  // namespace
+
+std::string read_attr_string(hid_t object, const std::string& name, const std::string& file) {
+  Handle attr = open_attr(object, name, file);
+  Handle ftype(check(H5Aget_type(attr), file, "attribute " + name));
+  if (H5Tget_class(ftype) != H5T_STRING) fail(file, "attribute '" + name + "' is not a string");
+  Handle space(check(H5Aget_space(attr), file, "attribute " + name));
+  if (H5Sget_simple_extent_npoints(space) != 1) fail(file, "attribute '" + name + "' is not a single string");
+  if (H5Tis_variable_str(ftype) > 0) {
+    Handle type = string_type(H5Tget_cset(ftype));
+    char* p = nullptr;
+    check_status(H5Aread(attr, type, &p), file, "attribute " + name);
+    std::string s = p ? p : "";
+    H5free_memory(p);
+    return s;
+  }
+  const std::size_t size = H5Tget_size(ftype);
+  std::string s(size, '\0');
+  check_status(H5Aread(attr, ftype, s.data()), file, "attribute " + name);
+  s.resize(std::min(s.size(), s.find('\0')));
+  return s;
+}
+
+std::vector<std::int64_t> read_attr_ints(hid_t object, const std::string& name, const std::string& file) {
+  Handle attr = open_attr(object, name, file);
+  Handle ftype(check(H5Aget_type(attr), file, "attribute " + name));
+  if (H5Tget_class(ftype) != H5T_INTEGER) fail(file, "attribute '" + name + "' is not an integer");
+  Handle space(check(H5Aget_space(attr), file, "attribute " + name));
+  const hssize_t n = H5Sget_simple_extent_npoints(space);
+  std::vector<std::int64_t> v(static_cast<std::size_t>(std::max<hssize_t>(n, 0)));
+  if (!v.empty()) check_status(H5Aread(attr, H5T_NATIVE_INT64, v.data()), file, "attribute " + name);
+  return v;
+}
+
+std::int64_t read_attr_int(hid_t object, const std::string& name, const std::string& file) {
+  const auto v = read_attr_ints(object, name, file);
+  if (v.size() != 1) fail(file, "attribute '" + name + "' is not a single integer");
+  return v[0];
+}
+
+void write_strings(hid_t parent, const std::string& name, const std::vector<std::string>& values, const std::string& file) {
+  Handle type = string_type();
+  const hsize_t n = values.size();
+  Handle space(check(H5Screate_simple(1, &n, nullptr), file, "dataspace for " + name));
+  Handle ds(check(H5Dcreate2(parent, name.c_str(), type, space, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), file,
+                  "cannot create dataset " + name));
+  std::vector<const char*> p;
+  for (const auto& v : values) p.push_back(v.c_str());
+  if (n) check_status(H5Dwrite(ds, type, H5S_ALL, H5S_ALL, H5P_DEFAULT, p.data()), file, "write " + name);
+}
+
+std::vector<std::string> read_strings(hid_t parent, const std::string& name, const std::string& file) {
+  Handle ds = open_dataset(parent, name, file);
+  Handle ftype(check(H5Dget_type(ds), file, name));
+  if (H5Tget_class(ftype) != H5T_STRING || H5Tis_variable_str(ftype) <= 0) fail(file, "dataset '" + name + "' is not a string list");
+  const auto d = dims(ds, file);
+  if (d.size() != 1) fail(file, "dataset '" + name + "' is not a list");
+  Handle type = string_type(H5Tget_cset(ftype));
+  std::vector<char*> p(d[0], nullptr);
+  if (d[0]) check_status(H5Dread(ds, type, H5S_ALL, H5S_ALL, H5P_DEFAULT, p.data()), file, "read " + name);
+  std::vector<std::string> out;
+  for (char* s : p) {
+    out.emplace_back(s ? s : "");
+    H5free_memory(s);
+  }
+  return out;
+}
+
+}  // namespace luka::capture::h5

@@ -1,0 +1,52 @@
+// The max-pooled image pyramid of a causal attention map (DESIGN.md §6), built while the rows
+// stream in: level 0 is the n x n map; level k+1[i][j] is the max of level k over rows 2i, 2i+1
+// and columns 2j, 2j+1 (a missing last row or column counts as 0 — maps are probabilities, so
+// this is the max of what exists). Max, not mean, so attention sinks and needles survive zooming
+// out. Only the stored levels are emitted, in bands of whole chunk rows.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <vector>
+
+#include "captures/capture.h"
+
+namespace luka::capture {
+
+class PyramidBuilder {
+ public:
+  // `band_rows(level)`: rows per emitted band (the dataset's chunk rows). Bands carry only the
+  // columns left of the band's last row + 1: everything right of the diagonal is zero.
+  PyramidBuilder(int layer, int heads, std::int64_t n, std::vector<int> stored, std::function<std::int64_t(int)> band_rows,
+                 std::function<void(MapRows&&)> emit);
+
+  // Rows [row0, row0 + m) of level 0, [heads][m][n] fp32; rows must arrive in order, without gaps.
+  void add_rows(std::int64_t row0, std::int64_t m, const float* data);
+  // Emits what is left; all n rows must have arrived.
+  void finish();
+  std::int64_t rows_done() const { return next_row_; }
+
+ private:
+  struct Level {
+    std::int64_t size = 0;   // rows = columns
+    bool stored = false;
+    std::int64_t band = 0;   // rows per band
+    std::int64_t band_row0 = 0;
+    std::vector<float> band_buf;  // [heads][band][size], rows band_row0 ..
+    std::int64_t band_fill = 0;
+    std::vector<float> carry;     // [heads][size]: an unpaired row waiting for its partner
+    bool has_carry = false;
+    std::int64_t rows_in = 0;     // rows of this level received so far
+  };
+  void push(int k, std::int64_t m, const float* data);  // m rows of level k, [heads][m][size_k]
+  void flush_band(int k);
+
+  int layer_, heads_;
+  std::int64_t n_;
+  int top_;  // the coarsest level computed
+  std::vector<Level> levels_;
+  std::function<void(MapRows&&)> emit_;
+  std::int64_t next_row_ = 0;
+};
+
+}  // namespace luka::capture

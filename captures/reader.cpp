@@ -1,0 +1,357 @@
+#include "captures/reader.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+
+#include "captures/half.h"
+#include "core/util/error.h"
+
+namespace luka::capture {
+namespace {
+
+std::string layer_name(int layer) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "layer_%02d", layer);
+  return buf;
+}
+
+std::vector<int> to_ints(const std::vector<std::int64_t>& v) { return std::vector<int>(v.begin(), v.end()); }
+
+}  // namespace
+
+CaptureFile::~CaptureFile() {
+  std::lock_guard<std::recursive_mutex> lock(h5::lock());
+  datasets_.clear();
+  file_.reset();
+}
+
+std::unique_ptr<CaptureFile> CaptureFile::open(const std::filesystem::path& path) {
+  std::lock_guard<std::recursive_mutex> lock(h5::lock());
+  std::unique_ptr<CaptureFile> f(new CaptureFile());
+  f->path_ = path;
+  f->name_ = path.string();
+  const std::string& name = f->name_;
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(path, ec)) fail(name, "no such file");
+  {
+    std::ifstream in(path, std::ios::binary);
+    char sig[8] = {};
+    in.read(sig, 8);
+    if (in.gcount() < 8 || std::string(sig, 8) != "\x89HDF\r\n\x1a\n") fail(name, "not an HDF5 file (no HDF5 signature at its start)");
+  }
+  if (H5Fis_hdf5(name.c_str()) <= 0) {
+    H5Eclear2(H5E_DEFAULT);
+    fail(name, "HDF5 cannot open it (truncated or damaged file?)");
+  }
+  // Single-writer-read mode opens files still being written, or cut off by a crash.
+  hid_t id = H5Fopen(name.c_str(), H5F_ACC_RDONLY | H5F_ACC_SWMR_READ, H5P_DEFAULT);
+  if (id < 0) {
+    H5Eclear2(H5E_DEFAULT);
+    id = H5Fopen(name.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
+  }
+  f->file_ = h5::Handle(h5::check(id, name, "HDF5 cannot open it (truncated or damaged file?)"));
+  const hid_t file = f->file_;
+  if (!h5::has_attr(file, "format") || h5::read_attr_string(file, "format", name) != kFormatName)
+    fail(name, std::string("not a LuKA capture (no format = \"") + kFormatName + "\" attribute)");
+  const std::int64_t version = h5::read_attr_int(file, "version", name);
+  if (version != kFormatVersion)
+    fail(name, "capture format version " + std::to_string(version) + " is not supported (this build reads version " +
+                   std::to_string(kFormatVersion) + ")");
+  for (const char* group : {"manifest", "layout", "tokens", "segments", "decode", "pages", "prefill"})
+    if (!h5::exists(file, group)) fail(name, std::string("damaged capture: missing group '/") + group + "'");
+
+  Summary& s = f->summary_;
+  {
+    h5::Handle g(h5::check(H5Gopen2(file, "manifest", H5P_DEFAULT), name, "manifest"));
+    Manifest& m = s.manifest;
+    const std::pair<const char*, std::string*> strings[] = {
+        {"model_path", &m.model_path},     {"architecture", &m.architecture}, {"model_config", &m.model_config},
+        {"weights_hash", &m.weights_hash}, {"tokenizer_hash", &m.tokenizer_hash}, {"luka_config", &m.luka_config},
+        {"generation", &m.generation},     {"device", &m.device},             {"dtype", &m.dtype},
+        {"tool_version", &m.tool_version}, {"git_revision", &m.git_revision}, {"created", &m.created},
+        {"record", &m.record}};
+    for (const auto& [key, value] : strings) *value = h5::read_attr_string(g, key, name);
+    m.seed = h5::read_attr_int(g, "seed", name);
+  }
+  {
+    h5::Handle g(h5::check(H5Gopen2(file, "layout", H5P_DEFAULT), name, "layout"));
+    Layout& l = s.layout;
+    l.num_layers = static_cast<int>(h5::read_attr_int(g, "num_layers", name));
+    l.num_heads = static_cast<int>(h5::read_attr_int(g, "num_heads", name));
+    l.num_kv_heads = static_cast<int>(h5::read_attr_int(g, "num_kv_heads", name));
+    l.layers = to_ints(h5::read_attr_ints(g, "layers", name));
+    l.heads = to_ints(h5::read_attr_ints(g, "heads", name));
+    l.page_size = h5::read_attr_ints(g, "page_size", name);
+    l.prompt_tokens = h5::read_attr_int(g, "prompt_tokens", name);
+    l.levels = to_ints(h5::read_attr_ints(g, "levels", name));
+    l.rows = h5::read_attr_int(g, "rows", name) != 0;
+    l.covers = h5::read_attr_int(g, "covers", name) != 0;
+    l.deflate = static_cast<int>(h5::read_attr_int(g, "deflate", name));
+    if (l.page_size.size() != l.layers.size() || l.prompt_tokens < 0 || l.num_heads <= 0 ||
+        !std::is_sorted(l.layers.begin(), l.layers.end()) || !std::is_sorted(l.heads.begin(), l.heads.end()))
+      fail(name, "damaged capture: inconsistent /layout attributes");
+    for (const int x : l.layers)
+      if (x < 0 || x >= l.num_layers) fail(name, "damaged capture: recorded layer out of range");
+    for (const int x : l.heads)
+      if (x < 0 || x >= l.num_heads) fail(name, "damaged capture: recorded head out of range");
+  }
+  s.finished = h5::has_attr(file, "finished") && h5::read_attr_int(file, "finished", name) == 1;
+  {
+    std::int64_t complete = 0;
+    h5::Handle ds = h5::open_dataset(file, "complete_steps", name);
+    h5::read(ds, H5T_NATIVE_INT64, {0}, {1}, &complete, name);
+    h5::Handle st = h5::open_dataset(file, "decode/tokens", name);
+    const auto d = h5::dims(st, name);
+    if (d.size() != 1 || complete < 0) fail(name, "damaged capture: bad decode/tokens or complete_steps");
+    complete = std::min<std::int64_t>(complete, static_cast<std::int64_t>(d[0]));
+    f->step_tokens_.resize(static_cast<std::size_t>(complete));
+    h5::read(st, H5T_NATIVE_INT64, {0}, {static_cast<hsize_t>(complete)}, f->step_tokens_.data(), name);
+    s.complete_steps = complete;
+  }
+  {
+    h5::Handle ids = h5::open_dataset(file, "tokens/id", name);
+    const auto d = h5::dims(ids, name);
+    if (d.size() != 1) fail(name, "damaged capture: tokens/id is not a list");
+    std::int64_t n = static_cast<std::int64_t>(d[0]);
+    // Tokens beyond the last complete step may be partial: a finished run keeps them all.
+    if (!s.finished) n = std::min(n, s.layout.prompt_tokens + s.complete_steps);
+    if (n < s.layout.prompt_tokens) fail(name, "damaged capture: fewer tokens than the prompt");
+    s.num_tokens = n;
+  }
+  for (const int layer : s.layout.layers)
+    for (const char* group : {"decode", "pages"})
+      if (!h5::exists(file, f->layer_path(group, layer)))
+        fail(name, "damaged capture: missing group '/" + f->layer_path(group, layer) + "'");
+  return f;
+}
+
+std::string CaptureFile::layer_path(const char* group, int layer) const {
+  return std::string(group) + "/" + layer_name(layer);
+}
+
+hid_t CaptureFile::dataset(const std::string& path) const {
+  auto it = datasets_.find(path);
+  if (it == datasets_.end()) it = datasets_.emplace(path, h5::open_dataset(file_, path, name_)).first;
+  return it->second;
+}
+
+Summary CaptureFile::summary() const { return summary_; }
+
+std::vector<Token> CaptureFile::tokens() const {
+  std::lock_guard<std::recursive_mutex> lock(h5::lock());
+  const hsize_t n = static_cast<hsize_t>(summary_.num_tokens);
+  std::vector<std::int32_t> ids(n), seg(n);
+  std::vector<std::uint8_t> gen(n);
+  std::vector<std::int64_t> ends(n);
+  h5::read(dataset("tokens/id"), H5T_NATIVE_INT32, {0}, {n}, ids.data(), name_);
+  h5::read(dataset("tokens/segment"), H5T_NATIVE_INT32, {0}, {n}, seg.data(), name_);
+  h5::read(dataset("tokens/generated"), H5T_NATIVE_UINT8, {0}, {n}, gen.data(), name_);
+  h5::read(dataset("tokens/piece_end"), H5T_NATIVE_INT64, {0}, {n}, ends.data(), name_);
+  const std::int64_t total = n ? ends.back() : 0;
+  const auto bd = h5::dims(dataset("tokens/piece_bytes"), name_);
+  if (total < 0 || static_cast<hsize_t>(total) > bd.at(0)) fail(name_, "damaged capture: token pieces out of range");
+  std::string bytes(static_cast<std::size_t>(total), '\0');
+  h5::read(dataset("tokens/piece_bytes"), H5T_NATIVE_UINT8, {0}, {static_cast<hsize_t>(total)}, bytes.data(), name_);
+  std::vector<Token> out(n);
+  std::int64_t begin = 0;
+  for (hsize_t i = 0; i < n; ++i) {
+    if (ends[i] < begin || ends[i] > total) fail(name_, "damaged capture: token pieces out of order");
+    out[i] = Token{ids[i], bytes.substr(static_cast<std::size_t>(begin), static_cast<std::size_t>(ends[i] - begin)), gen[i] != 0, seg[i]};
+    begin = ends[i];
+  }
+  return out;
+}
+
+std::vector<Segment> CaptureFile::segments() const {
+  std::lock_guard<std::recursive_mutex> lock(h5::lock());
+  h5::Handle g(h5::check(H5Gopen2(file_, "segments", H5P_DEFAULT), name_, "segments"));
+  const auto labels = h5::read_strings(g, "label", name_);
+  const auto colours = h5::read_strings(g, "colour", name_);
+  const hsize_t n = labels.size();
+  if (colours.size() != n) fail(name_, "damaged capture: segment table columns differ in length");
+  std::vector<std::int64_t> b(n), e(n);
+  for (const auto& [key, v] : {std::pair{"segments/begin", &b}, {"segments/end", &e}}) {
+    const hid_t ds = dataset(key);
+    if (h5::dims(ds, name_) != std::vector<hsize_t>{n}) fail(name_, "damaged capture: segment table columns differ in length");
+    h5::read(ds, H5T_NATIVE_INT64, {0}, {n}, v->data(), name_);
+  }
+  std::vector<Segment> out;
+  for (hsize_t i = 0; i < n; ++i) out.push_back({labels[i], colours[i], b[i], e[i]});
+  return out;
+}
+
+MapWindow CaptureFile::map_window(int layer, int head, int level, std::int64_t row0, std::int64_t col0, std::int64_t rows,
+                                  std::int64_t cols) const {
+  std::lock_guard<std::recursive_mutex> lock(h5::lock());
+  recorded_index(summary_.layout.layers, layer, "layer");
+  const int hi = recorded_index(summary_.layout.heads, head, "head");
+  if (std::find(summary_.layout.levels.begin(), summary_.layout.levels.end(), level) == summary_.layout.levels.end())
+    fail(name_, "map level " + std::to_string(level) + " is not stored");
+  const std::int64_t size = level_size(summary_.layout.prompt_tokens, level);
+  MapWindow w;
+  w.row0 = std::clamp<std::int64_t>(row0, 0, size);
+  w.col0 = std::clamp<std::int64_t>(col0, 0, size);
+  w.rows = std::clamp<std::int64_t>(row0 + rows, 0, size) - w.row0;
+  w.cols = std::clamp<std::int64_t>(col0 + cols, 0, size) - w.col0;
+  if (w.rows <= 0 || w.cols <= 0) {
+    w.rows = w.cols = 0;
+    return w;
+  }
+  std::vector<std::uint16_t> half(static_cast<std::size_t>(w.rows * w.cols));
+  h5::read(dataset("prefill/" + layer_name(layer) + "/level_" + std::to_string(level)), h5::half_type(),
+           {static_cast<hsize_t>(hi), static_cast<hsize_t>(w.row0), static_cast<hsize_t>(w.col0)},
+           {1, static_cast<hsize_t>(w.rows), static_cast<hsize_t>(w.cols)}, half.data(), name_);
+  w.values.resize(half.size());
+  halves_to_floats(half.data(), w.values.data(), half.size());
+  return w;
+}
+
+std::int64_t CaptureFile::step_tokens(std::int64_t step) const {
+  if (step < 1 || step > summary_.complete_steps)
+    fail(name_, "decode step " + std::to_string(step) + " is not in the capture (it has " +
+                    std::to_string(summary_.complete_steps) + " complete steps)");
+  return step_tokens_[static_cast<std::size_t>(step - 1)];
+}
+
+std::vector<float> CaptureFile::row(std::int64_t step, int layer, int head) const {
+  std::lock_guard<std::recursive_mutex> lock(h5::lock());
+  const std::int64_t T = step_tokens(step);
+  recorded_index(summary_.layout.layers, layer, "layer");
+  const int hi = recorded_index(summary_.layout.heads, head, "head");
+  if (!summary_.layout.rows) fail(name_, "effective rows were not recorded");
+  std::vector<std::uint16_t> half(static_cast<std::size_t>(T));
+  h5::read(dataset(layer_path("decode", layer) + "/effective"), h5::half_type(),
+           {static_cast<hsize_t>(step - 1), static_cast<hsize_t>(hi), 0}, {1, 1, static_cast<hsize_t>(T)}, half.data(), name_);
+  std::vector<float> out(half.size());
+  halves_to_floats(half.data(), out.data(), half.size());
+  return out;
+}
+
+std::vector<std::uint8_t> CaptureFile::cover(std::int64_t step, int layer, int head) const {
+  std::lock_guard<std::recursive_mutex> lock(h5::lock());
+  const std::int64_t T = step_tokens(step);
+  recorded_index(summary_.layout.layers, layer, "layer");
+  const int hi = recorded_index(summary_.layout.heads, head, "head");
+  if (!summary_.layout.covers) fail(name_, "covers were not recorded");
+  std::vector<std::uint8_t> out(static_cast<std::size_t>(T));
+  h5::read(dataset(layer_path("decode", layer) + "/cover"), H5T_NATIVE_UINT8,
+           {static_cast<hsize_t>(step - 1), static_cast<hsize_t>(hi), 0}, {1, 1, static_cast<hsize_t>(T)}, out.data(), name_);
+  return out;
+}
+
+namespace {
+// Pages that exist at a step: created at or before it.
+std::int64_t pages_at(const std::vector<PageInfo>& pages, std::int64_t step) {
+  std::int64_t n = 0;
+  for (const PageInfo& p : pages)
+    if (p.created_step < step) ++n;
+  return n;
+}
+}  // namespace
+
+std::vector<std::uint8_t> CaptureFile::page_states(std::int64_t step, int layer, int head) const {
+  std::lock_guard<std::recursive_mutex> lock(h5::lock());
+  step_tokens(step);
+  const int hi = recorded_index(summary_.layout.heads, head, "head");
+  if (!summary_.layout.covers) fail(name_, "covers were not recorded");
+  const std::int64_t P = pages_at(pages(layer), step);
+  std::vector<std::uint8_t> out(static_cast<std::size_t>(P));
+  h5::read(dataset(layer_path("decode", layer) + "/page_state"), H5T_NATIVE_UINT8,
+           {static_cast<hsize_t>(step - 1), static_cast<hsize_t>(hi), 0}, {1, 1, static_cast<hsize_t>(P)}, out.data(), name_);
+  return out;
+}
+
+std::vector<float> CaptureFile::summary_mass(std::int64_t step, int layer, int head) const {
+  std::lock_guard<std::recursive_mutex> lock(h5::lock());
+  step_tokens(step);
+  const int hi = recorded_index(summary_.layout.heads, head, "head");
+  if (!summary_.layout.covers) fail(name_, "covers were not recorded");
+  const std::int64_t P = pages_at(pages(layer), step);
+  std::vector<std::uint16_t> half(static_cast<std::size_t>(P));
+  h5::read(dataset(layer_path("decode", layer) + "/summary_mass"), h5::half_type(),
+           {static_cast<hsize_t>(step - 1), static_cast<hsize_t>(hi), 0}, {1, 1, static_cast<hsize_t>(P)}, half.data(), name_);
+  std::vector<float> out(half.size());
+  halves_to_floats(half.data(), out.data(), half.size());
+  return out;
+}
+
+std::vector<PageInfo> CaptureFile::pages(int layer) const {
+  std::lock_guard<std::recursive_mutex> lock(h5::lock());
+  recorded_index(summary_.layout.layers, layer, "layer");
+  const std::string base = layer_path("pages", layer);
+  const hid_t start = dataset(base + "/start"), end = dataset(base + "/end"), created = dataset(base + "/created_step");
+  const hsize_t n = h5::dims(start, name_).at(0);
+  if (h5::dims(end, name_).at(0) < n || h5::dims(created, name_).at(0) < n) fail(name_, "damaged capture: page table columns differ");
+  std::vector<std::int64_t> a(n), b(n), c(n);
+  h5::read(start, H5T_NATIVE_INT64, {0}, {n}, a.data(), name_);
+  h5::read(end, H5T_NATIVE_INT64, {0}, {n}, b.data(), name_);
+  h5::read(created, H5T_NATIVE_INT64, {0}, {n}, c.data(), name_);
+  std::vector<PageInfo> out;
+  for (hsize_t i = 0; i < n; ++i)
+    if (c[i] <= summary_.complete_steps) out.push_back({a[i], b[i], c[i]});
+  return out;
+}
+
+StepMetrics CaptureFile::metrics(std::int64_t step, int layer) const {
+  std::lock_guard<std::recursive_mutex> lock(h5::lock());
+  StepMetrics m;
+  m.tokens = step_tokens(step);
+  recorded_index(summary_.layout.layers, layer, "layer");
+  const std::string base = layer_path("decode", layer);
+  const hsize_t s = static_cast<hsize_t>(step - 1), H = summary_.layout.heads.size();
+  h5::read(dataset(base + "/mode"), H5T_NATIVE_INT8, {s}, {1}, &m.mode, name_);
+  h5::read(dataset(base + "/paged_end"), H5T_NATIVE_INT64, {s}, {1}, &m.paged_end, name_);
+  h5::read(dataset(base + "/seconds"), H5T_NATIVE_DOUBLE, {s}, {1}, &m.seconds, name_);
+  m.cover_size.resize(H);
+  h5::read(dataset(base + "/cover_size"), H5T_NATIVE_INT32, {s, 0}, {1, H}, m.cover_size.data(), name_);
+  m.fidelity.resize(H * 4);
+  h5::read(dataset(base + "/fidelity"), H5T_NATIVE_FLOAT, {s, 0, 0}, {1, H, 4}, m.fidelity.data(), name_);
+  return m;
+}
+
+std::uint64_t CaptureFile::file_bytes() const {
+  std::error_code ec;
+  const auto n = std::filesystem::file_size(path_, ec);
+  return ec ? 0 : n;
+}
+
+std::map<std::string, CaptureFile::PartSize> CaptureFile::storage() const {
+  std::lock_guard<std::recursive_mutex> lock(h5::lock());
+  std::map<std::string, PartSize> out;
+  // Uncompressed size: the array's extent, except for per-step rows over tokens or pages, which
+  // count only the T (or P) entries each step has.
+  std::uint64_t token_steps = 0;
+  for (const std::int64_t T : step_tokens_) token_steps += static_cast<std::uint64_t>(T);
+  const std::uint64_t H = summary_.layout.heads.size();
+  const auto add = [&](const std::string& part, const std::string& path, std::uint64_t entries = UINT64_MAX) {
+    if (!h5::exists(file_, path)) return;
+    const hid_t ds = dataset(path);
+    out[part].stored += H5Dget_storage_size(ds);
+    h5::Handle type(H5Dget_type(ds));
+    std::uint64_t n = type.valid() ? H5Tget_size(type) : 0;
+    if (entries != UINT64_MAX) {
+      n *= entries;
+    } else {
+      for (const hsize_t d : h5::dims(ds, name_)) n *= d;
+    }
+    out[part].logical += n;
+  };
+  for (const char* t : {"id", "generated", "segment", "piece_end", "piece_bytes"}) add("tokens", std::string("tokens/") + t);
+  for (const int layer : summary_.layout.layers) {
+    for (const int level : summary_.layout.levels) add("maps", "prefill/" + layer_name(layer) + "/level_" + std::to_string(level));
+    const std::string d = layer_path("decode", layer);
+    const auto layer_pages = pages(layer);
+    std::uint64_t page_steps = 0;
+    for (std::int64_t st = 1; st <= summary_.complete_steps; ++st) page_steps += static_cast<std::uint64_t>(pages_at(layer_pages, st));
+    add("rows", d + "/effective", H * token_steps);
+    add("covers", d + "/cover", H * token_steps);
+    for (const char* t : {"page_state", "summary_mass"}) add("covers", d + "/" + t, H * page_steps);
+    for (const char* t : {"mode", "paged_end", "seconds", "cover_size", "fidelity"}) add("metrics", d + "/" + t);
+    for (const char* t : {"start", "end", "created_step"}) add("pages", layer_path("pages", layer) + "/" + t);
+  }
+  return out;
+}
+
+}  // namespace luka::capture

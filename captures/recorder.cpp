@@ -1,0 +1,218 @@
+#include "captures/recorder.h"
+
+#include <algorithm>
+#include <cmath>
+#include <fstream>
+#include <limits>
+
+#include <nlohmann/json.hpp>
+
+#include "captures/half.h"
+#include "core/gguf/gguf.h"
+#include "core/model/model.h"
+#include "core/tokenizer/tokenizer.h"
+#include "core/util/error.h"
+#include "core/util/sha256.h"
+
+namespace luka::capture {
+namespace {
+
+std::int8_t mode_code(AttentionMode m) {
+  switch (m) {
+    case AttentionMode::kDense: return kModeDense;
+    case AttentionMode::kLined: return kModeLined;
+    case AttentionMode::kClustered: return kModeClustered;
+  }
+  return kModeDense;
+}
+
+std::vector<int> all(int n) {
+  std::vector<int> v(static_cast<std::size_t>(n));
+  for (int i = 0; i < n; ++i) v[static_cast<std::size_t>(i)] = i;
+  return v;
+}
+
+// sha256 of the headers of the weight files: GGUF header + metadata + tensor infos, or each
+// safetensors shard's length prefix and JSON header, in file-name order.
+std::string weights_hash(const Model& model) {
+  if (model.is_gguf()) {
+    const auto f = gguf::File::open(model.path());
+    return sha256_file(model.path(), f->header_bytes());
+  }
+  std::vector<std::filesystem::path> shards;
+  for (const auto& e : std::filesystem::directory_iterator(model.path()))
+    if (e.path().extension() == ".safetensors") shards.push_back(e.path());
+  std::sort(shards.begin(), shards.end());
+  Sha256 h;
+  for (const auto& p : shards) {
+    std::ifstream in(p, std::ios::binary);
+    unsigned char len[8] = {};
+    in.read(reinterpret_cast<char*>(len), 8);
+    std::uint64_t n = 0;
+    for (int i = 7; i >= 0; --i) n = (n << 8) | len[i];
+    if (!in || n > (std::uint64_t{1} << 30)) fail(p.string(), "cannot read the safetensors header for hashing");
+    std::string header(static_cast<std::size_t>(n), '\0');
+    in.read(header.data(), static_cast<std::streamsize>(n));
+    h.update(p.filename().string());
+    h.update(len, 8);
+    h.update(header);
+  }
+  return h.hex();
+}
+
+std::string config_json(const ModelConfig& c) {
+  nlohmann::json j;
+  j["model_type"] = c.model_type;
+  j["hidden_size"] = c.hidden_size;
+  j["intermediate_size"] = c.intermediate_size;
+  j["num_hidden_layers"] = c.num_layers;
+  j["num_attention_heads"] = c.num_heads;
+  j["num_key_value_heads"] = c.num_kv_heads;
+  j["head_dim"] = c.head_dim;
+  j["vocab_size"] = c.vocab_size;
+  j["max_position_embeddings"] = c.max_position_embeddings;
+  j["torch_dtype"] = c.torch_dtype;
+  j["eos_token_ids"] = c.eos_token_ids;
+  if (c.bos_token_id) j["bos_token_id"] = *c.bos_token_id;
+  return j.dump();
+}
+
+}  // namespace
+
+Layout make_layout(const Model& model, const LukaConfig& config, const RecordSpec& spec, std::int64_t prompt_tokens) {
+  const ModelConfig& c = model.config();
+  Layout l;
+  l.num_layers = static_cast<int>(c.num_layers);
+  l.num_heads = static_cast<int>(c.num_heads);
+  l.num_kv_heads = static_cast<int>(c.num_kv_heads);
+  l.layers = spec.layers.empty() ? all(l.num_layers) : spec.layers;
+  l.heads = spec.heads.empty() ? all(l.num_heads) : spec.heads;
+  for (const int x : l.layers)
+    if (x >= l.num_layers)
+      fail("--record", "layer " + std::to_string(x) + " is out of range (the model has " + std::to_string(l.num_layers) + " layers)");
+  for (const int x : l.heads)
+    if (x >= l.num_heads)
+      fail("--record", "head " + std::to_string(x) + " is out of range (the model has " + std::to_string(l.num_heads) + " heads)");
+  if (config.layers.size() != static_cast<std::size_t>(l.num_layers)) fail("capture", "LuKA config does not match the model's layers");
+  for (const int x : l.layers) l.page_size.push_back(config.layers[static_cast<std::size_t>(x)].clustered.page_size);
+  l.prompt_tokens = prompt_tokens;
+  if (spec.maps) l.levels = stored_levels(prompt_tokens, spec.map_cap, spec.map_min);
+  l.rows = spec.rows;
+  l.covers = spec.covers;
+  l.deflate = spec.deflate;
+  return l;
+}
+
+Manifest make_manifest(const Model& model, const Tokenizer& tokenizer, const LukaConfig& config) {
+  Manifest m;
+  m.model_path = std::filesystem::absolute(model.path()).string();
+  m.architecture = model.config().model_type;
+  m.model_config = config_json(model.config());
+  m.weights_hash = weights_hash(model);
+  const auto& src = tokenizer.source();
+  m.tokenizer_hash = model.is_gguf() && src == model.path() ? m.weights_hash : sha256_file(src);
+  m.luka_config = config.to_json();
+  m.dtype = to_string(model.dtype());
+  m.device = "cpu";
+  return m;
+}
+
+CaptureRecorder::CaptureRecorder(CaptureSession& session, Layout layout, std::vector<std::shared_ptr<LukaAttention>> layers)
+    : session_(session), layout_(std::move(layout)), layers_(std::move(layers)), pages_reported_(layout_.layers.size(), 0) {
+  for (const int x : layout_.layers)
+    if (x < 0 || static_cast<std::size_t>(x) >= layers_.size() || !layers_[static_cast<std::size_t>(x)])
+      fail("capture", "recorded layer " + std::to_string(x) + " has no LuKA attention");
+}
+
+CaptureRecorder::~CaptureRecorder() {
+  for (const int x : layout_.layers) layers_[static_cast<std::size_t>(x)]->set_prefill_observer({});
+}
+
+void CaptureRecorder::start_prefill() {
+  if (layout_.levels.empty()) return;
+  const std::int64_t n = layout_.prompt_tokens;
+  const std::vector<int> heads = layout_.heads;
+  for (const int x : layout_.layers) {
+    layers_[static_cast<std::size_t>(x)]->set_prefill_observer(
+        [this, n, heads](int layer, std::int64_t q0, const at::Tensor& probs) {
+          const std::int64_t m = probs.size(1), T = probs.size(2);
+          if (T != n || q0 + m > n) return;  // not the recorded prompt
+          const at::Tensor sel = probs.index_select(0, at::tensor(std::vector<std::int64_t>(heads.begin(), heads.end()), at::kLong))
+                                     .contiguous();
+          std::vector<float> data(sel.const_data_ptr<float>(), sel.const_data_ptr<float>() + sel.numel());
+          session_.prefill_rows(layer, q0, m, std::move(data));
+        });
+  }
+}
+
+void CaptureRecorder::end_prefill() {
+  for (const int x : layout_.layers) layers_[static_cast<std::size_t>(x)]->set_prefill_observer({});
+  session_.end_prefill();
+}
+
+void CaptureRecorder::record_step(std::int64_t step, std::vector<Token> new_tokens) {
+  Step s;
+  s.step = step;
+  s.new_tokens = std::move(new_tokens);
+  const std::size_t Hr = layout_.heads.size();
+  for (std::size_t i = 0; i < layout_.layers.size(); ++i) {
+    const LukaAttention& la = *layers_[static_cast<std::size_t>(layout_.layers[i])];
+    const LukaStep& ls = la.last_step();
+    if (ls.step != step || !ls.effective.defined()) fail("capture", "layer " + std::to_string(layout_.layers[i]) + " did not run decode step " + std::to_string(step));
+    const std::int64_t T = ls.tokens;
+    s.tokens = T;
+    LayerStep out;
+    out.mode = mode_code(ls.mode);
+    out.paged_end = ls.paged_end;
+    out.seconds = ls.seconds;
+    for (const int h : layout_.heads) out.cover_size.push_back(static_cast<std::int32_t>(ls.cover_size.at(static_cast<std::size_t>(h))));
+    out.fidelity.assign(Hr * 4, std::numeric_limits<float>::quiet_NaN());
+    if (ls.fidelity.defined()) {
+      const at::Tensor f = ls.fidelity.contiguous();
+      for (std::size_t j = 0; j < Hr; ++j)
+        for (int c = 0; c < 4; ++c) out.fidelity[j * 4 + c] = f[layout_.heads[j]][c].item<float>();
+    }
+    const at::Tensor eff = ls.effective.contiguous();
+    if (layout_.rows) {
+      out.effective.resize(Hr * static_cast<std::size_t>(T));
+      for (std::size_t j = 0; j < Hr; ++j)
+        floats_to_halves(eff.const_data_ptr<float>() + layout_.heads[j] * T, out.effective.data() + j * T, static_cast<std::size_t>(T));
+    }
+    // Pages that existed during this step's attention: those made before it.
+    const auto& pages = la.pages();
+    std::size_t P = 0;
+    while (P < pages.size() && pages[P].created_step < step) ++P;
+    if (layout_.covers) {
+      out.cover.assign(Hr * static_cast<std::size_t>(T), kRaw);
+      out.page_state.assign(Hr * P, kNoPage);
+      out.summary_mass.assign(Hr * P, 0);
+      for (std::size_t j = 0; j < Hr; ++j) {
+        const std::size_t h = static_cast<std::size_t>(layout_.heads[j]);
+        std::uint8_t* cov = out.cover.data() + j * T;
+        if (ls.mode == AttentionMode::kLined) {
+          std::fill(cov, cov + ls.window_start, kDropped);
+          for (const std::int64_t t : ls.heavy.at(h)) cov[t] = kHeavy;
+        } else if (ls.mode == AttentionMode::kClustered) {
+          std::uint8_t* ps = out.page_state.data() + j * P;
+          std::fill(cov, cov + ls.paged_end, kSummarized);
+          std::fill(ps, ps + P, kPageSummarized);
+          for (const std::int64_t p : ls.refined.at(h)) {
+            ps[p] = kPageRefined;
+            std::fill(cov + pages[static_cast<std::size_t>(p)].start, cov + pages[static_cast<std::size_t>(p)].end, kRefined);
+          }
+          const at::Tensor mass = ls.summary_mass.contiguous();
+          const std::int64_t np = std::min<std::int64_t>(static_cast<std::int64_t>(P), mass.size(1));
+          floats_to_halves(mass.const_data_ptr<float>() + static_cast<std::int64_t>(h) * mass.size(1), out.summary_mass.data() + j * P,
+                           static_cast<std::size_t>(np));
+        }
+      }
+    }
+    for (std::size_t p = pages_reported_[i]; p < pages.size(); ++p)
+      out.new_pages.push_back({pages[p].start, pages[p].end, pages[p].created_step});
+    pages_reported_[i] = pages.size();
+    s.layers.push_back(std::move(out));
+  }
+  session_.step(std::move(s));
+}
+
+}  // namespace luka::capture

@@ -1,0 +1,51 @@
+// Turns a running model's LuKA state into capture records (the LibTorch side of captures): the
+// prefill attention of the recorded layers as it is computed, and after every decode step each
+// recorded layer's LukaStep — mode, effective rows, cover, refined pages, fidelity, new pages.
+// Runs on the model thread; the CaptureSession does the rest on its I/O thread.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "captures/capture.h"
+#include "captures/session.h"
+#include "core/luka/luka_attention.h"
+
+namespace luka {
+class Model;
+class Tokenizer;
+}  // namespace luka
+
+namespace luka::capture {
+
+// The recorded layers, heads and levels for a model, a LuKA config and a prompt length.
+Layout make_layout(const Model& model, const LukaConfig& config, const RecordSpec& spec, std::int64_t prompt_tokens);
+
+// Model identity for the manifest: path, architecture, config JSON, hashes of the weights'
+// headers and the tokenizer source, dtype; the caller fills generation, seed, record and device.
+Manifest make_manifest(const Model& model, const Tokenizer& tokenizer, const LukaConfig& config);
+
+class CaptureRecorder {
+ public:
+  // `layers`: every layer's LukaAttention (install_luka's result), in layer order.
+  CaptureRecorder(CaptureSession& session, Layout layout, std::vector<std::shared_ptr<LukaAttention>> layers);
+  ~CaptureRecorder();
+
+  // Before the prefill: observe the recorded layers' attention while the prompt runs.
+  void start_prefill();
+  // After it: stop observing and close the prefill part.
+  void end_prefill();
+  // After decode step `step` (1-based): `new_tokens` are the tokens appended since the last
+  // record, the step's query token first.
+  void record_step(std::int64_t step, std::vector<Token> new_tokens);
+
+ private:
+  CaptureSession& session_;
+  Layout layout_;
+  std::vector<std::shared_ptr<LukaAttention>> layers_;
+  std::vector<std::size_t> pages_reported_;  // per recorded layer
+};
+
+}  // namespace luka::capture

@@ -1,0 +1,261 @@
+#include "captures/writer.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+
+#include "core/util/error.h"
+
+namespace luka::capture {
+namespace {
+
+constexpr hsize_t kUnlimited = H5S_UNLIMITED;
+
+std::string layer_group(int layer) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "layer_%02d", layer);
+  return buf;
+}
+
+std::int64_t round_up(std::int64_t v, std::int64_t m) { return (v + m - 1) / m * m; }
+
+}  // namespace
+
+CaptureWriter::CaptureWriter(std::filesystem::path path) : path_(std::move(path)), name_(path_.string()) {}
+
+CaptureWriter::~CaptureWriter() {
+  std::lock_guard<std::recursive_mutex> lock(h5::lock());
+  file_.reset();
+  layers_.clear();
+}
+
+void CaptureWriter::begin(const Manifest& m, const Layout& layout, const std::vector<Token>& prompt,
+                          const std::vector<Segment>& segments) {
+  std::lock_guard<std::recursive_mutex> lock(h5::lock());
+  layout_ = layout;
+  h5::Handle fapl(h5::check(H5Pcreate(H5P_FILE_ACCESS), name_, "file properties"));
+  h5::check_status(H5Pset_libver_bounds(fapl, H5F_LIBVER_LATEST, H5F_LIBVER_LATEST), name_, "file format");
+  file_ = h5::Handle(h5::check(H5Fcreate(name_.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, fapl), name_, "cannot create the capture file"));
+
+  h5::write_attr(file_, "format", std::string(kFormatName), name_);
+  h5::write_attr(file_, "version", std::int64_t{kFormatVersion}, name_);
+
+  {
+    h5::Handle g = h5::create_group(file_, "manifest", name_);
+    const std::pair<const char*, const std::string*> strings[] = {
+        {"model_path", &m.model_path},     {"architecture", &m.architecture}, {"model_config", &m.model_config},
+        {"weights_hash", &m.weights_hash}, {"tokenizer_hash", &m.tokenizer_hash}, {"luka_config", &m.luka_config},
+        {"generation", &m.generation},     {"device", &m.device},             {"dtype", &m.dtype},
+        {"tool_version", &m.tool_version}, {"git_revision", &m.git_revision}, {"created", &m.created},
+        {"record", &m.record}};
+    for (const auto& [key, value] : strings) h5::write_attr(g, key, *value, name_);
+    h5::write_attr(g, "seed", m.seed, name_);
+  }
+  {
+    h5::Handle g = h5::create_group(file_, "layout", name_);
+    h5::write_attr(g, "num_layers", std::int64_t{layout.num_layers}, name_);
+    h5::write_attr(g, "num_heads", std::int64_t{layout.num_heads}, name_);
+    h5::write_attr(g, "num_kv_heads", std::int64_t{layout.num_kv_heads}, name_);
+    h5::write_attr(g, "layers", std::vector<std::int64_t>(layout.layers.begin(), layout.layers.end()), name_);
+    h5::write_attr(g, "heads", std::vector<std::int64_t>(layout.heads.begin(), layout.heads.end()), name_);
+    h5::write_attr(g, "page_size", layout.page_size, name_);
+    h5::write_attr(g, "prompt_tokens", layout.prompt_tokens, name_);
+    h5::write_attr(g, "levels", std::vector<std::int64_t>(layout.levels.begin(), layout.levels.end()), name_);
+    h5::write_attr(g, "rows", std::int64_t{layout.rows}, name_);
+    h5::write_attr(g, "covers", std::int64_t{layout.covers}, name_);
+    h5::write_attr(g, "deflate", std::int64_t{layout.deflate}, name_);
+  }
+  {
+    h5::Handle g = h5::create_group(file_, "segments", name_);
+    std::vector<std::string> labels, colours;
+    std::vector<std::int64_t> b, e;
+    for (const Segment& s : segments) {
+      labels.push_back(s.label);
+      colours.push_back(s.colour);
+      b.push_back(s.begin);
+      e.push_back(s.end);
+    }
+    h5::write_strings(g, "label", labels, name_);
+    h5::write_strings(g, "colour", colours, name_);
+    const hsize_t n = segments.size();
+    for (const auto& [key, v] : {std::pair{"begin", &b}, {"end", &e}}) {
+      h5::Handle ds = h5::create_dataset(g, key, H5T_STD_I64LE, {{n}, {n}, {}, -1}, name_);
+      h5::write(ds, H5T_NATIVE_INT64, {0}, {n}, v->data(), name_);
+    }
+  }
+  const int deflate = layout.deflate;
+  {
+    h5::Handle g = h5::create_group(file_, "tokens", name_);
+    tok_id_ = h5::create_dataset(g, "id", H5T_STD_I32LE, {{0}, {kUnlimited}, {4096}, deflate}, name_);
+    tok_generated_ = h5::create_dataset(g, "generated", H5T_STD_U8LE, {{0}, {kUnlimited}, {4096}, deflate}, name_);
+    tok_segment_ = h5::create_dataset(g, "segment", H5T_STD_I32LE, {{0}, {kUnlimited}, {4096}, deflate}, name_);
+    tok_piece_end_ = h5::create_dataset(g, "piece_end", H5T_STD_I64LE, {{0}, {kUnlimited}, {4096}, deflate}, name_);
+    tok_piece_bytes_ = h5::create_dataset(g, "piece_bytes", H5T_STD_U8LE, {{0}, {kUnlimited}, {16384}, deflate}, name_);
+  }
+  const hsize_t H = layout.heads.size();
+  h5::Handle prefill = h5::create_group(file_, "prefill", name_);
+  h5::Handle decode = h5::create_group(file_, "decode", name_);
+  h5::Handle pages = h5::create_group(file_, "pages", name_);
+  step_tokens_ = h5::create_dataset(decode, "tokens", H5T_STD_I64LE, {{0}, {kUnlimited}, {1024}, deflate}, name_);
+  complete_ = h5::create_dataset(file_, "complete_steps", H5T_STD_I64LE, {{1}, {1}, {}, -1}, name_);
+  const std::int64_t zero = 0;
+  h5::write(complete_, H5T_NATIVE_INT64, {0}, {1}, &zero, name_);
+
+  layers_.resize(layout.layers.size());
+  for (std::size_t i = 0; i < layout.layers.size(); ++i) {
+    const std::string lg = layer_group(layout.layers[i]);
+    LayerSets& L = layers_[i];
+    if (!layout.levels.empty()) {
+      h5::Handle g = h5::create_group(prefill, lg, name_);
+      for (const int level : layout.levels) {
+        const hsize_t s = static_cast<hsize_t>(level_size(layout.prompt_tokens, level));
+        const hsize_t c = static_cast<hsize_t>(map_chunk(layout, static_cast<int>(i), level));
+        L.levels.push_back(h5::create_dataset(g, "level_" + std::to_string(level), h5::half_type(),
+                                              {{H, s, s}, {H, s, s}, {1, c, c}, deflate}, name_));
+      }
+    }
+    h5::Handle g = h5::create_group(decode, lg, name_);
+    L.mode = h5::create_dataset(g, "mode", H5T_STD_I8LE, {{0}, {kUnlimited}, {1024}, deflate}, name_);
+    L.paged_end = h5::create_dataset(g, "paged_end", H5T_STD_I64LE, {{0}, {kUnlimited}, {1024}, deflate}, name_);
+    L.seconds = h5::create_dataset(g, "seconds", H5T_IEEE_F64LE, {{0}, {kUnlimited}, {1024}, deflate}, name_);
+    L.cover_size = h5::create_dataset(g, "cover_size", H5T_STD_I32LE, {{0, H}, {kUnlimited, H}, {256, H}, deflate}, name_);
+    L.fidelity = h5::create_dataset(g, "fidelity", H5T_IEEE_F32LE, {{0, H, 4}, {kUnlimited, H, 4}, {256, H, 4}, deflate}, name_);
+    const hsize_t ct = static_cast<hsize_t>(token_chunk(layout, static_cast<int>(i)));
+    if (layout.rows)
+      L.effective = h5::create_dataset(g, "effective", h5::half_type(), {{0, H, 0}, {kUnlimited, H, kUnlimited}, {1, H, ct}, deflate}, name_);
+    if (layout.covers) {
+      L.cover = h5::create_dataset(g, "cover", H5T_STD_U8LE, {{0, H, 0}, {kUnlimited, H, kUnlimited}, {1, H, ct}, deflate}, name_);
+      L.page_state = h5::create_dataset(g, "page_state", H5T_STD_U8LE, {{0, H, 0}, {kUnlimited, H, kUnlimited}, {1, H, 256}, deflate}, name_);
+      L.summary_mass = h5::create_dataset(g, "summary_mass", h5::half_type(), {{0, H, 0}, {kUnlimited, H, kUnlimited}, {1, H, 256}, deflate}, name_);
+    }
+    h5::Handle pg = h5::create_group(pages, lg, name_);
+    L.page_start = h5::create_dataset(pg, "start", H5T_STD_I64LE, {{0}, {kUnlimited}, {1024}, deflate}, name_);
+    L.page_end = h5::create_dataset(pg, "end", H5T_STD_I64LE, {{0}, {kUnlimited}, {1024}, deflate}, name_);
+    L.page_created = h5::create_dataset(pg, "created_step", H5T_STD_I64LE, {{0}, {kUnlimited}, {1024}, deflate}, name_);
+  }
+  append_tokens(prompt);
+  // From here on only appends: SWMR keeps the file consistent on disk between flushes.
+  h5::check_status(H5Fstart_swmr_write(file_), name_, "cannot start single-writer mode");
+  flush();
+}
+
+void CaptureWriter::flush() { h5::check_status(H5Fflush(file_, H5F_SCOPE_LOCAL), name_, "flush failed (disk full?)"); }
+
+void CaptureWriter::append_tokens(const std::vector<Token>& tokens) {
+  if (tokens.empty()) return;
+  const hsize_t n0 = static_cast<hsize_t>(tokens_), n = tokens.size();
+  std::vector<std::int32_t> ids, seg;
+  std::vector<std::uint8_t> gen, bytes;
+  std::vector<std::int64_t> ends;
+  std::int64_t end = piece_bytes_;
+  for (const Token& t : tokens) {
+    ids.push_back(t.id);
+    seg.push_back(t.segment);
+    gen.push_back(t.generated ? 1 : 0);
+    bytes.insert(bytes.end(), t.piece.begin(), t.piece.end());
+    end += static_cast<std::int64_t>(t.piece.size());
+    ends.push_back(end);
+  }
+  for (hid_t ds : {tok_id_.get(), tok_generated_.get(), tok_segment_.get(), tok_piece_end_.get()}) h5::set_extent(ds, {n0 + n}, name_);
+  h5::write(tok_id_, H5T_NATIVE_INT32, {n0}, {n}, ids.data(), name_);
+  h5::write(tok_generated_, H5T_NATIVE_UINT8, {n0}, {n}, gen.data(), name_);
+  h5::write(tok_segment_, H5T_NATIVE_INT32, {n0}, {n}, seg.data(), name_);
+  h5::write(tok_piece_end_, H5T_NATIVE_INT64, {n0}, {n}, ends.data(), name_);
+  if (!bytes.empty()) {
+    h5::set_extent(tok_piece_bytes_, {static_cast<hsize_t>(end)}, name_);
+    h5::write(tok_piece_bytes_, H5T_NATIVE_UINT8, {static_cast<hsize_t>(piece_bytes_)}, {bytes.size()}, bytes.data(), name_);
+  }
+  tokens_ += static_cast<std::int64_t>(n);
+  piece_bytes_ = end;
+}
+
+void CaptureWriter::map_rows(const MapRows& r) {
+  std::lock_guard<std::recursive_mutex> lock(h5::lock());
+  const int i = recorded_index(layout_.layers, r.layer, "layer");
+  const auto it = std::find(layout_.levels.begin(), layout_.levels.end(), r.level);
+  if (it == layout_.levels.end()) fail(name_, "map level " + std::to_string(r.level) + " is not stored");
+  const hid_t ds = layers_[i].levels[static_cast<std::size_t>(it - layout_.levels.begin())];
+  const hsize_t H = layout_.heads.size();
+  h5::write(ds, h5::half_type(), {0, static_cast<hsize_t>(r.row0), 0}, {H, static_cast<hsize_t>(r.rows), static_cast<hsize_t>(r.cols)},
+            r.data.data(), name_);
+}
+
+void CaptureWriter::end_prefill() {
+  std::lock_guard<std::recursive_mutex> lock(h5::lock());
+  flush();
+}
+
+void CaptureWriter::step(const Step& s) {
+  std::lock_guard<std::recursive_mutex> lock(h5::lock());
+  if (s.step != complete_steps_ + 1) fail(name_, "decode steps out of order");
+  if (s.layers.size() != layers_.size()) fail(name_, "a step record without every recorded layer");
+  append_tokens(s.new_tokens);
+  const hsize_t si = static_cast<hsize_t>(complete_steps_), H = layout_.heads.size(), T = static_cast<hsize_t>(s.tokens);
+  h5::set_extent(step_tokens_, {si + 1}, name_);
+  h5::write(step_tokens_, H5T_NATIVE_INT64, {si}, {1}, &s.tokens, name_);
+  for (std::size_t i = 0; i < layers_.size(); ++i) {
+    LayerSets& L = layers_[i];
+    const LayerStep& ls = s.layers[i];
+    h5::set_extent(L.mode, {si + 1}, name_);
+    h5::write(L.mode, H5T_NATIVE_INT8, {si}, {1}, &ls.mode, name_);
+    h5::set_extent(L.paged_end, {si + 1}, name_);
+    h5::write(L.paged_end, H5T_NATIVE_INT64, {si}, {1}, &ls.paged_end, name_);
+    h5::set_extent(L.seconds, {si + 1}, name_);
+    h5::write(L.seconds, H5T_NATIVE_DOUBLE, {si}, {1}, &ls.seconds, name_);
+    h5::set_extent(L.cover_size, {si + 1, H}, name_);
+    h5::write(L.cover_size, H5T_NATIVE_INT32, {si, 0}, {1, H}, ls.cover_size.data(), name_);
+    h5::set_extent(L.fidelity, {si + 1, H, 4}, name_);
+    h5::write(L.fidelity, H5T_NATIVE_FLOAT, {si, 0, 0}, {1, H, 4}, ls.fidelity.data(), name_);
+    const std::int64_t ct = token_chunk(layout_, static_cast<int>(i));
+    if (s.tokens > L.token_extent) L.token_extent = round_up(s.tokens, ct);
+    if (layout_.rows) {
+      h5::set_extent(L.effective, {si + 1, H, static_cast<hsize_t>(L.token_extent)}, name_);
+      h5::write(L.effective, h5::half_type(), {si, 0, 0}, {1, H, T}, ls.effective.data(), name_);
+    }
+    if (layout_.covers) {
+      h5::set_extent(L.cover, {si + 1, H, static_cast<hsize_t>(L.token_extent)}, name_);
+      h5::write(L.cover, H5T_NATIVE_UINT8, {si, 0, 0}, {1, H, T}, ls.cover.data(), name_);
+      const hsize_t P = ls.page_state.size() / std::max<hsize_t>(H, 1);
+      if (static_cast<std::int64_t>(P) > L.page_extent) L.page_extent = round_up(static_cast<std::int64_t>(P), 256);
+      h5::set_extent(L.page_state, {si + 1, H, static_cast<hsize_t>(L.page_extent)}, name_);
+      h5::set_extent(L.summary_mass, {si + 1, H, static_cast<hsize_t>(L.page_extent)}, name_);
+      h5::write(L.page_state, H5T_NATIVE_UINT8, {si, 0, 0}, {1, H, P}, ls.page_state.data(), name_);
+      h5::write(L.summary_mass, h5::half_type(), {si, 0, 0}, {1, H, P}, ls.summary_mass.data(), name_);
+    }
+    if (!ls.new_pages.empty()) {
+      const hsize_t p0 = static_cast<hsize_t>(L.pages), np = ls.new_pages.size();
+      std::vector<std::int64_t> a, b, c;
+      for (const PageInfo& p : ls.new_pages) {
+        a.push_back(p.start);
+        b.push_back(p.end);
+        c.push_back(p.created_step);
+      }
+      for (hid_t ds : {L.page_start.get(), L.page_end.get(), L.page_created.get()}) h5::set_extent(ds, {p0 + np}, name_);
+      h5::write(L.page_start, H5T_NATIVE_INT64, {p0}, {np}, a.data(), name_);
+      h5::write(L.page_end, H5T_NATIVE_INT64, {p0}, {np}, b.data(), name_);
+      h5::write(L.page_created, H5T_NATIVE_INT64, {p0}, {np}, c.data(), name_);
+      L.pages += static_cast<std::int64_t>(np);
+    }
+  }
+  // The step's data reaches the disk before the counter that makes it visible.
+  flush();
+  ++complete_steps_;
+  h5::write(complete_, H5T_NATIVE_INT64, {0}, {1}, &complete_steps_, name_);
+  flush();
+}
+
+void CaptureWriter::finish(const std::vector<Token>& trailing) {
+  std::lock_guard<std::recursive_mutex> lock(h5::lock());
+  if (finished_) return;
+  append_tokens(trailing);
+  flush();
+  layers_.clear();
+  for (h5::Handle* h : {&tok_id_, &tok_generated_, &tok_segment_, &tok_piece_end_, &tok_piece_bytes_, &step_tokens_, &complete_}) h->reset();
+  file_.reset();
+  // Out of single-writer mode: mark the run as finished.
+  h5::Handle f(h5::check(H5Fopen(name_.c_str(), H5F_ACC_RDWR, H5P_DEFAULT), name_, "cannot reopen the capture to finish it"));
+  h5::write_attr(f, "finished", std::int64_t{1}, name_);
+  finished_ = true;
+}
+
+}  // namespace luka::capture

@@ -1,0 +1,57 @@
+// Writes a capture to HDF5 (docs/capture-format.md). Synchronous: CaptureSession calls it from
+// its I/O thread. The file is created with the latest format and written in SWMR mode, so its
+// on-disk state stays consistent between flushes; every decode step is flushed and then counted
+// in /complete_steps, so a run cut off by a crash opens and reads up to its last complete step.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "captures/capture.h"
+#include "captures/h5.h"
+
+namespace luka::capture {
+
+class CaptureWriter final : public CaptureSink {
+ public:
+  explicit CaptureWriter(std::filesystem::path path);
+  ~CaptureWriter() override;
+
+  void begin(const Manifest& manifest, const Layout& layout, const std::vector<Token>& prompt,
+             const std::vector<Segment>& segments) override;
+  void map_rows(const MapRows& rows) override;
+  void end_prefill() override;
+  void step(const Step& step) override;
+  void finish(const std::vector<Token>& trailing) override;
+
+  const std::filesystem::path& path() const { return path_; }
+  std::int64_t complete_steps() const { return complete_steps_; }
+
+ private:
+  struct LayerSets {
+    h5::Handle mode, paged_end, seconds, cover_size, fidelity, effective, cover, page_state, summary_mass;
+    h5::Handle page_start, page_end, page_created;
+    std::vector<h5::Handle> levels;  // per stored level
+    std::int64_t pages = 0;          // rows of the page table
+    std::int64_t page_extent = 0;    // page axis of page_state / summary_mass
+    std::int64_t token_extent = 0;   // token axis of effective / cover
+  };
+  void append_tokens(const std::vector<Token>& tokens);
+  void flush();
+
+  std::filesystem::path path_;
+  std::string name_;  // for messages
+  h5::Handle file_;
+  Layout layout_;
+  h5::Handle tok_id_, tok_generated_, tok_segment_, tok_piece_end_, tok_piece_bytes_;
+  h5::Handle step_tokens_, complete_;
+  std::vector<LayerSets> layers_;
+  std::int64_t tokens_ = 0, piece_bytes_ = 0;
+  std::int64_t complete_steps_ = 0;
+  bool finished_ = false;
+};
+
+}  // namespace luka::capture

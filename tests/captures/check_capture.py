@@ -1,0 +1,188 @@
+#!/usr/bin/env python3
+"""Checks a capture file with h5py alone, as a user without the tool would read it.
+
+    check_capture.py FILE [--hf-model PATH] [--expect-steps N] [--expect-finished 0|1]
+
+- runs the h5py example of docs/capture-format.md on it;
+- checks the documented datasets, attributes and dtypes (maps and rows IEEE float16);
+- pyramid: every stored level equals the 2x2 max-pool of the level below it, computed here with
+  numpy (levels must be consecutive); level 0 rows are distributions over keys <= query;
+- per decode step: effective rows sum to 1, covers agree with the page table, page states and
+  the layer's mode;
+- with --hf-model (a GGUF file or HF folder): the prefill map at level 0 and the effective rows of
+  dense steps equal transformers' eager attention probabilities (output_attentions) on the same
+  tokens, within 2e-3 (float16 storage).
+Exits non-zero with a message on the first failure.
+"""
+import argparse
+import os
+import re
+import sys
+
+import h5py
+import numpy as np
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def fail(msg):
+    print("check_capture: FAIL: " + msg, file=sys.stderr)
+    sys.exit(1)
+
+
+def check(cond, msg):
+    if not cond:
+        fail(msg)
+
+
+def doc_example():
+    text = open(os.path.join(ROOT, "docs", "capture-format.md"), encoding="utf-8").read()
+    m = re.search(r"```python\n(.*?)```", text, re.S)
+    check(m is not None, "docs/capture-format.md has no python example")
+    scope = {}
+    exec(compile(m.group(1), "docs/capture-format.md", "exec"), scope)
+    return scope["read_capture"]
+
+
+def maxpool(a):
+    h, r, c = a.shape
+    pad = np.zeros((h, r + r % 2, c + c % 2), dtype=a.dtype)
+    pad[:, :r, :c] = a
+    return pad.reshape(h, pad.shape[1] // 2, 2, pad.shape[2] // 2, 2).max(axis=(2, 4))
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("file")
+    ap.add_argument("--hf-model")
+    ap.add_argument("--expect-steps", type=int)
+    ap.add_argument("--expect-finished", type=int)
+    a = ap.parse_args()
+
+    window, cover, row, refined, text = doc_example()(a.file)
+    check(cover.dtype == np.uint8 and row.dtype == np.float16, "documented example: wrong dtypes")
+    check(abs(float(row.astype(np.float64).sum()) - 1) < 2e-3, "documented example: effective row does not sum to 1")
+    check(len(text) > 0, "documented example: no text")
+
+    f = h5py.File(a.file, "r", swmr=True)
+    check(f.attrs["format"] == "luka-capture" and int(f.attrs["version"]) == 1, "format/version attributes")
+    finished = int(f.attrs.get("finished", 0))
+    if a.expect_finished is not None:
+        check(finished == a.expect_finished, "finished = %d, expected %d" % (finished, a.expect_finished))
+    for key in ["model_path", "architecture", "model_config", "weights_hash", "tokenizer_hash", "luka_config",
+                "generation", "seed", "device", "dtype", "tool_version", "git_revision", "created", "record"]:
+        check(key in f["manifest"].attrs, "manifest attribute %s missing" % key)
+    check(len(f["manifest"].attrs["weights_hash"]) == 64, "weights_hash is not a sha256")
+    lay = f["layout"].attrs
+    layers, heads = [int(x) for x in lay["layers"]], [int(x) for x in lay["heads"]]
+    levels = [] if isinstance(lay["levels"], h5py.Empty) else [int(x) for x in lay["levels"]]
+    n = int(lay["prompt_tokens"])
+    steps = int(f["complete_steps"][0])
+    if a.expect_steps is not None:
+        check(steps == a.expect_steps, "complete_steps = %d, expected %d" % (steps, a.expect_steps))
+    ids = f["tokens/id"][:]
+    check(ids.dtype == np.int32 and len(ids) >= n + steps, "tokens/id too short")
+    gen = f["tokens/generated"][:]
+    check(not gen[:n].any() and gen[n:n + steps].all(), "tokens/generated flags")
+    seg = f["tokens/segment"][:]
+    for i, (b, e) in enumerate(zip(f["segments/begin"][:], f["segments/end"][:])):
+        check(0 <= b <= e <= n and (seg[b:e] == i).sum() > 0 if e > b else True, "segment %d span" % i)
+    step_T = f["decode/tokens"][:steps]
+    check(list(step_T) == [n + s + 1 for s in range(steps)], "decode/tokens is not prompt + step")
+
+    for layer in layers:
+        lg = "layer_%02d" % layer
+        prev = None
+        for k in levels:
+            d = f["prefill/%s/level_%d" % (lg, k)]
+            check(d.dtype == np.float16, "%s level %d dtype %s" % (lg, k, d.dtype))
+            size = -(-n // (1 << k))
+            check(d.shape == (len(heads), size, size), "%s level %d shape %s" % (lg, k, d.shape))
+            m = d[:]
+            if k == 0:
+                check(np.all(np.triu(m.astype(np.float32), 1) == 0), "%s: prefill map has mass above the diagonal" % lg)
+                check(np.allclose(m.astype(np.float64).sum(-1), 1, atol=2e-3), "%s: prefill rows do not sum to 1" % lg)
+            if prev is not None and prev[0] == k - 1:
+                check(np.array_equal(maxpool(prev[1]), m), "%s: level %d is not the max-pool of level %d" % (lg, k, k - 1))
+            prev = (k, m)
+        dd = f["decode/" + lg]
+        mode = dd["mode"][:steps]
+        paged_end = dd["paged_end"][:steps]
+        check(dd["fidelity"].dtype == np.float32 and dd["cover_size"].dtype == np.int32, "%s metric dtypes" % lg)
+        start, end, created = (f["pages/%s/%s" % (lg, x)][:] for x in ("start", "end", "created_step"))
+        check(np.all(end > start), "%s: empty pages" % lg)
+        check(np.all(start[1:] == end[:-1]) and (len(start) == 0 or start[0] == 0), "%s: pages do not tile" % lg)
+        for s in range(steps):
+            T = step_T[s]
+            P = int(np.sum(created < s + 1))
+            if "effective" in dd:
+                check(dd["effective"].dtype == np.float16, "effective dtype")
+                r = dd["effective"][s, :, :T].astype(np.float64)
+                check(np.allclose(r.sum(-1), 1, atol=2e-3), "%s step %d: rows do not sum to 1" % (lg, s + 1))
+            if "cover" not in dd:
+                continue
+            cov = dd["cover"][s, :, :T]
+            ps = dd["page_state"][s, :, :P]
+            check(dd["summary_mass"].dtype == np.float16, "summary_mass dtype")
+            if mode[s] == 0:
+                check(np.all(cov == 3), "%s step %d: dense cover is not all raw" % (lg, s + 1))
+            elif mode[s] == 1:
+                check(np.all(np.isin(cov, [3, 4, 5])), "%s step %d: lined cover codes" % (lg, s + 1))
+                for hcov in cov:  # the raw window is a suffix
+                    raw = np.nonzero(hcov == 3)[0]
+                    check(len(raw) > 0 and raw[-1] == T - 1 and np.all(np.diff(raw) == 1), "%s step %d: window" % (lg, s + 1))
+            else:
+                pe = int(paged_end[s])
+                check(P == 0 or int(end[P - 1]) == pe, "%s step %d: paged_end %d != end of page %d" % (lg, s + 1, pe, P - 1))
+                check(np.all(cov[:, pe:] == 3), "%s step %d: raw tail" % (lg, s + 1))
+                for h in range(len(heads)):
+                    for p in range(P):
+                        want = 2 if ps[h, p] == 2 else 1
+                        check(ps[h, p] in (1, 2), "%s step %d: page state %d" % (lg, s + 1, ps[h, p]))
+                        check(np.all(cov[h, start[p]:end[p]] == want), "%s step %d head %d page %d: cover codes" % (lg, s + 1, h, p))
+
+    if a.hf_model:
+        compare_hf(f, a.hf_model, layers, heads, levels, n, steps, ids)
+    print("check_capture: OK (%d layers, %d heads, %d steps, levels %s)" % (len(layers), len(heads), steps, levels))
+
+
+def compare_hf(f, model_path, layers, heads, levels, n, steps, ids):
+    import torch
+    from transformers import AutoModelForCausalLM
+    if os.path.isfile(model_path):
+        model = AutoModelForCausalLM.from_pretrained(os.path.dirname(model_path), gguf_file=os.path.basename(model_path),
+                                                     dtype=torch.float32, attn_implementation="eager")
+    else:
+        model = AutoModelForCausalLM.from_pretrained(model_path, dtype=torch.float32, attn_implementation="eager")
+    model.eval()
+    total = n + steps
+    with torch.no_grad():
+        out = model(torch.tensor(ids[:total], dtype=torch.long)[None], output_attentions=True)
+    worst = 0.0
+    for layer in layers:
+        lg = "layer_%02d" % layer
+        att = out.attentions[layer][0].numpy()  # [heads, total, total]
+        if 0 in levels:
+            mine = f["prefill/%s/level_0" % lg][:].astype(np.float32)
+            ref = att[heads, :n, :n]
+            err = float(np.abs(mine - ref).max())
+            worst = max(worst, err)
+            check(err < 2e-3, "%s: prefill map differs from transformers by %.2e" % (lg, err))
+        dd = f["decode/" + lg]
+        if "effective" not in dd:
+            continue
+        mode = dd["mode"][:steps]
+        for s in range(steps):
+            if mode[s] != 0:
+                continue
+            T = n + s + 1
+            mine = dd["effective"][s, :, :T].astype(np.float32)
+            ref = att[heads, T - 1, :T]
+            err = float(np.abs(mine - ref).max())
+            worst = max(worst, err)
+            check(err < 2e-3, "%s step %d: effective row differs from transformers by %.2e" % (lg, s + 1, err))
+    print("check_capture: transformers attention matches (max abs diff %.2e)" % worst)
+
+
+if __name__ == "__main__":
+    main()

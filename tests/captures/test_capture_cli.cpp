@@ -1,0 +1,255 @@
+// `luka capture` and `luka inspect` end to end on the default model: the h5py reader of the
+// documented example and transformers' attention as references, a capture killed with SIGKILL
+// mid-run, and bad files and arguments.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <fcntl.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include <nlohmann/json.hpp>
+
+#include "captures/reader.h"
+#include "core/util/error.h"
+
+extern char** environ;
+namespace fs = std::filesystem;
+
+namespace {
+
+const fs::path kRoot = LUKA_SOURCE_DIR;
+const fs::path kModel = kRoot / "models" / "default";
+const fs::path kPython = kRoot / ".venv" / "bin" / "python";
+
+struct RunResult {
+  int exit_code = -1;
+  std::string out, err;
+};
+
+fs::path work_dir() {
+  const fs::path d = fs::path(LUKA_TEST_WORK) / "capture_cli" / ::testing::UnitTest::GetInstance()->current_test_info()->name();
+  fs::create_directories(d);
+  return d;
+}
+
+std::string read_file(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+std::string quote(const std::string& s) {
+  std::string q = "'";
+  for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return q + "'";
+}
+
+RunResult run(const std::string& program, const std::vector<std::string>& args) {
+  const fs::path d = work_dir();
+  std::string cmd = "env -u LUKA_MODEL " + quote(program);
+  for (const auto& a : args) cmd += " " + quote(a);
+  cmd += " < /dev/null > " + quote((d / "out.txt").string()) + " 2> " + quote((d / "err.txt").string());
+  const int status = std::system(cmd.c_str());
+  RunResult r;
+  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  r.out = read_file(d / "out.txt");
+  r.err = read_file(d / "err.txt");
+  return r;
+}
+
+RunResult luka(const std::vector<std::string>& args) { return run(LUKA_CLI_PATH, args); }
+
+bool have_model() { return fs::exists(kModel); }
+
+#define REQUIRE_MODEL() \
+  if (!have_model()) GTEST_SKIP() << "no default model at " << kModel << " (scripts/setup.sh installs it)"
+
+TEST(CaptureCli, DemoPromptReadsWithH5pyAndMatchesTransformers) {
+  REQUIRE_MODEL();
+  const fs::path out = work_dir() / "demo.h5";
+  // Every mode in one run: layers 0-9 dense, 10-19 lined, 20-29 clustered with pages made
+  // during decoding; recorded: three layers of each.
+  const RunResult r = luka({"capture", "--prompt-file", (kRoot / "assets/prompts/demo.json").string(), "--preset", "clustered",
+                            "--set", "layers=0-9,mode=dense", "--set", "layers=10-19,mode=lined", "--set",
+                            "page_size=8,tail=16,interval=4", "--record", "layers=0-2,10-12,20-22;map_min=16",
+                            "--max-new-tokens", "16", "--threads", "2", "--out", out.string()});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find("before compression"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("wrote " + out.string()), std::string::npos) << r.err;
+
+  const RunResult check = run(kPython.string(), {(kRoot / "tests/captures/check_capture.py").string(), out.string(),
+                                                 "--expect-steps", "15", "--expect-finished", "1", "--hf-model",
+                                                 fs::canonical(kModel).string()});
+  EXPECT_EQ(check.exit_code, 0) << check.out << check.err;
+  EXPECT_NE(check.out.find("transformers attention matches"), std::string::npos) << check.out;
+
+  const RunResult info = luka({"inspect", out.string(), "--json"});
+  ASSERT_EQ(info.exit_code, 0) << info.err;
+  const auto j = nlohmann::json::parse(info.out);
+  EXPECT_TRUE(j["finished"].get<bool>());
+  EXPECT_EQ(j["complete_steps"].get<int>(), 15);
+  EXPECT_EQ(j["layers"], nlohmann::json({0, 1, 2, 10, 11, 12, 20, 21, 22}));
+  EXPECT_EQ(j["tokens"]["generated"].get<int>(), 16);
+  ASSERT_EQ(j["segments"].size(), 3u);  // A/B/A
+  EXPECT_EQ(j["segments"][0]["label"], j["segments"][2]["label"]);
+  EXPECT_NE(j["segments"][0]["label"], j["segments"][1]["label"]);
+  EXPECT_LT(j["segments"][0]["end"].get<int>(), j["segments"][1]["begin"].get<int>() + 1);
+  EXPECT_NE(j["attention"].get<std::string>().find("dense 0-9"), std::string::npos) << j["attention"];
+
+  // The text summary names the parts and their sizes.
+  const RunResult text = luka({"inspect", out.string()});
+  ASSERT_EQ(text.exit_code, 0) << text.err;
+  for (const char* part : {"maps", "rows", "covers", "metrics", "finished"}) EXPECT_NE(text.out.find(part), std::string::npos) << part;
+}
+
+TEST(CaptureCli, KilledRunOpensUpToItsLastCompleteStep) {
+  REQUIRE_MODEL();
+  const fs::path out = work_dir() / "killed.h5";
+  fs::remove(out);
+  const std::vector<std::string> args = {LUKA_CLI_PATH, "capture", "--model", kModel.string(), "--prompt",
+                                         "Once upon a time, in a small village by the sea,", "--preset", "clustered",
+                                         "--set", "page_size=4,tail=8,interval=2", "--record", "layers=0-5",
+                                         "--max-new-tokens", "2000", "--threads", "1", "--quiet", "--out", out.string()};
+  std::vector<char*> argv;
+  for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
+  posix_spawn_file_actions_addopen(&fa, 2, (work_dir() / "err.txt").c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  pid_t pid = 0;
+  ASSERT_EQ(posix_spawn(&pid, argv[0], &fa, nullptr, argv.data(), environ), 0);
+  posix_spawn_file_actions_destroy(&fa);
+
+  // Watch the file from outside, as a reader while the run writes, until 6 steps are complete.
+  std::int64_t seen = 0;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(240);
+  while (seen < 6 && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    try {
+      if (fs::exists(out)) seen = luka::capture::CaptureFile::open(out)->summary().complete_steps;
+    } catch (const luka::Error&) {
+      // not created yet or between creation and the first flush
+    }
+  }
+  kill(pid, SIGKILL);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  ASSERT_GE(seen, 6) << "the capture did not reach 6 steps: " << read_file(work_dir() / "err.txt");
+  ASSERT_TRUE(WIFSIGNALED(status));
+
+  const auto f = luka::capture::CaptureFile::open(out);
+  const auto s = f->summary();
+  EXPECT_FALSE(s.finished);
+  EXPECT_GE(s.complete_steps, seen);
+  EXPECT_LT(s.complete_steps, 1999);
+  EXPECT_EQ(s.num_tokens, s.layout.prompt_tokens + s.complete_steps);
+  EXPECT_EQ(static_cast<std::int64_t>(f->tokens().size()), s.num_tokens);
+  for (std::int64_t step = 1; step <= s.complete_steps; ++step)
+    for (const int layer : s.layout.layers) {
+      const auto row = f->row(step, layer, 0);
+      ASSERT_EQ(static_cast<std::int64_t>(row.size()), s.layout.prompt_tokens + step);
+      double sum = 0;
+      for (const float v : row) sum += v;
+      EXPECT_NEAR(sum, 1.0, 2e-3) << "step " << step << " layer " << layer;
+      EXPECT_EQ(f->metrics(step, layer).mode, 2);
+    }
+  EXPECT_THROW(f->row(s.complete_steps + 1, 0, 0), luka::Error);
+
+  const RunResult check = run(kPython.string(), {(kRoot / "tests/captures/check_capture.py").string(), out.string(),
+                                                 "--expect-finished", "0"});
+  EXPECT_EQ(check.exit_code, 0) << check.out << check.err;
+  const RunResult info = luka({"inspect", out.string()});
+  EXPECT_EQ(info.exit_code, 0) << info.err;
+  EXPECT_NE(info.out.find("not finished"), std::string::npos) << info.out;
+}
+
+TEST(CaptureCli, InspectRejectsBadFilesWithOneLine) {
+  const fs::path d = work_dir();
+  std::ofstream(d / "notes.h5") << "not an HDF5 file at all\n";
+  const std::string make = "import h5py,sys\n"
+                           "with h5py.File(sys.argv[1], 'w') as f: f.attrs['format'] = 'luka-capture'; f.attrs['version'] = 7\n"
+                           "with h5py.File(sys.argv[2], 'w') as f: f.attrs['format'] = 'luka-capture'; f.attrs['version'] = 1; f.create_group('manifest')\n";
+  std::ofstream(d / "make.py") << make;
+  ASSERT_EQ(run(kPython.string(), {(d / "make.py").string(), (d / "v7.h5").string(), (d / "hollow.h5").string()}).exit_code, 0);
+  struct Case {
+    fs::path file;
+    std::string message;
+  };
+  std::vector<Case> cases = {{d / "absent.h5", "no such file"},
+                             {d / "notes.h5", "not an HDF5 file"},
+                             {d / "v7.h5", "version 7 is not supported"},
+                             {d / "hollow.h5", "missing"}};
+  if (have_model()) {  // a real capture, cut to a third
+    const fs::path good = d / "good.h5";
+    ASSERT_EQ(luka({"capture", "--prompt", "Hello there, general", "--max-new-tokens", "4", "--quiet", "--out", good.string()}).exit_code, 0);
+    fs::copy_file(good, d / "cut.h5", fs::copy_options::overwrite_existing);
+    fs::resize_file(d / "cut.h5", fs::file_size(good) / 3);
+    cases.push_back({d / "cut.h5", ""});
+  }
+  for (const Case& c : cases) {
+    const RunResult r = luka({"inspect", c.file.string()});
+    EXPECT_EQ(r.exit_code, 1) << c.file << ": " << r.out << r.err;
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+    EXPECT_NE(r.err.find(c.file.string()), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find(c.message), std::string::npos) << r.err;
+  }
+}
+
+TEST(CaptureCli, BadArgumentsAreClearErrors) {
+  REQUIRE_MODEL();
+  const std::string out = (work_dir() / "x.h5").string();
+  const RunResult no_out = luka({"capture", "--prompt", "hi"});
+  EXPECT_EQ(no_out.exit_code, 2);
+  EXPECT_NE(no_out.err.find("--out"), std::string::npos);
+  const RunResult two = luka({"capture", "--prompt", "hi", "--prompt-file", "x.txt", "--out", out});
+  EXPECT_EQ(two.exit_code, 2);
+  EXPECT_NE(two.err.find("exactly one of"), std::string::npos) << two.err;
+  const RunResult rec = luka({"capture", "--prompt", "hi", "--record", "parts=pictures", "--out", out});
+  EXPECT_EQ(rec.exit_code, 1);
+  EXPECT_NE(rec.err.find("unknown part 'pictures'"), std::string::npos) << rec.err;
+  const RunResult layer = luka({"capture", "--prompt", "hi", "--record", "layers=99", "--out", out});
+  EXPECT_EQ(layer.exit_code, 1);
+  EXPECT_NE(layer.err.find("layer 99 is out of range"), std::string::npos) << layer.err;
+  const RunResult dir = luka({"capture", "--prompt", "hi", "--out", "/nonexistent-dir/x.h5"});
+  EXPECT_EQ(dir.exit_code, 1);
+  EXPECT_NE(dir.err.find("/nonexistent-dir/x.h5"), std::string::npos) << dir.err;
+}
+
+TEST(CaptureCli, WikiSaladExampleBecomesSegments) {
+  REQUIRE_MODEL();
+  const fs::path data = fs::path(LUKA_SHARED_DATA) / "wikisalad" / "easy_2topic_short.json";
+  if (!fs::exists(data)) GTEST_SKIP() << "no WikiSalad data at " << data;
+  const fs::path out = work_dir() / "ws.h5";
+  const RunResult r = luka({"capture", "--wikisalad", data.string(), "--example", "3", "--max-new-tokens", "2", "--record",
+                            "layers=0;parts=maps", "--quiet", "--out", out.string()});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto j = nlohmann::json::parse(luka({"inspect", out.string(), "--json"}).out);
+  const auto ex = nlohmann::json::parse(read_file(data))[3];
+  const std::string prompt = ex["prompt"];
+  std::size_t headers = 0;
+  for (std::size_t p = prompt.find("# Segment "); p != std::string::npos; p = prompt.find("# Segment ", p + 1)) ++headers;
+  ASSERT_EQ(j["segments"].size(), headers);
+  std::int64_t prev_end = 0;
+  for (const auto& s : j["segments"]) {
+    EXPECT_GE(s["begin"].get<std::int64_t>(), prev_end);
+    EXPECT_GT(s["end"].get<std::int64_t>(), s["begin"].get<std::int64_t>());
+    prev_end = s["end"];
+  }
+  const RunResult bad = luka({"capture", "--wikisalad", data.string(), "--example", "100000", "--out", out.string()});
+  EXPECT_EQ(bad.exit_code, 1);
+  EXPECT_NE(bad.err.find("100000"), std::string::npos) << bad.err;
+}
+
+}  // namespace

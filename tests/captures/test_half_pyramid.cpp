@@ -1,0 +1,136 @@
+// Half conversion against c10::Half (LibTorch's own implementation) and the pyramid against
+// at::max_pool2d, both independent of the code under test.
+#include <gtest/gtest.h>
+
+#include <ATen/ATen.h>
+#include <c10/util/Half.h>
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <random>
+
+#include "captures/half.h"
+#include "captures/pyramid.h"
+
+namespace luka::capture {
+namespace {
+
+std::uint16_t c10_bits(float f) { return c10::Half(f).x; }
+
+std::vector<float> edge_values() {
+  std::vector<float> v = {0.f, -0.f, 1.f, -1.f, 65504.f, 65519.f, 65520.f, 1e6f, -1e6f, 6.1035156e-05f, 6.0975552e-05f,
+                          5.9604645e-08f, 2.9802322e-08f, 2.98023259e-08f, 1e-9f, 0.1f, 0.333333f, 1.0009766f, 1.00048828125f,
+                          1.00146484375f, std::numeric_limits<float>::infinity(), -std::numeric_limits<float>::infinity(),
+                          std::numeric_limits<float>::denorm_min(), 2049.f, 2051.f, 4097.f};
+  // Every half value and the midpoints between neighbours (the ties).
+  for (std::uint32_t h = 0; h < 0x7c00; ++h) {
+    const float a = c10::Half(static_cast<std::uint16_t>(h), c10::Half::from_bits());
+    const float b = c10::Half(static_cast<std::uint16_t>(h + 1), c10::Half::from_bits());
+    v.push_back(a);
+    v.push_back(-a);
+    if (h + 1 < 0x7c00) v.push_back(static_cast<float>((static_cast<double>(a) + b) / 2));
+  }
+  return v;
+}
+
+TEST(Half, ScalarMatchesC10OnEveryHalfTheTiesAndEdges) {
+  for (const float f : edge_values()) {
+    ASSERT_EQ(float_to_half(f), c10_bits(f)) << f;
+    const std::uint16_t b = c10_bits(f);
+    const float back = half_to_float(b);
+    const float ref = c10::Half(b, c10::Half::from_bits());
+    ASSERT_EQ(std::memcmp(&back, &ref, 4), 0) << f;
+  }
+}
+
+TEST(Half, NaNStaysNaN) {
+  EXPECT_TRUE(std::isnan(half_to_float(float_to_half(std::numeric_limits<float>::quiet_NaN()))));
+  std::vector<float> in = {std::numeric_limits<float>::quiet_NaN(), 1.f};
+  std::vector<std::uint16_t> out(2);
+  floats_to_halves(in.data(), out.data(), 2);
+  EXPECT_EQ(out[0] & 0x7c00, 0x7c00);
+  EXPECT_NE(out[0] & 0x3ff, 0);
+}
+
+TEST(Half, BulkMatchesScalarOnRandomValues) {
+  std::mt19937 rng(7);
+  std::vector<float> v = edge_values();
+  std::uniform_real_distribution<float> u(-20.f, 5.f);
+  for (int i = 0; i < 200000; ++i) v.push_back(std::ldexp(1.f + static_cast<float>(rng() % 1000000) / 1e6f, static_cast<int>(u(rng))));
+  std::vector<std::uint16_t> bulk(v.size());
+  floats_to_halves(v.data(), bulk.data(), v.size());
+  std::vector<float> back(v.size());
+  halves_to_floats(bulk.data(), back.data(), v.size());
+  for (std::size_t i = 0; i < v.size(); ++i) {
+    ASSERT_EQ(bulk[i], c10_bits(v[i])) << v[i];
+    ASSERT_EQ(back[i], static_cast<float>(c10::Half(bulk[i], c10::Half::from_bits()))) << v[i];
+  }
+}
+
+// A random causal attention map [H, n, n] (rows are softmax distributions over keys <= row).
+at::Tensor causal_map(int H, std::int64_t n, std::uint64_t seed) {
+  at::manual_seed(seed);
+  at::Tensor s = at::randn({H, n, n}) * 3;
+  s.masked_fill_(at::ones({n, n}, at::kBool).triu(1), -INFINITY);
+  return at::softmax(s, -1).contiguous();
+}
+
+void check_pyramid(std::int64_t n, std::int64_t cap, std::int64_t min, std::vector<std::int64_t> chunks, std::int64_t band) {
+  const int H = 3;
+  const at::Tensor map = causal_map(H, n, static_cast<std::uint64_t>(n));
+  const auto levels = stored_levels(n, cap, min);
+  std::map<int, at::Tensor> got;
+  for (const int k : levels) got[k] = at::full({H, level_size(n, k), level_size(n, k)}, -1.f);
+  PyramidBuilder b(0, H, n, levels, [&](int) { return band; }, [&](MapRows&& r) {
+    ASSERT_EQ(r.cols, std::min(level_size(n, r.level), r.row0 + r.rows));
+    std::vector<float> f(r.data.size());
+    halves_to_floats(r.data.data(), f.data(), f.size());
+    const at::Tensor t = at::from_blob(f.data(), {H, r.rows, r.cols}).clone();
+    at::Tensor dst = got[r.level].narrow(1, r.row0, r.rows);
+    dst.fill_(0.f);
+    dst.narrow(2, 0, r.cols).copy_(t);
+  });
+  std::int64_t row = 0;
+  for (std::size_t i = 0; row < n; ++i) {
+    const std::int64_t m = std::min(chunks[i % chunks.size()], n - row);
+    const at::Tensor part = map.narrow(1, row, m).contiguous();
+    b.add_rows(row, m, part.const_data_ptr<float>());
+    row += m;
+  }
+  b.finish();
+  // Independent reference: repeated 2x2 max pooling with ceil_mode (a partial window takes the
+  // max of what exists), then the half rounding the file stores.
+  at::Tensor ref = map.unsqueeze(1);
+  int level = 0;
+  for (const int k : levels) {
+    while (level < k) {
+      ref = at::max_pool2d(ref, {2, 2}, {2, 2}, {0, 0}, {1, 1}, /*ceil_mode=*/true);
+      ++level;
+    }
+    const at::Tensor expect = ref.squeeze(1).to(at::kHalf).to(at::kFloat);
+    ASSERT_EQ(got[k].sizes(), expect.sizes()) << "level " << k;
+    EXPECT_TRUE(at::equal(got[k], expect)) << "n " << n << " level " << k << " max diff "
+                                           << (got[k] - expect).abs().max().item<float>();
+  }
+}
+
+TEST(Pyramid, EveryLevelIsTheMaxPoolOfTheOneBelow) {
+  check_pyramid(203, 1000, 8, {64}, 32);             // odd sizes at every level
+  check_pyramid(256, 1000, 16, {256}, 256);          // one chunk
+  check_pyramid(301, 1000, 4, {7, 1, 33, 2}, 16);    // irregular row chunks
+  check_pyramid(1000, 200, 40, {256}, 64);           // level 0 above the cap: coarser levels only
+  check_pyramid(5, 1000, 64, {5}, 256);              // small: level 0 alone
+}
+
+TEST(Pyramid, StoredLevels) {
+  EXPECT_EQ(stored_levels(1024, 2048, 64), (std::vector<int>{0, 1, 2, 3, 4}));
+  EXPECT_EQ(stored_levels(32768, 2048, 64), (std::vector<int>{4, 5, 6, 7, 8, 9}));
+  EXPECT_EQ(stored_levels(50, 2048, 64), (std::vector<int>{0}));
+  EXPECT_EQ(stored_levels(65, 2048, 64), (std::vector<int>{0, 1}));
+  EXPECT_EQ(level_size(5, 1), 3);
+  EXPECT_EQ(level_size(5, 3), 1);
+}
+
+}  // namespace
+}  // namespace luka::capture
