@@ -2,12 +2,14 @@
 // (docs/capture-format.md), with a progress line and the size written.
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <ctime>
 #include <optional>
 #include <set>
+#include <thread>
 #include <string>
 #include <vector>
 
@@ -75,7 +77,7 @@ int run_capture(int argc, char** argv) {
       .option("schedule", "SPEC", "LuKA mode changes during decoding (as for luka generate)")
       .flag("quiet", "no progress line")
       .option("dtype", "fp32|bf16", "compute dtype", "fp32")
-      .option("threads", "N", "CPU threads", "all cores");
+      .option("threads", "N", "CPU threads for the model", "all cores but one while recording, else all");
   add_luka_options(args);
   args.epilog(std::string("examples:\n"
                           "  luka capture --prompt-file assets/prompts/demo.json --preset paper --out demo.h5\n"
@@ -119,7 +121,11 @@ int run_capture(int argc, char** argv) {
   }
   const std::filesystem::path out = args.get("out", "");
 
-  const auto model = Model::load(path, load_options(args));
+  LoadOptions load = load_options(args);
+  // Recording runs an I/O thread (pyramids, half conversion, compression): by default leave it a
+  // core, since OpenMP workers sharing a core with it wait on each other at every barrier.
+  if (record && !args.has("threads")) load.threads = std::max(1, static_cast<int>(std::thread::hardware_concurrency()) - 1);
+  const auto model = Model::load(path, load);
   const std::int64_t n = static_cast<std::int64_t>(prompt.ids.size());
   if (n + max_new > model->config().max_position_embeddings)
     throw Error("the prompt (" + std::to_string(n) + " tokens) plus --max-new-tokens " + std::to_string(max_new) +
