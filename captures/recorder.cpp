@@ -137,9 +137,12 @@ void CaptureRecorder::start_prefill() {
         [this, n, heads](int layer, std::int64_t q0, const at::Tensor& probs) {
           const std::int64_t m = probs.size(1), T = probs.size(2);
           if (T != n || q0 + m > n) return;  // not the recorded prompt
-          const at::Tensor sel = probs.index_select(0, at::tensor(std::vector<std::int64_t>(heads.begin(), heads.end()), at::kLong))
-                                     .contiguous();
-          std::vector<float> data(sel.const_data_ptr<float>(), sel.const_data_ptr<float>() + sel.numel());
+          // One copy of the recorded heads' rows, straight into the record.
+          const at::Tensor p = probs.contiguous();
+          const std::size_t per_head = static_cast<std::size_t>(m * T);
+          std::vector<float> data(heads.size() * per_head);
+          for (std::size_t j = 0; j < heads.size(); ++j)
+            std::copy_n(p.const_data_ptr<float>() + static_cast<std::size_t>(heads[j]) * per_head, per_head, data.data() + j * per_head);
           session_.prefill_rows(layer, q0, m, std::move(data));
         });
   }
