@@ -109,7 +109,10 @@ std::string ArgParser::help() const {
   for (const Spec& s : specs_) {
     std::string left = "  --" + s.name + (s.is_flag ? "" : " " + s.value_name);
     if (left.size() < 28) left.resize(28, ' '); else left += "\n" + std::string(28, ' ');
-    out << left << s.help;
+    // Continuation lines of a multi-line help text line up under its first line.
+    std::string help;
+    for (const char c : s.help) help += c == '\n' ? "\n" + std::string(28, ' ') : std::string(1, c);
+    out << left << help;
     if (!s.fallback.empty()) out << " (default: " << s.fallback << ")";
     out << "\n";
   }

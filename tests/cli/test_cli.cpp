@@ -67,13 +67,17 @@ fs::path checkpoint(const std::string& name) { return fs::path(LUKA_TEST_WORK) /
 TEST(Cli, HelpForEveryCommand) {
   const RunResult top = run_luka({"--help"});
   EXPECT_EQ(top.exit_code, 0);
-  for (const char* cmd : {"info", "tokenize", "forward", "generate", "perplexity"}) {
+  for (const char* cmd : {"info", "tokenize", "forward", "generate", "perplexity", "capture"}) {
     EXPECT_NE(top.out.find(cmd), std::string::npos) << cmd;
     const RunResult r = run_luka({cmd, "--help"});
     EXPECT_EQ(r.exit_code, 0) << cmd;
     EXPECT_EQ(r.out.rfind(std::string("usage: luka ") + cmd, 0), 0u) << r.out;
     EXPECT_NE(r.out.find("--model"), std::string::npos) << cmd;
   }
+  const RunResult inspect = run_luka({"inspect", "--help"});
+  EXPECT_EQ(inspect.exit_code, 0);
+  EXPECT_EQ(inspect.out.rfind("usage: luka inspect FILE", 0), 0u) << inspect.out;
+  EXPECT_NE(top.out.find("inspect"), std::string::npos);
 }
 
 TEST(Cli, UsageErrorsExitTwoWithOneLine) {
