@@ -83,15 +83,23 @@ PromptInput build_prompt(const ArgParser& args, const Tokenizer& tokenizer) {
     }
   }
 
+  PromptInput out = tokenize_prompt(tokenizer, body, segs, spans, args.get_flag("chat"), args.get("system", ""));
+  out.source = p.source;
+  return out;
+}
+
+PromptInput tokenize_prompt(const Tokenizer& tokenizer, const std::string& body, const std::vector<PromptSegment>& segs,
+                            const std::vector<SegmentSpan>& spans, bool chat, const std::string& system) {
+  PromptInput p;
   std::size_t offset = 0;
   p.text = body;
-  if (args.get_flag("chat")) {
+  if (chat) {
     std::vector<ChatMessage> messages;
-    if (args.has("system")) messages.push_back({"system", args.get("system")});
+    if (!system.empty()) messages.push_back({"system", system});
     messages.push_back({"user", body});
-    ChatOptions chat;
-    chat.default_system = default_system_prompt(tokenizer.config());
-    p.text = format_chatml(messages, chat, is_hybrid_thinking(tokenizer.config()));
+    ChatOptions options;
+    options.default_system = default_system_prompt(tokenizer.config());
+    p.text = format_chatml(messages, options, is_hybrid_thinking(tokenizer.config()));
     // The user turn is inserted verbatim: its last occurrence is where the body starts.
     offset = p.text.rfind(body);
     if (offset == std::string::npos) throw Error("chat formatting changed the prompt text; segments cannot be placed");

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "captures/capture.h"
+#include "core/prompt/interwoven_prompt.h"
 
 namespace luka {
 class Tokenizer;
@@ -30,5 +31,10 @@ struct PromptInput {
 };
 
 PromptInput build_prompt(const ArgParser& args, const Tokenizer& tokenizer);
+
+// Tokenizes `body` (optionally as a chat turn) and gives each token its segment from the byte
+// `spans` of `segments` in body. Shared by build_prompt and the Studio.
+PromptInput tokenize_prompt(const Tokenizer& tokenizer, const std::string& body, const std::vector<PromptSegment>& segments,
+                            const std::vector<SegmentSpan>& spans, bool chat, const std::string& system);
 
 }  // namespace luka::cli

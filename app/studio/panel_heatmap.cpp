@@ -1,0 +1,178 @@
+// Heatmap view: the prefill attention map (query x key) of the selected layer and head, drawn
+// from the capture's max-pooled pyramid for the visible window only: the level is chosen so a
+// screen pixel covers at most one cell, and only the visible cells are read. Wheel zooms around
+// the cursor, dragging pans, hovering shows both tokens and the value; topic bands run along
+// both axes.
+#include <imgui.h>
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+
+#include "app/studio/ui_state.h"
+#include "viz/heatmap.h"
+
+namespace luka::studio {
+namespace {
+
+std::string printable(const std::string& piece) {
+  std::string s;
+  for (const unsigned char c : piece) {
+    if (c == '\n') s += "\\n";
+    else if (c < 32) s += '?';
+    else s += static_cast<char>(c);
+  }
+  return s.size() > 40 ? s.substr(0, 40) + "..." : s;
+}
+
+}  // namespace
+
+void draw_heatmap_panel(UiState& ui) {
+  HeatmapView& hv = ui.heatmap;
+  const auto view = ui.session.view();
+  if (!view) {
+    ImGui::TextDisabled("run a prompt or open a capture to see attention maps");
+    return;
+  }
+  const capture::Summary sum = view->summary();
+  const capture::Layout& lay = sum.layout;
+  if (lay.levels.empty() || lay.prompt_tokens == 0) {
+    ImGui::TextDisabled("this capture has no prefill maps");
+    return;
+  }
+  // Selection: recorded layers and heads only.
+  if (!std::binary_search(lay.layers.begin(), lay.layers.end(), ui.layer)) ui.layer = lay.layers.front();
+  if (!std::binary_search(lay.heads.begin(), lay.heads.end(), ui.head)) ui.head = lay.heads.front();
+  ImGui::SetNextItemWidth(160);
+  ImGui::SliderInt("layer", &ui.layer, lay.layers.front(), lay.layers.back());
+  ImGui::SameLine();
+  ImGui::SetNextItemWidth(120);
+  ImGui::SliderInt("head", &ui.head, lay.heads.front(), lay.heads.back());
+  ImGui::SameLine();
+  ImGui::Checkbox("log scale", &hv.log_scale);
+  ImGui::SameLine();
+  if (ImGui::Button("Fit")) hv.tokens_per_pixel = 0;
+
+  const std::int64_t n = lay.prompt_tokens;
+  const float band = 8.f;
+  const ImVec2 avail = ImGui::GetContentRegionAvail();
+  const float side = std::max(64.f, std::min(avail.x, avail.y - 40.f) - band - 4.f);
+  const ImVec2 top_left = ImGui::GetCursorScreenPos();
+  const ImVec2 origin(top_left.x + band + 2, top_left.y + band + 2);
+  if (hv.tokens_per_pixel <= 0) {
+    hv.tokens_per_pixel = static_cast<double>(n) / side;
+    hv.x0 = hv.y0 = 0;
+  }
+  // Interaction on the canvas.
+  ImGui::SetCursorScreenPos(origin);
+  ImGui::InvisibleButton("canvas", ImVec2(side, side));
+  const bool hovered = ImGui::IsItemHovered();
+  const ImGuiIO& io = ImGui::GetIO();
+  if (ImGui::IsItemActive() && ImGui::IsMouseDragging(ImGuiMouseButton_Left)) {
+    hv.x0 -= io.MouseDelta.x * hv.tokens_per_pixel;
+    hv.y0 -= io.MouseDelta.y * hv.tokens_per_pixel;
+  }
+  if (hovered && io.MouseWheel != 0) {
+    const double mx = hv.x0 + (io.MousePos.x - origin.x) * hv.tokens_per_pixel;
+    const double my = hv.y0 + (io.MousePos.y - origin.y) * hv.tokens_per_pixel;
+    hv.tokens_per_pixel = std::clamp(hv.tokens_per_pixel * std::pow(0.8, io.MouseWheel), 1.0 / 64, 2.0 * n / side);
+    hv.x0 = mx - (io.MousePos.x - origin.x) * hv.tokens_per_pixel;
+    hv.y0 = my - (io.MousePos.y - origin.y) * hv.tokens_per_pixel;
+  }
+  const double span = side * hv.tokens_per_pixel;
+  hv.x0 = std::clamp(hv.x0, -span / 2, n - span / 2);
+  hv.y0 = std::clamp(hv.y0, -span / 2, n - span / 2);
+
+  // The level: the finest stored one whose cells cover at least a pixel, so every cell is drawn
+  // and, being a max over its tokens, no sink or needle is lost when zoomed out.
+  int level = lay.levels.back();
+  for (auto it = lay.levels.rbegin(); it != lay.levels.rend(); ++it)
+    if (std::ldexp(1.0, *it) >= hv.tokens_per_pixel) level = *it;
+  const double cell = std::ldexp(1.0, level);  // tokens per cell
+  const std::int64_t size = capture::level_size(n, level);
+  const std::int64_t c0 = std::clamp<std::int64_t>(static_cast<std::int64_t>(std::floor(hv.x0 / cell)), 0, size);
+  const std::int64_t r0 = std::clamp<std::int64_t>(static_cast<std::int64_t>(std::floor(hv.y0 / cell)), 0, size);
+  const std::int64_t c1 = std::clamp<std::int64_t>(static_cast<std::int64_t>(std::ceil((hv.x0 + span) / cell)), 0, size);
+  const std::int64_t r1 = std::clamp<std::int64_t>(static_cast<std::int64_t>(std::ceil((hv.y0 + span) / cell)), 0, size);
+  const std::int64_t steps = sum.complete_steps + (sum.finished ? 1000000 : 0);
+  const bool stale = hv.fetched_view != view.get() || hv.fetched_layer != ui.layer || hv.fetched_head != ui.head ||
+                     hv.fetched_level != level || hv.fetched_r0 != r0 || hv.fetched_c0 != c0 || hv.fetched_rows != r1 - r0 ||
+                     hv.fetched_cols != c1 - c0 || hv.fetched_log != hv.log_scale ||
+                     (hv.fetched_steps != steps && hv.fetched_steps < 1);  // a live map fills in during the prefill
+  if (stale && r1 > r0 && c1 > c0) {
+    try {
+      const capture::MapWindow w = view->map_window(ui.layer, ui.head, level, r0, c0, r1 - r0, c1 - c0);
+      viz::HeatmapOptions o;
+      o.causal = true;
+      o.row0 = r0;
+      o.col0 = c0;
+      o.empty = {24, 24, 28};
+      if (hv.log_scale) {
+        o.scale.kind = viz::ColorScale::kLog;
+        o.scale.vmin = hv.log_min;
+      }
+      hv.texture.upload(viz::render_heatmap(w.values.data(), w.rows, w.cols, static_cast<int>(w.cols), static_cast<int>(w.rows), o));
+      hv.values = w.values;
+      hv.error.clear();
+    } catch (const std::exception& e) {
+      hv.error = e.what();
+    }
+    hv.fetched_view = view.get();
+    hv.fetched_layer = ui.layer;
+    hv.fetched_head = ui.head;
+    hv.fetched_level = level;
+    hv.fetched_r0 = r0;
+    hv.fetched_c0 = c0;
+    hv.fetched_rows = r1 - r0;
+    hv.fetched_cols = c1 - c0;
+    hv.fetched_log = hv.log_scale;
+    hv.fetched_steps = steps;
+  }
+
+  ImDrawList* dl = ImGui::GetWindowDrawList();
+  const ImVec2 canvas_max(origin.x + side, origin.y + side);
+  dl->AddRectFilled(origin, canvas_max, IM_COL32(24, 24, 28, 255));
+  dl->PushClipRect(ImVec2(top_left.x, top_left.y), canvas_max, true);
+  const auto to_screen_x = [&](double tokens) { return static_cast<float>(origin.x + (tokens - hv.x0) / hv.tokens_per_pixel); };
+  const auto to_screen_y = [&](double tokens) { return static_cast<float>(origin.y + (tokens - hv.y0) / hv.tokens_per_pixel); };
+  if (hv.texture.valid()) {
+    const ImVec2 a(to_screen_x(hv.fetched_c0 * cell), to_screen_y(hv.fetched_r0 * cell));
+    const ImVec2 b(to_screen_x(std::min<double>((hv.fetched_c0 + hv.fetched_cols) * cell, n)),
+                   to_screen_y(std::min<double>((hv.fetched_r0 + hv.fetched_rows) * cell, n)));
+    // The last cell of a level may hold fewer than `cell` tokens: stretch the image to the map edge.
+    dl->AddImage(hv.texture.id(), a, b);
+  }
+  // Topic bands along both axes.
+  for (const capture::Segment& seg : view->segments()) {
+    const unsigned int col = parse_colour(seg.colour);
+    dl->AddRectFilled(ImVec2(to_screen_x(seg.begin), top_left.y), ImVec2(to_screen_x(seg.end), top_left.y + band), col);
+    dl->AddRectFilled(ImVec2(top_left.x, to_screen_y(seg.begin)), ImVec2(top_left.x + band, to_screen_y(seg.end)), col);
+  }
+  dl->PopClipRect();
+
+  // Hover: query and key tokens and the value under the cursor.
+  if (hovered && hv.texture.valid()) {
+    const std::int64_t q = static_cast<std::int64_t>(std::floor(hv.y0 + (io.MousePos.y - origin.y) * hv.tokens_per_pixel));
+    const std::int64_t k = static_cast<std::int64_t>(std::floor(hv.x0 + (io.MousePos.x - origin.x) * hv.tokens_per_pixel));
+    if (q >= 0 && q < n && k >= 0 && k < n) {
+      const std::int64_t r = q / static_cast<std::int64_t>(cell) - hv.fetched_r0, c = k / static_cast<std::int64_t>(cell) - hv.fetched_c0;
+      const auto tokens = view->tokens();
+      ImGui::BeginTooltip();
+      ImGui::Text("query %lld  '%s'", static_cast<long long>(q), printable(tokens[static_cast<std::size_t>(q)].piece).c_str());
+      ImGui::Text("key   %lld  '%s'", static_cast<long long>(k), printable(tokens[static_cast<std::size_t>(k)].piece).c_str());
+      if (k > q) {
+        ImGui::TextUnformatted("(masked: key after query)");
+      } else if (r >= 0 && c >= 0 && r < hv.fetched_rows && c < hv.fetched_cols) {
+        const float v = hv.values[static_cast<std::size_t>(r * hv.fetched_cols + c)];
+        if (level == 0) ImGui::Text("attention %.6g", v);
+        else ImGui::Text("max over %gx%g tokens: %.6g", cell, cell, v);
+      }
+      ImGui::EndTooltip();
+    }
+  }
+  ImGui::SetCursorScreenPos(ImVec2(top_left.x, canvas_max.y + 4));
+  ImGui::Text("layer %d head %d  level %d (%.0f tokens/cell)  %s  %s", ui.layer, ui.head, level, cell,
+              hv.log_scale ? "log10 1e-4..1" : "linear 0..1", hv.error.c_str());
+}
+
+}  // namespace luka::studio

@@ -1,0 +1,150 @@
+#include "app/studio/script.h"
+
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include "core/util/error.h"
+
+namespace luka::studio {
+namespace {
+
+const std::set<std::string> kCommands = {"load_model", "open_capture", "run", "step", "resume", "stop", "set_mode", "preset",
+                                         "select", "scale", "zoom", "fit", "frames", "wait_idle", "wait_paused", "wait_steps",
+                                         "expect_mode", "expect_steps", "expect_status", "screenshot", "quit"};
+
+AttentionMode parse_mode(const std::string& s, const std::string& where) {
+  if (s == "dense") return AttentionMode::kDense;
+  if (s == "lined") return AttentionMode::kLined;
+  if (s == "clustered") return AttentionMode::kClustered;
+  fail(where, "unknown mode '" + s + "' (dense, lined, clustered)");
+}
+
+}  // namespace
+
+Script Script::load(const std::filesystem::path& path) {
+  std::ifstream in(path);
+  if (!in) fail(path.string(), "cannot open the script");
+  Script s;
+  s.file_ = path.string();
+  std::string text;
+  for (int number = 1; std::getline(in, text); ++number) {
+    if (const auto hash = text.find('#'); hash != std::string::npos) text.resize(hash);
+    std::istringstream words(text);
+    Line line{number, {}};
+    for (std::string w; words >> w;) line.words.push_back(w);
+    if (line.words.empty()) continue;
+    if (!kCommands.count(line.words[0])) fail(s.where(line), "unknown command '" + line.words[0] + "'");
+    s.lines_.push_back(std::move(line));
+  }
+  return s;
+}
+
+std::string Script::where(const Line& l) const { return file_ + ":" + std::to_string(l.number); }
+
+bool Script::advance(UiState& ui, std::string& screenshot) {
+  using Clock = std::chrono::steady_clock;
+  screenshot.clear();
+  if (frames_left_ > 0) {
+    --frames_left_;
+    return true;
+  }
+  while (next_ < lines_.size()) {
+    const Line& l = lines_[next_];
+    const auto& w = l.words;
+    const std::string& cmd = w[0];
+    const auto arg = [&](std::size_t i) -> const std::string& {
+      if (i >= w.size()) fail(where(l), cmd + ": missing argument " + std::to_string(i));
+      return w[i];
+    };
+    const auto number = [&](std::size_t i) { return std::stod(arg(i)); };
+    // Waits: hold this line until the condition holds (or its timeout, default 300 s, passes).
+    if (cmd == "wait_idle" || cmd == "wait_paused" || cmd == "wait_steps") {
+      if (!waiting_) {
+        waiting_ = true;
+        wait_start_ = Clock::now();
+      }
+      const Status s = ui.session.status();
+      bool done = false;
+      double timeout = 300;
+      if (cmd == "wait_idle") {
+        done = !ui.session.busy();
+        if (w.size() > 1) timeout = number(1);
+      } else if (cmd == "wait_paused") {
+        done = s.state == RunState::kPaused || !ui.session.busy();
+        if (w.size() > 1) timeout = number(1);
+      } else {
+        const auto view = ui.session.view();
+        done = view && view->summary().complete_steps >= static_cast<std::int64_t>(number(1));
+        if (w.size() > 2) timeout = number(2);
+        if (!done && !ui.session.busy() && s.state != RunState::kLoading)
+          fail(where(l), "the run ended before " + arg(1) + " steps (" + s.message + ")");
+      }
+      if (s.state == RunState::kError) fail(where(l), "the session failed: " + s.message);
+      if (!done) {
+        if (std::chrono::duration<double>(Clock::now() - wait_start_).count() > timeout) fail(where(l), cmd + " timed out");
+        return true;
+      }
+      waiting_ = false;
+      ++next_;
+      continue;
+    }
+    ++next_;
+    if (cmd == "load_model") {
+      ui.model_path = arg(1);
+      ui.session.load_model(arg(1), LoadOptions{});
+    } else if (cmd == "open_capture") {
+      ui.session.open_capture(arg(1));
+    } else if (cmd == "run") {
+      const int n = w.size() > 1 ? static_cast<int>(number(1)) : ui.max_new_tokens;
+      ui.session.run({ui.prompt, ui.chat, n, w.size() > 2 && w[2] == "paused"});
+    } else if (cmd == "step") {
+      ui.session.step();
+    } else if (cmd == "resume") {
+      ui.session.resume();
+    } else if (cmd == "stop") {
+      ui.session.stop();
+    } else if (cmd == "set_mode") {
+      ui.session.set_layer_mode(static_cast<int>(number(1)), parse_mode(arg(2), where(l)));
+    } else if (cmd == "preset") {
+      ui.session.set_config(LukaConfig::preset(arg(1), static_cast<std::int64_t>(ui.session.config().layers.size())));
+    } else if (cmd == "select") {
+      ui.layer = static_cast<int>(number(1));
+      ui.head = static_cast<int>(number(2));
+    } else if (cmd == "scale") {
+      ui.heatmap.log_scale = arg(1) == "log";
+    } else if (cmd == "zoom") {
+      ui.heatmap.tokens_per_pixel /= number(1);
+    } else if (cmd == "fit") {
+      ui.heatmap.tokens_per_pixel = 0;
+    } else if (cmd == "frames") {
+      frames_left_ = static_cast<int>(number(1));
+      return true;
+    } else if (cmd == "expect_mode" || cmd == "expect_steps") {
+      const auto view = ui.session.view();
+      if (!view) fail(where(l), "no capture to check");
+      if (cmd == "expect_steps") {
+        const auto got = view->summary().complete_steps;
+        if (got != static_cast<std::int64_t>(number(1))) fail(where(l), "expected " + arg(1) + " steps, the capture has " + std::to_string(got));
+      } else {
+        const capture::StepMetrics m = view->metrics(static_cast<std::int64_t>(number(1)), static_cast<int>(number(2)));
+        if (capture::mode_name(m.mode) != arg(3))
+          fail(where(l), "step " + arg(1) + " layer " + arg(2) + " ran " + capture::mode_name(m.mode) + ", expected " + arg(3));
+      }
+    } else if (cmd == "expect_status") {
+      std::string want;
+      for (std::size_t i = 1; i < w.size(); ++i) want += (i > 1 ? " " : "") + w[i];
+      const Status s = ui.session.status();
+      if (s.message.find(want) == std::string::npos) fail(where(l), "status is '" + s.message + "', expected it to contain '" + want + "'");
+    } else if (cmd == "screenshot") {
+      screenshot = arg(1);
+      return true;  // taken after this frame is drawn
+    } else if (cmd == "quit") {
+      next_ = lines_.size();
+      return false;
+    }
+  }
+  return false;
+}
+
+}  // namespace luka::studio

@@ -1,0 +1,45 @@
+// Scripted UI actions (`luka studio --script FILE`), for tests and demos: one command per line,
+// run between frames, in order. `#` starts a comment.
+//
+//   load_model PATH | open_capture PATH | run [N] [paused] | step | resume | stop
+//   set_mode LAYER dense|lined|clustered | preset NAME | select LAYER HEAD | scale log|linear
+//   zoom FACTOR | fit | frames N | wait_idle [SECONDS] | wait_paused [SECONDS] | wait_steps N [SECONDS]
+//   expect_mode STEP LAYER MODE | expect_steps N | expect_status TEXT | screenshot PATH | quit
+#pragma once
+
+#include <chrono>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "app/studio/ui_state.h"
+
+namespace luka::studio {
+
+class Script {
+ public:
+  // Throws luka::Error naming the file for an unreadable file or an unknown command.
+  static Script load(const std::filesystem::path& path);
+
+  // Runs commands until one has to wait for later frames. Returns false when the script asked to
+  // quit or ended. `screenshot` is the path to capture after this frame is drawn (empty: none).
+  // Throws luka::Error("<file>:<line>: ...") when a command fails or a wait times out.
+  bool advance(UiState& ui, std::string& screenshot);
+  bool failed() const { return failed_; }
+
+ private:
+  struct Line {
+    int number;
+    std::vector<std::string> words;
+  };
+  std::string where(const Line& l) const;
+  std::string file_;
+  std::vector<Line> lines_;
+  std::size_t next_ = 0;
+  int frames_left_ = 0;
+  bool waiting_ = false;
+  std::chrono::steady_clock::time_point wait_start_;
+  bool failed_ = false;
+};
+
+}  // namespace luka::studio

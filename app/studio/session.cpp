@@ -1,0 +1,317 @@
+#include "app/studio/session.h"
+
+#include <algorithm>
+#include <chrono>
+#include <set>
+
+#include <ATen/ATen.h>
+
+#include "app/cli/prompt_input.h"
+#include "captures/live.h"
+#include "captures/reader.h"
+#include "captures/recorder.h"
+#include "captures/session.h"
+#include "core/generate/sampler.h"
+#include "core/luka/luka_attention.h"
+#include "core/model/decoder.h"
+#include "core/tokenizer/tokenizer.h"
+#include "core/util/error.h"
+#include "core/util/version.h"
+
+namespace luka::studio {
+
+const char* to_string(RunState s) {
+  switch (s) {
+    case RunState::kNoModel: return "no model";
+    case RunState::kLoading: return "loading";
+    case RunState::kReady: return "ready";
+    case RunState::kRunning: return "running";
+    case RunState::kPaused: return "paused";
+    case RunState::kError: return "error";
+  }
+  return "?";
+}
+
+// Worker-thread state: only the worker touches it.
+struct Session::Impl {
+  std::shared_ptr<const Model> model;
+  std::unique_ptr<Tokenizer> tokenizer;
+};
+
+Session::Session() : impl_(std::make_unique<Impl>()), thread_([this] { worker(); }) {}
+
+Session::~Session() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    quit_ = true;
+    paused_ = false;
+  }
+  stop_ = true;
+  cv_.notify_all();
+  thread_.join();
+}
+
+void Session::post(std::function<void()> job) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    jobs_.push_back(std::move(job));
+  }
+  cv_.notify_all();
+}
+
+void Session::worker() {
+  for (;;) {
+    std::function<void()> job;
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      cv_.wait(lock, [&] { return quit_ || !jobs_.empty(); });
+      if (quit_) return;
+      job = std::move(jobs_.front());
+      jobs_.pop_front();
+      working_ = true;
+    }
+    try {
+      job();
+    } catch (const std::exception& e) {
+      std::string what = e.what();
+      if (const auto nl = what.find('\n'); nl != std::string::npos) what.resize(nl);
+      set_status([&](Status& s) {
+        s.state = impl_->model ? RunState::kError : RunState::kNoModel;
+        s.message = what;
+      });
+    }
+    std::lock_guard<std::mutex> lock(mu_);
+    working_ = false;
+  }
+}
+
+void Session::set_status(const std::function<void(Status&)>& f) {
+  std::lock_guard<std::mutex> lock(mu_);
+  f(status_);
+}
+
+Status Session::status() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return status_;
+}
+
+std::shared_ptr<const capture::CaptureView> Session::view() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return view_;
+}
+
+std::string Session::output() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return output_;
+}
+
+bool Session::busy() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return status_.state == RunState::kLoading || status_.state == RunState::kRunning || status_.state == RunState::kPaused ||
+         !jobs_.empty() || working_;
+}
+
+LukaConfig Session::config() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return config_;
+}
+
+void Session::set_layer_mode(int layer, AttentionMode mode) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (layer < 0 || static_cast<std::size_t>(layer) >= config_.layers.size()) return;
+  config_.layers[static_cast<std::size_t>(layer)].mode = mode;
+  config_dirty_ = true;
+}
+
+void Session::set_config(const LukaConfig& config) {
+  std::lock_guard<std::mutex> lock(mu_);
+  config_ = config;
+  config_dirty_ = true;
+}
+
+void Session::load_model(const std::filesystem::path& path, const LoadOptions& options) {
+  set_status([&](Status& s) {
+    s.state = RunState::kLoading;
+    s.message = "loading " + path.string();
+  });
+  post([this, path, options] {
+    auto tokenizer = std::make_unique<Tokenizer>(Tokenizer::load(path));
+    auto model = Model::load(path, options);
+    const ModelConfig& c = model->config();
+    impl_->model = model;
+    impl_->tokenizer = std::move(tokenizer);
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      config_ = LukaConfig::preset("dense", c.num_layers);
+      config_dirty_ = true;
+    }
+    set_status([&](Status& s) {
+      s = Status{};
+      s.state = RunState::kReady;
+      s.source = path.string();
+      s.model_summary = c.model_type + ", " + std::to_string(c.num_layers) + " layers, " + std::to_string(c.num_heads) + "/" +
+                        std::to_string(c.num_kv_heads) + " heads, " + luka::to_string(model->dtype());
+      s.message = "model loaded";
+    });
+  });
+}
+
+void Session::open_capture(const std::filesystem::path& path) {
+  post([this, path] {
+    std::shared_ptr<const capture::CaptureView> file = capture::CaptureFile::open(path);
+    const capture::Summary sum = file->summary();
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      view_ = file;
+      output_.clear();
+      for (const capture::Token& t : file->tokens())
+        if (t.generated) output_ += t.piece;
+      status_.replay = true;
+      status_.source = path.string();
+      status_.prompt_tokens = sum.layout.prompt_tokens;
+      status_.steps_done = status_.steps_total = sum.complete_steps;
+      status_.message = "replaying " + path.filename().string() + (sum.finished ? "" : " (cut off)");
+      if (status_.state == RunState::kNoModel || status_.state == RunState::kError) status_.state = impl_->model ? RunState::kReady : RunState::kNoModel;
+      try {
+        config_ = LukaConfig::from_json(sum.manifest.luka_config, sum.layout.num_layers, "capture");
+      } catch (const Error&) {
+      }
+    }
+  });
+}
+
+void Session::pause() {
+  std::lock_guard<std::mutex> lock(mu_);
+  paused_ = true;
+}
+
+void Session::resume() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    paused_ = false;
+  }
+  cv_.notify_all();
+}
+
+void Session::step() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    paused_ = true;
+    ++step_credit_;
+  }
+  cv_.notify_all();
+}
+
+void Session::stop() {
+  stop_ = true;
+  resume();
+}
+
+void Session::run(const RunRequest& request) {
+  stop_ = false;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    paused_ = request.start_paused;
+    step_credit_ = 0;
+    status_.state = RunState::kRunning;
+    status_.message = "starting";
+  }
+  post([this, request] { run_job(request); });
+}
+
+void Session::run_job(RunRequest r) {
+  if (!impl_->model) fail("studio", "load a model first");
+  const Model& model = *impl_->model;
+  const Tokenizer& tok = *impl_->tokenizer;
+  const AssembledPrompt a = assemble(r.prompt);
+  const cli::PromptInput prompt = cli::tokenize_prompt(tok, a.text, r.prompt.segments, a.spans, r.chat, "");
+  const std::int64_t n = static_cast<std::int64_t>(prompt.ids.size());
+  if (n + r.max_new_tokens > model.config().max_position_embeddings)
+    fail("studio", "the prompt (" + std::to_string(n) + " tokens) is longer than the model's context allows");
+
+  Decoder decoder(impl_->model);
+  LukaConfig cfg = config();
+  const auto layers = install_luka(decoder, cfg);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    config_dirty_ = false;
+  }
+  capture::RecordSpec spec;
+  spec.map_cap = 4096;
+  const capture::Layout layout = capture::make_layout(model, cfg, spec, n);
+  capture::Manifest manifest = capture::make_manifest(model, tok, cfg);
+  manifest.tool_version = LUKA_VERSION;
+  manifest.git_revision = git_revision();
+  manifest.record = spec.to_string();
+  auto live = std::make_shared<capture::LiveCapture>();
+  auto pipeline = std::make_unique<capture::CaptureSession>(std::vector<capture::CaptureSink*>{live.get()});
+  std::vector<capture::Token> prompt_tokens;
+  for (std::int64_t i = 0; i < n; ++i)
+    prompt_tokens.push_back({prompt.ids[static_cast<std::size_t>(i)], tok.token_bytes(prompt.ids[static_cast<std::size_t>(i)]), false,
+                             prompt.segment[static_cast<std::size_t>(i)]});
+  pipeline->begin(manifest, layout, std::move(prompt_tokens), prompt.segments);
+  capture::CaptureRecorder recorder(*pipeline, layout, layers);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    view_ = live;
+    output_.clear();
+    status_.replay = false;
+    status_.prompt_tokens = n;
+    status_.steps_done = 0;
+    status_.steps_total = r.max_new_tokens - 1;
+    status_.message = "prefill of " + std::to_string(n) + " tokens";
+  }
+
+  std::set<std::int32_t> stop_ids;
+  for (const std::int64_t id : model.config().eos_token_ids) stop_ids.insert(static_cast<std::int32_t>(id));
+  if (const auto im_end = tok.token_id("<|im_end|>")) stop_ids.insert(*im_end);
+  recorder.start_prefill();
+  at::Tensor logits = decoder.prefill(prompt.ids);
+  recorder.end_prefill();
+  Sampler sampler(SamplingParams{});
+  std::vector<capture::Token> pending;
+  std::int64_t steps = 0;
+  for (int generated = 1;; ++generated) {
+    const at::Tensor l = logits.contiguous();
+    const std::int32_t id = sampler.sample(l.data_ptr<float>(), l.numel());
+    const std::string piece = tok.token_bytes(id);
+    pending.push_back({id, piece, true, -1});
+    if (stop_ids.count(id) || generated >= r.max_new_tokens || stop_) break;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      output_ += piece;
+    }
+    // Wait while paused (a step() grants one step), then apply live mode changes.
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      if (paused_ && step_credit_ == 0) {
+        status_.state = RunState::kPaused;
+        status_.message = "paused after step " + std::to_string(steps);
+      }
+      cv_.wait(lock, [&] { return !paused_ || step_credit_ > 0 || stop_ || quit_; });
+      if (stop_ || quit_) break;
+      if (step_credit_ > 0) --step_credit_;
+      status_.state = RunState::kRunning;
+      status_.message = "decode step " + std::to_string(steps + 1);
+      if (config_dirty_) {
+        cfg = config_;
+        config_dirty_ = false;
+        for (std::size_t i = 0; i < layers.size(); ++i) layers[i]->set_config(cfg.layers[i]);
+      }
+    }
+    logits = decoder.decode(id);
+    ++steps;
+    recorder.record_step(steps, std::move(pending));
+    pending.clear();
+    pipeline->drain();  // the view shows each step as soon as it is done
+    set_status([&](Status& s) { s.steps_done = steps; });
+  }
+  pipeline->finish(std::move(pending));
+  set_status([&](Status& s) {
+    s.state = RunState::kReady;
+    s.steps_done = steps;
+    s.message = stop_ ? "stopped after " + std::to_string(steps) + " steps" : "done: " + std::to_string(steps) + " decode steps";
+  });
+}
+
+}  // namespace luka::studio

@@ -1,0 +1,94 @@
+// The Studio's data model (no UI code): one worker thread owns the model and runs prefill and
+// decode steps; a capture pipeline (I/O thread) fills a LiveCapture that the UI reads; or a
+// capture file is opened for replay. The UI thread only posts requests and reads snapshots, so
+// it never waits on the model or the disk.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <deque>
+#include <filesystem>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "captures/capture.h"
+#include "core/luka/config.h"
+#include "core/model/model.h"
+#include "core/prompt/interwoven_prompt.h"
+
+namespace luka::studio {
+
+enum class RunState { kNoModel, kLoading, kReady, kRunning, kPaused, kError };
+const char* to_string(RunState s);
+
+struct Status {
+  RunState state = RunState::kNoModel;
+  std::string message;        // what is happening, or the last error
+  std::string model_summary;  // "llama, 30 layers, 9/3 heads, fp32" once loaded
+  std::string source;         // the model path, or the capture file being replayed
+  bool replay = false;        // a capture file is open (no model needed)
+  std::int64_t steps_done = 0, steps_total = 0;
+  std::int64_t prompt_tokens = 0;
+};
+
+struct RunRequest {
+  InterwovenPrompt prompt;    // segments (may be one plain segment) and question
+  bool chat = false;
+  int max_new_tokens = 32;
+  bool start_paused = false;  // prefill, then wait for step()/resume()
+};
+
+class Session {
+ public:
+  Session();
+  ~Session();
+  Session(const Session&) = delete;
+  Session& operator=(const Session&) = delete;
+
+  void load_model(const std::filesystem::path& path, const LoadOptions& options);
+  void open_capture(const std::filesystem::path& path);
+  void run(const RunRequest& request);
+  void pause();
+  void resume();
+  void step();  // one decode step while paused
+  void stop();  // ends the run after the current step
+
+  // The config every layer runs; a change takes effect at the next decode step (live).
+  LukaConfig config() const;
+  void set_layer_mode(int layer, AttentionMode mode);
+  void set_config(const LukaConfig& config);
+
+  Status status() const;
+  std::shared_ptr<const capture::CaptureView> view() const;  // live run or file; may be null
+  std::string output() const;                                 // generated text so far
+  bool busy() const;  // loading or running
+
+ private:
+  void post(std::function<void()> job);
+  void worker();
+  void run_job(RunRequest request);
+  void set_status(const std::function<void(Status&)>& f);
+
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<std::function<void()>> jobs_;
+  bool quit_ = false;
+  bool working_ = false;  // the worker is running a job
+  bool paused_ = false;
+  std::int64_t step_credit_ = 0;
+  std::atomic<bool> stop_{false};
+  bool config_dirty_ = false;
+  LukaConfig config_;
+  Status status_;
+  std::shared_ptr<const capture::CaptureView> view_;
+  std::string output_;
+  std::thread thread_;
+};
+
+}  // namespace luka::studio

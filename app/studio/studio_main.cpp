@@ -1,0 +1,175 @@
+// luka studio: the desktop explorer (DESIGN.md §7). GLFW window, OpenGL 3.3 core, Dear ImGui;
+// a fixed layout of panels over the Session data model.
+#include <GLFW/glfw3.h>
+#include <GL/gl.h>
+#include <backends/imgui_impl_glfw.h>
+#include <backends/imgui_impl_opengl3.h>
+#include <imgui.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "app/cli/args.h"
+#include "app/cli/commands.h"
+#include "app/studio/script.h"
+#include "app/studio/ui_state.h"
+#include "captures/reader.h"
+#include "core/prompt/prompt_file.h"
+#include "core/util/error.h"
+#include "viz/png.h"
+
+namespace luka::cli {
+
+namespace {
+
+std::string glfw_error;
+
+void on_glfw_error(int code, const char* description) {
+  glfw_error = std::string(description ? description : "unknown error") + " (GLFW error " + std::to_string(code) + ")";
+}
+
+void save_screenshot(GLFWwindow* window, const std::string& path) {
+  int w = 0, h = 0;
+  glfwGetFramebufferSize(window, &w, &h);
+  viz::Image img;
+  img.width = w;
+  img.height = h;
+  img.rgba.resize(static_cast<std::size_t>(w) * h * 4);
+  std::vector<std::uint8_t> flipped(img.rgba.size());
+  glPixelStorei(GL_PACK_ALIGNMENT, 1);
+  glReadPixels(0, 0, w, h, GL_RGBA, GL_UNSIGNED_BYTE, flipped.data());
+  for (int y = 0; y < h; ++y)
+    std::copy_n(flipped.data() + static_cast<std::size_t>(h - 1 - y) * w * 4, static_cast<std::size_t>(w) * 4,
+                img.rgba.data() + static_cast<std::size_t>(y) * w * 4);
+  viz::write_png(img, path);
+}
+
+void load_fonts() {
+  ImGuiIO& io = ImGui::GetIO();
+  // DejaVu (Debian's fonts-dejavu-core) covers Latin, Greek, Cyrillic and many symbols.
+  static const ImWchar ranges[] = {0x0020, 0x024F, 0x0370, 0x03FF, 0x0400, 0x04FF, 0x2000, 0x22FF, 0x2500, 0x25FF, 0};
+  const char* font = "/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf";
+  if (std::filesystem::exists(font)) io.Fonts->AddFontFromFileTTF(font, 15.f, nullptr, ranges);
+  else io.Fonts->AddFontDefault();
+}
+
+}  // namespace
+
+int run_studio(int argc, char** argv) {
+  ArgParser args("studio", "[--model PATH] [--capture FILE] [--prompt-file F] [--script FILE]",
+                 "Opens the LuKA Studio window: run a prompt with per-layer dense / lined / clustered attention,\n"
+                 "switch a layer's mode live, and explore attention maps, covers and costs; or replay a capture\n"
+                 "file without a model. With no argument it loads the default model and the demo prompt.");
+  args.option("model", "PATH", kModelOptionHelp)
+      .option("capture", "FILE", "open a capture for replay (no model is loaded)")
+      .option("prompt-file", "F", "an interwoven prompt .json (default: assets/prompts/demo.json)")
+      .option("script", "FILE", "run scripted UI actions (tests, demos); exits when it ends")
+      .option("size", "WxH", "window size", "1280x800");
+  args.epilog("example:\n  luka studio\n  luka studio --capture demo.h5\n\n" + std::string(kEnvironmentHelp));
+  if (!args.parse(argc, argv, 2)) return 0;
+  int width = 1280, height = 800;
+  if (std::sscanf(args.get("size", "1280x800").c_str(), "%dx%d", &width, &height) != 2 || width < 320 || height < 240)
+    throw UsageError("--size must be WxH, at least 320x240");
+  std::optional<studio::Script> script;
+  if (args.has("script")) script = studio::Script::load(args.get("script"));
+  const std::filesystem::path prompt_file =
+      args.has("prompt-file") ? std::filesystem::path(args.get("prompt-file"))
+                              : std::filesystem::path(LUKA_SOURCE_DIR) / "assets" / "prompts" / "demo.json";
+  InterwovenPrompt prompt = load_prompt_file(prompt_file);
+  // A capture named on the command line must open: say so now, not in a window.
+  if (args.has("capture")) capture::CaptureFile::open(args.get("capture"));
+
+  glfwSetErrorCallback(on_glfw_error);
+  if (!glfwInit())
+    throw Error("cannot open a window: " + glfw_error + " (no display? set DISPLAY, or run under xvfb-run -a)");
+  glfwWindowHint(GLFW_CONTEXT_VERSION_MAJOR, 3);
+  glfwWindowHint(GLFW_CONTEXT_VERSION_MINOR, 3);
+  glfwWindowHint(GLFW_OPENGL_PROFILE, GLFW_OPENGL_CORE_PROFILE);
+  glfwWindowHint(GLFW_OPENGL_FORWARD_COMPAT, GLFW_TRUE);
+  GLFWwindow* window = glfwCreateWindow(width, height, "LuKA Studio", nullptr, nullptr);
+  if (!window) {
+    glfwTerminate();
+    throw Error("cannot create an OpenGL 3.3 window: " + glfw_error);
+  }
+  glfwMakeContextCurrent(window);
+  glfwSwapInterval(script ? 0 : 1);
+  IMGUI_CHECKVERSION();
+  ImGui::CreateContext();
+  ImGui::GetIO().IniFilename = nullptr;  // a fixed layout: nothing to remember
+  ImGui::StyleColorsDark();
+  load_fonts();
+  ImGui_ImplGlfw_InitForOpenGL(window, true);
+  ImGui_ImplOpenGL3_Init("#version 330 core");
+
+  int exit_code = 0;
+  {
+    auto ui = std::make_unique<studio::UiState>();
+    ui->prompt = prompt;
+    if (args.has("capture")) {
+      ui->session.open_capture(args.get("capture"));
+    } else {
+      ui->model_path = resolve_model_path(args).string();
+      if (!script) ui->session.load_model(ui->model_path, LoadOptions{});
+    }
+    bool running = true;
+    while (running && !glfwWindowShouldClose(window)) {
+      glfwPollEvents();
+      std::string screenshot;
+      if (script) {
+        try {
+          running = script->advance(*ui, screenshot);
+        } catch (const std::exception& e) {
+          std::fprintf(stderr, "luka studio: error: %s\n", e.what());
+          exit_code = 1;
+          break;
+        }
+      }
+      ImGui_ImplOpenGL3_NewFrame();
+      ImGui_ImplGlfw_NewFrame();
+      ImGui::NewFrame();
+      int fw = 0, fh = 0;
+      glfwGetFramebufferSize(window, &fw, &fh);
+      const float W = static_cast<float>(fw), H = static_cast<float>(fh);
+      const float left = std::min(420.f, W * 0.34f);
+      const ImGuiWindowFlags fixed = ImGuiWindowFlags_NoMove | ImGuiWindowFlags_NoResize | ImGuiWindowFlags_NoCollapse;
+      const auto panel = [&](const char* title, ImVec2 pos, ImVec2 size, void (*draw)(studio::UiState&)) {
+        ImGui::SetNextWindowPos(pos, ImGuiCond_Always);
+        ImGui::SetNextWindowSize(size, ImGuiCond_Always);
+        if (ImGui::Begin(title, nullptr, fixed)) draw(*ui);
+        ImGui::End();
+      };
+      panel("Model", ImVec2(0, 0), ImVec2(left, 110), studio::draw_model_panel);
+      panel("Prompt", ImVec2(0, 110), ImVec2(left, H * 0.5f - 110), studio::draw_prompt_panel);
+      panel("Layers", ImVec2(0, H * 0.5f), ImVec2(left, H * 0.5f), studio::draw_layers_panel);
+      panel("Attention map", ImVec2(left, 0), ImVec2(W - left, H * 0.74f), studio::draw_heatmap_panel);
+      panel("Output", ImVec2(left, H * 0.74f), ImVec2(W - left, H * 0.26f), studio::draw_output_panel);
+      ImGui::Render();
+      glViewport(0, 0, fw, fh);
+      glClearColor(0.08f, 0.08f, 0.09f, 1.f);
+      glClear(GL_COLOR_BUFFER_BIT);
+      ImGui_ImplOpenGL3_RenderDrawData(ImGui::GetDrawData());
+      if (!screenshot.empty()) {
+        try {
+          save_screenshot(window, screenshot);
+        } catch (const std::exception& e) {
+          std::fprintf(stderr, "luka studio: error: %s\n", e.what());
+          exit_code = 1;
+          break;
+        }
+      }
+      glfwSwapBuffers(window);
+    }
+    if (script) ui->session.stop();
+  }
+  ImGui_ImplOpenGL3_Shutdown();
+  ImGui_ImplGlfw_Shutdown();
+  ImGui::DestroyContext();
+  glfwDestroyWindow(window);
+  glfwTerminate();
+  return exit_code;
+}
+
+}  // namespace luka::cli

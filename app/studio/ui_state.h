@@ -1,0 +1,52 @@
+// What the Studio's panels share on the UI thread: the session, the prompt being edited, and the
+// selection and view settings. Panels are functions of this state, one file each.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "app/studio/session.h"
+#include "app/studio/texture.h"
+#include "core/prompt/interwoven_prompt.h"
+
+namespace luka::studio {
+
+struct HeatmapView {
+  // Visible region in token coordinates: top-left corner and tokens per screen pixel (0: fit).
+  double x0 = 0, y0 = 0, tokens_per_pixel = 0;
+  bool log_scale = true;
+  double log_min = 1e-4;
+  // The texture and the window it shows, refetched when any of these change.
+  Texture texture;
+  const capture::CaptureView* fetched_view = nullptr;
+  int fetched_layer = -1, fetched_head = -1, fetched_level = -1;
+  std::int64_t fetched_r0 = -1, fetched_c0 = -1, fetched_rows = 0, fetched_cols = 0, fetched_steps = -1;
+  bool fetched_log = true;
+  std::vector<float> values;  // the fetched window, for hover read-out
+  std::string error;
+};
+
+struct UiState {
+  Session session;
+  std::string model_path;
+  InterwovenPrompt prompt;
+  bool chat = false;
+  int max_new_tokens = 32;
+  int layer = 0, head = 0;
+  std::int64_t step = 0;  // selected decode step for rows (0: the latest)
+  HeatmapView heatmap;
+  std::string notice;     // a one-line message for the user (errors from UI actions)
+};
+
+void draw_model_panel(UiState& ui);
+void draw_prompt_panel(UiState& ui);
+void draw_layers_panel(UiState& ui);
+void draw_heatmap_panel(UiState& ui);
+void draw_output_panel(UiState& ui);
+
+// "#rrggbb" -> packed ImGui colour (alpha 255); grey for anything else.
+unsigned int parse_colour(const std::string& hex);
+
+}  // namespace luka::studio

@@ -1,0 +1,136 @@
+// The Studio under Xvfb (llvmpipe), driven by --script: a live run with a layer switched
+// mid-generation (checked in the run's capture), replay of a capture file, screenshots that show
+// heatmap pixels in the colormap, and clear errors for a missing display, an unreadable capture
+// and a model that fails to load.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include "viz/colormap.h"
+#include "viz/png.h"
+
+namespace fs = std::filesystem;
+
+namespace {
+
+const fs::path kRoot = LUKA_SOURCE_DIR;
+const fs::path kModel = kRoot / "models" / "default";
+
+struct RunResult {
+  int exit_code = -1;
+  std::string out, err;
+};
+
+fs::path work_dir() {
+  const fs::path d = fs::path(LUKA_TEST_WORK) / "studio" / ::testing::UnitTest::GetInstance()->current_test_info()->name();
+  fs::create_directories(d);
+  return d;
+}
+
+std::string read_file(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+RunResult sh(const std::string& command) {
+  const fs::path d = work_dir();
+  const std::string cmd = command + " < /dev/null > '" + (d / "out.txt").string() + "' 2> '" + (d / "err.txt").string() + "'";
+  const int status = std::system(cmd.c_str());
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, read_file(d / "out.txt"), read_file(d / "err.txt")};
+}
+
+bool have_xvfb() { return std::system("command -v xvfb-run > /dev/null 2>&1") == 0; }
+
+RunResult studio(const std::string& args, const std::string& script) {
+  const fs::path s = work_dir() / "actions.script";
+  std::ofstream(s) << script;
+  return sh("env -u LUKA_MODEL xvfb-run -a -s '-screen 0 1280x800x24' '" + std::string(LUKA_CLI_PATH) + "' studio " + args +
+            " --script '" + s.string() + "'");
+}
+
+// A screenshot is a real frame: the window's size, many colours, and a heatmap drawn in the
+// ember colormap (thousands of pixels exactly equal to its entries).
+void expect_heatmap_screenshot(const fs::path& png) {
+  const luka::viz::Image img = luka::viz::read_png(png);
+  EXPECT_EQ(img.width, 1280);
+  EXPECT_EQ(img.height, 800);
+  const auto& table = luka::viz::Colormap::get(luka::viz::ColormapId::kEmber).table();
+  std::set<std::uint32_t> ember, colours;
+  for (const auto& c : table) ember.insert((std::uint32_t{c.r} << 16) | (c.g << 8) | c.b);
+  std::size_t in_map = 0;
+  for (int y = 0; y < img.height; ++y)
+    for (int x = 0; x < img.width; ++x) {
+      const auto p = img.pixel(x, y);
+      const std::uint32_t key = (std::uint32_t{p.r} << 16) | (p.g << 8) | p.b;
+      colours.insert(key);
+      in_map += ember.count(key);
+    }
+  EXPECT_GT(colours.size(), 100u) << png;
+  EXPECT_GT(in_map, 20000u) << png;  // the map covers a few hundred pixels squared
+}
+
+#define REQUIRE_STUDIO()                                                                   \
+  if (!have_xvfb()) GTEST_SKIP() << "xvfb-run is not installed (scripts/setup.sh installs it)"; \
+  if (!fs::exists(kModel)) GTEST_SKIP() << "no default model at " << kModel
+
+TEST(Studio, LiveRunSwitchesALayerMidGenerationAndShowsTheMap) {
+  REQUIRE_STUDIO();
+  const fs::path shot = work_dir() / "live.png", zoomed = work_dir() / "zoomed.png";
+  const RunResult r = studio("", "load_model " + kModel.string() +
+                                     "\nwait_idle 300\nrun 10 paused\nwait_paused 300\nstep\nstep\nwait_steps 2 120\n"
+                                     "set_mode 5 clustered\nset_mode 6 lined\nstep\nwait_steps 3 120\n"
+                                     "expect_mode 2 5 dense\nexpect_mode 3 5 clustered\nexpect_mode 3 6 lined\nexpect_mode 3 7 dense\n"
+                                     "resume\nwait_idle 300\nexpect_steps 9\nexpect_status done\nselect 3 1\nframes 3\n"
+                                     "screenshot " + shot.string() + "\nzoom 4\nscale linear\nframes 2\nscreenshot " + zoomed.string() +
+                                     "\nquit\n");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  expect_heatmap_screenshot(shot);
+  ASSERT_TRUE(fs::exists(zoomed));
+  EXPECT_GT(luka::viz::read_png(zoomed).width, 0);
+}
+
+TEST(Studio, ReplaysACaptureWithoutAModel) {
+  REQUIRE_STUDIO();
+  const fs::path cap = work_dir() / "run.h5", shot = work_dir() / "replay.png";
+  const RunResult c = sh("'" + std::string(LUKA_CLI_PATH) + "' capture --prompt-file '" + (kRoot / "assets/prompts/demo.json").string() +
+                         "' --preset 'mixed(2,2)' --max-new-tokens 6 --quiet --out '" + cap.string() + "'");
+  ASSERT_EQ(c.exit_code, 0) << c.err;
+  const RunResult r = studio("--capture '" + cap.string() + "'",
+                             "wait_idle 60\nexpect_steps 5\nexpect_mode 5 0 lined\nexpect_mode 5 10 clustered\nselect 10 2\nframes 3\n"
+                             "screenshot " + shot.string() + "\nquit\n");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  expect_heatmap_screenshot(shot);
+}
+
+TEST(Studio, ClearErrorsNoCrash) {
+  if (!have_xvfb()) GTEST_SKIP() << "xvfb-run is not installed";
+  const fs::path script = work_dir() / "quit.script";
+  std::ofstream(script) << "quit\n";
+  const RunResult no_display = sh("env -u DISPLAY -u WAYLAND_DISPLAY '" + std::string(LUKA_CLI_PATH) + "' studio --script '" + script.string() + "'");
+  EXPECT_EQ(no_display.exit_code, 1);
+  EXPECT_NE(no_display.err.find("no display"), std::string::npos) << no_display.err;
+  EXPECT_EQ(std::count(no_display.err.begin(), no_display.err.end(), '\n'), 1) << no_display.err;
+
+  std::ofstream(work_dir() / "notes.h5") << "not a capture\n";
+  const RunResult bad_capture = studio("--capture '" + (work_dir() / "notes.h5").string() + "'", "quit\n");
+  EXPECT_EQ(bad_capture.exit_code, 1);
+  EXPECT_NE(bad_capture.err.find("notes.h5: not an HDF5 file"), std::string::npos) << bad_capture.err;
+
+  // A model that fails to load: the status says why, the window stays up.
+  const RunResult bad_model = studio("", "load_model /nonexistent/model.gguf\nwait_idle 60\nexpect_status /nonexistent/model.gguf\n"
+                                         "frames 2\nquit\n");
+  EXPECT_EQ(bad_model.exit_code, 0) << bad_model.err;
+
+  const RunResult bad_script = studio("", "frobnicate\n");
+  EXPECT_EQ(bad_script.exit_code, 1);
+  EXPECT_NE(bad_script.err.find("unknown command 'frobnicate'"), std::string::npos) << bad_script.err;
+}
+
+}  // namespace
