@@ -145,7 +145,19 @@ int run_studio(int argc, char** argv) {
       panel("Prompt", ImVec2(0, 110), ImVec2(left, H * 0.5f - 110), studio::draw_prompt_panel);
       panel("Layers", ImVec2(0, H * 0.5f), ImVec2(left, H * 0.5f), studio::draw_layers_panel);
       panel("Attention map", ImVec2(left, 0), ImVec2(W - left, H * 0.74f), studio::draw_heatmap_panel);
-      panel("Output", ImVec2(left, H * 0.74f), ImVec2(W - left, H * 0.26f), studio::draw_output_panel);
+      panel("Output", ImVec2(left, H * 0.74f), ImVec2(W - left, H * 0.26f), [](studio::UiState& u) {
+        if (!ImGui::BeginTabBar("bottom")) return;
+        if (ImGui::BeginTabItem("Output")) {
+          studio::draw_output_panel(u);
+          ImGui::EndTabItem();
+        }
+        if (ImGui::BeginTabItem("Cover timeline", nullptr, u.show_timeline ? ImGuiTabItemFlags_SetSelected : 0)) {
+          studio::draw_timeline_panel(u);
+          ImGui::EndTabItem();
+        }
+        u.show_timeline = false;
+        ImGui::EndTabBar();
+      });
       ImGui::Render();
       glViewport(0, 0, fw, fh);
       glClearColor(0.08f, 0.08f, 0.09f, 1.f);

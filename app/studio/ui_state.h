@@ -28,6 +28,14 @@ struct HeatmapView {
   std::string error;
 };
 
+struct TimelineView {
+  Texture texture;
+  std::vector<std::uint8_t> codes;  // [steps][tokens] cover states, for hover
+  const capture::CaptureView* view = nullptr;
+  int layer = -1, head = -1;
+  std::int64_t steps = -1;
+};
+
 struct UiState {
   Session session;
   std::string model_path;
@@ -37,6 +45,8 @@ struct UiState {
   int layer = 0, head = 0;
   std::int64_t step = 0;  // selected decode step for rows (0: the latest)
   HeatmapView heatmap;
+  TimelineView timeline;
+  bool show_timeline = false;  // select the timeline tab at the next frame (scripts)
   std::string notice;     // a one-line message for the user (errors from UI actions)
 };
 
@@ -45,6 +55,7 @@ void draw_prompt_panel(UiState& ui);
 void draw_layers_panel(UiState& ui);
 void draw_heatmap_panel(UiState& ui);
 void draw_output_panel(UiState& ui);
+void draw_timeline_panel(UiState& ui);
 
 // "#rrggbb" -> packed ImGui colour (alpha 255); grey for anything else.
 unsigned int parse_colour(const std::string& hex);

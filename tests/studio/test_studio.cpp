@@ -98,15 +98,26 @@ TEST(Studio, LiveRunSwitchesALayerMidGenerationAndShowsTheMap) {
 
 TEST(Studio, ReplaysACaptureWithoutAModel) {
   REQUIRE_STUDIO();
-  const fs::path cap = work_dir() / "run.h5", shot = work_dir() / "replay.png";
+  const fs::path cap = work_dir() / "run.h5", shot = work_dir() / "replay.png", timeline = work_dir() / "timeline.png";
   const RunResult c = sh("'" + std::string(LUKA_CLI_PATH) + "' capture --prompt-file '" + (kRoot / "assets/prompts/demo.json").string() +
                          "' --preset 'mixed(2,2)' --max-new-tokens 6 --quiet --out '" + cap.string() + "'");
   ASSERT_EQ(c.exit_code, 0) << c.err;
   const RunResult r = studio("--capture '" + cap.string() + "'",
                              "wait_idle 60\nexpect_steps 5\nexpect_mode 5 0 lined\nexpect_mode 5 10 clustered\nselect 10 2\nframes 3\n"
-                             "screenshot " + shot.string() + "\nquit\n");
+                             "screenshot " + shot.string() + "\nshow_timeline\nframes 3\nscreenshot " + timeline.string() + "\nquit\n");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   expect_heatmap_screenshot(shot);
+  // The cover timeline of a clustered layer: summarized pages and the raw tail, in their colours.
+  const luka::viz::Image img = luka::viz::read_png(timeline);
+  std::size_t summarized = 0, raw = 0;
+  for (int y = 0; y < img.height; ++y)
+    for (int x = 0; x < img.width; ++x) {
+      const auto p = img.pixel(x, y);
+      summarized += p == luka::viz::Rgb{70, 100, 150};
+      raw += p == luka::viz::Rgb{200, 200, 200};
+    }
+  EXPECT_GT(summarized, 5000u);
+  EXPECT_GT(raw, 500u);
 }
 
 TEST(Studio, ClearErrorsNoCrash) {

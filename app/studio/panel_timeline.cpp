@@ -1,0 +1,84 @@
+// Cover timeline: decode step (rows) x raw token (columns) for the selected layer and head, each
+// cell the token's state in that step's cover — summarized in a page, refined, raw (tail, window
+// or dense), heavy hitter, or dropped — so one sees pages form, refinements move and heavy
+// hitters persist over a generation.
+#include <imgui.h>
+
+#include <algorithm>
+#include <string>
+
+#include "app/studio/ui_state.h"
+
+namespace luka::studio {
+namespace {
+
+struct StateColour {
+  const char* name;
+  viz::Rgb rgb;
+};
+// Indexed by capture::CoverState.
+const StateColour kStates[] = {{"absent", {24, 24, 28}},        {"summarized", {70, 100, 150}}, {"refined", {240, 160, 40}},
+                               {"raw", {200, 200, 200}},        {"heavy hitter", {220, 60, 60}}, {"dropped", {55, 55, 62}}};
+
+}  // namespace
+
+void draw_timeline_panel(UiState& ui) {
+  const auto view = ui.session.view();
+  if (!view) return;
+  const capture::Summary sum = view->summary();
+  if (!sum.layout.covers || sum.complete_steps == 0) {
+    ImGui::TextDisabled(sum.layout.covers ? "no decode steps yet" : "covers were not recorded in this capture");
+    return;
+  }
+  const auto& lay = sum.layout;
+  if (!std::binary_search(lay.layers.begin(), lay.layers.end(), ui.layer) || !std::binary_search(lay.heads.begin(), lay.heads.end(), ui.head))
+    return;
+  TimelineView& tv = ui.timeline;
+  const std::int64_t S = sum.complete_steps, T = lay.prompt_tokens + S;
+  if (tv.view != view.get() || tv.layer != ui.layer || tv.head != ui.head || tv.steps != S) {
+    viz::Image img;
+    img.width = static_cast<int>(T);
+    img.height = static_cast<int>(S);
+    img.rgba.assign(static_cast<std::size_t>(T * S * 4), 255);
+    tv.codes.assign(static_cast<std::size_t>(T * S), capture::kAbsent);
+    try {
+      for (std::int64_t s = 1; s <= S; ++s) {
+        const auto cover = view->cover(s, ui.layer, ui.head);
+        std::copy(cover.begin(), cover.end(), tv.codes.begin() + (s - 1) * T);
+      }
+      for (std::size_t i = 0; i < tv.codes.size(); ++i) {
+        const viz::Rgb c = kStates[std::min<std::size_t>(tv.codes[i], 5)].rgb;
+        img.rgba[4 * i] = c.r;
+        img.rgba[4 * i + 1] = c.g;
+        img.rgba[4 * i + 2] = c.b;
+      }
+      tv.texture.upload(img);
+    } catch (const std::exception& e) {
+      ImGui::TextDisabled("%s", e.what());
+    }
+    tv.view = view.get();
+    tv.layer = ui.layer;
+    tv.head = ui.head;
+    tv.steps = S;
+  }
+  for (const auto& st : kStates) {
+    if (&st != kStates) ImGui::SameLine();
+    ImGui::ColorButton(st.name, ImVec4(st.rgb.r / 255.f, st.rgb.g / 255.f, st.rgb.b / 255.f, 1), ImGuiColorEditFlags_NoTooltip, ImVec2(12, 12));
+    ImGui::SameLine();
+    ImGui::TextUnformatted(st.name);
+  }
+  const ImVec2 size(ImGui::GetContentRegionAvail().x, std::max(20.f, ImGui::GetContentRegionAvail().y - 4));
+  const ImVec2 origin = ImGui::GetCursorScreenPos();
+  ImGui::Image(tv.texture.id(), size);
+  if (ImGui::IsItemHovered()) {
+    const ImVec2 m = ImGui::GetIO().MousePos;
+    const std::int64_t t = static_cast<std::int64_t>((m.x - origin.x) / size.x * static_cast<float>(T));
+    const std::int64_t s = static_cast<std::int64_t>((m.y - origin.y) / size.y * static_cast<float>(S));
+    if (t >= 0 && t < T && s >= 0 && s < S) {
+      const auto code = tv.codes[static_cast<std::size_t>(s * T + t)];
+      ImGui::SetTooltip("step %lld, token %lld: %s", static_cast<long long>(s + 1), static_cast<long long>(t), kStates[std::min<int>(code, 5)].name);
+    }
+  }
+}
+
+}  // namespace luka::studio
