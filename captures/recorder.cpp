@@ -105,7 +105,9 @@ Layout make_layout(const Model& model, const LukaConfig& config, const RecordSpe
 
 Manifest make_manifest(const Model& model, const Tokenizer& tokenizer, const LukaConfig& config) {
   Manifest m;
-  m.model_path = std::filesystem::absolute(model.path()).string();
+  std::error_code ec;
+  const auto resolved = std::filesystem::weakly_canonical(model.path(), ec);  // through links like models/default
+  m.model_path = (ec ? std::filesystem::absolute(model.path()) : resolved).string();
   m.architecture = model.config().model_type;
   m.model_config = config_json(model.config());
   m.weights_hash = weights_hash(model);

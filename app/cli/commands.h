@@ -20,6 +20,7 @@ int run_generate(int argc, char** argv);
 int run_perplexity(int argc, char** argv);
 int run_capture(int argc, char** argv);
 int run_inspect(int argc, char** argv);
+int run_export(int argc, char** argv);
 int run_studio(int argc, char** argv);  // built with LUKA_GUI
 
 // --model, else $LUKA_MODEL, else the default model that scripts/setup.sh makes.

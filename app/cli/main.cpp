@@ -25,6 +25,7 @@ constexpr Command kCommands[] = {
     {"perplexity", luka::cli::run_perplexity, "teacher-forced perplexity of a text under a LuKA config"},
     {"capture", luka::cli::run_capture, "run a prompt and record attention, covers and pages to HDF5"},
     {"inspect", luka::cli::run_inspect, "summarize a capture file: model, config, tokens, steps, sizes"},
+    {"export", luka::cli::run_export, "draw a capture's attention map as a PNG, SVG or PDF figure"},
 #ifdef LUKA_HAVE_STUDIO
     {"studio", luka::cli::run_studio, "open the Studio window (live runs, attention maps, replay)"},
 #endif

@@ -20,6 +20,7 @@
 #include <nlohmann/json.hpp>
 
 #include "captures/reader.h"
+#include "viz/png.h"
 #include "core/util/error.h"
 
 extern char** environ;
@@ -225,6 +226,57 @@ TEST(CaptureCli, BadArgumentsAreClearErrors) {
   const RunResult dir = luka({"capture", "--prompt", "hi", "--out", "/nonexistent-dir/x.h5"});
   EXPECT_EQ(dir.exit_code, 1);
   EXPECT_NE(dir.err.find("/nonexistent-dir/x.h5"), std::string::npos) << dir.err;
+}
+
+TEST(CaptureCli, ExportWritesPngSvgAndPdfFigures) {
+  REQUIRE_MODEL();
+  const fs::path d = work_dir(), cap = d / "run.h5";
+  ASSERT_EQ(luka({"capture", "--prompt-file", (kRoot / "assets/prompts/demo.json").string(), "--preset", "mixed(2,2)",
+                  "--record", "layers=0,10", "--max-new-tokens", "5", "--quiet", "--out", cap.string()})
+                .exit_code,
+            0);
+  for (const char* ext : {"png", "svg", "pdf"}) {
+    const fs::path out = d / (std::string("fig.") + ext);
+    const RunResult r = luka({"export", "--capture", cap.string(), "--layer", "10", "--head", "2", "--step", "4", "--level", "0",
+                              "--out", out.string()});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    const std::string bytes = read_file(out);
+    const std::string title = "layer 10 · head 2 · clustered to step 4";
+    if (std::string(ext) == "png") {
+      const auto img = luka::viz::read_png(out);  // 760 x 680 points at 2 pixels per point
+      EXPECT_EQ(img.width, 1520);
+      EXPECT_EQ(img.height, 1360);
+    } else if (std::string(ext) == "svg") {
+      EXPECT_EQ(bytes.find("<?xml"), 0u);
+      EXPECT_NE(bytes.find("<svg"), std::string::npos);
+      EXPECT_NE(bytes.find("width=\"760pt\" height=\"680pt\""), std::string::npos) << bytes.substr(0, 300);
+      EXPECT_NE(bytes.find("<title>"), std::string::npos);
+      EXPECT_NE(bytes.find(title), std::string::npos);
+      EXPECT_NE(bytes.find("SmolLM2-135M-Instruct"), std::string::npos);
+    } else {
+      EXPECT_EQ(bytes.rfind("%PDF-", 0), 0u);
+      EXPECT_NE(bytes.find("/MediaBox [ 0 0 760 680 ]"), std::string::npos);
+      // The document title, as cairo writes non-ASCII titles: UTF-16BE in hex after a byte-order mark.
+      const auto at = bytes.find("/Title <FEFF");
+      ASSERT_NE(at, std::string::npos);
+      std::string decoded;  // the ASCII characters of the title
+      for (std::size_t i = at + 12; i + 4 <= bytes.size() && bytes[i] != '>'; i += 4) {
+        const int unit = std::stoi(bytes.substr(i, 4), nullptr, 16);
+        decoded += unit < 128 ? static_cast<char>(unit) : '?';
+      }
+      EXPECT_NE(decoded.find("layer 10 ? head 2 ? clustered to step 4"), std::string::npos) << decoded;
+      EXPECT_NE(bytes.find("%%EOF"), std::string::npos);
+    }
+  }
+  const RunResult dense = luka({"export", "--capture", cap.string(), "--layer", "10", "--head", "2", "--view", "dense", "--out",
+                                (d / "x.png").string()});
+  EXPECT_EQ(dense.exit_code, 2);
+  const RunResult ext = luka({"export", "--capture", cap.string(), "--layer", "10", "--head", "2", "--out", (d / "x.bmp").string()});
+  EXPECT_EQ(ext.exit_code, 1);
+  EXPECT_NE(ext.err.find("unknown figure format '.bmp'"), std::string::npos) << ext.err;
+  const RunResult layer = luka({"export", "--capture", cap.string(), "--layer", "5", "--head", "2", "--out", (d / "x.png").string()});
+  EXPECT_EQ(layer.exit_code, 1);
+  EXPECT_NE(layer.err.find("layer 5 is not recorded"), std::string::npos) << layer.err;
 }
 
 TEST(CaptureCli, WikiSaladExampleBecomesSegments) {

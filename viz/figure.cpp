@@ -1,0 +1,230 @@
+#include "viz/figure.h"
+
+#include <cairo-pdf.h>
+#include <cairo-svg.h>
+#include <cairo.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+
+#include "core/util/error.h"
+
+namespace luka::viz {
+namespace {
+
+struct Rgbf {
+  double r, g, b;
+};
+
+Rgbf hex(const std::string& s) {
+  unsigned v = 0x808080;
+  if (s.size() == 7 && s[0] == '#') v = static_cast<unsigned>(std::stoul(s.substr(1), nullptr, 16));
+  return {((v >> 16) & 255) / 255.0, ((v >> 8) & 255) / 255.0, (v & 255) / 255.0};
+}
+
+// Token pieces as axis labels: printable, short.
+std::string label_text(const std::string& piece) {
+  std::string s;
+  for (const unsigned char c : piece) {
+    if (c == '\n') s += "\\n";
+    else if (c < 32) s += ' ';
+    else s += static_cast<char>(c);
+  }
+  if (s.size() > 14) s = s.substr(0, 13) + "…";
+  return s;
+}
+
+// A cairo image of the heatmap (ARGB32, premultiplied; our colours are opaque).
+cairo_surface_t* heatmap_surface(const Figure& f) {
+  const Image img = render_heatmap(f.values.data(), f.rows, f.cols, static_cast<int>(f.cols), static_cast<int>(f.rows), f.options);
+  cairo_surface_t* s = cairo_image_surface_create(CAIRO_FORMAT_ARGB32, img.width, img.height);
+  cairo_surface_flush(s);
+  unsigned char* data = cairo_image_surface_get_data(s);
+  const int stride = cairo_image_surface_get_stride(s);
+  for (int y = 0; y < img.height; ++y)
+    for (int x = 0; x < img.width; ++x) {
+      const std::uint8_t* p = img.rgba.data() + (static_cast<std::size_t>(y) * img.width + x) * 4;
+      auto* out = reinterpret_cast<std::uint32_t*>(data + y * stride) + x;
+      *out = 0xff000000u | (std::uint32_t{p[0]} << 16) | (std::uint32_t{p[1]} << 8) | p[2];
+    }
+  cairo_surface_mark_dirty(s);
+  return s;
+}
+
+void draw(cairo_t* cr, const Figure& f) {
+  const double W = f.width, H = f.height;
+  cairo_set_source_rgb(cr, 1, 1, 1);
+  cairo_paint(cr);
+  cairo_select_font_face(cr, "DejaVu Sans", CAIRO_FONT_SLANT_NORMAL, CAIRO_FONT_WEIGHT_NORMAL);
+
+  // Layout: title on top, labels left and below, bands next to the map, colour bar right.
+  const double band = 8, label_w = 86, colorbar_w = 14, right = 70, top = 44;
+  const double side = std::min(W - label_w - band - colorbar_w - right - 16, H - top - band - label_w - 10);
+  const double mx = label_w + band + 4, my = top + band + 4;
+  const double t0c = static_cast<double>(f.col0) * f.cell, t0r = static_cast<double>(f.row0) * f.cell;
+  const double span_c = std::min<double>(f.cols * f.cell, f.tokens - t0c), span_r = std::min<double>(f.rows * f.cell, f.tokens - t0r);
+  const double span = std::max(span_c, span_r);
+  const double px = side / span;  // points per token
+
+  cairo_set_source_rgb(cr, 0.1, 0.1, 0.1);
+  cairo_set_font_size(cr, 13);
+  cairo_move_to(cr, mx, 24);
+  cairo_show_text(cr, f.title.c_str());
+
+  // The map, nearest-neighbour scaled: every cell stays a crisp square.
+  cairo_surface_t* img = heatmap_surface(f);
+  cairo_save(cr);
+  cairo_rectangle(cr, mx, my, span_c * px, span_r * px);
+  cairo_clip(cr);
+  cairo_translate(cr, mx, my);
+  cairo_scale(cr, f.cell * px, f.cell * px);
+  cairo_set_source_surface(cr, img, 0, 0);
+  cairo_pattern_set_filter(cairo_get_source(cr), CAIRO_FILTER_NEAREST);
+  cairo_paint(cr);
+  cairo_restore(cr);
+  cairo_surface_destroy(img);
+  cairo_set_source_rgb(cr, 0.3, 0.3, 0.3);
+  cairo_set_line_width(cr, 0.6);
+  cairo_rectangle(cr, mx, my, span_c * px, span_r * px);
+  cairo_stroke(cr);
+
+  // Topic bands along both axes, clipped to the window.
+  for (const FigureBand& b : f.bands) {
+    const Rgbf c = hex(b.colour);
+    cairo_set_source_rgb(cr, c.r, c.g, c.b);
+    const double c0 = std::max(static_cast<double>(b.begin), t0c), c1 = std::min(static_cast<double>(b.end), t0c + span_c);
+    if (c1 > c0) cairo_rectangle(cr, mx + (c0 - t0c) * px, my - band - 2, (c1 - c0) * px, band);
+    const double r0 = std::max(static_cast<double>(b.begin), t0r), r1 = std::min(static_cast<double>(b.end), t0r + span_r);
+    if (r1 > r0) cairo_rectangle(cr, mx - band - 2, my + (r0 - t0r) * px, band, (r1 - r0) * px);
+    cairo_fill(cr);
+  }
+
+  // Token labels, thinned so they do not overlap (at least 9 points apart).
+  cairo_set_font_size(cr, 7);
+  cairo_set_source_rgb(cr, 0.2, 0.2, 0.2);
+  const std::int64_t every = std::max<std::int64_t>(1, static_cast<std::int64_t>(std::ceil(9.0 / px)));
+  const auto label = [&](std::int64_t t) {
+    const std::string piece = t < static_cast<std::int64_t>(f.labels.size()) ? label_text(f.labels[static_cast<std::size_t>(t)]) : "";
+    return std::to_string(t) + (piece.empty() ? "" : " " + piece);
+  };
+  const std::int64_t first_r = static_cast<std::int64_t>(std::ceil(t0r / every)) * every;
+  for (std::int64_t t = first_r; t < t0r + span_r; t += every) {
+    const std::string s = label(t);
+    cairo_text_extents_t e;
+    cairo_text_extents(cr, s.c_str(), &e);
+    cairo_move_to(cr, mx - band - 6 - e.x_advance, my + (t - t0r + 0.5) * px + 2.5);
+    cairo_show_text(cr, s.c_str());
+  }
+  const std::int64_t first_c = static_cast<std::int64_t>(std::ceil(t0c / every)) * every;
+  for (std::int64_t t = first_c; t < t0c + span_c; t += every) {
+    const std::string s = label(t);
+    cairo_save(cr);
+    cairo_move_to(cr, mx + (t - t0c + 0.5) * px + 2.5, my + span_r * px + 6);
+    cairo_rotate(cr, M_PI / 2);
+    cairo_show_text(cr, s.c_str());
+    cairo_restore(cr);
+  }
+  cairo_set_font_size(cr, 10);
+  cairo_move_to(cr, 6, my - band - 6);
+  cairo_show_text(cr, "query ↓  key →");
+
+  // Colour bar with ticks.
+  const double bx = mx + side + 16, by = my, bh = side;
+  const auto& table = f.options.colormap->table();
+  for (int i = 0; i < 256; ++i) {
+    const Rgb c = table[static_cast<std::size_t>(255 - i)];
+    cairo_set_source_rgb(cr, c.r / 255.0, c.g / 255.0, c.b / 255.0);
+    cairo_rectangle(cr, bx, by + bh * i / 256.0, colorbar_w, bh / 256.0 + 0.6);
+    cairo_fill(cr);
+  }
+  cairo_set_source_rgb(cr, 0.2, 0.2, 0.2);
+  cairo_set_font_size(cr, 8);
+  const ColorScale& sc = f.options.scale;
+  std::vector<std::pair<double, std::string>> ticks;
+  char buf[32];
+  if (sc.kind == ColorScale::kLog) {
+    for (int e = static_cast<int>(std::ceil(std::log10(sc.vmin))); e <= static_cast<int>(std::floor(std::log10(sc.vmax))); ++e) {
+      std::snprintf(buf, sizeof buf, "1e%d", e);
+      ticks.push_back({sc.normalize(std::pow(10.0, e)), buf});
+    }
+  } else {
+    const double lo = sc.kind == ColorScale::kSymmetric ? -sc.vmax : sc.vmin;
+    for (int i = 0; i <= 4; ++i) {
+      const double v = lo + (sc.vmax - lo) * i / 4;
+      std::snprintf(buf, sizeof buf, "%.3g", v);
+      ticks.push_back({sc.normalize(v), buf});
+    }
+  }
+  for (const auto& [t, text] : ticks) {
+    const double y = by + bh * (1 - t);
+    cairo_move_to(cr, bx + colorbar_w, y);
+    cairo_line_to(cr, bx + colorbar_w + 3, y);
+    cairo_stroke(cr);
+    cairo_move_to(cr, bx + colorbar_w + 5, y + 3);
+    cairo_show_text(cr, text.c_str());
+  }
+  cairo_save(cr);
+  cairo_move_to(cr, bx + colorbar_w + 48, by + bh / 2 - 30);
+  cairo_rotate(cr, M_PI / 2);
+  cairo_show_text(cr, f.scale_label.c_str());
+  cairo_restore(cr);
+}
+
+}  // namespace
+
+void write_figure(const Figure& f, const std::filesystem::path& path) {
+  if (f.rows <= 0 || f.cols <= 0 || f.values.size() != static_cast<std::size_t>(f.rows * f.cols)) fail(path.string(), "nothing to draw");
+  const std::string ext = path.extension().string();
+  const std::string name = path.string();
+  cairo_surface_t* surface = nullptr;
+  if (ext == ".png") {
+    surface = cairo_image_surface_create(CAIRO_FORMAT_ARGB32, static_cast<int>(f.width * 2), static_cast<int>(f.height * 2));
+  } else if (ext == ".svg") {
+    surface = cairo_svg_surface_create(name.c_str(), f.width, f.height);
+  } else if (ext == ".pdf") {
+    surface = cairo_pdf_surface_create(name.c_str(), f.width, f.height);
+    cairo_pdf_surface_set_metadata(surface, CAIRO_PDF_METADATA_TITLE, f.title.c_str());
+    cairo_pdf_surface_set_metadata(surface, CAIRO_PDF_METADATA_CREATOR, "LuKA Studio");
+  } else {
+    fail(name, "unknown figure format '" + ext + "' (use .png, .svg or .pdf)");
+  }
+  if (cairo_surface_status(surface) != CAIRO_STATUS_SUCCESS) {
+    const std::string why = cairo_status_to_string(cairo_surface_status(surface));
+    cairo_surface_destroy(surface);
+    fail(name, "cannot create the figure: " + why);
+  }
+  cairo_t* cr = cairo_create(surface);
+  if (ext == ".png") cairo_scale(cr, 2, 2);
+  draw(cr, f);
+  cairo_destroy(cr);
+  cairo_status_t status = CAIRO_STATUS_SUCCESS;
+  if (ext == ".png") status = cairo_surface_write_to_png(surface, name.c_str());
+  cairo_surface_finish(surface);
+  if (status == CAIRO_STATUS_SUCCESS) status = cairo_surface_status(surface);
+  cairo_surface_destroy(surface);
+  if (status != CAIRO_STATUS_SUCCESS) fail(name, std::string("cannot write the figure: ") + cairo_status_to_string(status));
+  // cairo draws SVG text as glyph outlines: give the file its title as text, for readers and search.
+  if (ext == ".svg") {
+    std::string svg;
+    {
+      std::ifstream in(path, std::ios::binary);
+      std::ostringstream s;
+      s << in.rdbuf();
+      svg = s.str();
+    }
+    const auto open = svg.find("<svg");
+    const auto end = open == std::string::npos ? std::string::npos : svg.find('>', open);
+    if (end == std::string::npos) fail(name, "cairo wrote no <svg> element");
+    std::string title;
+    for (const char c : f.title) title += c == '<' ? "&lt;" : c == '>' ? "&gt;" : c == '&' ? "&amp;" : std::string(1, c);
+    svg.insert(end + 1, "\n<title>" + title + "</title>");
+    std::ofstream out(path, std::ios::binary | std::ios::trunc);
+    out << svg;
+    if (!out) fail(name, "cannot write the figure");
+  }
+}
+
+}  // namespace luka::viz
