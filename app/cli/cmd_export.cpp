@@ -10,6 +10,7 @@
 #include "app/cli/args.h"
 #include "app/cli/commands.h"
 #include "captures/reader.h"
+#include "app/cli/figure_from_capture.h"
 #include "viz/figure.h"
 
 namespace luka::cli {
@@ -40,53 +41,14 @@ int run_export(int argc, char** argv) {
   if (scale != "log" && scale != "linear") throw UsageError("--scale must be log or linear");
 
   const auto file = capture::CaptureFile::open(args.get("capture"));
-  const capture::Summary sum = file->summary();
-  const capture::Layout& lay = sum.layout;
-  const int layer = static_cast<int>(args.get_int("layer", 0)), head = static_cast<int>(args.get_int("head", 0));
-  capture::recorded_index(lay.layers, layer, "layer");
-  capture::recorded_index(lay.heads, head, "head");
+  const capture::Layout lay = file->summary().layout;
   if (lay.levels.empty()) throw Error(args.get("capture") + ": this capture has no prefill maps");
-  int level = lay.levels.back();
-  for (auto it = lay.levels.rbegin(); it != lay.levels.rend(); ++it)
-    if (capture::level_size(lay.prompt_tokens, *it) <= 1024) level = *it;
-  if (args.has("level")) level = static_cast<int>(args.get_int("level", 0));
+  const int level = args.has("level") ? static_cast<int>(args.get_int("level", 0)) : default_figure_level(lay);
   const std::int64_t step = args.get_int("step", 0);
-  if (step < 0 || step > sum.complete_steps)
-    throw UsageError("--step must be in 0.." + std::to_string(sum.complete_steps) + " (the capture's complete steps)");
-  if (step > 0 && level != 0) throw UsageError("--step needs level 0 (decode rows are recorded per token)");
-  if (step > 0 && !lay.rows) throw Error(args.get("capture") + ": effective rows were not recorded");
-
-  viz::Figure f;
-  const std::int64_t n = lay.prompt_tokens, size = capture::level_size(n, level), N = size + step;
-  const capture::MapWindow w = file->map_window(layer, head, level, 0, 0, size, size);
-  f.rows = f.cols = N;
-  f.values.assign(static_cast<std::size_t>(N * N), 0.f);
-  for (std::int64_t r = 0; r < size; ++r) std::copy_n(w.values.data() + r * size, size, f.values.data() + r * N);
-  std::string mode = "prefill";
-  for (std::int64_t s = 1; s <= step; ++s) {
-    const auto row = file->row(s, layer, head);
-    std::copy(row.begin(), row.end(), f.values.data() + (n + s - 1) * N);
-    mode = capture::mode_name(file->metrics(s, layer).mode);
-  }
-  f.cell = static_cast<double>(std::int64_t{1} << level);
-  f.tokens = n + step;
-  for (const capture::Token& t : file->tokens()) f.labels.push_back(t.piece);
-  for (const capture::Segment& s : file->segments()) f.bands.push_back({s.begin, s.end, s.colour, s.label});
-  f.options.causal = true;
-  f.options.empty = {245, 245, 245};
-  if (scale == "log") {
-    f.options.scale.kind = viz::ColorScale::kLog;
-    f.options.scale.vmin = 1e-4;
-    f.scale_label = "attention (log10)";
-  } else {
-    f.scale_label = "attention";
-  }
-  const std::string model = std::filesystem::path(sum.manifest.model_path).filename().string();
-  char title[512];
-  std::snprintf(title, sizeof title, "%s (%s) · layer %d · head %d · %s%s · effective attention%s", model.c_str(),
-                sum.manifest.architecture.c_str(), layer, head, mode.c_str(), step ? (" to step " + std::to_string(step)).c_str() : "",
-                level ? (" · max over " + std::to_string(1 << level) + "×" + std::to_string(1 << level) + " tokens").c_str() : "");
-  f.title = title;
+  if (step < 0) throw UsageError("--step must be >= 0");
+  if (step > 0 && level != 0) throw UsageError("--step needs --level 0 (decode rows are recorded per token)");
+  const viz::Figure f = figure_from_capture(*file, static_cast<int>(args.get_int("layer", 0)), static_cast<int>(args.get_int("head", 0)),
+                                            level, step, scale == "log");
   const std::filesystem::path out = args.get("out");
   viz::write_figure(f, out);
   std::fprintf(stderr, "wrote %s\n", out.string().c_str());

@@ -4,12 +4,16 @@
 // the cursor, dragging pans, hovering shows both tokens and the value; topic bands run along
 // both axes.
 #include <imgui.h>
+#include <imgui_stdlib.h>
 
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
 #include <string>
 
+#include "app/cli/figure_from_capture.h"
 #include "app/studio/ui_state.h"
+#include "core/util/error.h"
 #include "viz/heatmap.h"
 
 namespace luka::studio {
@@ -26,6 +30,18 @@ std::string printable(const std::string& piece) {
 }
 
 }  // namespace
+
+void export_figure(UiState& ui, const std::filesystem::path& path) {
+  const auto view = ui.session.view();
+  try {
+    if (!view) fail("export", "nothing to export: run a prompt or open a capture");
+    const capture::Layout lay = view->summary().layout;
+    viz::write_figure(cli::figure_from_capture(*view, ui.layer, ui.head, cli::default_figure_level(lay), 0, ui.heatmap.log_scale), path);
+    ui.notice = "wrote " + path.string();
+  } catch (const std::exception& e) {
+    ui.notice = e.what();
+  }
+}
 
 void draw_heatmap_panel(UiState& ui) {
   HeatmapView& hv = ui.heatmap;
@@ -173,6 +189,22 @@ void draw_heatmap_panel(UiState& ui) {
   ImGui::SetCursorScreenPos(ImVec2(top_left.x, canvas_max.y + 4));
   ImGui::Text("layer %d head %d  level %d (%.0f tokens/cell)  %s  %s", ui.layer, ui.head, level, cell,
               hv.log_scale ? "log10 1e-4..1" : "linear 0..1", hv.error.c_str());
+
+  // Export the current layer and head as a figure (the same figure `luka export` draws).
+  ImGui::SetNextItemWidth(260);
+  ImGui::InputText("##figure", &ui.figure_path);
+  for (const char* ext : {".png", ".svg", ".pdf"}) {
+    ImGui::SameLine();
+    if (ImGui::Button((std::string("Export ") + (ext + 1)).c_str())) {
+      std::filesystem::path p = ui.figure_path;
+      p.replace_extension(ext);
+      export_figure(ui, p);
+    }
+  }
+  if (!ui.notice.empty()) {
+    ImGui::SameLine();
+    ImGui::TextUnformatted(ui.notice.c_str());
+  }
 }
 
 }  // namespace luka::studio

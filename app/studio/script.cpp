@@ -11,7 +11,7 @@ namespace {
 
 const std::set<std::string> kCommands = {"load_model", "open_capture", "run", "step", "resume", "stop", "set_mode", "preset",
                                          "select", "scale", "zoom", "fit", "frames", "wait_idle", "wait_paused", "wait_steps",
-                                         "expect_mode", "expect_steps", "expect_status", "show_timeline", "screenshot", "quit"};
+                                         "expect_mode", "expect_steps", "expect_status", "show_timeline", "export", "screenshot", "quit"};
 
 AttentionMode parse_mode(const std::string& s, const std::string& where) {
   if (s == "dense") return AttentionMode::kDense;
@@ -115,6 +115,9 @@ bool Script::advance(UiState& ui, std::string& screenshot) {
       ui.heatmap.log_scale = arg(1) == "log";
     } else if (cmd == "zoom") {
       ui.heatmap.tokens_per_pixel /= number(1);
+    } else if (cmd == "export") {
+      export_figure(ui, arg(1));
+      if (ui.notice.rfind("wrote ", 0) != 0) fail(where(l), "export failed: " + ui.notice);
     } else if (cmd == "show_timeline") {
       ui.show_timeline = true;
     } else if (cmd == "fit") {

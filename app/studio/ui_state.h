@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <filesystem>
 #include <memory>
 #include <string>
 #include <vector>
@@ -46,6 +47,7 @@ struct UiState {
   std::int64_t step = 0;  // selected decode step for rows (0: the latest)
   HeatmapView heatmap;
   TimelineView timeline;
+  std::string figure_path = "luka-figure.png";
   bool show_timeline = false;  // select the timeline tab at the next frame (scripts)
   std::string notice;     // a one-line message for the user (errors from UI actions)
 };
@@ -56,6 +58,9 @@ void draw_layers_panel(UiState& ui);
 void draw_heatmap_panel(UiState& ui);
 void draw_output_panel(UiState& ui);
 void draw_timeline_panel(UiState& ui);
+
+// Writes the selected layer and head as a figure (format by extension); the outcome goes to ui.notice.
+void export_figure(UiState& ui, const std::filesystem::path& path);
 
 // "#rrggbb" -> packed ImGui colour (alpha 255); grey for anything else.
 unsigned int parse_colour(const std::string& hex);
