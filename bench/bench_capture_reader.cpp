@@ -4,7 +4,8 @@
 // pyramid level with a freshly opened reader, and the first frame (open + one window of the
 // coarsest level). Prints a markdown table.
 //
-//   bench_capture_reader OUT.h5 [N=4096] [LAYERS=6] [HEADS=8] [DEFLATE=none|0-9] [WINDOWS=20]
+//   bench_capture_reader OUT.h5 [N=4096] [LAYERS=6] [HEADS=8] [DEFLATE=none|0-9] [WINDOWS=20] [MAP_CAP=N]
+// WINDOWS 0 only writes the capture (inputs for bench/run_studio_bench.sh).
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -33,6 +34,7 @@ int main(int argc, char** argv) {
   const int L = argc > 3 ? std::atoi(argv[3]) : 6, H = argc > 4 ? std::atoi(argv[4]) : 8;
   const std::string deflate = argc > 5 ? argv[5] : "none";
   const int windows = argc > 6 ? std::atoi(argv[6]) : 20;
+  const std::int64_t map_cap = argc > 7 ? std::atoll(argv[7]) : n;
 
   Layout layout;
   layout.num_layers = L;
@@ -41,7 +43,7 @@ int main(int argc, char** argv) {
   for (int i = 0; i < L; ++i) layout.layers.push_back(i), layout.page_size.push_back(16);
   for (int h = 0; h < H; ++h) layout.heads.push_back(h);
   layout.prompt_tokens = n;
-  layout.levels = stored_levels(n, n, 64);
+  layout.levels = stored_levels(n, map_cap, 64);
   layout.rows = layout.covers = false;
   layout.deflate = deflate == "none" ? -1 : std::atoi(deflate.c_str());
   Manifest m;
@@ -76,6 +78,10 @@ int main(int argc, char** argv) {
     session.finish({});
   }
   const double write_s = ms_since(tw) / 1e3;
+  if (windows == 0) {
+    std::printf("wrote %s in %.1f s\n", path.c_str(), write_s);
+    return 0;
+  }
 
   // Try to start cold (needs root; otherwise the page cache is warm and this says so).
   const bool dropped = std::system("sync; echo 3 > /proc/sys/vm/drop_caches 2>/dev/null") == 0;

@@ -7,6 +7,7 @@
 #include <imgui_stdlib.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <filesystem>
 #include <string>
@@ -157,6 +158,7 @@ void draw_heatmap_panel(UiState& ui) {
                    to_screen_y(std::min<double>((hv.fetched_r0 + hv.fetched_rows) * cell, n)));
     // The last cell of a level may hold fewer than `cell` tokens: stretch the image to the map edge.
     dl->AddImage(hv.texture.id(), a, b);
+    if (ui.first_map_ms < 0) ui.first_map_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - ui.started).count();
   }
   // Topic bands along both axes.
   for (const capture::Segment& seg : view->segments()) {

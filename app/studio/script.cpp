@@ -1,5 +1,6 @@
 #include "app/studio/script.h"
 
+#include <cstdio>
 #include <fstream>
 #include <set>
 #include <sstream>
@@ -11,7 +12,7 @@ namespace {
 
 const std::set<std::string> kCommands = {"load_model", "open_capture", "run", "step", "resume", "stop", "set_mode", "preset",
                                          "select", "scale", "zoom", "fit", "frames", "wait_idle", "wait_paused", "wait_steps",
-                                         "expect_mode", "expect_steps", "expect_status", "show_timeline", "export", "screenshot", "quit"};
+                                         "expect_mode", "expect_steps", "expect_status", "show_timeline", "export", "measure", "print_first_map", "screenshot", "quit"};
 
 AttentionMode parse_mode(const std::string& s, const std::string& where) {
   if (s == "dense") return AttentionMode::kDense;
@@ -115,6 +116,14 @@ bool Script::advance(UiState& ui, std::string& screenshot) {
       ui.heatmap.log_scale = arg(1) == "log";
     } else if (cmd == "zoom") {
       ui.heatmap.tokens_per_pixel /= number(1);
+    } else if (cmd == "measure") {
+      ui.measure_frames = static_cast<int>(number(1));
+      ui.frame_ms.clear();
+      frames_left_ = ui.measure_frames;
+      return true;
+    } else if (cmd == "print_first_map") {
+      std::printf("first map frame %.1f ms after start\n", ui.first_map_ms);
+      std::fflush(stdout);
     } else if (cmd == "export") {
       export_figure(ui, arg(1));
       if (ui.notice.rfind("wrote ", 0) != 0) fail(where(l), "export failed: " + ui.notice);

@@ -4,6 +4,7 @@
 //   load_model PATH | open_capture PATH | run [N] [paused] | step | resume | stop
 //   set_mode LAYER dense|lined|clustered | preset NAME | select LAYER HEAD | scale log|linear
 //   zoom FACTOR | fit | show_timeline | export PATH.{png,svg,pdf} | frames N | wait_idle [SECONDS] | wait_paused [SECONDS] | wait_steps N [SECONDS]
+//   measure FRAMES (prints frame times) | print_first_map |
 //   expect_mode STEP LAYER MODE | expect_steps N | expect_status TEXT | screenshot PATH | quit
 #pragma once
 

@@ -6,6 +6,8 @@
 #include <backends/imgui_impl_opengl3.h>
 #include <imgui.h>
 
+#include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <filesystem>
 #include <memory>
@@ -59,6 +61,7 @@ void load_fonts() {
 }  // namespace
 
 int run_studio(int argc, char** argv) {
+  const auto launched = std::chrono::steady_clock::now();
   ArgParser args("studio", "[--model PATH] [--capture FILE] [--prompt-file F] [--script FILE]",
                  "Opens the LuKA Studio window: run a prompt with per-layer dense / lined / clustered attention,\n"
                  "switch a layer's mode live, and explore attention maps, covers and costs; or replay a capture\n"
@@ -107,6 +110,7 @@ int run_studio(int argc, char** argv) {
   int exit_code = 0;
   {
     auto ui = std::make_unique<studio::UiState>();
+    ui->started = launched;
     ui->prompt = prompt;
     if (args.has("capture")) {
       ui->session.open_capture(args.get("capture"));
@@ -115,8 +119,25 @@ int run_studio(int argc, char** argv) {
       if (!script) ui->session.load_model(ui->model_path, LoadOptions{});
     }
     bool running = true;
+    auto last_frame = std::chrono::steady_clock::now();
     while (running && !glfwWindowShouldClose(window)) {
       glfwPollEvents();
+      const auto now = std::chrono::steady_clock::now();
+      if (ui->measure_frames > 0) {
+        ui->frame_ms.push_back(std::chrono::duration<double, std::milli>(now - last_frame).count());
+        if (static_cast<int>(ui->frame_ms.size()) == ui->measure_frames) {
+          std::vector<double> t = ui->frame_ms;
+          std::sort(t.begin(), t.end());
+          double mean = 0;
+          for (const double x : t) mean += x;
+          mean /= static_cast<double>(t.size());
+          std::printf("frames %zu mean %.2f ms (%.1f fps) median %.2f ms p95 %.2f ms\n", t.size(), mean, 1000.0 / mean, t[t.size() / 2],
+                      t[t.size() * 95 / 100]);
+          std::fflush(stdout);
+          ui->measure_frames = 0;
+        }
+      }
+      last_frame = now;
       std::string screenshot;
       if (script) {
         try {

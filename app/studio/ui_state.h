@@ -2,6 +2,7 @@
 // selection and view settings. Panels are functions of this state, one file each.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <filesystem>
 #include <memory>
@@ -48,7 +49,12 @@ struct UiState {
   HeatmapView heatmap;
   TimelineView timeline;
   std::string figure_path = "luka-figure.png";
-  bool show_timeline = false;  // select the timeline tab at the next frame (scripts)
+  bool show_timeline = false;
+  // Timing (bench/run_studio_bench.sh): frame times while measuring, and when the first map was drawn.
+  int measure_frames = 0;
+  std::vector<double> frame_ms;
+  double first_map_ms = -1;
+  std::chrono::steady_clock::time_point started = std::chrono::steady_clock::now();  // select the timeline tab at the next frame (scripts)
   std::string notice;     // a one-line message for the user (errors from UI actions)
 };
 
