@@ -73,7 +73,7 @@ void draw_heatmap_panel(UiState& ui) {
   const std::int64_t n = lay.prompt_tokens;
   const float band = 8.f;
   const ImVec2 avail = ImGui::GetContentRegionAvail();
-  const float side = std::max(64.f, std::min(avail.x, avail.y - 40.f) - band - 4.f);
+  const float side = std::max(64.f, std::min(avail.x, avail.y - 64.f) - band - 4.f);
   const ImVec2 top_left = ImGui::GetCursorScreenPos();
   const ImVec2 origin(top_left.x + band + 2, top_left.y + band + 2);
   if (hv.tokens_per_pixel <= 0) {

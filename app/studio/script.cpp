@@ -1,5 +1,6 @@
 #include "app/studio/script.h"
 
+#include <cmath>
 #include <cstdio>
 #include <fstream>
 #include <set>
@@ -12,7 +13,7 @@ namespace {
 
 const std::set<std::string> kCommands = {"load_model", "open_capture", "run", "step", "resume", "stop", "set_mode", "preset",
                                          "select", "scale", "zoom", "fit", "frames", "wait_idle", "wait_paused", "wait_steps",
-                                         "expect_mode", "expect_steps", "expect_status", "show_timeline", "export", "measure", "print_first_map", "screenshot", "quit"};
+                                         "expect_mode", "expect_steps", "expect_status", "show_timeline", "show_fidelity", "shadow", "expect_fidelity", "export", "measure", "print_first_map", "screenshot", "quit"};
 
 AttentionMode parse_mode(const std::string& s, const std::string& where) {
   if (s == "dense") return AttentionMode::kDense;
@@ -127,6 +128,12 @@ bool Script::advance(UiState& ui, std::string& screenshot) {
     } else if (cmd == "export") {
       export_figure(ui, arg(1));
       if (ui.notice.rfind("wrote ", 0) != 0) fail(where(l), "export failed: " + ui.notice);
+    } else if (cmd == "show_fidelity") {
+      ui.show_fidelity = true;
+    } else if (cmd == "shadow") {
+      LukaConfig cfg = ui.session.config();
+      for (auto& layer : cfg.layers) layer.dense_shadow = arg(1) == "on";
+      ui.session.set_config(cfg);
     } else if (cmd == "show_timeline") {
       ui.show_timeline = true;
     } else if (cmd == "fit") {
@@ -145,6 +152,18 @@ bool Script::advance(UiState& ui, std::string& screenshot) {
         if (capture::mode_name(m.mode) != arg(3))
           fail(where(l), "step " + arg(1) + " layer " + arg(2) + " ran " + capture::mode_name(m.mode) + ", expected " + arg(3));
       }
+    } else if (cmd == "expect_fidelity") {
+      const auto view = ui.session.view();
+      if (!view) fail(where(l), "no capture to check");
+      const capture::StepMetrics m = view->metrics(static_cast<std::int64_t>(number(1)), static_cast<int>(number(2)));
+      bool any = false;
+      for (std::size_t h = 0; h < m.cover_size.size(); ++h) {
+        const float kl = m.fidelity[h * 4], recall = m.fidelity[h * 4 + 1];
+        if (std::isnan(kl)) continue;
+        any = true;
+        if (!(kl >= -1e-4f) || !(recall >= 0.f && recall <= 1.0001f)) fail(where(l), "fidelity out of range");
+      }
+      if (!any) fail(where(l), "no fidelity at step " + arg(1) + " layer " + arg(2) + " (dense shadow off?)");
     } else if (cmd == "expect_status") {
       std::string want;
       for (std::size_t i = 1; i < w.size(); ++i) want += (i > 1 ? " " : "") + w[i];

@@ -176,7 +176,11 @@ int run_studio(int argc, char** argv) {
           studio::draw_timeline_panel(u);
           ImGui::EndTabItem();
         }
-        u.show_timeline = false;
+        if (ImGui::BeginTabItem("Fidelity & cost", nullptr, u.show_fidelity ? ImGuiTabItemFlags_SetSelected : 0)) {
+          studio::draw_fidelity_panel(u);
+          ImGui::EndTabItem();
+        }
+        u.show_timeline = u.show_fidelity = false;
         ImGui::EndTabBar();
       });
       ImGui::Render();

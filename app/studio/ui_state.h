@@ -50,6 +50,7 @@ struct UiState {
   TimelineView timeline;
   std::string figure_path = "luka-figure.png";
   bool show_timeline = false;
+  bool show_fidelity = false;
   // Timing (bench/run_studio_bench.sh): frame times while measuring, and when the first map was drawn.
   int measure_frames = 0;
   std::vector<double> frame_ms;
@@ -64,6 +65,7 @@ void draw_layers_panel(UiState& ui);
 void draw_heatmap_panel(UiState& ui);
 void draw_output_panel(UiState& ui);
 void draw_timeline_panel(UiState& ui);
+void draw_fidelity_panel(UiState& ui);
 
 // Writes the selected layer and head as a figure (format by extension); the outcome goes to ui.notice.
 void export_figure(UiState& ui, const std::filesystem::path& path);

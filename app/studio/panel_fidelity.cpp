@@ -1,0 +1,69 @@
+// Fidelity and cost: per layer at the selected decode step — mode, KL(dense ‖ effective), recall,
+// top-32 overlap and relative output error (means over the recorded heads; the dense shadow must
+// be on), cover size and attention time.
+#include <imgui.h>
+
+#include <cmath>
+#include <string>
+
+#include "app/studio/ui_state.h"
+
+namespace luka::studio {
+
+void draw_fidelity_panel(UiState& ui) {
+  const auto view = ui.session.view();
+  if (!view) return;
+  const capture::Summary sum = view->summary();
+  if (sum.complete_steps == 0) {
+    ImGui::TextDisabled("no decode steps yet");
+    return;
+  }
+  const std::int64_t step = ui.step > 0 ? std::min<std::int64_t>(ui.step, sum.complete_steps) : sum.complete_steps;
+  LukaConfig cfg = ui.session.config();
+  bool shadow = !cfg.layers.empty() && cfg.layers.front().dense_shadow;
+  if (ImGui::Checkbox("dense shadow (from the next step)", &shadow)) {
+    for (auto& l : cfg.layers) l.dense_shadow = shadow;
+    ui.session.set_config(cfg);
+  }
+  ImGui::SameLine();
+  ImGui::TextDisabled("step %lld; means over %zu heads", static_cast<long long>(step), sum.layout.heads.size());
+  if (!ImGui::BeginTable("fidelity", 7, ImGuiTableFlags_RowBg | ImGuiTableFlags_ScrollY | ImGuiTableFlags_SizingFixedFit,
+                         ImVec2(-1, ImGui::GetContentRegionAvail().y)))
+    return;
+  ImGui::TableSetupScrollFreeze(0, 1);
+  for (const char* h : {"layer", "mode", "KL", "recall", "top-32", "rel. L2", "cover / ms"}) ImGui::TableSetupColumn(h);
+  ImGui::TableHeadersRow();
+  for (const int layer : sum.layout.layers) {
+    capture::StepMetrics m;
+    try {
+      m = view->metrics(step, layer);
+    } catch (const std::exception&) {
+      continue;
+    }
+    double mean[4] = {0, 0, 0, 0};
+    int n = 0;
+    const std::size_t H = m.cover_size.size();
+    for (std::size_t h = 0; h < H; ++h) {
+      if (std::isnan(m.fidelity[h * 4])) continue;
+      for (int c = 0; c < 4; ++c) mean[c] += m.fidelity[h * 4 + static_cast<std::size_t>(c)];
+      ++n;
+    }
+    double cover = 0;
+    for (const auto c : m.cover_size) cover += c;
+    ImGui::TableNextRow();
+    ImGui::TableNextColumn();
+    ImGui::Text("%d", layer);
+    ImGui::TableNextColumn();
+    ImGui::TextUnformatted(capture::mode_name(m.mode));
+    for (int c = 0; c < 4; ++c) {
+      ImGui::TableNextColumn();
+      if (n) ImGui::Text("%.4g", mean[c] / n);
+      else ImGui::TextDisabled("-");
+    }
+    ImGui::TableNextColumn();
+    ImGui::Text("%.0f / %.3f", H ? cover / static_cast<double>(H) : 0.0, m.seconds * 1e3);
+  }
+  ImGui::EndTable();
+}
+
+}  // namespace luka::studio
