@@ -107,6 +107,7 @@ struct LayerStep {
   std::vector<std::int32_t> cover_size;  // [heads]
   std::vector<float> fidelity;           // [heads][4] (KL, recall, top-k overlap, rel. L2), NaN without the shadow
   std::vector<std::uint16_t> effective;  // [heads][T] IEEE half (empty unless rows are recorded)
+  std::vector<std::uint16_t> dense;      // [heads][T] IEEE half: the dense shadow's attention (empty without it)
   std::vector<std::uint8_t> cover;       // [heads][T] CoverState (empty unless covers are recorded)
   std::vector<std::uint8_t> page_state;  // [heads][P] PageState (covers)
   std::vector<std::uint16_t> summary_mass;  // [heads][P] IEEE half: α of each page before refinement (covers)
@@ -165,6 +166,8 @@ class CaptureView {
   virtual MapWindow map_window(int layer, int head, int level, std::int64_t row0, std::int64_t col0,
                                std::int64_t rows, std::int64_t cols) const = 0;
   virtual std::vector<float> row(std::int64_t step, int layer, int head) const = 0;          // [T]
+  // The dense shadow's attention at a step ([T]); throws when the shadow was off at that step.
+  virtual std::vector<float> dense_row(std::int64_t step, int layer, int head) const = 0;
   virtual std::vector<std::uint8_t> cover(std::int64_t step, int layer, int head) const = 0; // [T] CoverState
   virtual std::vector<std::uint8_t> page_states(std::int64_t step, int layer, int head) const = 0;  // [P]
   virtual std::vector<float> summary_mass(std::int64_t step, int layer, int head) const = 0;        // [P]

@@ -114,6 +114,18 @@ std::vector<float> LiveCapture::row(std::int64_t step, int layer, int head) cons
   return out;
 }
 
+std::vector<float> LiveCapture::dense_row(std::int64_t step, int layer, int head) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  const Step& s = step_at(step);
+  const LayerStep& ls = s.layers[recorded_index(summary_.layout.layers, layer, "layer")];
+  const int hi = recorded_index(summary_.layout.heads, head, "head");
+  if (ls.dense.empty())
+    fail("capture", "no dense attention at step " + std::to_string(step) + " of layer " + std::to_string(layer) + " (the dense shadow was off)");
+  std::vector<float> out(static_cast<std::size_t>(s.tokens));
+  halves_to_floats(ls.dense.data() + hi * s.tokens, out.data(), out.size());
+  return out;
+}
+
 std::vector<std::uint8_t> LiveCapture::cover(std::int64_t step, int layer, int head) const {
   std::lock_guard<std::mutex> lock(mu_);
   const Step& s = step_at(step);

@@ -25,6 +25,7 @@ class LiveCapture final : public CaptureSink, public CaptureView {
   MapWindow map_window(int layer, int head, int level, std::int64_t row0, std::int64_t col0, std::int64_t rows,
                        std::int64_t cols) const override;
   std::vector<float> row(std::int64_t step, int layer, int head) const override;
+  std::vector<float> dense_row(std::int64_t step, int layer, int head) const override;
   std::vector<std::uint8_t> cover(std::int64_t step, int layer, int head) const override;
   std::vector<std::uint8_t> page_states(std::int64_t step, int layer, int head) const override;
   std::vector<float> summary_mass(std::int64_t step, int layer, int head) const override;

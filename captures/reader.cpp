@@ -215,18 +215,28 @@ std::int64_t CaptureFile::step_tokens(std::int64_t step) const {
   return step_tokens_[static_cast<std::size_t>(step - 1)];
 }
 
-std::vector<float> CaptureFile::row(std::int64_t step, int layer, int head) const {
+std::vector<float> CaptureFile::half_row(const std::string& name, std::int64_t step, int layer, int head) const {
   std::lock_guard<std::recursive_mutex> lock(h5::lock());
   const std::int64_t T = step_tokens(step);
   recorded_index(summary_.layout.layers, layer, "layer");
   const int hi = recorded_index(summary_.layout.heads, head, "head");
   if (!summary_.layout.rows) fail(name_, "effective rows were not recorded");
   std::vector<std::uint16_t> half(static_cast<std::size_t>(T));
-  h5::read(dataset(layer_path("decode", layer) + "/effective"), h5::half_type(),
+  h5::read(dataset(layer_path("decode", layer) + "/" + name), h5::half_type(),
            {static_cast<hsize_t>(step - 1), static_cast<hsize_t>(hi), 0}, {1, 1, static_cast<hsize_t>(T)}, half.data(), name_);
   std::vector<float> out(half.size());
   halves_to_floats(half.data(), out.data(), half.size());
   return out;
+}
+
+std::vector<float> CaptureFile::row(std::int64_t step, int layer, int head) const { return half_row("effective", step, layer, head); }
+
+std::vector<float> CaptureFile::dense_row(std::int64_t step, int layer, int head) const {
+  const StepMetrics m = metrics(step, layer);
+  const int hi = recorded_index(summary_.layout.heads, head, "head");
+  if (std::isnan(m.fidelity.at(static_cast<std::size_t>(hi) * 4)) || !h5::exists(file_, layer_path("decode", layer) + "/dense"))
+    fail(name_, "no dense attention at step " + std::to_string(step) + " of layer " + std::to_string(layer) + " (the dense shadow was off)");
+  return half_row("dense", step, layer, head);
 }
 
 std::vector<std::uint8_t> CaptureFile::cover(std::int64_t step, int layer, int head) const {
@@ -346,6 +356,7 @@ std::map<std::string, CaptureFile::PartSize> CaptureFile::storage() const {
     std::uint64_t page_steps = 0;
     for (std::int64_t st = 1; st <= summary_.complete_steps; ++st) page_steps += static_cast<std::uint64_t>(pages_at(layer_pages, st));
     add("rows", d + "/effective", H * token_steps);
+    add("rows", d + "/dense", H * token_steps);
     add("covers", d + "/cover", H * token_steps);
     for (const char* t : {"page_state", "summary_mass"}) add("covers", d + "/" + t, H * page_steps);
     for (const char* t : {"mode", "paged_end", "seconds", "cover_size", "fidelity"}) add("metrics", d + "/" + t);

@@ -26,6 +26,7 @@ class CaptureFile final : public CaptureView {
   MapWindow map_window(int layer, int head, int level, std::int64_t row0, std::int64_t col0, std::int64_t rows,
                        std::int64_t cols) const override;
   std::vector<float> row(std::int64_t step, int layer, int head) const override;
+  std::vector<float> dense_row(std::int64_t step, int layer, int head) const override;
   std::vector<std::uint8_t> cover(std::int64_t step, int layer, int head) const override;
   std::vector<std::uint8_t> page_states(std::int64_t step, int layer, int head) const override;
   std::vector<float> summary_mass(std::int64_t step, int layer, int head) const override;
@@ -43,6 +44,7 @@ class CaptureFile final : public CaptureView {
  private:
   CaptureFile() = default;
   std::int64_t step_tokens(std::int64_t step) const;  // checks the step
+  std::vector<float> half_row(const std::string& dataset, std::int64_t step, int layer, int head) const;
   std::string layer_path(const char* group, int layer) const;
   hid_t dataset(const std::string& path) const;       // opened once, cached
 

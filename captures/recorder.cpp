@@ -183,6 +183,12 @@ void CaptureRecorder::record_step(std::int64_t step, std::vector<Token> new_toke
       for (std::size_t j = 0; j < Hr; ++j)
         floats_to_halves(eff.const_data_ptr<float>() + layout_.heads[j] * T, out.effective.data() + j * T, static_cast<std::size_t>(T));
     }
+    if (layout_.rows && ls.dense.defined()) {
+      const at::Tensor d = ls.dense.contiguous();
+      out.dense.resize(Hr * static_cast<std::size_t>(T));
+      for (std::size_t j = 0; j < Hr; ++j)
+        floats_to_halves(d.const_data_ptr<float>() + layout_.heads[j] * T, out.dense.data() + j * T, static_cast<std::size_t>(T));
+    }
     // Pages that existed during this step's attention: those made before it.
     const auto& pages = la.pages();
     std::size_t P = 0;

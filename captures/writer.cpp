@@ -121,8 +121,11 @@ void CaptureWriter::begin(const Manifest& m, const Layout& layout, const std::ve
     L.cover_size = h5::create_dataset(g, "cover_size", H5T_STD_I32LE, {{0, H}, {kUnlimited, H}, {256, H}, deflate}, name_);
     L.fidelity = h5::create_dataset(g, "fidelity", H5T_IEEE_F32LE, {{0, H, 4}, {kUnlimited, H, 4}, {256, H, 4}, deflate}, name_);
     const hsize_t ct = static_cast<hsize_t>(token_chunk(layout, static_cast<int>(i)));
-    if (layout.rows)
+    if (layout.rows) {
       L.effective = h5::create_dataset(g, "effective", h5::half_type(), {{0, H, 0}, {kUnlimited, H, kUnlimited}, {1, H, ct}, deflate}, name_);
+      // Written at steps where the dense shadow ran; other steps' chunks are never written.
+      L.dense = h5::create_dataset(g, "dense", h5::half_type(), {{0, H, 0}, {kUnlimited, H, kUnlimited}, {1, H, ct}, deflate}, name_);
+    }
     if (layout.covers) {
       L.cover = h5::create_dataset(g, "cover", H5T_STD_U8LE, {{0, H, 0}, {kUnlimited, H, kUnlimited}, {1, H, ct}, deflate}, name_);
       L.page_state = h5::create_dataset(g, "page_state", H5T_STD_U8LE, {{0, H, 0}, {kUnlimited, H, kUnlimited}, {1, H, 256}, deflate}, name_);
@@ -211,6 +214,8 @@ void CaptureWriter::step(const Step& s) {
     if (layout_.rows) {
       h5::set_extent(L.effective, {si + 1, H, static_cast<hsize_t>(L.token_extent)}, name_);
       h5::write(L.effective, h5::half_type(), {si, 0, 0}, {1, H, T}, ls.effective.data(), name_);
+      h5::set_extent(L.dense, {si + 1, H, static_cast<hsize_t>(L.token_extent)}, name_);
+      if (!ls.dense.empty()) h5::write(L.dense, h5::half_type(), {si, 0, 0}, {1, H, T}, ls.dense.data(), name_);
     }
     if (layout_.covers) {
       h5::set_extent(L.cover, {si + 1, H, static_cast<hsize_t>(L.token_extent)}, name_);

@@ -32,7 +32,7 @@ class CaptureWriter final : public CaptureSink {
 
  private:
   struct LayerSets {
-    h5::Handle mode, paged_end, seconds, cover_size, fidelity, effective, cover, page_state, summary_mass;
+    h5::Handle mode, paged_end, seconds, cover_size, fidelity, effective, dense, cover, page_state, summary_mass;
     h5::Handle page_start, page_end, page_created;
     std::vector<h5::Handle> levels;  // per stored level
     std::int64_t pages = 0;          // rows of the page table

@@ -70,7 +70,14 @@ void draw(cairo_t* cr, const Figure& f) {
   const double px = side / span;  // points per token
 
   cairo_set_source_rgb(cr, 0.1, 0.1, 0.1);
-  cairo_set_font_size(cr, 13);
+  // The title in one line: smaller type when it would not fit.
+  double title_size = 13;
+  for (; title_size > 7; title_size -= 0.5) {
+    cairo_set_font_size(cr, title_size);
+    cairo_text_extents_t e;
+    cairo_text_extents(cr, f.title.c_str(), &e);
+    if (mx + e.x_advance <= W - 8) break;
+  }
   cairo_move_to(cr, mx, 24);
   cairo_show_text(cr, f.title.c_str());
 

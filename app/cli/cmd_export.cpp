@@ -16,16 +16,17 @@
 namespace luka::cli {
 
 int run_export(int argc, char** argv) {
-  ArgParser args("export", "--capture FILE --layer L --head H [--step S] [--level K] [--scale log|linear] --out fig.{png,svg,pdf}",
+  ArgParser args("export", "--capture FILE --layer L --head H [--view V] [--step S] [--level K] [--scale log|linear] --out fig.{png,svg,pdf}",
                  "Draws the attention map of one layer and head of a capture as a figure: the heatmap with token\n"
                  "labels on both axes (thinned to fit), topic bands, a colour bar and a title naming model, layer,\n"
-                 "head and mode. The format follows the extension of --out. With --step S (level 0) the decode\n"
-                 "steps' effective attention rows 1..S continue the prefill map downwards.");
+                 "head and mode. The format follows the extension of --out. With --step S the rows of decode\n"
+                 "steps 1..S continue the prefill map downwards (max-pooled like it at coarser levels).");
   args.option("capture", "FILE", "the capture to draw from")
       .option("layer", "L", "layer (recorded)")
       .option("head", "H", "query head (recorded)")
-      .option("view", "NAME", "effective (the attention the run used)", "effective")
-      .option("step", "S", "include decode steps 1..S (level 0 only)", "0")
+      .option("view", "NAME", "effective (the attention the run used), dense (the dense shadow's), or\n"
+              "difference (effective - dense); dense and difference need --step and the dense shadow", "effective")
+      .option("step", "S", "include the rows of decode steps 1..S below the prefill map", "0")
       .option("level", "K", "pyramid level (default: the finest stored level of at most 1024 cells)")
       .option("scale", "log|linear", "colour scale: log10 from 1e-4, or linear 0..1", "log")
       .option("out", "FILE", "figure file: .png, .svg or .pdf");
@@ -34,9 +35,7 @@ int run_export(int argc, char** argv) {
   for (const char* required : {"capture", "layer", "head", "out"})
     if (!args.has(required)) throw UsageError(std::string("--") + required + " is required");
   const std::string view = args.get("view", "effective");
-  if (view == "dense" || view == "difference")
-    throw UsageError("--view " + view + ": captures of format version 1 hold no dense attention rows (only the shadow's metrics)");
-  if (view != "effective") throw UsageError("--view must be effective");
+  if (view != "effective" && view != "dense" && view != "difference") throw UsageError("--view must be effective, dense or difference");
   const std::string scale = args.get("scale", "log");
   if (scale != "log" && scale != "linear") throw UsageError("--scale must be log or linear");
 
@@ -46,9 +45,9 @@ int run_export(int argc, char** argv) {
   const int level = args.has("level") ? static_cast<int>(args.get_int("level", 0)) : default_figure_level(lay);
   const std::int64_t step = args.get_int("step", 0);
   if (step < 0) throw UsageError("--step must be >= 0");
-  if (step > 0 && level != 0) throw UsageError("--step needs --level 0 (decode rows are recorded per token)");
+  if (view != "effective" && step == 0) throw UsageError("--view " + view + " needs --step S (the dense shadow runs at decode steps)");
   const viz::Figure f = figure_from_capture(*file, static_cast<int>(args.get_int("layer", 0)), static_cast<int>(args.get_int("head", 0)),
-                                            level, step, scale == "log");
+                                            level, step, scale == "log", parse_map_view(view));
   const std::filesystem::path out = args.get("out");
   viz::write_figure(f, out);
   std::fprintf(stderr, "wrote %s\n", out.string().c_str());

@@ -1,12 +1,30 @@
 #include "app/cli/figure_from_capture.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <limits>
 
 #include "core/util/error.h"
 
 namespace luka::cli {
+
+const char* to_string(MapView v) {
+  switch (v) {
+    case MapView::kEffective: return "effective";
+    case MapView::kDense: return "dense";
+    case MapView::kDifference: return "difference";
+  }
+  return "?";
+}
+
+MapView parse_map_view(const std::string& s) {
+  if (s == "effective") return MapView::kEffective;
+  if (s == "dense") return MapView::kDense;
+  if (s == "difference") return MapView::kDifference;
+  fail("view", "unknown view '" + s + "' (effective, dense, difference)");
+}
 
 int default_figure_level(const capture::Layout& lay, std::int64_t max_cells) {
   if (lay.levels.empty()) return 0;
@@ -16,36 +34,108 @@ int default_figure_level(const capture::Layout& lay, std::int64_t max_cells) {
   return level;
 }
 
-viz::Figure figure_from_capture(const capture::CaptureView& view, int layer, int head, int level, std::int64_t step, bool log_scale) {
+FullWindow full_window(const capture::CaptureView& view, int layer, int head, int level, std::int64_t steps, MapView mv,
+                       std::int64_t row0, std::int64_t col0, std::int64_t rows, std::int64_t cols) {
+  const capture::Summary sum = view.summary();
+  const capture::Layout& lay = sum.layout;
+  if (std::find(lay.levels.begin(), lay.levels.end(), level) == lay.levels.end())
+    fail("capture", "map level " + std::to_string(level) + " is not stored");
+  if (steps < 0 || steps > sum.complete_steps)
+    fail("capture", "step " + std::to_string(steps) + " is not in 0.." + std::to_string(sum.complete_steps));
+  if (steps > 0 && !lay.rows) fail("capture", "effective rows were not recorded");
+  const std::int64_t n = lay.prompt_tokens, scale = std::int64_t{1} << level;
+  FullWindow w;
+  w.size = (n + steps + scale - 1) / scale;
+  w.row0 = std::clamp<std::int64_t>(row0, 0, w.size);
+  w.col0 = std::clamp<std::int64_t>(col0, 0, w.size);
+  w.rows = std::clamp<std::int64_t>(row0 + rows, 0, w.size) - w.row0;
+  w.cols = std::clamp<std::int64_t>(col0 + cols, 0, w.size) - w.col0;
+  if (w.rows <= 0 || w.cols <= 0) {
+    w.rows = w.cols = 0;
+    return w;
+  }
+  w.values.assign(static_cast<std::size_t>(w.rows * w.cols), 0.f);
+  // Prefill queries: the stored pyramid (its level size covers the prompt only).
+  const std::int64_t psize = capture::level_size(n, level);
+  if (mv != MapView::kDifference && w.row0 < psize && w.col0 < psize) {
+    const capture::MapWindow m = view.map_window(layer, head, level, w.row0, w.col0, w.rows, w.cols);
+    for (std::int64_t r = 0; r < m.rows; ++r)
+      std::copy_n(m.values.data() + r * m.cols, m.cols, w.values.data() + r * w.cols);
+  }
+  // Decode queries: step s is query n + s - 1 over keys [0, n + s).
+  const std::int64_t first = std::max<std::int64_t>(1, w.row0 * scale - n + 1);
+  const std::int64_t last = std::min<std::int64_t>(steps, (w.row0 + w.rows) * scale - n);
+  for (std::int64_t s = first; s <= last; ++s) {
+    const std::int64_t r = (n + s - 1) / scale - w.row0;
+    std::vector<float> row;
+    bool missing = false;
+    if (mv == MapView::kEffective) {
+      row = view.row(s, layer, head);
+    } else {
+      try {
+        row = view.dense_row(s, layer, head);
+        if (mv == MapView::kDifference) {
+          const std::vector<float> eff = view.row(s, layer, head);
+          for (std::size_t t = 0; t < row.size(); ++t) row[t] = eff[t] - row[t];
+        }
+      } catch (const Error&) {
+        missing = true;  // the dense shadow was off at this step
+      }
+    }
+    float* out = w.values.data() + r * w.cols;
+    if (missing) {
+      std::fill(out, out + w.cols, std::numeric_limits<float>::quiet_NaN());
+      continue;
+    }
+    for (std::int64_t t = 0; t < static_cast<std::int64_t>(row.size()); ++t) {
+      const std::int64_t c = t / scale - w.col0;
+      if (c < 0 || c >= w.cols) continue;
+      float& cell = out[c];
+      if (std::isnan(cell)) continue;
+      if (mv == MapView::kDifference ? std::abs(row[t]) > std::abs(cell) : row[t] > cell) cell = row[t];
+    }
+  }
+  return w;
+}
+
+viz::Figure figure_from_capture(const capture::CaptureView& view, int layer, int head, int level, std::int64_t steps, bool log_scale,
+                                MapView mv) {
   const capture::Summary sum = view.summary();
   const capture::Layout& lay = sum.layout;
   capture::recorded_index(lay.layers, layer, "layer");
   capture::recorded_index(lay.heads, head, "head");
   if (lay.levels.empty()) fail("capture", "this capture has no prefill maps");
-  if (step < 0 || step > sum.complete_steps)
-    fail("capture", "step " + std::to_string(step) + " is not in 0.." + std::to_string(sum.complete_steps));
-  if (step > 0 && level != 0) fail("capture", "decode rows need level 0 (they are recorded per token)");
-  if (step > 0 && !lay.rows) fail("capture", "effective rows were not recorded");
-
-  viz::Figure f;
-  const std::int64_t n = lay.prompt_tokens, size = capture::level_size(n, level), N = size + step;
-  const capture::MapWindow w = view.map_window(layer, head, level, 0, 0, size, size);
-  f.rows = f.cols = N;
-  f.values.assign(static_cast<std::size_t>(N * N), 0.f);
-  for (std::int64_t r = 0; r < size; ++r) std::copy_n(w.values.data() + r * size, size, f.values.data() + r * N);
-  std::string mode = "prefill";
-  for (std::int64_t s = 1; s <= step; ++s) {
-    const auto row = view.row(s, layer, head);
-    std::copy(row.begin(), row.end(), f.values.data() + (n + s - 1) * N);
-    mode = capture::mode_name(view.metrics(s, layer).mode);
+  if (mv != MapView::kEffective && steps == 0) fail("capture", std::string("the ") + to_string(mv) + " view needs decode steps (--step)");
+  if (mv != MapView::kEffective) {
+    bool any = false;
+    const int hi = capture::recorded_index(lay.heads, head, "head");
+    for (std::int64_t s = 1; s <= steps && !any; ++s) any = !std::isnan(view.metrics(s, layer).fidelity.at(static_cast<std::size_t>(hi) * 4));
+    if (!any)
+      fail("capture", std::string("the ") + to_string(mv) + " view needs the dense shadow's rows; this capture ran without it at layer " +
+                          std::to_string(layer) + " (record with --set dense_shadow=true)");
   }
+  const FullWindow w = full_window(view, layer, head, level, steps, mv, 0, 0, 1 << 30, 1 << 30);
+  viz::Figure f;
+  f.rows = w.rows;
+  f.cols = w.cols;
+  f.values = w.values;
+  std::string mode = "prefill";
+  if (steps > 0) mode = capture::mode_name(view.metrics(steps, layer).mode);
   f.cell = static_cast<double>(std::int64_t{1} << level);
-  f.tokens = n + step;
+  f.tokens = lay.prompt_tokens + steps;
   for (const capture::Token& t : view.tokens()) f.labels.push_back(t.piece);
   for (const capture::Segment& s : view.segments()) f.bands.push_back({s.begin, s.end, s.colour, s.label});
   f.options.causal = true;
   f.options.empty = {245, 245, 245};
-  if (log_scale) {
+  if (mv == MapView::kDifference) {
+    float vmax = 0;
+    for (const float v : f.values)
+      if (!std::isnan(v)) vmax = std::max(vmax, std::abs(v));
+    f.options.colormap = &viz::Colormap::get(viz::ColormapId::kBalance);
+    f.options.scale.kind = viz::ColorScale::kSymmetric;
+    f.options.scale.vmax = std::max(1e-6f, vmax);
+    f.scale_label = "effective - dense";
+  } else if (log_scale) {
     f.options.scale.kind = viz::ColorScale::kLog;
     f.options.scale.vmin = 1e-4;
     f.scale_label = "attention (log10)";
@@ -54,8 +144,9 @@ viz::Figure figure_from_capture(const capture::CaptureView& view, int layer, int
   }
   const std::string model = std::filesystem::path(sum.manifest.model_path).filename().string();
   char title[512];
-  std::snprintf(title, sizeof title, "%s (%s) · layer %d · head %d · %s%s · effective attention%s", model.c_str(),
-                sum.manifest.architecture.c_str(), layer, head, mode.c_str(), step ? (" to step " + std::to_string(step)).c_str() : "",
+  const char* what = mv == MapView::kEffective ? "effective attention" : mv == MapView::kDense ? "dense attention (shadow)" : "effective − dense";
+  std::snprintf(title, sizeof title, "%s (%s) · layer %d · head %d · %s%s · %s%s", model.c_str(), sum.manifest.architecture.c_str(),
+                layer, head, mode.c_str(), steps ? (" to step " + std::to_string(steps)).c_str() : "", what,
                 level ? (" · max over " + std::to_string(1 << level) + "×" + std::to_string(1 << level) + " tokens").c_str() : "");
   f.title = title;
   return f;

@@ -1,6 +1,7 @@
-// Heatmap view: the prefill attention map (query x key) of the selected layer and head, drawn
-// from the capture's max-pooled pyramid for the visible window only: the level is chosen so a
-// screen pixel covers at most one cell, and only the visible cells are read. Wheel zooms around
+// Heatmap view: the query x key map of the selected layer and head — the prefill map from the
+// capture's max-pooled pyramid, then one row per decode step — in the effective, dense or
+// difference view, read for the visible window only: the level is chosen so a cell covers at
+// least a pixel, and only the visible cells are read. Wheel zooms around
 // the cursor, dragging pans, hovering shows both tokens and the value; topic bands run along
 // both axes.
 #include <imgui.h>
@@ -9,6 +10,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <filesystem>
 #include <string>
 
@@ -37,7 +39,10 @@ void export_figure(UiState& ui, const std::filesystem::path& path) {
   try {
     if (!view) fail("export", "nothing to export: run a prompt or open a capture");
     const capture::Layout lay = view->summary().layout;
-    viz::write_figure(cli::figure_from_capture(*view, ui.layer, ui.head, cli::default_figure_level(lay), 0, ui.heatmap.log_scale), path);
+    const auto map_view = static_cast<cli::MapView>(ui.heatmap.view);
+    const std::int64_t steps = view->summary().complete_steps;
+    viz::write_figure(cli::figure_from_capture(*view, ui.layer, ui.head, cli::default_figure_level(lay), steps, ui.heatmap.log_scale, map_view),
+                      path);
     ui.notice = "wrote " + path.string();
   } catch (const std::exception& e) {
     ui.notice = e.what();
@@ -68,9 +73,14 @@ void draw_heatmap_panel(UiState& ui) {
   ImGui::SameLine();
   ImGui::Checkbox("log scale", &hv.log_scale);
   ImGui::SameLine();
+  ImGui::SetNextItemWidth(110);
+  static const char* kViews[] = {"effective", "dense", "difference"};
+  ImGui::Combo("##view", &hv.view, kViews, 3);
+  ImGui::SameLine();
   if (ImGui::Button("Fit")) hv.tokens_per_pixel = 0;
 
-  const std::int64_t n = lay.prompt_tokens;
+  const std::int64_t steps = sum.complete_steps;
+  const std::int64_t n = lay.prompt_tokens + steps;  // the map: prompt queries, then one per decode step
   const float band = 8.f;
   const ImVec2 avail = ImGui::GetContentRegionAvail();
   const float side = std::max(64.f, std::min(avail.x, avail.y - 64.f) - band - 4.f);
@@ -107,24 +117,34 @@ void draw_heatmap_panel(UiState& ui) {
     if (std::ldexp(1.0, *it) >= hv.tokens_per_pixel) level = *it;
   const double cell = std::ldexp(1.0, level);  // tokens per cell
   const std::int64_t size = capture::level_size(n, level);
+  const auto map_view = static_cast<cli::MapView>(hv.view);
   const std::int64_t c0 = std::clamp<std::int64_t>(static_cast<std::int64_t>(std::floor(hv.x0 / cell)), 0, size);
   const std::int64_t r0 = std::clamp<std::int64_t>(static_cast<std::int64_t>(std::floor(hv.y0 / cell)), 0, size);
   const std::int64_t c1 = std::clamp<std::int64_t>(static_cast<std::int64_t>(std::ceil((hv.x0 + span) / cell)), 0, size);
   const std::int64_t r1 = std::clamp<std::int64_t>(static_cast<std::int64_t>(std::ceil((hv.y0 + span) / cell)), 0, size);
-  const std::int64_t steps = sum.complete_steps + (sum.finished ? 1000000 : 0);
+  const bool live_prefill = !sum.finished && steps == 0;
   const bool stale = hv.fetched_view != view.get() || hv.fetched_layer != ui.layer || hv.fetched_head != ui.head ||
                      hv.fetched_level != level || hv.fetched_r0 != r0 || hv.fetched_c0 != c0 || hv.fetched_rows != r1 - r0 ||
                      hv.fetched_cols != c1 - c0 || hv.fetched_log != hv.log_scale ||
-                     (hv.fetched_steps != steps && hv.fetched_steps < 1);  // a live map fills in during the prefill
+                     hv.fetched_view_kind != hv.view || hv.fetched_steps != steps ||
+                     (live_prefill && ImGui::GetFrameCount() % 15 == 0);  // a live map fills in during the prefill
   if (stale && r1 > r0 && c1 > c0) {
     try {
-      const capture::MapWindow w = view->map_window(ui.layer, ui.head, level, r0, c0, r1 - r0, c1 - c0);
+      const cli::FullWindow w = cli::full_window(*view, ui.layer, ui.head, level, steps, map_view, r0, c0, r1 - r0, c1 - c0);
       viz::HeatmapOptions o;
       o.causal = true;
       o.row0 = r0;
       o.col0 = c0;
       o.empty = {24, 24, 28};
-      if (hv.log_scale) {
+      if (map_view == cli::MapView::kDifference) {
+        float vmax = 0;
+        for (const float v : w.values)
+          if (!std::isnan(v)) vmax = std::max(vmax, std::abs(v));
+        o.colormap = &viz::Colormap::get(viz::ColormapId::kBalance);
+        o.scale.kind = viz::ColorScale::kSymmetric;
+        o.scale.vmax = std::max(1e-6f, vmax);
+        hv.diff_max = o.scale.vmax;
+      } else if (hv.log_scale) {
         o.scale.kind = viz::ColorScale::kLog;
         o.scale.vmin = hv.log_min;
       }
@@ -144,6 +164,7 @@ void draw_heatmap_panel(UiState& ui) {
     hv.fetched_cols = c1 - c0;
     hv.fetched_log = hv.log_scale;
     hv.fetched_steps = steps;
+    hv.fetched_view_kind = hv.view;
   }
 
   ImDrawList* dl = ImGui::GetWindowDrawList();
@@ -182,15 +203,21 @@ void draw_heatmap_panel(UiState& ui) {
         ImGui::TextUnformatted("(masked: key after query)");
       } else if (r >= 0 && c >= 0 && r < hv.fetched_rows && c < hv.fetched_cols) {
         const float v = hv.values[static_cast<std::size_t>(r * hv.fetched_cols + c)];
-        if (level == 0) ImGui::Text("attention %.6g", v);
-        else ImGui::Text("max over %gx%g tokens: %.6g", cell, cell, v);
+        const char* what = map_view == cli::MapView::kDifference ? "effective - dense" : "attention";
+        if (std::isnan(v)) ImGui::TextUnformatted("no dense row at this step (shadow off)");
+        else if (level == 0) ImGui::Text("%s %.6g", what, v);
+        else ImGui::Text("%s, max over %gx%g tokens: %.6g", what, cell, cell, v);
+        if (q >= lay.prompt_tokens) ImGui::Text("decode step %lld", static_cast<long long>(q - lay.prompt_tokens + 1));
       }
       ImGui::EndTooltip();
     }
   }
   ImGui::SetCursorScreenPos(ImVec2(top_left.x, canvas_max.y + 4));
-  ImGui::Text("layer %d head %d  level %d (%.0f tokens/cell)  %s  %s", ui.layer, ui.head, level, cell,
-              hv.log_scale ? "log10 1e-4..1" : "linear 0..1", hv.error.c_str());
+  char scale_text[64];
+  if (map_view == cli::MapView::kDifference) std::snprintf(scale_text, sizeof scale_text, "blue -%.3g .. red +%.3g", hv.diff_max, hv.diff_max);
+  else std::snprintf(scale_text, sizeof scale_text, "%s", hv.log_scale ? "log10 1e-4..1" : "linear 0..1");
+  ImGui::Text("layer %d head %d  %s  level %d (%.0f tokens/cell)  %s  %s", ui.layer, ui.head, cli::to_string(map_view), level, cell,
+              scale_text, hv.error.c_str());
 
   // Export the current layer and head as a figure (the same figure `luka export` draws).
   ImGui::SetNextItemWidth(260);

@@ -26,6 +26,8 @@ struct HeatmapView {
   int fetched_layer = -1, fetched_head = -1, fetched_level = -1;
   std::int64_t fetched_r0 = -1, fetched_c0 = -1, fetched_rows = 0, fetched_cols = 0, fetched_steps = -1;
   bool fetched_log = true;
+  int view = 0, fetched_view_kind = 0;  // cli::MapView: effective, dense, difference
+  float diff_max = 0;
   std::vector<float> values;  // the fetched window, for hover read-out
   std::string error;
 };

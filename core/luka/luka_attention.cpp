@@ -524,6 +524,7 @@ void LukaAttention::shadow(const AttentionInputs& in, const at::Tensor& out) {
   const at::Tensor o = out.to(at::kDouble);
   const at::Tensor rel = (o - o_dense).norm(2, 1) / o_dense.norm(2, 1).clamp_min(1e-300);
   last_.fidelity = at::stack({kl, recall, overlap, rel}, 1).to(at::kFloat);
+  last_.dense = p.to(at::kFloat);
 }
 
 // Fixed segmenter: full pages of page_size from the oldest unpaged token, never within the last

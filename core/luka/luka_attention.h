@@ -43,6 +43,8 @@ struct LukaStep {
   // at 1e-10), recall (dense mass on exactly resolved tokens), top-k overlap (k = min(32, T)),
   // relative L2 error of the attention output. Undefined otherwise.
   at::Tensor fidelity;
+  // With the dense shadow on: [H, T] fp32, dense attention on the same inputs. Undefined otherwise.
+  at::Tensor dense;
 };
 
 // Column indices of LukaStep::fidelity.

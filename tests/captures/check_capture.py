@@ -119,6 +119,13 @@ def main():
                 check(dd["effective"].dtype == np.float16, "effective dtype")
                 r = dd["effective"][s, :, :T].astype(np.float64)
                 check(np.allclose(r.sum(-1), 1, atol=2e-3), "%s step %d: rows do not sum to 1" % (lg, s + 1))
+            fid = dd["fidelity"][s]  # [H, 4]
+            if "dense" in dd and not np.isnan(fid[:, 0]).all():
+                check(dd["dense"].dtype == np.float16, "dense dtype")
+                dn = dd["dense"][s, :, :T].astype(np.float64)
+                check(np.allclose(dn.sum(-1), 1, atol=2e-3), "%s step %d: dense rows do not sum to 1" % (lg, s + 1))
+                if mode[s] == 0 and "effective" in dd:  # a dense step: the shadow is the attention the step used
+                    check(np.abs(dn - dd["effective"][s, :, :T]).max() < 2e-3, "%s step %d: dense shadow != effective" % (lg, s + 1))
             if "cover" not in dd:
                 continue
             cov = dd["cover"][s, :, :T]

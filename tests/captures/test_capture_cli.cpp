@@ -83,7 +83,7 @@ TEST(CaptureCli, DemoPromptReadsWithH5pyAndMatchesTransformers) {
   // during decoding; recorded: three layers of each.
   const RunResult r = luka({"capture", "--prompt-file", (kRoot / "assets/prompts/demo.json").string(), "--preset", "clustered",
                             "--set", "layers=0-9,mode=dense", "--set", "layers=10-19,mode=lined", "--set",
-                            "page_size=8,tail=16,interval=4", "--record", "layers=0-2,10-12,20-22;map_min=16",
+                            "page_size=8,tail=16,interval=4,dense_shadow=true", "--record", "layers=0-2,10-12,20-22;map_min=16",
                             "--max-new-tokens", "16", "--threads", "2", "--out", out.string()});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.err.find("before compression"), std::string::npos) << r.err;
@@ -268,9 +268,27 @@ TEST(CaptureCli, ExportWritesPngSvgAndPdfFigures) {
       EXPECT_NE(bytes.find("%%EOF"), std::string::npos);
     }
   }
-  const RunResult dense = luka({"export", "--capture", cap.string(), "--layer", "10", "--head", "2", "--view", "dense", "--out",
-                                (d / "x.png").string()});
-  EXPECT_EQ(dense.exit_code, 2);
+  // Dense and difference views need the dense shadow's rows.
+  const RunResult no_shadow = luka({"export", "--capture", cap.string(), "--layer", "10", "--head", "2", "--view", "dense", "--step", "4",
+                                    "--out", (d / "x.png").string()});
+  EXPECT_EQ(no_shadow.exit_code, 1);
+  EXPECT_NE(no_shadow.err.find("dense_shadow=true"), std::string::npos) << no_shadow.err;
+  EXPECT_EQ(luka({"export", "--capture", cap.string(), "--layer", "10", "--head", "2", "--view", "dense", "--out", (d / "x.png").string()})
+                .exit_code,
+            2);  // no --step
+  const fs::path shadowed = d / "shadow.h5";
+  ASSERT_EQ(luka({"capture", "--prompt", "The lighthouse keeper wrote in the log that the fog", "--preset", "clustered", "--set",
+                  "dense_shadow=true,page_size=4,tail=4", "--record", "layers=10", "--max-new-tokens", "5", "--quiet", "--out",
+                  shadowed.string()})
+                .exit_code,
+            0);
+  for (const char* v : {"dense", "difference"}) {
+    const RunResult r = luka({"export", "--capture", shadowed.string(), "--layer", "10", "--head", "2", "--view", v, "--step", "4",
+                              "--out", (d / (std::string(v) + ".svg")).string()});
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_NE(read_file(d / (std::string(v) + ".svg")).find(std::string(v) == "dense" ? "dense attention (shadow)" : "effective − dense"),
+              std::string::npos);
+  }
   const RunResult ext = luka({"export", "--capture", cap.string(), "--layer", "10", "--head", "2", "--out", (d / "x.bmp").string()});
   EXPECT_EQ(ext.exit_code, 1);
   EXPECT_NE(ext.err.find("unknown figure format '.bmp'"), std::string::npos) << ext.err;

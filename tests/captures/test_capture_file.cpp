@@ -111,6 +111,7 @@ Synthetic make_synthetic(std::int64_t n, int steps, std::uint32_t seed) {
         for (std::int64_t t = 0; t < T; ++t) {
           ls.effective.push_back(h(u(rng) / static_cast<float>(T)));
           ls.cover.push_back(static_cast<std::uint8_t>(rng() % 6));
+          if (st % 2 == 0) ls.dense.push_back(h(u(rng) / static_cast<float>(T)));  // the shadow ran (fidelity set)
         }
         for (std::int64_t p = 0; p < P; ++p) {
           ls.page_state.push_back(static_cast<std::uint8_t>(1 + rng() % 2));
@@ -205,6 +206,13 @@ void expect_same(const CaptureView& v, const Synthetic& s, const std::vector<Map
         const auto row = v.row(st, layer, head);
         ASSERT_EQ(static_cast<std::int64_t>(row.size()), T);
         for (std::int64_t t = 0; t < T; ++t) ASSERT_EQ(float_to_half(row[t]), ls.effective[hh * T + t]);
+        if (ls.dense.empty()) {
+          EXPECT_THROW(v.dense_row(st, layer, head), Error);
+        } else {
+          const auto dense = v.dense_row(st, layer, head);
+          ASSERT_EQ(static_cast<std::int64_t>(dense.size()), T);
+          for (std::int64_t t = 0; t < T; ++t) ASSERT_EQ(float_to_half(dense[t]), ls.dense[hh * T + t]);
+        }
         const auto cov = v.cover(st, layer, head);
         EXPECT_TRUE(std::equal(cov.begin(), cov.end(), ls.cover.begin() + hh * T));
         const auto ps = v.page_states(st, layer, head);
