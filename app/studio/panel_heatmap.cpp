@@ -65,19 +65,29 @@ void draw_heatmap_panel(UiState& ui) {
   // Selection: recorded layers and heads only.
   if (!std::binary_search(lay.layers.begin(), lay.layers.end(), ui.layer)) ui.layer = lay.layers.front();
   if (!std::binary_search(lay.heads.begin(), lay.heads.end(), ui.head)) ui.head = lay.heads.front();
-  ImGui::SetNextItemWidth(160);
+  ImGui::SetNextItemWidth(110);
   ImGui::SliderInt("layer", &ui.layer, lay.layers.front(), lay.layers.back());
   ImGui::SameLine();
-  ImGui::SetNextItemWidth(120);
+  ImGui::SetNextItemWidth(90);
   ImGui::SliderInt("head", &ui.head, lay.heads.front(), lay.heads.back());
   ImGui::SameLine();
-  ImGui::Checkbox("log scale", &hv.log_scale);
+  ImGui::Checkbox("log", &hv.log_scale);
   ImGui::SameLine();
   ImGui::SetNextItemWidth(110);
   static const char* kViews[] = {"effective", "dense", "difference"};
   ImGui::Combo("##view", &hv.view, kViews, 3);
   ImGui::SameLine();
   if (ImGui::Button("Fit")) hv.tokens_per_pixel = 0;
+  ImGui::SameLine();
+  ImGui::RadioButton("map", &hv.mode, 0);
+  ImGui::SameLine();
+  ImGui::RadioButton("heads", &hv.mode, 1);
+  ImGui::SameLine();
+  ImGui::RadioButton("layers", &hv.mode, 2);
+  if (hv.mode != 0) {
+    draw_thumbnails(ui, *view, hv.mode == 1);
+    return;
+  }
 
   const std::int64_t steps = sum.complete_steps;
   const std::int64_t n = lay.prompt_tokens + steps;  // the map: prompt queries, then one per decode step

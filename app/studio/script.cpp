@@ -14,7 +14,7 @@ namespace {
 
 const std::set<std::string> kCommands = {"load_model", "open_capture", "run", "step", "resume", "stop", "set_mode", "preset",
                                          "select", "scale", "zoom", "fit", "frames", "wait_idle", "wait_paused", "wait_steps",
-                                         "expect_mode", "expect_steps", "expect_status", "view", "show_timeline", "show_fidelity", "shadow", "expect_fidelity", "export", "measure", "print_first_map", "screenshot", "quit"};
+                                         "expect_mode", "expect_steps", "expect_status", "view", "grid", "show_timeline", "show_fidelity", "shadow", "expect_fidelity", "export", "measure", "print_first_map", "screenshot", "quit"};
 
 AttentionMode parse_mode(const std::string& s, const std::string& where) {
   if (s == "dense") return AttentionMode::kDense;
@@ -135,6 +135,8 @@ bool Script::advance(UiState& ui, std::string& screenshot) {
       LukaConfig cfg = ui.session.config();
       for (auto& layer : cfg.layers) layer.dense_shadow = arg(1) == "on";
       ui.session.set_config(cfg);
+    } else if (cmd == "grid") {
+      ui.heatmap.mode = arg(1) == "heads" ? 1 : arg(1) == "layers" ? 2 : 0;
     } else if (cmd == "view") {
       ui.heatmap.view = static_cast<int>(cli::parse_map_view(arg(1)));
     } else if (cmd == "show_timeline") {

@@ -28,6 +28,9 @@ struct HeatmapView {
   bool fetched_log = true;
   int view = 0, fetched_view_kind = 0;  // cli::MapView: effective, dense, difference
   float diff_max = 0;
+  int mode = 0;  // 0 map, 1 head grid, 2 layer strip
+  std::vector<std::unique_ptr<Texture>> thumbs;  // head grid / layer strip thumbnails
+  std::string thumbs_key;
   std::vector<float> values;  // the fetched window, for hover read-out
   std::string error;
 };
@@ -68,6 +71,8 @@ void draw_heatmap_panel(UiState& ui);
 void draw_output_panel(UiState& ui);
 void draw_timeline_panel(UiState& ui);
 void draw_fidelity_panel(UiState& ui);
+// Small multiples inside the heatmap panel: heads of the layer (heads = true) or layers of the head.
+void draw_thumbnails(UiState& ui, const capture::CaptureView& view, bool heads);
 
 // Writes the selected layer and head as a figure (format by extension); the outcome goes to ui.notice.
 void export_figure(UiState& ui, const std::filesystem::path& path);

@@ -106,7 +106,9 @@ TEST(Studio, ReplaysACaptureWithoutAModel) {
   const RunResult r = studio("--capture '" + cap.string() + "'",
                              "wait_idle 60\nexpect_steps 5\nexpect_mode 5 0 lined\nexpect_mode 5 10 clustered\nselect 10 2\nframes 3\n"
                              "screenshot " + shot.string() + "\nshow_timeline\nframes 3\nscreenshot " + timeline.string() +
-                             "\nexport " + (work_dir() / "fig.pdf").string() + "\nexport " + (work_dir() / "fig.png").string() + "\nquit\n");
+                             "\nexport " + (work_dir() / "fig.pdf").string() + "\nexport " + (work_dir() / "fig.png").string() +
+                             "\ngrid heads\nframes 3\nscreenshot " + (work_dir() / "grid.png").string() +
+                             "\ngrid layers\nview difference\nframes 3\nscreenshot " + (work_dir() / "strip.png").string() + "\nquit\n");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   expect_heatmap_screenshot(shot);
   // The cover timeline of a clustered layer: summarized pages and the raw tail, in their colours.
@@ -120,6 +122,8 @@ TEST(Studio, ReplaysACaptureWithoutAModel) {
     }
   EXPECT_GT(summarized, 5000u);
   EXPECT_GT(raw, 500u);
+  expect_heatmap_screenshot(work_dir() / "grid.png");  // nine heads of layer 10
+  EXPECT_TRUE(fs::exists(work_dir() / "strip.png"));
   // The export button's figures.
   EXPECT_EQ(read_file(work_dir() / "fig.pdf").rfind("%PDF-", 0), 0u);
   EXPECT_EQ(luka::viz::read_png(work_dir() / "fig.png").width, 1520);
