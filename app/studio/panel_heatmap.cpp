@@ -79,6 +79,8 @@ void draw_heatmap_panel(UiState& ui) {
   ImGui::SameLine();
   if (ImGui::Button("Fit")) hv.tokens_per_pixel = 0;
   ImGui::SameLine();
+  ImGui::Checkbox("overlays", &hv.overlays);
+  ImGui::SameLine();
   ImGui::RadioButton("map", &hv.mode, 0);
   ImGui::SameLine();
   ImGui::RadioButton("heads", &hv.mode, 1);
@@ -196,6 +198,33 @@ void draw_heatmap_panel(UiState& ui) {
     const unsigned int col = parse_colour(seg.colour);
     dl->AddRectFilled(ImVec2(to_screen_x(seg.begin), top_left.y), ImVec2(to_screen_x(seg.end), top_left.y + band), col);
     dl->AddRectFilled(ImVec2(top_left.x, to_screen_y(seg.begin)), ImVec2(top_left.x + band, to_screen_y(seg.end)), col);
+  }
+  // Overlays at the selected decode step: the page grid, and on that step's query row the refined
+  // pages (orange) and heavy hitters (red) of the selected head.
+  if (hv.overlays && steps > 0 && lay.covers) {
+    const std::int64_t s = ui.step > 0 ? std::min<std::int64_t>(ui.step, steps) : steps;
+    try {
+      const auto pages = view->pages(ui.layer);
+      const double page_px = pages.empty() ? 0 : (pages.front().end - pages.front().start) / hv.tokens_per_pixel;
+      if (page_px >= 3)
+        for (const capture::PageInfo& p : pages) {
+          if (p.created_step >= s) continue;
+          const float x = to_screen_x(static_cast<double>(p.start));
+          dl->AddLine(ImVec2(x, to_screen_y(p.start)), ImVec2(x, to_screen_y(static_cast<double>(n))), IM_COL32(120, 140, 170, 90));
+        }
+      const double q = static_cast<double>(lay.prompt_tokens + s - 1);
+      const float y0 = to_screen_y(q), y1 = std::max(to_screen_y(q + 1), y0 + 3.f);
+      dl->AddRect(ImVec2(to_screen_x(0), y0 - 1), ImVec2(to_screen_x(q + 1), y1 + 1), IM_COL32(255, 255, 255, 160));
+      for (const std::int64_t p : view->refined_pages(s, ui.layer, ui.head)) {
+        const capture::PageInfo& pg = pages.at(static_cast<std::size_t>(p));
+        dl->AddRect(ImVec2(to_screen_x(pg.start), y0 - 3), ImVec2(to_screen_x(pg.end), y1 + 3), IM_COL32(240, 160, 40, 255), 0, 0, 2);
+      }
+      for (const std::int64_t t : view->heavy_hitters(s, ui.layer, ui.head)) {
+        const float x = to_screen_x(t + 0.5);
+        dl->AddLine(ImVec2(x, y0 - 6), ImVec2(x, y1 + 6), IM_COL32(230, 50, 50, 255), 1.5f);
+      }
+    } catch (const std::exception&) {
+    }
   }
   dl->PopClipRect();
 

@@ -29,6 +29,7 @@ struct HeatmapView {
   int view = 0, fetched_view_kind = 0;  // cli::MapView: effective, dense, difference
   float diff_max = 0;
   int mode = 0;  // 0 map, 1 head grid, 2 layer strip
+  bool overlays = true;  // page grid, refined pages and heavy hitters at the selected step
   std::vector<std::unique_ptr<Texture>> thumbs;  // head grid / layer strip thumbnails
   std::string thumbs_key;
   std::vector<float> values;  // the fetched window, for hover read-out
