@@ -1,9 +1,13 @@
-// Prompt panel: the interwoven prompt's segments (coloured by topic), the question, chat
-// formatting, and Run / Pause / Step / Stop.
+// Prompt panel: the interwoven-prompt builder — segments coloured by topic, each with its topic
+// letter, label and text; add, move up, remove; re-lay out in a pattern (ABAB, AABB, ABCABC...);
+// load a WikiSalad example; open and save prompt files — then the question, chat formatting, and
+// Run / Pause / Step / Stop.
 #include <imgui.h>
 #include <imgui_stdlib.h>
 
 #include "app/studio/ui_state.h"
+#include "core/prompt/prompt_file.h"
+#include "core/prompt/wikisalad.h"
 
 namespace luka::studio {
 
@@ -18,18 +22,118 @@ unsigned int parse_colour(const std::string& hex) {
   return IM_COL32(r, g, b, 255);
 }
 
+namespace {
+
+// A segment takes its topic's label and colour (from another segment of that topic, or defaults).
+void set_topic(InterwovenPrompt& p, std::size_t i, char letter) {
+  p.pattern[i] = letter;
+  for (std::size_t j = 0; j < p.segments.size(); ++j)
+    if (j != i && p.pattern[j] == letter) {
+      p.segments[i].label = p.segments[j].label;
+      p.segments[i].colour = p.segments[j].colour;
+      return;
+    }
+  p.segments[i].label = std::string("Topic ") + letter;
+  p.segments[i].colour = default_topic_colour(topic_index(letter));
+}
+
+void builder(UiState& ui) {
+  InterwovenPrompt& p = ui.prompt;
+  if (ImGui::Button("+ segment")) {
+    const char letter = p.pattern.empty() ? 'A' : p.pattern.back() == 'A' ? 'B' : 'A';
+    p.segments.push_back({"", "", "New text."});
+    p.pattern += letter;
+    set_topic(p, p.segments.size() - 1, letter);
+  }
+  ImGui::SameLine();
+  ImGui::SetNextItemWidth(90);
+  ImGui::InputText("##pattern", &ui.pattern_edit);
+  ImGui::SameLine();
+  if (ImGui::Button("Apply pattern")) {
+    try {
+      apply_pattern(p, ui.pattern_edit);
+      ui.prompt_notice = "pattern " + p.pattern;
+    } catch (const std::exception& e) {
+      ui.prompt_notice = e.what();
+    }
+  }
+  ImGui::SetNextItemWidth(200);
+  ImGui::InputText("##wikisalad", &ui.wikisalad_path);
+  ImGui::SameLine();
+  ImGui::SetNextItemWidth(70);
+  ImGui::InputInt("##example", &ui.wikisalad_example, 1);
+  ImGui::SameLine();
+  if (ImGui::Button("WikiSalad")) {
+    try {
+      p = from_wikisalad(ui.wikisalad_path, ui.wikisalad_example);
+      ui.prompt_notice = "WikiSalad example " + std::to_string(ui.wikisalad_example) + ": " + p.pattern;
+    } catch (const std::exception& e) {
+      ui.prompt_notice = e.what();
+    }
+  }
+  ImGui::SetNextItemWidth(200);
+  ImGui::InputText("##promptfile", &ui.prompt_path);
+  ImGui::SameLine();
+  if (ImGui::Button("Open")) {
+    try {
+      p = load_prompt_file(ui.prompt_path);
+      ui.prompt_notice = "opened " + ui.prompt_path;
+    } catch (const std::exception& e) {
+      ui.prompt_notice = e.what();
+    }
+  }
+  ImGui::SameLine();
+  if (ImGui::Button("Save")) {
+    try {
+      save_prompt_file(p, ui.prompt_path);
+      ui.prompt_notice = "saved " + ui.prompt_path;
+    } catch (const std::exception& e) {
+      ui.prompt_notice = e.what();
+    }
+  }
+  if (!ui.prompt_notice.empty()) ImGui::TextWrapped("%s", ui.prompt_notice.c_str());
+}
+
+}  // namespace
+
 void draw_prompt_panel(UiState& ui) {
   if (!ui.prompt.title.empty()) ImGui::TextWrapped("%s", ui.prompt.title.c_str());
-  for (std::size_t i = 0; i < ui.prompt.segments.size(); ++i) {
-    PromptSegment& seg = ui.prompt.segments[i];
+  builder(ui);
+  InterwovenPrompt& p = ui.prompt;
+  std::size_t remove = p.segments.size(), up = p.segments.size();
+  for (std::size_t i = 0; i < p.segments.size(); ++i) {
+    PromptSegment& seg = p.segments[i];
     ImGui::PushID(static_cast<int>(i));
-    const ImVec2 p = ImGui::GetCursorScreenPos();
-    ImGui::GetWindowDrawList()->AddRectFilled(p, ImVec2(p.x + 10, p.y + 14), parse_colour(seg.colour));
+    const ImVec2 pos = ImGui::GetCursorScreenPos();
+    ImGui::GetWindowDrawList()->AddRectFilled(pos, ImVec2(pos.x + 10, pos.y + 14), parse_colour(seg.colour));
     ImGui::Dummy(ImVec2(12, 14));
     ImGui::SameLine();
-    ImGui::Text("%c  %s", i < ui.prompt.pattern.size() ? ui.prompt.pattern[i] : '?', seg.label.c_str());
+    char letter[2] = {i < p.pattern.size() ? p.pattern[i] : 'A', 0};
+    ImGui::SetNextItemWidth(34);
+    if (ImGui::BeginCombo("##topic", letter, ImGuiComboFlags_NoArrowButton)) {
+      for (char c = 'A'; c <= 'F'; ++c)
+        if (ImGui::Selectable(std::string(1, c).c_str(), c == letter[0])) set_topic(p, i, c);
+      ImGui::EndCombo();
+    }
+    ImGui::SameLine();
+    ImGui::SetNextItemWidth(150);
+    if (ImGui::InputText("##label", &seg.label))  // a topic's label is shared by its segments
+      for (std::size_t j = 0; j < p.segments.size(); ++j)
+        if (p.pattern[j] == p.pattern[i]) p.segments[j].label = seg.label;
+    ImGui::SameLine();
+    if (ImGui::SmallButton("up") && i > 0) up = i;
+    ImGui::SameLine();
+    if (ImGui::SmallButton("x") && p.segments.size() > 1) remove = i;
     ImGui::InputTextMultiline("##text", &seg.text, ImVec2(-1, ImGui::GetTextLineHeight() * 4));
     ImGui::PopID();
+  }
+  if (up < p.segments.size()) {
+    std::swap(p.segments[up], p.segments[up - 1]);
+    std::swap(p.pattern[up], p.pattern[up - 1]);
+  }
+  if (remove < p.segments.size()) {
+    p.segments.erase(p.segments.begin() + static_cast<std::ptrdiff_t>(remove));
+    p.pattern.erase(remove, 1);
   }
   ImGui::TextUnformatted("question");
   ImGui::InputTextMultiline("##question", &ui.prompt.question, ImVec2(-1, ImGui::GetTextLineHeight() * 2));

@@ -7,6 +7,8 @@
 #include <sstream>
 
 #include "app/cli/figure_from_capture.h"
+#include "core/prompt/prompt_file.h"
+#include "core/prompt/wikisalad.h"
 #include "core/util/error.h"
 
 namespace luka::studio {
@@ -14,7 +16,7 @@ namespace {
 
 const std::set<std::string> kCommands = {"load_model", "open_capture", "run", "step", "resume", "stop", "set_mode", "preset",
                                          "select", "scale", "zoom", "fit", "frames", "wait_idle", "wait_paused", "wait_steps",
-                                         "expect_mode", "expect_steps", "expect_status", "view", "grid", "show_timeline", "show_fidelity", "shadow", "expect_fidelity", "export", "measure", "print_first_map", "screenshot", "quit"};
+                                         "expect_mode", "expect_steps", "expect_status", "view", "grid", "pattern", "wikisalad", "save_prompt", "expect_pattern", "show_timeline", "show_fidelity", "shadow", "expect_fidelity", "export", "measure", "print_first_map", "screenshot", "quit"};
 
 AttentionMode parse_mode(const std::string& s, const std::string& where) {
   if (s == "dense") return AttentionMode::kDense;
@@ -135,6 +137,14 @@ bool Script::advance(UiState& ui, std::string& screenshot) {
       LukaConfig cfg = ui.session.config();
       for (auto& layer : cfg.layers) layer.dense_shadow = arg(1) == "on";
       ui.session.set_config(cfg);
+    } else if (cmd == "pattern") {
+      apply_pattern(ui.prompt, arg(1));
+    } else if (cmd == "wikisalad") {
+      ui.prompt = from_wikisalad(arg(1), static_cast<int>(number(2)));
+    } else if (cmd == "save_prompt") {
+      save_prompt_file(ui.prompt, arg(1));
+    } else if (cmd == "expect_pattern") {
+      if (ui.prompt.pattern != arg(1)) fail(where(l), "the prompt's pattern is " + ui.prompt.pattern + ", expected " + arg(1));
     } else if (cmd == "grid") {
       ui.heatmap.mode = arg(1) == "heads" ? 1 : arg(1) == "layers" ? 2 : 0;
     } else if (cmd == "view") {

@@ -112,6 +112,8 @@ int run_studio(int argc, char** argv) {
     auto ui = std::make_unique<studio::UiState>();
     ui->started = launched;
     ui->prompt = prompt;
+    const auto salad = std::filesystem::path(LUKA_SOURCE_DIR).parent_path() / "shared" / "data" / "wikisalad" / "easy_2topic_short.json";
+    ui->wikisalad_path = std::filesystem::exists(salad) ? salad.lexically_normal().string() : "";
     if (args.has("capture")) {
       ui->session.open_capture(args.get("capture"));
     } else {

@@ -49,6 +49,9 @@ struct UiState {
   std::string model_path;
   InterwovenPrompt prompt;
   bool chat = false;
+  std::string pattern_edit = "ABAB", prompt_path = "prompt.json", prompt_notice;
+  std::string wikisalad_path = "../shared/data/wikisalad/easy_2topic_short.json";
+  int wikisalad_example = 0;
   int max_new_tokens = 32;
   int layer = 0, head = 0;
   std::int64_t step = 0;  // selected decode step for rows (0: the latest)

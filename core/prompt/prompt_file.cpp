@@ -1,5 +1,7 @@
 #include "core/prompt/prompt_file.h"
 
+#include <fstream>
+
 #include <map>
 
 #include "core/prompt/json_input.h"
@@ -97,6 +99,61 @@ InterwovenPrompt load_prompt_file(const std::filesystem::path& file) {
     fail(where, "\"pattern\" \"" + prompt.pattern + "\" does not match the segments' topics \"" + letters + "\": " + why);
   }
   return prompt;
+}
+
+namespace {
+
+void check_pattern(const InterwovenPrompt& p, const std::string& where) {
+  if (p.pattern.size() != p.segments.size())
+    fail(where, "the pattern \"" + p.pattern + "\" has " + std::to_string(p.pattern.size()) + " letters for " +
+                    std::to_string(p.segments.size()) + " segments");
+  for (const char c : p.pattern)
+    if (topic_index(c) < 0) fail(where, std::string("pattern letter '") + c + "' is not A-Z");
+}
+
+}  // namespace
+
+void save_prompt_file(const InterwovenPrompt& prompt, const std::filesystem::path& file) {
+  const std::string where = file.string();
+  check_pattern(prompt, where);
+  json topics = json::object(), segments = json::array();
+  for (std::size_t i = 0; i < prompt.segments.size(); ++i) {
+    const PromptSegment& s = prompt.segments[i];
+    const std::string letter(1, prompt.pattern[i]);
+    if (s.text.empty()) fail(where, "segment " + std::to_string(i) + " is empty");
+    if (!topics.contains(letter)) {
+      topics[letter] = {{"label", s.label}, {"colour", s.colour}};
+    } else if (topics[letter]["label"] != s.label || topics[letter]["colour"] != s.colour) {
+      fail(where, "topic " + letter + ": segments disagree on its label or colour");
+    }
+    segments.push_back({{"topic", letter}, {"text", s.text}});
+  }
+  json root = {{"title", prompt.title}, {"pattern", prompt.pattern}, {"separator", prompt.separator}, {"topics", topics},
+               {"segments", segments}};
+  if (!prompt.question.empty()) root["question"] = prompt.question;
+  std::ofstream out(file, std::ios::binary | std::ios::trunc);
+  out << root.dump(2) << "\n";
+  if (!out) fail(where, "cannot write the prompt file");
+}
+
+void apply_pattern(InterwovenPrompt& prompt, const std::string& pattern) {
+  check_pattern(prompt, "prompt");
+  std::map<char, std::vector<PromptSegment>> by_topic;
+  for (std::size_t i = 0; i < prompt.segments.size(); ++i) by_topic[prompt.pattern[i]].push_back(prompt.segments[i]);
+  std::map<char, std::size_t> used;
+  std::vector<PromptSegment> out;
+  for (const char c : pattern) {
+    if (topic_index(c) < 0) fail("pattern", std::string("'") + c + "' is not a letter A-Z");
+    const auto it = by_topic.find(c);
+    if (it == by_topic.end()) fail("pattern", std::string("topic ") + c + " has no segments in this prompt");
+    if (used[c] >= it->second.size())
+      fail("pattern", "\"" + pattern + "\" needs more segments of topic " + std::string(1, c) + " than the " +
+                          std::to_string(it->second.size()) + " it has");
+    out.push_back(it->second[used[c]++]);
+  }
+  if (out.empty()) fail("pattern", "the pattern is empty");
+  prompt.segments = std::move(out);
+  prompt.pattern = pattern;
 }
 
 }  // namespace luka

@@ -129,6 +129,23 @@ TEST(Studio, ReplaysACaptureWithoutAModel) {
   EXPECT_EQ(luka::viz::read_png(work_dir() / "fig.png").width, 1520);
 }
 
+TEST(Studio, PromptBuilderRelaysSavesAndLoadsWikiSalad) {
+  if (!have_xvfb()) GTEST_SKIP() << "xvfb-run is not installed";
+  const fs::path saved = work_dir() / "saved.json";
+  std::string script = "pattern AAB\nexpect_pattern AAB\nsave_prompt " + saved.string() + "\n";
+  const fs::path salad = fs::path(LUKA_SHARED_DATA) / "wikisalad" / "hard_3topic_short.json";
+  if (fs::exists(salad)) script += "wikisalad " + salad.string() + " 2\nexpect_pattern ABCABC\n";
+  script += "frames 2\nquit\n";
+  const RunResult r = studio("", script);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  // The saved file is a prompt file in the new order: the demo's two A segments, then B.
+  const std::string text = read_file(saved);
+  EXPECT_NE(text.find("\"pattern\": \"AAB\""), std::string::npos) << text.substr(0, 200);
+  const RunResult bad = studio("", "pattern AAAB\n");
+  EXPECT_EQ(bad.exit_code, 1);
+  EXPECT_NE(bad.err.find("needs more segments of topic A"), std::string::npos) << bad.err;
+}
+
 TEST(Studio, ClearErrorsNoCrash) {
   if (!have_xvfb()) GTEST_SKIP() << "xvfb-run is not installed";
   const fs::path script = work_dir() / "quit.script";
