@@ -47,6 +47,8 @@ struct TimelineView {
 struct UiState {
   Session session;
   std::string model_path;
+  int dtype = 0;    // 0 fp32, 1 bf16
+  int threads = 0;  // LibTorch threads, 0: all cores
   InterwovenPrompt prompt;
   bool chat = false;
   std::string pattern_edit = "ABAB", prompt_path = "prompt.json", prompt_notice;
