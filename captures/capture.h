@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <limits>
 #include <memory>
 #include <string>
 #include <vector>
@@ -86,6 +87,7 @@ struct Token {
   std::string piece;      // the token's raw bytes (may be part of a UTF-8 character)
   bool generated = false;
   std::int32_t segment = -1;  // index into the segment table, -1: none
+  float prob = std::numeric_limits<float>::quiet_NaN();  // generated: the model's probability of it when sampled
 };
 
 struct Segment {

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdio>
 #include <fstream>
+#include <limits>
 
 #include "captures/half.h"
 #include "core/util/error.h"
@@ -147,6 +148,8 @@ std::vector<Token> CaptureFile::tokens() const {
   std::vector<std::int64_t> ends(n);
   h5::read(dataset("tokens/id"), H5T_NATIVE_INT32, {0}, {n}, ids.data(), name_);
   h5::read(dataset("tokens/segment"), H5T_NATIVE_INT32, {0}, {n}, seg.data(), name_);
+  std::vector<float> prob(n, std::numeric_limits<float>::quiet_NaN());
+  if (h5::exists(file_, "tokens/prob")) h5::read(dataset("tokens/prob"), H5T_NATIVE_FLOAT, {0}, {n}, prob.data(), name_);
   h5::read(dataset("tokens/generated"), H5T_NATIVE_UINT8, {0}, {n}, gen.data(), name_);
   h5::read(dataset("tokens/piece_end"), H5T_NATIVE_INT64, {0}, {n}, ends.data(), name_);
   const std::int64_t total = n ? ends.back() : 0;
@@ -158,7 +161,7 @@ std::vector<Token> CaptureFile::tokens() const {
   std::int64_t begin = 0;
   for (hsize_t i = 0; i < n; ++i) {
     if (ends[i] < begin || ends[i] > total) fail(name_, "damaged capture: token pieces out of order");
-    out[i] = Token{ids[i], bytes.substr(static_cast<std::size_t>(begin), static_cast<std::size_t>(ends[i] - begin)), gen[i] != 0, seg[i]};
+    out[i] = Token{ids[i], bytes.substr(static_cast<std::size_t>(begin), static_cast<std::size_t>(ends[i] - begin)), gen[i] != 0, seg[i], prob[i]};
     begin = ends[i];
   }
   return out;
@@ -348,7 +351,7 @@ std::map<std::string, CaptureFile::PartSize> CaptureFile::storage() const {
     }
     out[part].logical += n;
   };
-  for (const char* t : {"id", "generated", "segment", "piece_end", "piece_bytes"}) add("tokens", std::string("tokens/") + t);
+  for (const char* t : {"id", "generated", "segment", "prob", "piece_end", "piece_bytes"}) add("tokens", std::string("tokens/") + t);
   for (const int layer : summary_.layout.layers) {
     for (const int level : summary_.layout.levels) add("maps", "prefill/" + layer_name(layer) + "/level_" + std::to_string(level));
     const std::string d = layer_path("decode", layer);

@@ -89,6 +89,7 @@ void CaptureWriter::begin(const Manifest& m, const Layout& layout, const std::ve
     tok_id_ = h5::create_dataset(g, "id", H5T_STD_I32LE, {{0}, {kUnlimited}, {4096}, deflate}, name_);
     tok_generated_ = h5::create_dataset(g, "generated", H5T_STD_U8LE, {{0}, {kUnlimited}, {4096}, deflate}, name_);
     tok_segment_ = h5::create_dataset(g, "segment", H5T_STD_I32LE, {{0}, {kUnlimited}, {4096}, deflate}, name_);
+    tok_prob_ = h5::create_dataset(g, "prob", H5T_IEEE_F32LE, {{0}, {kUnlimited}, {4096}, deflate}, name_);
     tok_piece_end_ = h5::create_dataset(g, "piece_end", H5T_STD_I64LE, {{0}, {kUnlimited}, {4096}, deflate}, name_);
     tok_piece_bytes_ = h5::create_dataset(g, "piece_bytes", H5T_STD_U8LE, {{0}, {kUnlimited}, {16384}, deflate}, name_);
   }
@@ -148,18 +149,22 @@ void CaptureWriter::append_tokens(const std::vector<Token>& tokens) {
   if (tokens.empty()) return;
   const hsize_t n0 = static_cast<hsize_t>(tokens_), n = tokens.size();
   std::vector<std::int32_t> ids, seg;
+  std::vector<float> prob;
   std::vector<std::uint8_t> gen, bytes;
   std::vector<std::int64_t> ends;
   std::int64_t end = piece_bytes_;
   for (const Token& t : tokens) {
     ids.push_back(t.id);
     seg.push_back(t.segment);
+    prob.push_back(t.prob);
     gen.push_back(t.generated ? 1 : 0);
     bytes.insert(bytes.end(), t.piece.begin(), t.piece.end());
     end += static_cast<std::int64_t>(t.piece.size());
     ends.push_back(end);
   }
-  for (hid_t ds : {tok_id_.get(), tok_generated_.get(), tok_segment_.get(), tok_piece_end_.get()}) h5::set_extent(ds, {n0 + n}, name_);
+  for (hid_t ds : {tok_id_.get(), tok_generated_.get(), tok_segment_.get(), tok_prob_.get(), tok_piece_end_.get()})
+    h5::set_extent(ds, {n0 + n}, name_);
+  h5::write(tok_prob_, H5T_NATIVE_FLOAT, {n0}, {n}, prob.data(), name_);
   h5::write(tok_id_, H5T_NATIVE_INT32, {n0}, {n}, ids.data(), name_);
   h5::write(tok_generated_, H5T_NATIVE_UINT8, {n0}, {n}, gen.data(), name_);
   h5::write(tok_segment_, H5T_NATIVE_INT32, {n0}, {n}, seg.data(), name_);
@@ -255,7 +260,7 @@ void CaptureWriter::finish(const std::vector<Token>& trailing) {
   append_tokens(trailing);
   flush();
   layers_.clear();
-  for (h5::Handle* h : {&tok_id_, &tok_generated_, &tok_segment_, &tok_piece_end_, &tok_piece_bytes_, &step_tokens_, &complete_}) h->reset();
+  for (h5::Handle* h : {&tok_id_, &tok_generated_, &tok_segment_, &tok_prob_, &tok_piece_end_, &tok_piece_bytes_, &step_tokens_, &complete_}) h->reset();
   file_.reset();
   // Out of single-writer mode: mark the run as finished.
   h5::Handle f(h5::check(H5Fopen(name_.c_str(), H5F_ACC_RDWR, H5P_DEFAULT), name_, "cannot reopen the capture to finish it"));

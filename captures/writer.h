@@ -46,7 +46,7 @@ class CaptureWriter final : public CaptureSink {
   std::string name_;  // for messages
   h5::Handle file_;
   Layout layout_;
-  h5::Handle tok_id_, tok_generated_, tok_segment_, tok_piece_end_, tok_piece_bytes_;
+  h5::Handle tok_id_, tok_generated_, tok_segment_, tok_prob_, tok_piece_end_, tok_piece_bytes_;
   h5::Handle step_tokens_, complete_;
   std::vector<LayerSets> layers_;
   std::int64_t tokens_ = 0, piece_bytes_ = 0;

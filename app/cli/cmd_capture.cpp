@@ -216,7 +216,7 @@ int run_capture(int argc, char** argv) {
     const at::Tensor l = logits.contiguous();
     const std::int32_t id = sampler.sample(l.data_ptr<float>(), l.numel());
     const std::string piece = tokenizer.token_bytes(id);
-    pending.push_back({id, piece, true, -1});
+    pending.push_back({id, piece, true, -1, static_cast<float>(token_probability(l.data_ptr<float>(), l.numel(), id))});
     ++generated;
     if (stop_ids.count(id)) break;
     text += piece;

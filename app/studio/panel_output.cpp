@@ -1,8 +1,10 @@
-// Output panel: the generated text, and the effective attention row of the selected layer and
-// head at a decode step (a slider scrubs the steps, live or replayed).
+// Output panel: the generated text coloured by each token's probability, its perplexity, and the
+// effective attention row of the selected layer and head at a decode step (a slider scrubs the
+// steps, live or replayed).
 #include <imgui.h>
 
 #include <algorithm>
+#include <cmath>
 #include <string>
 
 #include "app/studio/ui_state.h"
@@ -10,10 +12,53 @@
 
 namespace luka::studio {
 
+namespace {
+
+// Confidence colour: red (improbable) through amber to green (near certain).
+ImVec4 confidence_colour(float p) {
+  const float t = std::clamp(p, 0.f, 1.f);
+  const ImVec4 lo(0.92f, 0.35f, 0.35f, 1), mid(0.92f, 0.78f, 0.35f, 1), hi(0.45f, 0.88f, 0.5f, 1);
+  const auto mix = [](const ImVec4& a, const ImVec4& b, float f) {
+    return ImVec4(a.x + (b.x - a.x) * f, a.y + (b.y - a.y) * f, a.z + (b.z - a.z) * f, 1);
+  };
+  return t < 0.5f ? mix(lo, mid, t * 2) : mix(mid, hi, (t - 0.5f) * 2);
+}
+
+// The generated tokens, each coloured by the probability the model gave it, wrapped by hand
+// (ImGui wraps only whole single-colour texts); hovering shows the probability.
+void coloured_tokens(const std::vector<capture::Token>& tokens) {
+  const float width = ImGui::GetContentRegionAvail().x;
+  float x = 0;
+  double nll = 0;
+  int counted = 0;
+  for (const capture::Token& t : tokens) {
+    if (!t.generated) continue;
+    std::string piece;
+    for (const char c : t.piece) piece += c == '\n' ? ' ' : c;
+    const float w = ImGui::CalcTextSize(piece.c_str()).x;
+    if (x > 0 && x + w > width) x = 0;
+    else if (x > 0) ImGui::SameLine(0, 0);
+    ImGui::TextColored(std::isnan(t.prob) ? ImVec4(0.8f, 0.8f, 0.8f, 1) : confidence_colour(t.prob), "%s", piece.c_str());
+    if (ImGui::IsItemHovered() && !std::isnan(t.prob)) ImGui::SetTooltip("p = %.4f", t.prob);
+    x += w;
+    if (!std::isnan(t.prob) && t.prob > 0) {
+      nll -= std::log(static_cast<double>(t.prob));
+      ++counted;
+    }
+  }
+  if (counted) ImGui::TextDisabled("%d generated tokens: mean NLL %.3f, perplexity %.2f (their own probabilities)", counted, nll / counted,
+                                   std::exp(nll / counted));
+}
+
+}  // namespace
+
 void draw_output_panel(UiState& ui) {
   const auto view = ui.session.view();
-  ImGui::TextWrapped("%s", ui.session.output().c_str());
-  if (!view) return;
+  if (!view) {
+    ImGui::TextWrapped("%s", ui.session.output().c_str());
+    return;
+  }
+  coloured_tokens(view->tokens());
   const capture::Summary sum = view->summary();
   if (sum.complete_steps == 0) return;
   int step = static_cast<int>(ui.step > 0 ? std::min<std::int64_t>(ui.step, sum.complete_steps) : sum.complete_steps);

@@ -275,7 +275,7 @@ void Session::run_job(RunRequest r) {
     const at::Tensor l = logits.contiguous();
     const std::int32_t id = sampler.sample(l.data_ptr<float>(), l.numel());
     const std::string piece = tok.token_bytes(id);
-    pending.push_back({id, piece, true, -1});
+    pending.push_back({id, piece, true, -1, static_cast<float>(token_probability(l.data_ptr<float>(), l.numel(), id))});
     if (stop_ids.count(id) || generated >= r.max_new_tokens || stop_) break;
     {
       std::lock_guard<std::mutex> lock(mu_);

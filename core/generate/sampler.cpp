@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <numeric>
 #include <string>
 #include <vector>
@@ -76,6 +77,15 @@ std::int32_t Sampler::sample(const float* logits, std::int64_t n) {
     if (u < acc) return order[i];
   }
   return order[keep - 1];
+}
+
+double token_probability(const float* logits, std::int64_t n, std::int32_t id) {
+  if (id < 0 || id >= n) return 0.0;
+  double mx = -std::numeric_limits<double>::infinity();
+  for (std::int64_t i = 0; i < n; ++i) mx = std::max(mx, static_cast<double>(logits[i]));
+  double sum = 0;
+  for (std::int64_t i = 0; i < n; ++i) sum += std::exp(static_cast<double>(logits[i]) - mx);
+  return std::exp(static_cast<double>(logits[id]) - mx) / sum;
 }
 
 }  // namespace luka

@@ -24,4 +24,7 @@ class Sampler {
   std::mt19937_64 rng_;
 };
 
+// The probability softmax(logits)[id], computed in double (for per-token confidence).
+double token_probability(const float* logits, std::int64_t n, std::int32_t id);
+
 }  // namespace luka

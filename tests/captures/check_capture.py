@@ -11,7 +11,8 @@
   the layer's mode;
 - with --hf-model (a GGUF file or HF folder): the prefill map at level 0 and the effective rows of
   dense steps equal transformers' eager attention probabilities (output_attentions) on the same
-  tokens, within 2e-3 (float16 storage).
+  tokens, within 2e-3 (float16 storage); in an all-dense run, each generated token's recorded
+  probability equals transformers' softmax at that position, within 1e-3.
 Exits non-zero with a message on the first failure.
 """
 import argparse
@@ -84,6 +85,9 @@ def main():
     check(ids.dtype == np.int32 and len(ids) >= n + steps, "tokens/id too short")
     gen = f["tokens/generated"][:]
     check(not gen[:n].any() and gen[n:n + steps].all(), "tokens/generated flags")
+    prob = f["tokens/prob"][:]
+    check(prob.dtype == np.float32 and np.isnan(prob[:n]).all(), "tokens/prob: prompt tokens must be NaN")
+    check(np.all((prob[n:] > 0) & (prob[n:] <= 1)), "tokens/prob: generated tokens need a probability in (0, 1]")
     seg = f["tokens/segment"][:]
     for i, (b, e) in enumerate(zip(f["segments/begin"][:], f["segments/end"][:])):
         check(0 <= b <= e <= n and (seg[b:e] == i).sum() > 0 if e > b else True, "segment %d span" % i)
@@ -149,11 +153,11 @@ def main():
                         check(np.all(cov[h, start[p]:end[p]] == want), "%s step %d head %d page %d: cover codes" % (lg, s + 1, h, p))
 
     if a.hf_model:
-        compare_hf(f, a.hf_model, layers, heads, levels, n, steps, ids)
+        compare_hf(f, a.hf_model, layers, heads, levels, n, steps, ids, prob)
     print("check_capture: OK (%d layers, %d heads, %d steps, levels %s)" % (len(layers), len(heads), steps, levels))
 
 
-def compare_hf(f, model_path, layers, heads, levels, n, steps, ids):
+def compare_hf(f, model_path, layers, heads, levels, n, steps, ids, prob):
     import torch
     from transformers import AutoModelForCausalLM
     if os.path.isfile(model_path):
@@ -188,6 +192,17 @@ def compare_hf(f, model_path, layers, heads, levels, n, steps, ids):
             err = float(np.abs(mine - ref).max())
             worst = max(worst, err)
             check(err < 2e-3, "%s step %d: effective row differs from transformers by %.2e" % (lg, s + 1, err))
+    # Token probabilities: only a run whose every layer is dense computes what transformers does.
+    import json as _json
+    cfg = _json.loads(f["manifest"].attrs["luka_config"])
+    if all(v["mode"] == "dense" for v in cfg["layers"].values()):
+        p = torch.softmax(out.logits[0].double(), -1).numpy()
+        total_tokens = n + steps
+        mine = prob[n:total_tokens]
+        ref = np.array([p[i - 1, ids[i]] for i in range(n, total_tokens)])
+        err = float(np.abs(mine - ref).max())
+        check(err < 1e-3, "generated tokens' probabilities differ from transformers by %.2e" % err)
+        print("check_capture: token probabilities match transformers (max abs diff %.2e)" % err)
     print("check_capture: transformers attention matches (max abs diff %.2e)" % worst)
 
 

@@ -114,6 +114,18 @@ TEST(CaptureCli, DemoPromptReadsWithH5pyAndMatchesTransformers) {
   for (const char* part : {"maps", "rows", "covers", "metrics", "finished"}) EXPECT_NE(text.out.find(part), std::string::npos) << part;
 }
 
+TEST(CaptureCli, DenseRunMatchesTransformersIncludingTokenProbabilities) {
+  REQUIRE_MODEL();
+  const fs::path out = work_dir() / "dense.h5";
+  const RunResult r = luka({"capture", "--prompt", "The lighthouse keeper climbed the stairs at dusk and", "--max-new-tokens", "8",
+                            "--record", "layers=0,7,29", "--quiet", "--out", out.string()});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const RunResult check = run(kPython.string(), {(kRoot / "tests/captures/check_capture.py").string(), out.string(), "--expect-steps",
+                                                 "7", "--hf-model", fs::canonical(kModel).string()});
+  EXPECT_EQ(check.exit_code, 0) << check.out << check.err;
+  EXPECT_NE(check.out.find("token probabilities match transformers"), std::string::npos) << check.out;
+}
+
 TEST(CaptureCli, KilledRunOpensUpToItsLastCompleteStep) {
   REQUIRE_MODEL();
   const fs::path out = work_dir() / "killed.h5";

@@ -97,7 +97,7 @@ Synthetic make_synthetic(std::int64_t n, int steps, std::uint32_t seed) {
     Step step;
     step.step = st;
     step.tokens = n + st;
-    step.new_tokens.push_back({static_cast<std::int32_t>(5 + st), "g" + std::to_string(st), true, -1});
+    step.new_tokens.push_back({static_cast<std::int32_t>(5 + st), "g" + std::to_string(st), true, -1, 1.0f / static_cast<float>(st + 1)});
     for (std::size_t li = 0; li < l.layers.size(); ++li) {
       LayerStep ls;
       ls.mode = static_cast<std::int8_t>(st % 3);
@@ -167,6 +167,7 @@ void expect_same(const CaptureView& v, const Synthetic& s, const std::vector<Map
     EXPECT_EQ(tokens[i].piece, expect[i].piece);
     EXPECT_EQ(tokens[i].generated, expect[i].generated);
     EXPECT_EQ(tokens[i].segment, expect[i].segment);
+    EXPECT_TRUE(tokens[i].prob == expect[i].prob || (std::isnan(tokens[i].prob) && std::isnan(expect[i].prob))) << i;
   }
   const auto segs = v.segments();
   ASSERT_EQ(segs.size(), 2u);
