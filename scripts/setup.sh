@@ -19,7 +19,7 @@ apt_packages=(
   python3 python3-venv python3-pip
   libicu-dev nlohmann-json3-dev libgtest-dev libgmock-dev
   libhdf5-dev libimgui-dev libglfw3-dev libgl-dev libgl1-mesa-dri libstb-dev
-  libcairo2-dev xvfb xauth fonts-dejavu-core
+  libcairo2-dev xvfb xauth fonts-dejavu-core fonts-wqy-microhei
 )
 missing=()
 for p in "${apt_packages[@]}"; do

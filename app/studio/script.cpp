@@ -6,6 +6,8 @@
 #include <set>
 #include <sstream>
 
+#include <imgui.h>
+
 #include "app/cli/figure_from_capture.h"
 #include "core/prompt/prompt_file.h"
 #include "core/prompt/wikisalad.h"
@@ -16,7 +18,7 @@ namespace {
 
 const std::set<std::string> kCommands = {"load_model", "open_capture", "run", "step", "resume", "stop", "set_mode", "preset",
                                          "select", "scale", "zoom", "fit", "frames", "wait_idle", "wait_paused", "wait_steps",
-                                         "expect_mode", "expect_steps", "expect_status", "view", "grid", "pattern", "wikisalad", "save_prompt", "expect_pattern", "show_timeline", "show_fidelity", "shadow", "expect_fidelity", "export", "measure", "print_first_map", "screenshot", "quit"};
+                                         "expect_mode", "expect_steps", "expect_status", "expect_glyph", "view", "grid", "pattern", "wikisalad", "save_prompt", "expect_pattern", "show_timeline", "show_fidelity", "shadow", "expect_fidelity", "export", "measure", "print_first_map", "screenshot", "quit"};
 
 AttentionMode parse_mode(const std::string& s, const std::string& where) {
   if (s == "dense") return AttentionMode::kDense;
@@ -145,6 +147,11 @@ bool Script::advance(UiState& ui, std::string& screenshot) {
       save_prompt_file(ui.prompt, arg(1));
     } else if (cmd == "expect_pattern") {
       if (ui.prompt.pattern != arg(1)) fail(where(l), "the prompt's pattern is " + ui.prompt.pattern + ", expected " + arg(1));
+    } else if (cmd == "expect_glyph") {  // a code point, e.g. 706F: the font atlas can draw it
+      const auto cp = static_cast<ImWchar>(std::stoul(arg(1), nullptr, 16));
+      ImFontAtlas* atlas = ImGui::GetIO().Fonts;
+      if (!atlas->IsBuilt()) atlas->Build();
+      if (atlas->Fonts.empty() || !atlas->Fonts[0]->FindGlyphNoFallback(cp)) fail(where(l), "the fonts have no glyph for U+" + arg(1));
     } else if (cmd == "grid") {
       ui.heatmap.mode = arg(1) == "heads" ? 1 : arg(1) == "layers" ? 2 : 0;
     } else if (cmd == "view") {

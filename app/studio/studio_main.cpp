@@ -51,11 +51,30 @@ void save_screenshot(GLFWwindow* window, const std::string& path) {
 
 void load_fonts() {
   ImGuiIO& io = ImGui::GetIO();
-  // DejaVu (Debian's fonts-dejavu-core) covers Latin, Greek, Cyrillic and many symbols.
+  // DejaVu (Debian's fonts-dejavu-core) covers Latin, Greek, Cyrillic and many symbols; WenQuanYi
+  // Micro Hei (fonts-wqy-microhei) is merged in for CJK, so Qwen's Chinese and Japanese token
+  // pieces render (common simplified Chinese, kana and common kanji, Hangul syllables).
   static const ImWchar ranges[] = {0x0020, 0x024F, 0x0370, 0x03FF, 0x0400, 0x04FF, 0x2000, 0x22FF, 0x2500, 0x25FF, 0};
   const char* font = "/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf";
-  if (std::filesystem::exists(font)) io.Fonts->AddFontFromFileTTF(font, 15.f, nullptr, ranges);
-  else io.Fonts->AddFontDefault();
+  if (!std::filesystem::exists(font)) {
+    io.Fonts->AddFontDefault();
+    return;
+  }
+  io.Fonts->AddFontFromFileTTF(font, 15.f, nullptr, ranges);
+  const char* cjk = "/usr/share/fonts/truetype/wqy/wqy-microhei.ttc";
+  if (std::filesystem::exists(cjk)) {
+    static ImVector<ImWchar> cjk_ranges;
+    ImFontGlyphRangesBuilder b;
+    b.AddRanges(io.Fonts->GetGlyphRangesChineseSimplifiedCommon());
+    b.AddRanges(io.Fonts->GetGlyphRangesJapanese());
+    static const ImWchar hangul[] = {0x3131, 0x3163, 0xAC00, 0xD7A3, 0};
+    b.AddRanges(hangul);
+    b.BuildRanges(&cjk_ranges);
+    ImFontConfig merge;
+    merge.MergeMode = true;
+    merge.OversampleH = 1;  // a large atlas: keep it small
+    io.Fonts->AddFontFromFileTTF(cjk, 15.f, &merge, cjk_ranges.Data);
+  }
 }
 
 }  // namespace

@@ -135,7 +135,10 @@ TEST(Studio, PromptBuilderRelaysSavesAndLoadsWikiSalad) {
   std::string script = "pattern AAB\nexpect_pattern AAB\nsave_prompt " + saved.string() + "\n";
   const fs::path salad = fs::path(LUKA_SHARED_DATA) / "wikisalad" / "hard_3topic_short.json";
   if (fs::exists(salad)) script += "wikisalad " + salad.string() + " 2\nexpect_pattern ABCABC\n";
-  script += "frames 2\nquit\n";
+  // Fonts: Latin, Greek, Cyrillic, CJK (Chinese, kana, Hangul) and symbols render.
+  if (fs::exists("/usr/share/fonts/truetype/wqy/wqy-microhei.ttc"))
+    script += "expect_glyph 706F\nexpect_glyph 30D1\nexpect_glyph AC00\n";
+  script += "expect_glyph 00E9\nexpect_glyph 03B2\nexpect_glyph 0416\nexpect_glyph 2192\nframes 2\nquit\n";
   const RunResult r = studio("", script);
   ASSERT_EQ(r.exit_code, 0) << r.err;
   // The saved file is a prompt file in the new order: the demo's two A segments, then B.
