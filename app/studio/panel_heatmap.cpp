@@ -135,49 +135,48 @@ void draw_heatmap_panel(UiState& ui) {
   const std::int64_t c1 = std::clamp<std::int64_t>(static_cast<std::int64_t>(std::ceil((hv.x0 + span) / cell)), 0, size);
   const std::int64_t r1 = std::clamp<std::int64_t>(static_cast<std::int64_t>(std::ceil((hv.y0 + span) / cell)), 0, size);
   const bool live_prefill = !sum.finished && steps == 0;
-  const bool stale = hv.fetched_view != view.get() || hv.fetched_layer != ui.layer || hv.fetched_head != ui.head ||
-                     hv.fetched_level != level || hv.fetched_r0 != r0 || hv.fetched_c0 != c0 || hv.fetched_rows != r1 - r0 ||
-                     hv.fetched_cols != c1 - c0 || hv.fetched_log != hv.log_scale ||
-                     hv.fetched_view_kind != hv.view || hv.fetched_steps != steps ||
-                     (live_prefill && ImGui::GetFrameCount() % 15 == 0);  // a live map fills in during the prefill
-  if (stale && r1 > r0 && c1 > c0) {
-    try {
-      const cli::FullWindow w = cli::full_window(*view, ui.layer, ui.head, level, steps, map_view, r0, c0, r1 - r0, c1 - c0);
-      viz::HeatmapOptions o;
-      o.causal = true;
-      o.row0 = r0;
-      o.col0 = c0;
-      o.empty = {24, 24, 28};
-      if (map_view == cli::MapView::kDifference) {
-        float vmax = 0;
-        for (const float v : w.values)
-          if (!std::isnan(v)) vmax = std::max(vmax, std::abs(v));
-        o.colormap = &viz::Colormap::get(viz::ColormapId::kBalance);
-        o.scale.kind = viz::ColorScale::kSymmetric;
-        o.scale.vmax = std::max(1e-6f, vmax);
-        hv.diff_max = o.scale.vmax;
-      } else if (hv.log_scale) {
-        o.scale.kind = viz::ColorScale::kLog;
-        o.scale.vmin = hv.log_min;
-      }
-      hv.texture.upload(viz::render_heatmap(w.values.data(), w.rows, w.cols, static_cast<int>(w.cols), static_cast<int>(w.rows), o));
-      hv.values = w.values;
-      hv.error.clear();
-    } catch (const std::exception& e) {
-      hv.error = e.what();
-    }
-    hv.fetched_view = view.get();
-    hv.fetched_layer = ui.layer;
-    hv.fetched_head = ui.head;
-    hv.fetched_level = level;
-    hv.fetched_r0 = r0;
-    hv.fetched_c0 = c0;
-    hv.fetched_rows = r1 - r0;
-    hv.fetched_cols = c1 - c0;
-    hv.fetched_log = hv.log_scale;
-    hv.fetched_steps = steps;
-    hv.fetched_view_kind = hv.view;
+  // Ask the fetcher (off the UI thread) for the visible window; draw the last one it delivered.
+  MapRequest want;
+  want.view = view;
+  want.layer = ui.layer;
+  want.head = ui.head;
+  want.level = level;
+  want.kind = hv.view;
+  want.steps = steps;
+  want.r0 = r0;
+  want.c0 = c0;
+  want.rows = r1 - r0;
+  want.cols = c1 - c0;
+  want.log = hv.log_scale;
+  want.log_min = hv.log_min;
+  if (r1 > r0 && c1 > c0 && (!hv.requested || !want.same_window(*hv.requested) || (live_prefill && ImGui::GetFrameCount() % 15 == 0))) {
+    hv.fetcher.request(want);  // a live map fills in during the prefill: ask again now and then
+    hv.requested = want;
   }
+  if (auto got = hv.fetcher.poll()) {
+    if (got->error.empty()) {
+      if (!got->image.rgba.empty()) hv.texture.upload(got->image);
+      hv.values = std::move(got->values);
+      hv.diff_max = got->diff_max;
+      hv.error.clear();
+    } else {
+      hv.error = got->error;
+    }
+    const MapRequest& r = got->request;
+    hv.fetched_view = r.view.get();
+    hv.fetched_layer = r.layer;
+    hv.fetched_head = r.head;
+    hv.fetched_level = r.level;
+    hv.fetched_r0 = r.r0;
+    hv.fetched_c0 = r.c0;
+    hv.fetched_rows = r.rows;
+    hv.fetched_cols = r.cols;
+    hv.fetched_log = r.log;
+    hv.fetched_steps = r.steps;
+    hv.fetched_view_kind = r.kind;
+  }
+  // The texture may still show an earlier window (or level) while the new one is read.
+  const double fetched_cell = std::ldexp(1.0, hv.fetched_level);
 
   ImDrawList* dl = ImGui::GetWindowDrawList();
   const ImVec2 canvas_max(origin.x + side, origin.y + side);
@@ -186,9 +185,9 @@ void draw_heatmap_panel(UiState& ui) {
   const auto to_screen_x = [&](double tokens) { return static_cast<float>(origin.x + (tokens - hv.x0) / hv.tokens_per_pixel); };
   const auto to_screen_y = [&](double tokens) { return static_cast<float>(origin.y + (tokens - hv.y0) / hv.tokens_per_pixel); };
   if (hv.texture.valid()) {
-    const ImVec2 a(to_screen_x(hv.fetched_c0 * cell), to_screen_y(hv.fetched_r0 * cell));
-    const ImVec2 b(to_screen_x(std::min<double>((hv.fetched_c0 + hv.fetched_cols) * cell, n)),
-                   to_screen_y(std::min<double>((hv.fetched_r0 + hv.fetched_rows) * cell, n)));
+    const ImVec2 a(to_screen_x(hv.fetched_c0 * fetched_cell), to_screen_y(hv.fetched_r0 * fetched_cell));
+    const ImVec2 b(to_screen_x(std::min<double>((hv.fetched_c0 + hv.fetched_cols) * fetched_cell, n)),
+                   to_screen_y(std::min<double>((hv.fetched_r0 + hv.fetched_rows) * fetched_cell, n)));
     // The last cell of a level may hold fewer than `cell` tokens: stretch the image to the map edge.
     dl->AddImage(hv.texture.id(), a, b);
     if (ui.first_map_ms < 0) ui.first_map_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - ui.started).count();
@@ -233,19 +232,20 @@ void draw_heatmap_panel(UiState& ui) {
     const std::int64_t q = static_cast<std::int64_t>(std::floor(hv.y0 + (io.MousePos.y - origin.y) * hv.tokens_per_pixel));
     const std::int64_t k = static_cast<std::int64_t>(std::floor(hv.x0 + (io.MousePos.x - origin.x) * hv.tokens_per_pixel));
     if (q >= 0 && q < n && k >= 0 && k < n) {
-      const std::int64_t r = q / static_cast<std::int64_t>(cell) - hv.fetched_r0, c = k / static_cast<std::int64_t>(cell) - hv.fetched_c0;
+      const std::int64_t r = q / static_cast<std::int64_t>(fetched_cell) - hv.fetched_r0, c = k / static_cast<std::int64_t>(fetched_cell) - hv.fetched_c0;
       const auto tokens = view->tokens();
       ImGui::BeginTooltip();
       ImGui::Text("query %lld  '%s'", static_cast<long long>(q), printable(tokens[static_cast<std::size_t>(q)].piece).c_str());
       ImGui::Text("key   %lld  '%s'", static_cast<long long>(k), printable(tokens[static_cast<std::size_t>(k)].piece).c_str());
       if (k > q) {
         ImGui::TextUnformatted("(masked: key after query)");
-      } else if (r >= 0 && c >= 0 && r < hv.fetched_rows && c < hv.fetched_cols) {
+      } else if (r >= 0 && c >= 0 && r < hv.fetched_rows && c < hv.fetched_cols &&
+                 static_cast<std::size_t>(r * hv.fetched_cols + c) < hv.values.size()) {
         const float v = hv.values[static_cast<std::size_t>(r * hv.fetched_cols + c)];
         const char* what = map_view == cli::MapView::kDifference ? "effective - dense" : "attention";
         if (std::isnan(v)) ImGui::TextUnformatted("no dense row at this step (shadow off)");
-        else if (level == 0) ImGui::Text("%s %.6g", what, v);
-        else ImGui::Text("%s, max over %gx%g tokens: %.6g", what, cell, cell, v);
+        else if (hv.fetched_level == 0) ImGui::Text("%s %.6g", what, v);
+        else ImGui::Text("%s, max over %gx%g tokens: %.6g", what, fetched_cell, fetched_cell, v);
         if (q >= lay.prompt_tokens) ImGui::Text("decode step %lld", static_cast<long long>(q - lay.prompt_tokens + 1));
       }
       ImGui::EndTooltip();

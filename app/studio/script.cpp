@@ -192,6 +192,11 @@ bool Script::advance(UiState& ui, std::string& screenshot) {
       const Status s = ui.session.status();
       if (s.message.find(want) == std::string::npos) fail(where(l), "status is '" + s.message + "', expected it to contain '" + want + "'");
     } else if (cmd == "screenshot") {
+      // Wait until the map shows what was last asked for (it is read off the UI thread).
+      if (!ui.heatmap.fetcher.idle() || (ui.heatmap.requested && ui.heatmap.requested->view.get() != ui.heatmap.fetched_view)) {
+        --next_;
+        return true;
+      }
       screenshot = arg(1);
       return true;  // taken after this frame is drawn
     } else if (cmd == "quit") {

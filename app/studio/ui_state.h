@@ -6,9 +6,11 @@
 #include <cstdint>
 #include <filesystem>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "app/studio/map_fetcher.h"
 #include "app/studio/session.h"
 #include "app/studio/texture.h"
 #include "core/prompt/interwoven_prompt.h"
@@ -33,6 +35,8 @@ struct HeatmapView {
   std::vector<std::unique_ptr<Texture>> thumbs;  // head grid / layer strip thumbnails
   std::string thumbs_key;
   std::vector<float> values;  // the fetched window, for hover read-out
+  MapFetcher fetcher;
+  std::optional<MapRequest> requested;  // the window last asked for
   std::string error;
 };
 
