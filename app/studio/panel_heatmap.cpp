@@ -12,6 +12,7 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <future>
 #include <string>
 
 #include "app/cli/figure_from_capture.h"
@@ -48,6 +49,31 @@ void export_figure(UiState& ui, const std::filesystem::path& path) {
     ui.notice = e.what();
   }
 }
+
+namespace {
+
+// The Export buttons write in the background; the outcome shows when it is done.
+void export_in_background(UiState& ui, const std::filesystem::path& path) {
+  if (ui.export_job.valid()) return;  // one at a time
+  ui.notice = "writing " + path.string() + "...";
+  const auto view = ui.session.view();
+  const int layer = ui.layer, head = ui.head, kind = ui.heatmap.view;
+  const bool log = ui.heatmap.log_scale;
+  ui.export_job = std::async(std::launch::async, [view, layer, head, kind, log, path]() -> std::string {
+    try {
+      if (!view) fail("export", "nothing to export: run a prompt or open a capture");
+      const capture::Summary sum = view->summary();
+      viz::write_figure(cli::figure_from_capture(*view, layer, head, cli::default_figure_level(sum.layout), sum.complete_steps, log,
+                                                 static_cast<cli::MapView>(kind)),
+                        path);
+      return "wrote " + path.string();
+    } catch (const std::exception& e) {
+      return e.what();
+    }
+  });
+}
+
+}  // namespace
 
 void draw_heatmap_panel(UiState& ui) {
   HeatmapView& hv = ui.heatmap;
@@ -266,9 +292,11 @@ void draw_heatmap_panel(UiState& ui) {
     if (ImGui::Button((std::string("Export ") + (ext + 1)).c_str())) {
       std::filesystem::path p = ui.figure_path;
       p.replace_extension(ext);
-      export_figure(ui, p);
+      export_in_background(ui, p);
     }
   }
+  if (ui.export_job.valid() && ui.export_job.wait_for(std::chrono::seconds(0)) == std::future_status::ready)
+    ui.notice = ui.export_job.get();
   if (!ui.notice.empty()) {
     ImGui::SameLine();
     ImGui::TextUnformatted(ui.notice.c_str());

@@ -4,6 +4,8 @@
 #include <imgui.h>
 
 #include <algorithm>
+#include <chrono>
+#include <future>
 #include <cmath>
 #include <string>
 
@@ -26,33 +28,54 @@ void draw_thumbnails(UiState& ui, const capture::CaptureView& view, bool heads) 
     if (capture::level_size(n, *it) <= 128) level = *it;
   const std::string key = std::to_string(reinterpret_cast<std::uintptr_t>(&view)) + "/" + (heads ? "h" : "l") + std::to_string(heads ? ui.layer : ui.head) +
                           "/" + std::to_string(steps) + "/" + std::to_string(hv.view) + "/" + std::to_string(hv.log_scale) + "/" + std::to_string(level);
-  if (hv.thumbs_key != key) {
-    hv.thumbs.clear();
-    for (const int item : items) {
-      auto tex = std::make_unique<Texture>();
-      try {
-        const int layer = heads ? ui.layer : item, head = heads ? item : ui.head;
-        const cli::FullWindow w = cli::full_window(view, layer, head, level, steps, map_view, 0, 0, 1 << 30, 1 << 30);
-        viz::HeatmapOptions o;
-        o.causal = true;
-        o.empty = {24, 24, 28};
-        if (map_view == cli::MapView::kDifference) {
-          float vmax = 0;
-          for (const float v : w.values)
-            if (!std::isnan(v)) vmax = std::max(vmax, std::abs(v));
-          o.colormap = &viz::Colormap::get(viz::ColormapId::kBalance);
-          o.scale.kind = viz::ColorScale::kSymmetric;
-          o.scale.vmax = std::max(1e-6f, vmax);
-        } else if (hv.log_scale) {
-          o.scale.kind = viz::ColorScale::kLog;
-          o.scale.vmin = hv.log_min;
+  // The thumbnails are read and rendered off the UI thread; the old ones stay up meanwhile.
+  if (hv.thumbs_key != key && !hv.thumbs_job.valid()) {
+    hv.thumbs_key = key;
+    std::shared_ptr<const capture::CaptureView> shared = ui.session.view();
+    const int fixed = heads ? ui.layer : ui.head;
+    const bool log = hv.log_scale;
+    const double log_min = hv.log_min;
+    hv.thumbs_job = std::async(std::launch::async, [shared, items, heads, fixed, level, steps, map_view, log, log_min] {
+      std::vector<viz::Image> images;
+      for (const int item : items) {
+        viz::Image img;
+        try {
+          const int layer = heads ? fixed : item, head = heads ? item : fixed;
+          const cli::FullWindow w = cli::full_window(*shared, layer, head, level, steps, map_view, 0, 0, 1 << 30, 1 << 30);
+          viz::HeatmapOptions o;
+          o.causal = true;
+          o.empty = {24, 24, 28};
+          if (map_view == cli::MapView::kDifference) {
+            float vmax = 0;
+            for (const float v : w.values)
+              if (!std::isnan(v)) vmax = std::max(vmax, std::abs(v));
+            o.colormap = &viz::Colormap::get(viz::ColormapId::kBalance);
+            o.scale.kind = viz::ColorScale::kSymmetric;
+            o.scale.vmax = std::max(1e-6f, vmax);
+          } else if (log) {
+            o.scale.kind = viz::ColorScale::kLog;
+            o.scale.vmin = log_min;
+          }
+          img = viz::render_heatmap(w.values.data(), w.rows, w.cols, static_cast<int>(w.cols), static_cast<int>(w.rows), o);
+        } catch (const std::exception&) {
         }
-        tex->upload(viz::render_heatmap(w.values.data(), w.rows, w.cols, static_cast<int>(w.cols), static_cast<int>(w.rows), o));
-      } catch (const std::exception&) {
+        images.push_back(std::move(img));
       }
+      return images;
+    });
+  }
+  if (hv.thumbs_job.valid() && hv.thumbs_job.wait_for(std::chrono::seconds(0)) == std::future_status::ready) {
+    const std::vector<viz::Image> images = hv.thumbs_job.get();
+    hv.thumbs.clear();
+    for (const viz::Image& img : images) {
+      auto tex = std::make_unique<Texture>();
+      if (!img.rgba.empty()) tex->upload(img);
       hv.thumbs.push_back(std::move(tex));
     }
-    hv.thumbs_key = key;
+  }
+  if (hv.thumbs.size() != items.size()) {
+    ImGui::TextDisabled("reading thumbnails...");
+    return;
   }
   const ImVec2 avail = ImGui::GetContentRegionAvail();
   const int count = static_cast<int>(items.size());

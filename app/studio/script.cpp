@@ -1,5 +1,6 @@
 #include "app/studio/script.h"
 
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <fstream>
@@ -193,7 +194,8 @@ bool Script::advance(UiState& ui, std::string& screenshot) {
       if (s.message.find(want) == std::string::npos) fail(where(l), "status is '" + s.message + "', expected it to contain '" + want + "'");
     } else if (cmd == "screenshot") {
       // Wait until the map shows what was last asked for (it is read off the UI thread).
-      if (!ui.heatmap.fetcher.idle() || (ui.heatmap.requested && ui.heatmap.requested->view.get() != ui.heatmap.fetched_view)) {
+      if (!ui.heatmap.fetcher.idle() || (ui.heatmap.requested && ui.heatmap.requested->view.get() != ui.heatmap.fetched_view) ||
+          (ui.heatmap.thumbs_job.valid() && ui.heatmap.thumbs_job.wait_for(std::chrono::seconds(0)) != std::future_status::ready)) {
         --next_;
         return true;
       }

@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cstdint>
 #include <filesystem>
+#include <future>
 #include <memory>
 #include <optional>
 #include <string>
@@ -34,6 +35,7 @@ struct HeatmapView {
   bool overlays = true;  // page grid, refined pages and heavy hitters at the selected step
   std::vector<std::unique_ptr<Texture>> thumbs;  // head grid / layer strip thumbnails
   std::string thumbs_key;
+  std::future<std::vector<viz::Image>> thumbs_job;  // thumbnails being read
   std::vector<float> values;  // the fetched window, for hover read-out
   MapFetcher fetcher;
   std::optional<MapRequest> requested;  // the window last asked for
@@ -64,6 +66,7 @@ struct UiState {
   HeatmapView heatmap;
   TimelineView timeline;
   std::string figure_path = "luka-figure.png";
+  std::future<std::string> export_job;  // an export being written: its outcome for `notice`
   bool show_timeline = false;
   bool show_fidelity = false;
   // Timing (bench/run_studio_bench.sh): frame times while measuring, and when the first map was drawn.
