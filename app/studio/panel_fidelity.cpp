@@ -33,13 +33,21 @@ void draw_fidelity_panel(UiState& ui) {
   ImGui::TableSetupScrollFreeze(0, 1);
   for (const char* h : {"layer", "mode", "KL", "recall", "top-32", "rel. L2", "cover / ms"}) ImGui::TableSetupColumn(h);
   ImGui::TableHeadersRow();
-  for (const int layer : sum.layout.layers) {
-    capture::StepMetrics m;
-    try {
-      m = view->metrics(step, layer);
-    } catch (const std::exception&) {
-      continue;
+  const auto& all = ui.step_metrics.get(capture_key(view.get()) + "/" + std::to_string(step), [&] {
+    std::vector<capture::StepMetrics> out;
+    for (const int layer : sum.layout.layers) {
+      try {
+        out.push_back(view->metrics(step, layer));
+      } catch (const std::exception&) {
+        out.emplace_back();
+      }
     }
+    return out;
+  });
+  for (std::size_t li = 0; li < sum.layout.layers.size() && li < all.size(); ++li) {
+    const int layer = sum.layout.layers[li];
+    const capture::StepMetrics& m = all[li];
+    if (m.cover_size.empty()) continue;
     double mean[4] = {0, 0, 0, 0};
     int n = 0;
     const std::size_t H = m.cover_size.size();

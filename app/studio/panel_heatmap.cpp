@@ -219,7 +219,8 @@ void draw_heatmap_panel(UiState& ui) {
     if (ui.first_map_ms < 0) ui.first_map_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - ui.started).count();
   }
   // Topic bands along both axes.
-  for (const capture::Segment& seg : view->segments()) {
+  const std::string ck = capture_key(view.get());
+  for (const capture::Segment& seg : ui.segments.get(ck, [&] { return view->segments(); })) {
     const unsigned int col = parse_colour(seg.colour);
     dl->AddRectFilled(ImVec2(to_screen_x(seg.begin), top_left.y), ImVec2(to_screen_x(seg.end), top_left.y + band), col);
     dl->AddRectFilled(ImVec2(top_left.x, to_screen_y(seg.begin)), ImVec2(top_left.x + band, to_screen_y(seg.end)), col);
@@ -229,7 +230,14 @@ void draw_heatmap_panel(UiState& ui) {
   if (hv.overlays && steps > 0 && lay.covers) {
     const std::int64_t s = ui.step > 0 ? std::min<std::int64_t>(ui.step, steps) : steps;
     try {
-      const auto pages = view->pages(ui.layer);
+      const auto& ov = ui.overlay.get(ck + "/" + std::to_string(s) + "/" + std::to_string(ui.layer) + "/" + std::to_string(ui.head), [&] {
+        UiState::Overlay o;
+        o.pages = view->pages(ui.layer);
+        o.refined = view->refined_pages(s, ui.layer, ui.head);
+        o.heavy = view->heavy_hitters(s, ui.layer, ui.head);
+        return o;
+      });
+      const auto& pages = ov.pages;
       const double page_px = pages.empty() ? 0 : (pages.front().end - pages.front().start) / hv.tokens_per_pixel;
       if (page_px >= 3)
         for (const capture::PageInfo& p : pages) {
@@ -240,11 +248,11 @@ void draw_heatmap_panel(UiState& ui) {
       const double q = static_cast<double>(lay.prompt_tokens + s - 1);
       const float y0 = to_screen_y(q), y1 = std::max(to_screen_y(q + 1), y0 + 3.f);
       dl->AddRect(ImVec2(to_screen_x(0), y0 - 1), ImVec2(to_screen_x(q + 1), y1 + 1), IM_COL32(255, 255, 255, 160));
-      for (const std::int64_t p : view->refined_pages(s, ui.layer, ui.head)) {
+      for (const std::int64_t p : ov.refined) {
         const capture::PageInfo& pg = pages.at(static_cast<std::size_t>(p));
         dl->AddRect(ImVec2(to_screen_x(pg.start), y0 - 3), ImVec2(to_screen_x(pg.end), y1 + 3), IM_COL32(240, 160, 40, 255), 0, 0, 2);
       }
-      for (const std::int64_t t : view->heavy_hitters(s, ui.layer, ui.head)) {
+      for (const std::int64_t t : ov.heavy) {
         const float x = to_screen_x(t + 0.5);
         dl->AddLine(ImVec2(x, y0 - 6), ImVec2(x, y1 + 6), IM_COL32(230, 50, 50, 255), 1.5f);
       }
@@ -259,7 +267,7 @@ void draw_heatmap_panel(UiState& ui) {
     const std::int64_t k = static_cast<std::int64_t>(std::floor(hv.x0 + (io.MousePos.x - origin.x) * hv.tokens_per_pixel));
     if (q >= 0 && q < n && k >= 0 && k < n) {
       const std::int64_t r = q / static_cast<std::int64_t>(fetched_cell) - hv.fetched_r0, c = k / static_cast<std::int64_t>(fetched_cell) - hv.fetched_c0;
-      const auto tokens = view->tokens();
+      const auto& tokens = ui.tokens.get(ck, [&] { return view->tokens(); });
       ImGui::BeginTooltip();
       ImGui::Text("query %lld  '%s'", static_cast<long long>(q), printable(tokens[static_cast<std::size_t>(q)].piece).c_str());
       ImGui::Text("key   %lld  '%s'", static_cast<long long>(k), printable(tokens[static_cast<std::size_t>(k)].piece).c_str());

@@ -50,23 +50,29 @@ void draw_layers_panel(UiState& ui) {
         ui.session.set_layer_mode(l, kModeValues[m]);
     }
     ImGui::PopID();
-    // Cost at the last recorded step.
-    std::string cover = "-", refined = "-", ms = "-";
-    if (last > 0 && std::binary_search(recorded.begin(), recorded.end(), l)) {
-      try {
-        const capture::StepMetrics m = view->metrics(last, l);
-        double mean = 0;
-        for (const auto c : m.cover_size) mean += c;
-        mean /= std::max<std::size_t>(1, m.cover_size.size());
-        cover = std::to_string(static_cast<long long>(std::lround(mean))) + "/" + std::to_string(m.tokens);
-        ms = std::to_string(m.seconds * 1e3).substr(0, 5);
-        if (m.mode == capture::kModeClustered && view->summary().layout.covers) {
-          const auto r = view->refined_pages(last, l, view->summary().layout.heads.front());
-          refined = std::to_string(r.size());
+    // Cost at the last recorded step (read once per step, not per frame).
+    const auto& costs = ui.layer_costs.get(capture_key(view.get()) + "/" + std::to_string(L), [&] {
+      std::vector<std::string> out(static_cast<std::size_t>(3 * L), "-");
+      if (last == 0) return out;
+      for (const int rl : recorded) {
+        if (rl >= L) continue;
+        try {
+          const capture::StepMetrics m = view->metrics(last, rl);
+          double mean = 0;
+          for (const auto c : m.cover_size) mean += c;
+          mean /= std::max<std::size_t>(1, m.cover_size.size());
+          out[3 * rl] = std::to_string(static_cast<long long>(std::lround(mean))) + "/" + std::to_string(m.tokens);
+          out[3 * rl + 2] = std::to_string(m.seconds * 1e3).substr(0, 5);
+          if (m.mode == capture::kModeClustered && view->summary().layout.covers)
+            out[3 * rl + 1] = std::to_string(view->refined_pages(last, rl, view->summary().layout.heads.front()).size());
+        } catch (const std::exception&) {
         }
-      } catch (const std::exception&) {
       }
-    }
+      return out;
+    });
+    const std::string& cover = costs[3 * l];
+    const std::string& refined = costs[3 * l + 1];
+    const std::string& ms = costs[3 * l + 2];
     ImGui::TableNextColumn();
     ImGui::TextUnformatted(cover.c_str());
     ImGui::TableNextColumn();

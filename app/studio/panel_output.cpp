@@ -58,7 +58,8 @@ void draw_output_panel(UiState& ui) {
     ImGui::TextWrapped("%s", ui.session.output().c_str());
     return;
   }
-  coloured_tokens(view->tokens());
+  const std::string ck = capture_key(view.get());
+  coloured_tokens(ui.tokens.get(ck, [&] { return view->tokens(); }));
   const capture::Summary sum = view->summary();
   if (sum.complete_steps == 0) return;
   int step = static_cast<int>(ui.step > 0 ? std::min<std::int64_t>(ui.step, sum.complete_steps) : sum.complete_steps);
@@ -66,10 +67,14 @@ void draw_output_panel(UiState& ui) {
   if (ImGui::SliderInt("step", &step, 1, static_cast<int>(sum.complete_steps))) ui.step = step;
   if (!sum.layout.rows) return;
   try {
-    const capture::StepMetrics m = view->metrics(step, ui.layer);
-    const std::vector<float> row = view->row(step, ui.layer, ui.head);
-    ImGui::Text("step %d, layer %d (%s), head %d: effective attention over %lld tokens", step, ui.layer, capture::mode_name(m.mode),
-                ui.head, static_cast<long long>(m.tokens));
+    const std::string key = ck + "/" + std::to_string(step) + "/" + std::to_string(ui.layer) + "/" + std::to_string(ui.head);
+    const std::vector<float>& row = ui.output_row.get(key, [&] { return view->row(step, ui.layer, ui.head); });
+    const std::string& label = ui.output_row_label.get(key, [&] {
+      const capture::StepMetrics m = view->metrics(step, ui.layer);
+      return "step " + std::to_string(step) + ", layer " + std::to_string(ui.layer) + " (" + capture::mode_name(m.mode) + "), head " +
+             std::to_string(ui.head) + ": effective attention over " + std::to_string(m.tokens) + " tokens";
+    });
+    ImGui::TextUnformatted(label.c_str());
     viz::HeatmapOptions o;
     o.scale.kind = viz::ColorScale::kLog;
     o.scale.vmin = 1e-4;

@@ -1,4 +1,5 @@
 #include "app/studio/session.h"
+#include "app/studio/ui_state.h"
 
 #include <algorithm>
 #include <chrono>
@@ -19,6 +20,13 @@
 #include "core/util/version.h"
 
 namespace luka::studio {
+
+std::string capture_key(const capture::CaptureView* view) {
+  if (!view) return "none";
+  const capture::Summary s = view->summary();
+  return std::to_string(reinterpret_cast<std::uintptr_t>(view)) + "/" + std::to_string(s.complete_steps) + "/" +
+         std::to_string(s.num_tokens) + "/" + std::to_string(s.finished);
+}
 
 const char* to_string(RunState s) {
   switch (s) {

@@ -18,6 +18,25 @@
 
 namespace luka::studio {
 
+// A value computed from the capture, kept while its key (view, step, selection...) is the same,
+// so a steady frame reads nothing from the capture.
+template <class T>
+struct Cached {
+  std::string key;
+  T value{};
+  template <class Make>
+  const T& get(const std::string& k, Make&& make) {
+    if (k != key || key.empty()) {
+      value = make();
+      key = k;
+    }
+    return value;
+  }
+};
+
+// "view pointer/complete steps/tokens": changes whenever the capture grows or is replaced.
+std::string capture_key(const capture::CaptureView* view);
+
 struct HeatmapView {
   // Visible region in token coordinates: top-left corner and tokens per screen pixel (0: fit).
   double x0 = 0, y0 = 0, tokens_per_pixel = 0;
@@ -75,6 +94,18 @@ struct UiState {
   double first_map_ms = -1;
   std::chrono::steady_clock::time_point started = std::chrono::steady_clock::now();  // select the timeline tab at the next frame (scripts)
   std::string notice;     // a one-line message for the user (errors from UI actions)
+  // Capture reads the panels share, refreshed when the capture changes.
+  Cached<std::vector<capture::Token>> tokens;
+  Cached<std::vector<capture::Segment>> segments;
+  Cached<std::vector<std::string>> layer_costs;       // layers panel: cover, refined, ms per layer
+  Cached<std::vector<capture::StepMetrics>> step_metrics;  // fidelity panel: per recorded layer
+  Cached<std::vector<float>> output_row;              // output panel: the selected step's row
+  Cached<std::string> output_row_label;
+  struct Overlay {
+    std::vector<capture::PageInfo> pages;
+    std::vector<std::int64_t> refined, heavy;
+  };
+  Cached<Overlay> overlay;
 };
 
 void draw_model_panel(UiState& ui);
