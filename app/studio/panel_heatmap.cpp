@@ -239,7 +239,7 @@ void draw_heatmap_panel(UiState& ui) {
       });
       const auto& pages = ov.pages;
       const double page_px = pages.empty() ? 0 : (pages.front().end - pages.front().start) / hv.tokens_per_pixel;
-      if (page_px >= 3)
+      if (page_px >= 8)  // a grid any denser would hide the map
         for (const capture::PageInfo& p : pages) {
           if (p.created_step >= s) continue;
           const float x = to_screen_x(static_cast<double>(p.start));
@@ -289,8 +289,20 @@ void draw_heatmap_panel(UiState& ui) {
   char scale_text[64];
   if (map_view == cli::MapView::kDifference) std::snprintf(scale_text, sizeof scale_text, "blue -%.3g .. red +%.3g", hv.diff_max, hv.diff_max);
   else std::snprintf(scale_text, sizeof scale_text, "%s", hv.log_scale ? "log10 1e-4..1" : "linear 0..1");
-  ImGui::Text("layer %d head %d  %s  level %d (%.0f tokens/cell)  %s  %s", ui.layer, ui.head, cli::to_string(map_view), level, cell,
-              scale_text, hv.error.c_str());
+  // The colour bar: the colormap in use, with its scale's ends.
+  {
+    const bool diff = map_view == cli::MapView::kDifference;
+    const auto& table = viz::Colormap::get(diff ? viz::ColormapId::kBalance : viz::ColormapId::kEmber).table();
+    const ImVec2 p = ImGui::GetCursorScreenPos();
+    const float w = 160, h = 10;
+    for (int i = 0; i < 256; ++i)
+      dl->AddRectFilled(ImVec2(p.x + w * i / 256.f, p.y + 3), ImVec2(p.x + w * (i + 1) / 256.f + 0.5f, p.y + 3 + h),
+                        IM_COL32(table[static_cast<std::size_t>(i)].r, table[static_cast<std::size_t>(i)].g, table[static_cast<std::size_t>(i)].b, 255));
+    ImGui::Dummy(ImVec2(w, h + 4));
+    ImGui::SameLine();
+  }
+  ImGui::Text("%s  |  layer %d head %d  %s  level %d (%.0f tokens/cell)  %s", scale_text, ui.layer, ui.head, cli::to_string(map_view), level,
+              cell, hv.error.c_str());
 
   // Export the current layer and head as a figure (the same figure `luka export` draws).
   ImGui::SetNextItemWidth(260);

@@ -1,7 +1,9 @@
-// Layers panel: one row per layer with its mode (switchable live: the change takes effect at the
-// next decode step), and what the layer's last recorded step cost.
+// Layers panel: presets, the selected layer's parameters, and one row per layer with its mode
+// (switchable live: a change takes effect at the next decode step) and what the layer's last
+// recorded step cost.
 #include <imgui.h>
 
+#include <algorithm>
 #include <cmath>
 #include <string>
 
@@ -25,6 +27,49 @@ void draw_layers_panel(UiState& ui) {
   std::int64_t last = 0;
   if (view) last = view->summary().complete_steps;
   const std::vector<int> recorded = view ? view->summary().layout.layers : std::vector<int>{};
+  // The selected layer's parameters (live, like the mode): the window and heavy-hitter fraction of
+  // lined attention; page size, tail, refinement and compressor of clustered attention.
+  {
+    LayerConfig lc = cfg.layers[static_cast<std::size_t>(std::clamp(ui.layer, 0, L - 1))];
+    bool changed = false;
+    ImGui::Text("layer %d:", ui.layer);
+    ImGui::SameLine();
+    ImGui::SetNextItemWidth(70);
+    int window = static_cast<int>(lc.lined.window);
+    if (ImGui::InputInt("W", &window, 0)) lc.lined.window = std::max(1, window), changed = true;
+    ImGui::SameLine();
+    ImGui::SetNextItemWidth(70);
+    float rho = static_cast<float>(lc.lined.rho);
+    if (ImGui::InputFloat("rho", &rho, 0, 0, "%.3f")) lc.lined.rho = std::clamp(rho, 0.001f, 1.f), changed = true;
+    ImGui::SameLine();
+    ImGui::SetNextItemWidth(60);
+    int page = static_cast<int>(lc.clustered.page_size);
+    if (ImGui::InputInt("page", &page, 0)) lc.clustered.page_size = std::max(1, page), changed = true;
+    ImGui::SetNextItemWidth(60);
+    int tail = static_cast<int>(lc.clustered.tail);
+    if (ImGui::InputInt("tail", &tail, 0)) lc.clustered.tail = std::max(0, tail), changed = true;
+    ImGui::SameLine();
+    ImGui::SetNextItemWidth(50);
+    int top_k = static_cast<int>(lc.clustered.top_k);
+    if (ImGui::InputInt("top_k", &top_k, 0)) lc.clustered.top_k = std::max(0, top_k), changed = true;
+    ImGui::SameLine();
+    ImGui::SetNextItemWidth(100);
+    static const char* kCompressors[] = {"mean", "attn-weighted", "random"};
+    int comp = static_cast<int>(lc.clustered.compressor);
+    if (ImGui::Combo("##comp", &comp, kCompressors, 3)) lc.clustered.compressor = static_cast<Compressor>(comp), changed = true;
+    ImGui::SameLine();
+    bool exact = lc.clustered.math == RefineMath::kExact;
+    if (ImGui::Checkbox("exact", &exact)) lc.clustered.math = exact ? RefineMath::kExact : RefineMath::kMassPreserving, changed = true;
+    if (changed) {
+      try {
+        validate(lc, ui.layer);
+        cfg.layers[static_cast<std::size_t>(ui.layer)] = lc;
+        ui.session.set_config(cfg);
+      } catch (const std::exception& e) {
+        ui.notice = e.what();
+      }
+    }
+  }
   if (!ImGui::BeginTable("layers", 5, ImGuiTableFlags_RowBg | ImGuiTableFlags_ScrollY | ImGuiTableFlags_SizingFixedFit,
                          ImVec2(-1, ImGui::GetContentRegionAvail().y)))
     return;

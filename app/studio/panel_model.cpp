@@ -37,7 +37,9 @@ void draw_model_panel(UiState& ui) {
     const std::string label = std::to_string(s.steps_done) + " / " + std::to_string(s.steps_total) + " steps";
     ImGui::ProgressBar(f, ImVec2(-1, 0), label.c_str());
   } else if (s.state == RunState::kLoading) {
-    ImGui::ProgressBar(-0.3f * static_cast<float>(ImGui::GetTime()), ImVec2(-1, 0), "loading");
+    ImGui::ProgressBar(-0.3f * static_cast<float>(ImGui::GetTime()), ImVec2(-80, 0), "loading");
+    ImGui::SameLine();
+    if (ImGui::Button("Cancel")) ui.session.cancel_load();
   }
 }
 

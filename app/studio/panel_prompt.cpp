@@ -3,6 +3,7 @@
 // load a WikiSalad example; open and save prompt files — then the question, chat formatting, and
 // Run / Pause / Step / Stop.
 #include <imgui.h>
+#include <algorithm>
 #include <imgui_stdlib.h>
 
 #include "app/studio/ui_state.h"
@@ -142,13 +143,28 @@ void draw_prompt_panel(UiState& ui) {
   ImGui::SetNextItemWidth(120);
   ImGui::SliderInt("new tokens", &ui.max_new_tokens, 2, 256);
 
+  // Sampling: greedy at temperature 0.
+  ImGui::SetNextItemWidth(90);
+  ImGui::InputFloat("temp", &ui.sampling.temperature, 0.1f, 0.5f, "%.2f");
+  ui.sampling.temperature = std::max(0.f, ui.sampling.temperature);
+  ImGui::SameLine();
+  ImGui::SetNextItemWidth(70);
+  ImGui::InputInt("top-k", &ui.sampling.top_k, 0);
+  ui.sampling.top_k = std::max(0, ui.sampling.top_k);
+  ImGui::SetNextItemWidth(90);
+  ImGui::SliderFloat("top-p", &ui.sampling.top_p, 0.05f, 1.f, "%.2f");
+  ImGui::SameLine();
+  ImGui::SetNextItemWidth(70);
+  int seed = static_cast<int>(ui.sampling.seed);
+  if (ImGui::InputInt("seed", &seed, 0)) ui.sampling.seed = static_cast<std::uint64_t>(std::max(0, seed));
+
   const Status s = ui.session.status();
   const bool running = s.state == RunState::kRunning || s.state == RunState::kPaused;
   const bool can_run = !running && s.state != RunState::kLoading && !s.model_summary.empty();
   ImGui::BeginDisabled(!can_run);
-  if (ImGui::Button("Run")) ui.session.run({ui.prompt, ui.chat, ui.max_new_tokens, false});
+  if (ImGui::Button("Run")) ui.session.run({ui.prompt, ui.chat, ui.max_new_tokens, false, ui.sampling});
   ImGui::SameLine();
-  if (ImGui::Button("Run paused")) ui.session.run({ui.prompt, ui.chat, ui.max_new_tokens, true});
+  if (ImGui::Button("Run paused")) ui.session.run({ui.prompt, ui.chat, ui.max_new_tokens, true, ui.sampling});
   ImGui::EndDisabled();
   ImGui::SameLine();
   ImGui::BeginDisabled(!running);

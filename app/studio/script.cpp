@@ -19,7 +19,7 @@ namespace {
 
 const std::set<std::string> kCommands = {"load_model", "open_capture", "run", "step", "resume", "stop", "set_mode", "preset",
                                          "select", "scale", "zoom", "fit", "frames", "wait_idle", "wait_paused", "wait_steps",
-                                         "expect_mode", "expect_steps", "expect_status", "expect_glyph", "view", "grid", "pattern", "wikisalad", "save_prompt", "expect_pattern", "show_timeline", "show_fidelity", "shadow", "expect_fidelity", "export", "measure", "print_first_map", "screenshot", "quit"};
+                                         "expect_mode", "expect_steps", "expect_status", "expect_glyph", "set", "sampling", "expect_refined", "view", "grid", "pattern", "wikisalad", "save_prompt", "expect_pattern", "show_timeline", "show_fidelity", "shadow", "expect_fidelity", "export", "measure", "print_first_map", "screenshot", "quit"};
 
 AttentionMode parse_mode(const std::string& s, const std::string& where) {
   if (s == "dense") return AttentionMode::kDense;
@@ -105,7 +105,7 @@ bool Script::advance(UiState& ui, std::string& screenshot) {
       ui.session.open_capture(arg(1));
     } else if (cmd == "run") {
       const int n = w.size() > 1 ? static_cast<int>(number(1)) : ui.max_new_tokens;
-      ui.session.run({ui.prompt, ui.chat, n, w.size() > 2 && w[2] == "paused"});
+      ui.session.run({ui.prompt, ui.chat, n, w.size() > 2 && w[2] == "paused", ui.sampling});
     } else if (cmd == "step") {
       ui.session.step();
     } else if (cmd == "resume") {
@@ -153,6 +153,21 @@ bool Script::advance(UiState& ui, std::string& screenshot) {
       ImFontAtlas* atlas = ImGui::GetIO().Fonts;
       if (!atlas->IsBuilt()) atlas->Build();
       if (atlas->Fonts.empty() || !atlas->Fonts[0]->FindGlyphNoFallback(cp)) fail(where(l), "the fonts have no glyph for U+" + arg(1));
+    } else if (cmd == "set") {  // a --set override, e.g. layer=5,mode=clustered,top_k=0
+      LukaConfig cfg = ui.session.config();
+      cfg.apply_override(arg(1));
+      ui.session.set_config(cfg);
+    } else if (cmd == "sampling") {  // TEMPERATURE TOP_K TOP_P SEED
+      ui.sampling.temperature = static_cast<float>(number(1));
+      ui.sampling.top_k = static_cast<int>(number(2));
+      ui.sampling.top_p = static_cast<float>(number(3));
+      ui.sampling.seed = static_cast<std::uint64_t>(number(4));
+    } else if (cmd == "expect_refined") {  // STEP LAYER HEAD N: refined pages of a head at a step
+      const auto view = ui.session.view();
+      if (!view) fail(where(l), "no capture to check");
+      const auto r = view->refined_pages(static_cast<std::int64_t>(number(1)), static_cast<int>(number(2)), static_cast<int>(number(3)));
+      if (static_cast<double>(r.size()) != number(4))
+        fail(where(l), "step " + arg(1) + " layer " + arg(2) + " head " + arg(3) + " refined " + std::to_string(r.size()) + " pages, expected " + arg(4));
     } else if (cmd == "grid") {
       ui.heatmap.mode = arg(1) == "heads" ? 1 : arg(1) == "layers" ? 2 : 0;
     } else if (cmd == "view") {

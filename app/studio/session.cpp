@@ -142,9 +142,17 @@ void Session::load_model(const std::filesystem::path& path, const LoadOptions& o
     s.state = RunState::kLoading;
     s.message = "loading " + path.string();
   });
+  cancel_load_ = false;
   post([this, path, options] {
     auto tokenizer = std::make_unique<Tokenizer>(Tokenizer::load(path));
     auto model = Model::load(path, options);
+    if (cancel_load_) {
+      set_status([&](Status& s) {
+        s.state = impl_->model ? RunState::kReady : RunState::kNoModel;
+        s.message = "load of " + path.string() + " cancelled";
+      });
+      return;
+    }
     const ModelConfig& c = model->config();
     impl_->model = model;
     impl_->tokenizer = std::move(tokenizer);
@@ -161,6 +169,15 @@ void Session::load_model(const std::filesystem::path& path, const LoadOptions& o
                         std::to_string(c.num_kv_heads) + " heads, " + luka::to_string(model->dtype());
       s.message = "model loaded";
     });
+  });
+}
+
+void Session::cancel_load() {
+  cancel_load_ = true;
+  set_status([&](Status& s) {
+    if (s.state != RunState::kLoading) return;
+    s.state = impl_->model ? RunState::kReady : RunState::kNoModel;
+    s.message = "cancelling the load (it finishes in the background and is discarded)";
   });
 }
 
@@ -276,7 +293,7 @@ void Session::run_job(RunRequest r) {
   recorder.start_prefill();
   at::Tensor logits = decoder.prefill(prompt.ids);
   recorder.end_prefill();
-  Sampler sampler(SamplingParams{});
+  Sampler sampler(r.sampling);
   std::vector<capture::Token> pending;
   std::int64_t steps = 0;
   for (int generated = 1;; ++generated) {

@@ -17,6 +17,7 @@
 
 #include "captures/capture.h"
 #include "core/luka/config.h"
+#include "core/generate/sampler.h"
 #include "core/model/model.h"
 #include "core/prompt/interwoven_prompt.h"
 
@@ -40,6 +41,7 @@ struct RunRequest {
   bool chat = false;
   int max_new_tokens = 32;
   bool start_paused = false;  // prefill, then wait for step()/resume()
+  SamplingParams sampling;    // greedy by default
 };
 
 class Session {
@@ -50,6 +52,8 @@ class Session {
   Session& operator=(const Session&) = delete;
 
   void load_model(const std::filesystem::path& path, const LoadOptions& options);
+  // Gives the UI back at once: a load in progress finishes in the background and is discarded.
+  void cancel_load();
   void open_capture(const std::filesystem::path& path);
   void run(const RunRequest& request);
   void pause();
@@ -83,6 +87,7 @@ class Session {
   bool paused_ = false;
   std::int64_t step_credit_ = 0;
   std::atomic<bool> stop_{false};
+  std::atomic<bool> cancel_load_{false};
   bool config_dirty_ = false;
   LukaConfig config_;
   Status status_;

@@ -80,6 +80,7 @@ struct UiState {
   std::string wikisalad_path = "../shared/data/wikisalad/easy_2topic_short.json";
   int wikisalad_example = 0;
   int max_new_tokens = 32;
+  SamplingParams sampling;
   int layer = 0, head = 0;
   std::int64_t step = 0;  // selected decode step for rows (0: the latest)
   HeatmapView heatmap;

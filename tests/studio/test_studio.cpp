@@ -85,9 +85,12 @@ TEST(Studio, LiveRunSwitchesALayerMidGenerationAndShowsTheMap) {
   const fs::path shot = work_dir() / "live.png", zoomed = work_dir() / "zoomed.png";
   const RunResult r = studio("", "load_model " + kModel.string() +
                                      "\nwait_idle 300\nrun 10 paused\nwait_paused 300\nstep\nstep\nwait_steps 2 120\n"
-                                     "set_mode 5 clustered\nset_mode 6 lined\nshadow on\nstep\nwait_steps 3 120\n"
-                                     "expect_fidelity 3 5\nexpect_fidelity 3 6\nshow_fidelity\n"
-                                     "expect_mode 2 5 dense\nexpect_mode 3 5 clustered\nexpect_mode 3 6 lined\nexpect_mode 3 7 dense\n"
+                                     "set_mode 5 clustered\nset_mode 6 lined\nset layer=7,mode=clustered,top_k=0,page_size=8,tail=16\n"
+                                     "set layer=8,mode=clustered,top_k=2,page_size=8,tail=16\nshadow on\nstep\nwait_steps 3 120\n"
+                                     "expect_fidelity 3 5\nexpect_fidelity 3 6\nexpect_refined 3 7 0 0\nexpect_refined 3 8 0 2\n"
+                                     "show_fidelity\n"
+                                     "expect_mode 2 5 dense\nexpect_mode 3 5 clustered\nexpect_mode 3 6 lined\nexpect_mode 3 7 clustered\n"
+                                     "expect_mode 3 9 dense\n"
                                      "resume\nwait_idle 300\nexpect_steps 9\nexpect_status done\nselect 3 1\nframes 3\n"
                                      "screenshot " + shot.string() + "\nzoom 4\nscale linear\nframes 2\nscreenshot " + zoomed.string() +
                                      "\nquit\n");
