@@ -33,9 +33,10 @@ void draw_fidelity_panel(UiState& ui) {
   ImGui::TableSetupScrollFreeze(0, 1);
   for (const char* h : {"layer", "mode", "KL", "recall", "top-32", "rel. L2", "cover / ms"}) ImGui::TableSetupColumn(h);
   ImGui::TableHeadersRow();
-  const auto& all = ui.step_metrics.get(capture_key(view.get()) + "/" + std::to_string(step), [&] {
+  const std::vector<int> layers = sum.layout.layers;
+  const auto& all = ui.step_metrics.get(capture_key(view.get()) + "/" + std::to_string(step), [view, step, layers] {
     std::vector<capture::StepMetrics> out;
-    for (const int layer : sum.layout.layers) {
+    for (const int layer : layers) {
       try {
         out.push_back(view->metrics(step, layer));
       } catch (const std::exception&) {

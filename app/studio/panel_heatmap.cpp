@@ -220,7 +220,7 @@ void draw_heatmap_panel(UiState& ui) {
   }
   // Topic bands along both axes.
   const std::string ck = capture_key(view.get());
-  for (const capture::Segment& seg : ui.segments.get(ck, [&] { return view->segments(); })) {
+  for (const capture::Segment& seg : ui.segments.get(ck, [view] { return view->segments(); })) {
     const unsigned int col = parse_colour(seg.colour);
     dl->AddRectFilled(ImVec2(to_screen_x(seg.begin), top_left.y), ImVec2(to_screen_x(seg.end), top_left.y + band), col);
     dl->AddRectFilled(ImVec2(top_left.x, to_screen_y(seg.begin)), ImVec2(top_left.x + band, to_screen_y(seg.end)), col);
@@ -230,13 +230,15 @@ void draw_heatmap_panel(UiState& ui) {
   if (hv.overlays && steps > 0 && lay.covers) {
     const std::int64_t s = ui.step > 0 ? std::min<std::int64_t>(ui.step, steps) : steps;
     try {
-      const auto& ov = ui.overlay.get(ck + "/" + std::to_string(s) + "/" + std::to_string(ui.layer) + "/" + std::to_string(ui.head), [&] {
+      const std::string okey = ck + "/" + std::to_string(s) + "/" + std::to_string(ui.layer) + "/" + std::to_string(ui.head);
+      const auto& ov = ui.overlay.get(okey, [view, s, layer = ui.layer, head = ui.head] {
         UiState::Overlay o;
-        o.pages = view->pages(ui.layer);
-        o.refined = view->refined_pages(s, ui.layer, ui.head);
-        o.heavy = view->heavy_hitters(s, ui.layer, ui.head);
+        o.pages = view->pages(layer);
+        o.refined = view->refined_pages(s, layer, head);
+        o.heavy = view->heavy_hitters(s, layer, head);
         return o;
       });
+      if (!ui.overlay.fresh(okey)) throw Error("overlay not read yet");  // never draw another step's overlay
       const auto& pages = ov.pages;
       const double page_px = pages.empty() ? 0 : (pages.front().end - pages.front().start) / hv.tokens_per_pixel;
       if (page_px >= 8)  // a grid any denser would hide the map
@@ -267,10 +269,13 @@ void draw_heatmap_panel(UiState& ui) {
     const std::int64_t k = static_cast<std::int64_t>(std::floor(hv.x0 + (io.MousePos.x - origin.x) * hv.tokens_per_pixel));
     if (q >= 0 && q < n && k >= 0 && k < n) {
       const std::int64_t r = q / static_cast<std::int64_t>(fetched_cell) - hv.fetched_r0, c = k / static_cast<std::int64_t>(fetched_cell) - hv.fetched_c0;
-      const auto& tokens = ui.tokens.get(ck, [&] { return view->tokens(); });
+      const auto& tokens = ui.tokens.get(ck, [view] { return view->tokens(); });
+      const auto piece = [&](std::int64_t i) {
+        return i < static_cast<std::int64_t>(tokens.size()) ? printable(tokens[static_cast<std::size_t>(i)].piece) : std::string("...");
+      };
       ImGui::BeginTooltip();
-      ImGui::Text("query %lld  '%s'", static_cast<long long>(q), printable(tokens[static_cast<std::size_t>(q)].piece).c_str());
-      ImGui::Text("key   %lld  '%s'", static_cast<long long>(k), printable(tokens[static_cast<std::size_t>(k)].piece).c_str());
+      ImGui::Text("query %lld  '%s'", static_cast<long long>(q), piece(q).c_str());
+      ImGui::Text("key   %lld  '%s'", static_cast<long long>(k), piece(k).c_str());
       if (k > q) {
         ImGui::TextUnformatted("(masked: key after query)");
       } else if (r >= 0 && c >= 0 && r < hv.fetched_rows && c < hv.fetched_cols &&

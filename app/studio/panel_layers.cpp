@@ -96,7 +96,7 @@ void draw_layers_panel(UiState& ui) {
     }
     ImGui::PopID();
     // Cost at the last recorded step (read once per step, not per frame).
-    const auto& costs = ui.layer_costs.get(capture_key(view.get()) + "/" + std::to_string(L), [&] {
+    const auto& costs = ui.layer_costs.get(capture_key(view.get()) + "/" + std::to_string(L), [view, last, recorded, L] {
       std::vector<std::string> out(static_cast<std::size_t>(3 * L), "-");
       if (last == 0) return out;
       for (const int rl : recorded) {
@@ -115,9 +115,11 @@ void draw_layers_panel(UiState& ui) {
       }
       return out;
     });
-    const std::string& cover = costs[3 * l];
-    const std::string& refined = costs[3 * l + 1];
-    const std::string& ms = costs[3 * l + 2];
+    static const std::string dash = "-";
+    const bool have = costs.size() >= static_cast<std::size_t>(3 * L);  // a read for this capture has arrived
+    const std::string& cover = have ? costs[3 * l] : dash;
+    const std::string& refined = have ? costs[3 * l + 1] : dash;
+    const std::string& ms = have ? costs[3 * l + 2] : dash;
     ImGui::TableNextColumn();
     ImGui::TextUnformatted(cover.c_str());
     ImGui::TableNextColumn();

@@ -35,31 +35,39 @@ void draw_timeline_panel(UiState& ui) {
     return;
   TimelineView& tv = ui.timeline;
   const std::int64_t S = sum.complete_steps, T = lay.prompt_tokens + S;
-  if (tv.view != view.get() || tv.layer != ui.layer || tv.head != ui.head || tv.steps != S) {
-    viz::Image img;
-    img.width = static_cast<int>(T);
-    img.height = static_cast<int>(S);
-    img.rgba.assign(static_cast<std::size_t>(T * S * 4), 255);
-    tv.codes.assign(static_cast<std::size_t>(T * S), capture::kAbsent);
+  const std::string key = capture_key(view.get()) + "/" + std::to_string(ui.layer) + "/" + std::to_string(ui.head);
+  const TimelineData& data = tv.data.get(key, [view, S, T, layer = ui.layer, head = ui.head] {
+    TimelineData d;
+    d.steps = S;
+    d.tokens = T;
+    d.codes.assign(static_cast<std::size_t>(T * S), capture::kAbsent);
     try {
       for (std::int64_t s = 1; s <= S; ++s) {
-        const auto cover = view->cover(s, ui.layer, ui.head);
-        std::copy(cover.begin(), cover.end(), tv.codes.begin() + (s - 1) * T);
+        const auto cover = view->cover(s, layer, head);
+        std::copy(cover.begin(), cover.end(), d.codes.begin() + (s - 1) * T);
       }
-      for (std::size_t i = 0; i < tv.codes.size(); ++i) {
-        const viz::Rgb c = kStates[std::min<std::size_t>(tv.codes[i], 5)].rgb;
-        img.rgba[4 * i] = c.r;
-        img.rgba[4 * i + 1] = c.g;
-        img.rgba[4 * i + 2] = c.b;
+      d.image.width = static_cast<int>(T);
+      d.image.height = static_cast<int>(S);
+      d.image.rgba.assign(static_cast<std::size_t>(T * S * 4), 255);
+      for (std::size_t i = 0; i < d.codes.size(); ++i) {
+        const viz::Rgb c = kStates[std::min<std::size_t>(d.codes[i], 5)].rgb;
+        d.image.rgba[4 * i] = c.r;
+        d.image.rgba[4 * i + 1] = c.g;
+        d.image.rgba[4 * i + 2] = c.b;
       }
-      tv.texture.upload(img);
     } catch (const std::exception& e) {
-      ImGui::TextDisabled("%s", e.what());
+      d.error = e.what();
     }
-    tv.view = view.get();
-    tv.layer = ui.layer;
-    tv.head = ui.head;
-    tv.steps = S;
+    return d;
+  });
+  if (tv.data.key != tv.uploaded) {  // a new raster arrived
+    if (!data.image.rgba.empty()) tv.texture.upload(data.image);
+    tv.uploaded = tv.data.key;
+  }
+  if (!data.error.empty()) ImGui::TextDisabled("%s", data.error.c_str());
+  if (!tv.texture.valid() || data.steps == 0) {
+    ImGui::TextDisabled("reading covers...");
+    return;
   }
   for (const auto& st : kStates) {
     if (&st != kStates) ImGui::SameLine();
@@ -72,10 +80,11 @@ void draw_timeline_panel(UiState& ui) {
   ImGui::Image(tv.texture.id(), size);
   if (ImGui::IsItemHovered()) {
     const ImVec2 m = ImGui::GetIO().MousePos;
-    const std::int64_t t = static_cast<std::int64_t>((m.x - origin.x) / size.x * static_cast<float>(T));
-    const std::int64_t s = static_cast<std::int64_t>((m.y - origin.y) / size.y * static_cast<float>(S));
-    if (t >= 0 && t < T && s >= 0 && s < S) {
-      const auto code = tv.codes[static_cast<std::size_t>(s * T + t)];
+    const std::int64_t DT = data.tokens, DS = data.steps;  // the raster shown may lag the capture
+    const std::int64_t t = static_cast<std::int64_t>((m.x - origin.x) / size.x * static_cast<float>(DT));
+    const std::int64_t s = static_cast<std::int64_t>((m.y - origin.y) / size.y * static_cast<float>(DS));
+    if (t >= 0 && t < DT && s >= 0 && s < DS && static_cast<std::size_t>(s * DT + t) < data.codes.size()) {
+      const auto code = data.codes[static_cast<std::size_t>(s * DT + t)];
       ImGui::SetTooltip("step %lld, token %lld: %s", static_cast<long long>(s + 1), static_cast<long long>(t), kStates[std::min<int>(code, 5)].name);
     }
   }

@@ -210,7 +210,8 @@ bool Script::advance(UiState& ui, std::string& screenshot) {
     } else if (cmd == "screenshot") {
       // Wait until the map shows what was last asked for (it is read off the UI thread).
       if (!ui.heatmap.fetcher.idle() || (ui.heatmap.requested && ui.heatmap.requested->view.get() != ui.heatmap.fetched_view) ||
-          (ui.heatmap.thumbs_job.valid() && ui.heatmap.thumbs_job.wait_for(std::chrono::seconds(0)) != std::future_status::ready)) {
+          (ui.heatmap.thumbs_job.valid() && ui.heatmap.thumbs_job.wait_for(std::chrono::seconds(0)) != std::future_status::ready) ||
+          async_reads() > 0) {
         --next_;
         return true;
       }

@@ -21,6 +21,11 @@
 
 namespace luka::studio {
 
+std::atomic<int>& async_reads() {
+  static std::atomic<int> n{0};
+  return n;
+}
+
 std::string capture_key(const capture::CaptureView* view) {
   if (!view) return "none";
   const capture::Summary s = view->summary();

@@ -2,6 +2,7 @@
 // selection and view settings. Panels are functions of this state, one file each.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <filesystem>
@@ -18,20 +19,42 @@
 
 namespace luka::studio {
 
-// A value computed from the capture, kept while its key (view, step, selection...) is the same,
-// so a steady frame reads nothing from the capture.
+// Capture reads in flight on background threads (scripts wait for none before a screenshot).
+std::atomic<int>& async_reads();
+
+// A value read from the capture off the UI thread and kept while its key (view, step,
+// selection...) is the same, so a steady frame reads nothing and a changed one never waits:
+// get() starts the read for a new key and returns the last value it has (possibly for an older
+// key, or empty at first) until the read is done. `make` runs on another thread: it must capture
+// what it needs by value (the view's shared_ptr, indices), never UI state by reference.
 template <class T>
 struct Cached {
-  std::string key;
+  std::string key, running_key;
   T value{};
+  std::future<T> job;
   template <class Make>
-  const T& get(const std::string& k, Make&& make) {
-    if (k != key || key.empty()) {
-      value = make();
-      key = k;
+  const T& get(const std::string& k, Make make) {
+    if (job.valid() && job.wait_for(std::chrono::seconds(0)) == std::future_status::ready) {
+      try {
+        value = job.get();
+      } catch (const std::exception&) {
+        value = T{};
+      }
+      key = running_key;
+    }
+    if (k != key && !job.valid()) {
+      running_key = k;
+      ++async_reads();
+      job = std::async(std::launch::async, [make]() mutable {
+        struct Done {
+          ~Done() { --async_reads(); }
+        } done;
+        return make();
+      });
     }
     return value;
   }
+  bool fresh(const std::string& k) const { return k == key; }
 };
 
 // "view pointer/complete steps/tokens": changes whenever the capture grows or is replaced.
@@ -61,12 +84,17 @@ struct HeatmapView {
   std::string error;
 };
 
+struct TimelineData {
+  std::vector<std::uint8_t> codes;  // [steps][tokens] cover states, for hover
+  std::int64_t steps = 0, tokens = 0;
+  viz::Image image;
+  std::string error;
+};
+
 struct TimelineView {
   Texture texture;
-  std::vector<std::uint8_t> codes;  // [steps][tokens] cover states, for hover
-  const capture::CaptureView* view = nullptr;
-  int layer = -1, head = -1;
-  std::int64_t steps = -1;
+  Cached<TimelineData> data;
+  std::string uploaded;  // the key whose image the texture holds
 };
 
 struct UiState {
