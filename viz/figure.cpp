@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <functional>
 #include <fstream>
 #include <sstream>
 
@@ -182,18 +183,22 @@ void draw(cairo_t* cr, const Figure& f) {
 
 }  // namespace
 
-void write_figure(const Figure& f, const std::filesystem::path& path) {
-  if (f.rows <= 0 || f.cols <= 0 || f.values.size() != static_cast<std::size_t>(f.rows * f.cols)) fail(path.string(), "nothing to draw");
+namespace {
+
+// Creates the surface the extension asks for, lets `paint` draw in points, and writes the file
+// (PNG at 2 pixels per point; SVG with a <title>; PDF with Title metadata).
+void render(const std::filesystem::path& path, double width, double height, const std::string& title,
+            const std::function<void(cairo_t*)>& paint) {
   const std::string ext = path.extension().string();
   const std::string name = path.string();
   cairo_surface_t* surface = nullptr;
   if (ext == ".png") {
-    surface = cairo_image_surface_create(CAIRO_FORMAT_ARGB32, static_cast<int>(f.width * 2), static_cast<int>(f.height * 2));
+    surface = cairo_image_surface_create(CAIRO_FORMAT_ARGB32, static_cast<int>(width * 2), static_cast<int>(height * 2));
   } else if (ext == ".svg") {
-    surface = cairo_svg_surface_create(name.c_str(), f.width, f.height);
+    surface = cairo_svg_surface_create(name.c_str(), width, height);
   } else if (ext == ".pdf") {
-    surface = cairo_pdf_surface_create(name.c_str(), f.width, f.height);
-    cairo_pdf_surface_set_metadata(surface, CAIRO_PDF_METADATA_TITLE, f.title.c_str());
+    surface = cairo_pdf_surface_create(name.c_str(), width, height);
+    cairo_pdf_surface_set_metadata(surface, CAIRO_PDF_METADATA_TITLE, title.c_str());
     cairo_pdf_surface_set_metadata(surface, CAIRO_PDF_METADATA_CREATOR, "LuKA Studio");
   } else {
     fail(name, "unknown figure format '" + ext + "' (use .png, .svg or .pdf)");
@@ -205,7 +210,7 @@ void write_figure(const Figure& f, const std::filesystem::path& path) {
   }
   cairo_t* cr = cairo_create(surface);
   if (ext == ".png") cairo_scale(cr, 2, 2);
-  draw(cr, f);
+  paint(cr);
   cairo_destroy(cr);
   cairo_status_t status = CAIRO_STATUS_SUCCESS;
   if (ext == ".png") status = cairo_surface_write_to_png(surface, name.c_str());
@@ -218,20 +223,110 @@ void write_figure(const Figure& f, const std::filesystem::path& path) {
     std::string svg;
     {
       std::ifstream in(path, std::ios::binary);
-      std::ostringstream s;
-      s << in.rdbuf();
-      svg = s.str();
+      std::ostringstream ss;
+      ss << in.rdbuf();
+      svg = ss.str();
     }
     const auto open = svg.find("<svg");
-    const auto end = open == std::string::npos ? std::string::npos : svg.find('>', open);
-    if (end == std::string::npos) fail(name, "cairo wrote no <svg> element");
-    std::string title;
-    for (const char c : f.title) title += c == '<' ? "&lt;" : c == '>' ? "&gt;" : c == '&' ? "&amp;" : std::string(1, c);
-    svg.insert(end + 1, "\n<title>" + title + "</title>");
+    const auto close = open == std::string::npos ? std::string::npos : svg.find('>', open);
+    if (close == std::string::npos) fail(name, "cairo wrote no <svg> element");
+    std::string escaped;
+    for (const char c : title) escaped += c == '<' ? "&lt;" : c == '>' ? "&gt;" : c == '&' ? "&amp;" : std::string(1, c);
+    svg.insert(close + 1, "\n<title>" + escaped + "</title>");
     std::ofstream out(path, std::ios::binary | std::ios::trunc);
     out << svg;
     if (!out) fail(name, "cannot write the figure");
   }
+}
+
+void draw_grid(cairo_t* cr, const GridFigure& g) {
+  cairo_set_source_rgb(cr, 1, 1, 1);
+  cairo_paint(cr);
+  cairo_select_font_face(cr, "DejaVu Sans", CAIRO_FONT_SLANT_NORMAL, CAIRO_FONT_WEIGHT_NORMAL);
+  cairo_set_source_rgb(cr, 0.1, 0.1, 0.1);
+  double title_size = 13;
+  for (; title_size > 7; title_size -= 0.5) {
+    cairo_set_font_size(cr, title_size);
+    cairo_text_extents_t e;
+    cairo_text_extents(cr, g.title.c_str(), &e);
+    if (16 + e.x_advance <= g.width - 8) break;
+  }
+  cairo_move_to(cr, 16, 24);
+  cairo_show_text(cr, g.title.c_str());
+  const int n = static_cast<int>(g.panels.size());
+  const int cols = std::max(1, g.columns), rows = (n + cols - 1) / cols;
+  const double left = 16, top = 40, right = 80, gap = 10, caption = 12;
+  const double cell = std::min((g.width - left - right - gap * (cols - 1)) / cols, (g.height - top - 10 - (gap + caption) * rows) / rows);
+  for (int i = 0; i < n; ++i) {
+    const Figure& f = g.panels[static_cast<std::size_t>(i)];
+    const double x = left + (i % cols) * (cell + gap), y = top + (i / cols) * (cell + gap + caption);
+    cairo_set_source_rgb(cr, 0.2, 0.2, 0.2);
+    cairo_set_font_size(cr, 9);
+    cairo_move_to(cr, x, y + 9);
+    cairo_show_text(cr, f.title.c_str());
+    if (f.rows <= 0 || f.cols <= 0) continue;
+    cairo_surface_t* img = heatmap_surface(f);
+    const double px = cell / std::max(f.rows, f.cols);
+    cairo_save(cr);
+    cairo_translate(cr, x, y + caption);
+    cairo_scale(cr, px, px);
+    cairo_set_source_surface(cr, img, 0, 0);
+    cairo_pattern_set_filter(cairo_get_source(cr), CAIRO_FILTER_NEAREST);
+    cairo_rectangle(cr, 0, 0, f.cols, f.rows);
+    cairo_fill(cr);
+    cairo_restore(cr);
+    cairo_surface_destroy(img);
+    cairo_set_source_rgb(cr, 0.4, 0.4, 0.4);
+    cairo_set_line_width(cr, 0.5);
+    cairo_rectangle(cr, x, y + caption, f.cols * px, f.rows * px);
+    cairo_stroke(cr);
+  }
+  if (g.panels.empty()) return;
+  // One colour bar for all panels (they share the colormap and scale).
+  const Figure& f0 = g.panels.front();
+  const double bx = left + cols * (cell + gap) + 6, by = top + caption, bh = std::max(60.0, rows * (cell + gap + caption) - gap - caption);
+  const auto& table = f0.options.colormap->table();
+  for (int i = 0; i < 256; ++i) {
+    const Rgb c = table[static_cast<std::size_t>(255 - i)];
+    cairo_set_source_rgb(cr, c.r / 255.0, c.g / 255.0, c.b / 255.0);
+    cairo_rectangle(cr, bx, by + bh * i / 256.0, 12, bh / 256.0 + 0.6);
+    cairo_fill(cr);
+  }
+  cairo_set_source_rgb(cr, 0.2, 0.2, 0.2);
+  cairo_set_font_size(cr, 8);
+  const ColorScale& sc = f0.options.scale;
+  char top_label[32], bottom_label[32];
+  if (sc.kind == ColorScale::kLog) {
+    std::snprintf(top_label, sizeof top_label, "%g", sc.vmax);
+    std::snprintf(bottom_label, sizeof bottom_label, "%g", sc.vmin);
+  } else if (sc.kind == ColorScale::kSymmetric) {
+    std::snprintf(top_label, sizeof top_label, "+%.3g", sc.vmax);
+    std::snprintf(bottom_label, sizeof bottom_label, "-%.3g", sc.vmax);
+  } else {
+    std::snprintf(top_label, sizeof top_label, "%.3g", sc.vmax);
+    std::snprintf(bottom_label, sizeof bottom_label, "%.3g", sc.vmin);
+  }
+  cairo_move_to(cr, bx + 15, by + 7);
+  cairo_show_text(cr, top_label);
+  cairo_move_to(cr, bx + 15, by + bh);
+  cairo_show_text(cr, bottom_label);
+  cairo_save(cr);
+  cairo_move_to(cr, bx + 40, by + bh / 2 - 30);
+  cairo_rotate(cr, M_PI / 2);
+  cairo_show_text(cr, g.scale_label.c_str());
+  cairo_restore(cr);
+}
+
+}  // namespace
+
+void write_figure(const Figure& f, const std::filesystem::path& path) {
+  if (f.rows <= 0 || f.cols <= 0 || f.values.size() != static_cast<std::size_t>(f.rows * f.cols)) fail(path.string(), "nothing to draw");
+  render(path, f.width, f.height, f.title, [&](cairo_t* cr) { draw(cr, f); });
+}
+
+void write_grid_figure(const GridFigure& g, const std::filesystem::path& path) {
+  if (g.panels.empty()) fail(path.string(), "nothing to draw");
+  render(path, g.width, g.height, g.title, [&](cairo_t* cr) { draw_grid(cr, g); });
 }
 
 }  // namespace luka::viz

@@ -37,4 +37,15 @@ struct Figure {
 // naming the file for an unknown extension or a write failure.
 void write_figure(const Figure& figure, const std::filesystem::path& path);
 
+// Small multiples: each panel's heatmap in a grid cell under its title (a short caption), one
+// colour bar for all (the first panel's colormap and scale), and an overall title.
+struct GridFigure {
+  std::string title;
+  std::vector<Figure> panels;
+  int columns = 3;
+  std::string scale_label;
+  double width = 900, height = 760;  // points
+};
+void write_grid_figure(const GridFigure& grid, const std::filesystem::path& path);
+
 }  // namespace luka::viz

@@ -29,6 +29,7 @@ int run_export(int argc, char** argv) {
       .option("step", "S", "include the rows of decode steps 1..S below the prefill map", "0")
       .option("level", "K", "pyramid level (default: the finest stored level of at most 1024 cells)")
       .option("scale", "log|linear", "colour scale: log10 from 1e-4, or linear 0..1", "log")
+      .option("grid", "heads|layers", "small multiples instead: every head of --layer, or --head in every layer")
       .option("out", "FILE", "figure file: .png, .svg or .pdf");
   args.epilog("example:\n  luka export --capture demo.h5 --layer 10 --head 2 --step 8 --out layer10.pdf");
   if (!args.parse(argc, argv, 2)) return 0;
@@ -46,6 +47,15 @@ int run_export(int argc, char** argv) {
   const std::int64_t step = args.get_int("step", 0);
   if (step < 0) throw UsageError("--step must be >= 0");
   if (view != "effective" && step == 0) throw UsageError("--view " + view + " needs --step S (the dense shadow runs at decode steps)");
+  if (args.has("grid")) {
+    const std::string grid = args.get("grid");
+    if (grid != "heads" && grid != "layers") throw UsageError("--grid must be heads or layers");
+    viz::write_grid_figure(grid_from_capture(*file, grid == "heads", static_cast<int>(args.get_int("layer", 0)),
+                                             static_cast<int>(args.get_int("head", 0)), step, scale == "log", parse_map_view(view)),
+                           args.get("out"));
+    std::fprintf(stderr, "wrote %s\n", args.get("out").c_str());
+    return 0;
+  }
   const viz::Figure f = figure_from_capture(*file, static_cast<int>(args.get_int("layer", 0)), static_cast<int>(args.get_int("head", 0)),
                                             level, step, scale == "log", parse_map_view(view));
   const std::filesystem::path out = args.get("out");

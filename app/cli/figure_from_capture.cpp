@@ -152,4 +152,34 @@ viz::Figure figure_from_capture(const capture::CaptureView& view, int layer, int
   return f;
 }
 
+viz::GridFigure grid_from_capture(const capture::CaptureView& view, bool heads, int layer, int head, std::int64_t steps, bool log_scale,
+                                  MapView mv) {
+  const capture::Summary sum = view.summary();
+  const capture::Layout& lay = sum.layout;
+  if (lay.levels.empty()) fail("capture", "this capture has no prefill maps");
+  if (heads) capture::recorded_index(lay.layers, layer, "layer");
+  else capture::recorded_index(lay.heads, head, "head");
+  int level = lay.levels.back();
+  for (auto it = lay.levels.rbegin(); it != lay.levels.rend(); ++it)
+    if (capture::level_size(lay.prompt_tokens + steps, *it) <= 256) level = *it;
+  viz::GridFigure g;
+  const std::vector<int>& items = heads ? lay.heads : lay.layers;
+  float vmax = 0;
+  for (const int item : items) {
+    viz::Figure f = figure_from_capture(view, heads ? layer : item, heads ? item : head, level, steps, log_scale, mv);
+    f.title = (heads ? "head " : "layer ") + std::to_string(item);
+    vmax = std::max(vmax, static_cast<float>(f.options.scale.vmax));
+    g.panels.push_back(std::move(f));
+  }
+  if (mv == MapView::kDifference)  // one symmetric scale for all panels
+    for (viz::Figure& f : g.panels) f.options.scale.vmax = vmax;
+  g.columns = static_cast<int>(std::ceil(std::sqrt(static_cast<double>(items.size()))));
+  g.scale_label = g.panels.front().scale_label;
+  const std::string model = std::filesystem::path(sum.manifest.model_path).filename().string();
+  const char* what = mv == MapView::kEffective ? "effective attention" : mv == MapView::kDense ? "dense attention (shadow)" : "effective − dense";
+  g.title = model + " (" + sum.manifest.architecture + ") · " + (heads ? "layer " + std::to_string(layer) + " · every head" : "head " + std::to_string(head) + " · every layer") +
+            (steps ? " · to step " + std::to_string(steps) : "") + " · " + what;
+  return g;
+}
+
 }  // namespace luka::cli

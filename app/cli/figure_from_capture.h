@@ -33,6 +33,11 @@ FullWindow full_window(const capture::CaptureView& view, int layer, int head, in
 viz::Figure figure_from_capture(const capture::CaptureView& view, int layer, int head, int level, std::int64_t steps, bool log_scale,
                                 MapView map_view = MapView::kEffective);
 
+// Small multiples of the same map: every recorded head of `layer` (heads = true) or `head` in
+// every recorded layer, at the finest stored level of at most 256 cells per side.
+viz::GridFigure grid_from_capture(const capture::CaptureView& view, bool heads, int layer, int head, std::int64_t steps, bool log_scale,
+                                  MapView map_view = MapView::kEffective);
+
 // The finest stored level of at most `max_cells` cells per side.
 int default_figure_level(const capture::Layout& layout, std::int64_t max_cells = 1024);
 

@@ -42,8 +42,12 @@ void export_figure(UiState& ui, const std::filesystem::path& path) {
     const capture::Layout lay = view->summary().layout;
     const auto map_view = static_cast<cli::MapView>(ui.heatmap.view);
     const std::int64_t steps = view->summary().complete_steps;
-    viz::write_figure(cli::figure_from_capture(*view, ui.layer, ui.head, cli::default_figure_level(lay), steps, ui.heatmap.log_scale, map_view),
-                      path);
+    if (ui.heatmap.mode != 0)
+      viz::write_grid_figure(cli::grid_from_capture(*view, ui.heatmap.mode == 1, ui.layer, ui.head, steps, ui.heatmap.log_scale, map_view),
+                             path);
+    else
+      viz::write_figure(
+          cli::figure_from_capture(*view, ui.layer, ui.head, cli::default_figure_level(lay), steps, ui.heatmap.log_scale, map_view), path);
     ui.notice = "wrote " + path.string();
   } catch (const std::exception& e) {
     ui.notice = e.what();
@@ -57,15 +61,18 @@ void export_in_background(UiState& ui, const std::filesystem::path& path) {
   if (ui.export_job.valid()) return;  // one at a time
   ui.notice = "writing " + path.string() + "...";
   const auto view = ui.session.view();
-  const int layer = ui.layer, head = ui.head, kind = ui.heatmap.view;
+  const int layer = ui.layer, head = ui.head, kind = ui.heatmap.view, mode = ui.heatmap.mode;
   const bool log = ui.heatmap.log_scale;
-  ui.export_job = std::async(std::launch::async, [view, layer, head, kind, log, path]() -> std::string {
+  ui.export_job = std::async(std::launch::async, [view, layer, head, kind, mode, log, path]() -> std::string {
     try {
       if (!view) fail("export", "nothing to export: run a prompt or open a capture");
       const capture::Summary sum = view->summary();
-      viz::write_figure(cli::figure_from_capture(*view, layer, head, cli::default_figure_level(sum.layout), sum.complete_steps, log,
-                                                 static_cast<cli::MapView>(kind)),
-                        path);
+      const auto mv = static_cast<cli::MapView>(kind);
+      if (mode != 0)  // the head grid or layer strip on screen
+        viz::write_grid_figure(cli::grid_from_capture(*view, mode == 1, layer, head, sum.complete_steps, log, mv), path);
+      else
+        viz::write_figure(cli::figure_from_capture(*view, layer, head, cli::default_figure_level(sum.layout), sum.complete_steps, log, mv),
+                          path);
       return "wrote " + path.string();
     } catch (const std::exception& e) {
       return e.what();
@@ -113,6 +120,23 @@ void draw_heatmap_panel(UiState& ui) {
   ImGui::SameLine();
   ImGui::RadioButton("layers", &hv.mode, 2);
   if (hv.mode != 0) {
+    // Export the small multiples as one figure.
+    ImGui::SetNextItemWidth(260);
+    ImGui::InputText("##gridfigure", &ui.figure_path);
+    for (const char* ext : {".png", ".svg", ".pdf"}) {
+      ImGui::SameLine();
+      if (ImGui::Button((std::string("Export ") + (ext + 1)).c_str())) {
+        std::filesystem::path p = ui.figure_path;
+        p.replace_extension(ext);
+        export_in_background(ui, p);
+      }
+    }
+    if (ui.export_job.valid() && ui.export_job.wait_for(std::chrono::seconds(0)) == std::future_status::ready)
+      ui.notice = ui.export_job.get();
+    if (!ui.notice.empty()) {
+      ImGui::SameLine();
+      ImGui::TextUnformatted(ui.notice.c_str());
+    }
     draw_thumbnails(ui, *view, hv.mode == 1);
     return;
   }

@@ -19,9 +19,25 @@ void draw_layers_panel(UiState& ui) {
     return;
   }
   ImGui::TextUnformatted("preset");
-  for (const char* name : {"dense", "lined", "clustered", "mixed(2,2)", "paper"}) {
+  for (const char* name : {"dense", "lined", "clustered", "paper"}) {
     ImGui::SameLine();
     if (ImGui::SmallButton(name)) ui.session.set_config(LukaConfig::preset(name, L));
+  }
+  // mixed(a,b): the first a and last b layers lined, the rest clustered.
+  ImGui::SameLine();
+  ImGui::SetNextItemWidth(28);
+  ImGui::DragInt("##mixed_a", &ui.mixed_a, 0.2f, 0, L);
+  ImGui::SameLine();
+  ImGui::SetNextItemWidth(28);
+  ImGui::DragInt("##mixed_b", &ui.mixed_b, 0.2f, 0, L);
+  ImGui::SameLine();
+  const std::string mixed = "mixed(" + std::to_string(ui.mixed_a) + "," + std::to_string(ui.mixed_b) + ")";
+  if (ImGui::SmallButton(mixed.c_str())) {
+    try {
+      ui.session.set_config(LukaConfig::preset(mixed, L));
+    } catch (const std::exception& e) {
+      ui.notice = e.what();
+    }
   }
   const auto view = ui.session.view();
   std::int64_t last = 0;

@@ -110,6 +110,7 @@ struct UiState {
   int max_new_tokens = 32;
   SamplingParams sampling;
   int layer = 0, head = 0;
+  int mixed_a = 2, mixed_b = 2;  // the layers panel's mixed(a,b) preset
   std::int64_t step = 0;  // selected decode step for rows (0: the latest)
   HeatmapView heatmap;
   TimelineView timeline;

@@ -280,6 +280,18 @@ TEST(CaptureCli, ExportWritesPngSvgAndPdfFigures) {
       EXPECT_NE(bytes.find("%%EOF"), std::string::npos);
     }
   }
+  // Small multiples: every head of a layer, as one figure.
+  const RunResult grid = luka({"export", "--capture", cap.string(), "--layer", "10", "--head", "2", "--grid", "heads", "--step", "4",
+                               "--out", (d / "grid.png").string()});
+  ASSERT_EQ(grid.exit_code, 0) << grid.err;
+  EXPECT_EQ(luka::viz::read_png(d / "grid.png").width, 1800);
+  ASSERT_EQ(luka({"export", "--capture", cap.string(), "--layer", "10", "--head", "2", "--grid", "layers", "--out", (d / "strip.svg").string()})
+                .exit_code,
+            0);
+  EXPECT_NE(read_file(d / "strip.svg").find("head 2 · every layer"), std::string::npos);
+  EXPECT_EQ(luka({"export", "--capture", cap.string(), "--layer", "10", "--head", "2", "--grid", "rows", "--out", (d / "x.png").string()})
+                .exit_code,
+            2);
   // Dense and difference views need the dense shadow's rows.
   const RunResult no_shadow = luka({"export", "--capture", cap.string(), "--layer", "10", "--head", "2", "--view", "dense", "--step", "4",
                                     "--out", (d / "x.png").string()});

@@ -111,6 +111,7 @@ TEST(Studio, ReplaysACaptureWithoutAModel) {
                              "screenshot " + shot.string() + "\nshow_timeline\nframes 3\nscreenshot " + timeline.string() +
                              "\nexport " + (work_dir() / "fig.pdf").string() + "\nexport " + (work_dir() / "fig.png").string() +
                              "\ngrid heads\nframes 3\nscreenshot " + (work_dir() / "grid.png").string() +
+                             "\nexport " + (work_dir() / "grid.pdf").string() +
                              "\ngrid layers\nview difference\nframes 3\nscreenshot " + (work_dir() / "strip.png").string() + "\nquit\n");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   expect_heatmap_screenshot(shot);
@@ -127,6 +128,7 @@ TEST(Studio, ReplaysACaptureWithoutAModel) {
   EXPECT_GT(raw, 500u);
   expect_heatmap_screenshot(work_dir() / "grid.png");  // nine heads of layer 10
   EXPECT_TRUE(fs::exists(work_dir() / "strip.png"));
+  EXPECT_EQ(read_file(work_dir() / "grid.pdf").rfind("%PDF-", 0), 0u);  // the head grid exported as one figure
   // The export button's figures.
   EXPECT_EQ(read_file(work_dir() / "fig.pdf").rfind("%PDF-", 0), 0u);
   EXPECT_EQ(luka::viz::read_png(work_dir() / "fig.png").width, 1520);
