@@ -97,7 +97,23 @@ void builder(UiState& ui) {
 
 }  // namespace
 
+void draw_segments(UiState& ui);
+void run_controls(UiState& ui);
+
 void draw_prompt_panel(UiState& ui) {
+  run_controls(ui);  // first, so Run is always in view
+  ImGui::Separator();
+  ImGui::RadioButton("interwoven", &ui.free_text_mode, 0);
+  ImGui::SameLine();
+  ImGui::RadioButton("free text", &ui.free_text_mode, 1);
+  if (ui.free_text_mode) {
+    ImGui::InputTextMultiline("##free", &ui.free_text, ImVec2(-1, ImGui::GetContentRegionAvail().y - 4));
+  } else {
+    draw_segments(ui);
+  }
+}
+
+void draw_segments(UiState& ui) {
   if (!ui.prompt.title.empty()) ImGui::TextWrapped("%s", ui.prompt.title.c_str());
   builder(ui);
   InterwovenPrompt& p = ui.prompt;
@@ -138,6 +154,9 @@ void draw_prompt_panel(UiState& ui) {
   }
   ImGui::TextUnformatted("question");
   ImGui::InputTextMultiline("##question", &ui.prompt.question, ImVec2(-1, ImGui::GetTextLineHeight() * 2));
+}
+
+void run_controls(UiState& ui) {
   ImGui::Checkbox("chat format", &ui.chat);
   ImGui::SameLine();
   ImGui::SetNextItemWidth(120);
@@ -162,9 +181,10 @@ void draw_prompt_panel(UiState& ui) {
   const bool running = s.state == RunState::kRunning || s.state == RunState::kPaused;
   const bool can_run = !running && s.state != RunState::kLoading && !s.model_summary.empty();
   ImGui::BeginDisabled(!can_run);
-  if (ImGui::Button("Run")) ui.session.run({ui.prompt, ui.chat, ui.max_new_tokens, false, ui.sampling});
+  const std::string free = ui.free_text_mode ? ui.free_text : std::string();
+  if (ImGui::Button("Run")) ui.session.run({ui.prompt, ui.chat, ui.max_new_tokens, false, ui.sampling, free});
   ImGui::SameLine();
-  if (ImGui::Button("Run paused")) ui.session.run({ui.prompt, ui.chat, ui.max_new_tokens, true, ui.sampling});
+  if (ImGui::Button("Run paused")) ui.session.run({ui.prompt, ui.chat, ui.max_new_tokens, true, ui.sampling, free});
   ImGui::EndDisabled();
   ImGui::SameLine();
   ImGui::BeginDisabled(!running);

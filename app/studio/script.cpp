@@ -19,7 +19,7 @@ namespace {
 
 const std::set<std::string> kCommands = {"load_model", "open_capture", "run", "step", "resume", "stop", "set_mode", "preset",
                                          "select", "scale", "zoom", "fit", "frames", "wait_idle", "wait_paused", "wait_steps",
-                                         "expect_mode", "expect_steps", "expect_status", "expect_glyph", "set", "sampling", "expect_refined", "view", "grid", "pattern", "wikisalad", "save_prompt", "expect_pattern", "show_timeline", "show_fidelity", "shadow", "expect_fidelity", "export", "measure", "print_first_map", "screenshot", "quit"};
+                                         "expect_mode", "expect_steps", "expect_status", "expect_glyph", "free_text", "expect_segments", "set", "sampling", "expect_refined", "view", "grid", "pattern", "wikisalad", "save_prompt", "expect_pattern", "show_timeline", "show_fidelity", "shadow", "expect_fidelity", "export", "measure", "print_first_map", "screenshot", "quit"};
 
 AttentionMode parse_mode(const std::string& s, const std::string& where) {
   if (s == "dense") return AttentionMode::kDense;
@@ -105,7 +105,7 @@ bool Script::advance(UiState& ui, std::string& screenshot) {
       ui.session.open_capture(arg(1));
     } else if (cmd == "run") {
       const int n = w.size() > 1 ? static_cast<int>(number(1)) : ui.max_new_tokens;
-      ui.session.run({ui.prompt, ui.chat, n, w.size() > 2 && w[2] == "paused", ui.sampling});
+      ui.session.run({ui.prompt, ui.chat, n, w.size() > 2 && w[2] == "paused", ui.sampling, ui.free_text_mode ? ui.free_text : ""});
     } else if (cmd == "step") {
       ui.session.step();
     } else if (cmd == "resume") {
@@ -153,6 +153,16 @@ bool Script::advance(UiState& ui, std::string& screenshot) {
       ImFontAtlas* atlas = ImGui::GetIO().Fonts;
       if (!atlas->IsBuilt()) atlas->Build();
       if (atlas->Fonts.empty() || !atlas->Fonts[0]->FindGlyphNoFallback(cp)) fail(where(l), "the fonts have no glyph for U+" + arg(1));
+    } else if (cmd == "expect_segments") {
+      const auto view = ui.session.view();
+      if (!view) fail(where(l), "no capture to check");
+      const auto n = view->segments().size();
+      if (static_cast<double>(n) != number(1)) fail(where(l), "the capture has " + std::to_string(n) + " segments, expected " + arg(1));
+    } else if (cmd == "free_text") {  // the rest of the line is the prompt
+      std::string text;
+      for (std::size_t i = 1; i < w.size(); ++i) text += (i > 1 ? " " : "") + w[i];
+      ui.free_text = text;
+      ui.free_text_mode = 1;
     } else if (cmd == "set") {  // a --set override, e.g. layer=5,mode=clustered,top_k=0
       LukaConfig cfg = ui.session.config();
       cfg.apply_override(arg(1));

@@ -1,14 +1,14 @@
 // Scripted UI actions (`luka studio --script FILE`), for tests and demos: one command per line,
 // run between frames, in order. `#` starts a comment.
 //
-//   load_model PATH | open_capture PATH | run [N] [paused] | step | resume | stop
+//   load_model PATH | open_capture PATH | free_text TEXT... | run [N] [paused] | step | resume | stop
 //   set_mode LAYER dense|lined|clustered | preset NAME | select LAYER HEAD | scale log|linear
 //   view effective|dense|difference | grid heads|layers|off | pattern ABAB | wikisalad FILE N |
 //   save_prompt PATH | expect_pattern P | expect_glyph HEX | set OVERRIDE | sampling T K P SEED |
 //   expect_refined STEP LAYER HEAD N |
 //   zoom FACTOR | fit | show_timeline | show_fidelity | shadow on|off | export PATH.{png,svg,pdf} | frames N | wait_idle [SECONDS] | wait_paused [SECONDS] | wait_steps N [SECONDS]
 //   measure FRAMES (prints frame times) | print_first_map |
-//   expect_mode STEP LAYER MODE | expect_fidelity STEP LAYER | expect_steps N | expect_status TEXT | screenshot PATH | quit
+//   expect_segments N | expect_mode STEP LAYER MODE | expect_fidelity STEP LAYER | expect_steps N | expect_status TEXT | screenshot PATH | quit
 #pragma once
 
 #include <chrono>

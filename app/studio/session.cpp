@@ -253,8 +253,11 @@ void Session::run_job(RunRequest r) {
   if (!impl_->model) fail("studio", "load a model first");
   const Model& model = *impl_->model;
   const Tokenizer& tok = *impl_->tokenizer;
-  const AssembledPrompt a = assemble(r.prompt);
-  const cli::PromptInput prompt = cli::tokenize_prompt(tok, a.text, r.prompt.segments, a.spans, r.chat, "");
+  // Free text has no segments; an interwoven prompt is assembled with its segments' spans.
+  const AssembledPrompt a = r.free_text.empty() ? assemble(r.prompt) : AssembledPrompt{r.free_text, {}};
+  const std::vector<PromptSegment> no_segments;
+  const cli::PromptInput prompt =
+      cli::tokenize_prompt(tok, a.text, r.free_text.empty() ? r.prompt.segments : no_segments, a.spans, r.chat, "");
   const std::int64_t n = static_cast<std::int64_t>(prompt.ids.size());
   if (n + r.max_new_tokens > model.config().max_position_embeddings)
     fail("studio", "the prompt (" + std::to_string(n) + " tokens) is longer than the model's context allows");

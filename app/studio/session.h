@@ -42,6 +42,7 @@ struct RunRequest {
   int max_new_tokens = 32;
   bool start_paused = false;  // prefill, then wait for step()/resume()
   SamplingParams sampling;    // greedy by default
+  std::string free_text;      // when not empty: this plain text is the prompt (no segments)
 };
 
 class Session {

@@ -184,8 +184,8 @@ int run_studio(int argc, char** argv) {
         ImGui::End();
       };
       panel("Model", ImVec2(0, 0), ImVec2(left, 134), studio::draw_model_panel);
-      panel("Prompt", ImVec2(0, 134), ImVec2(left, H * 0.5f - 134), studio::draw_prompt_panel);
-      panel("Layers", ImVec2(0, H * 0.5f), ImVec2(left, H * 0.5f), studio::draw_layers_panel);
+      panel("Prompt", ImVec2(0, 134), ImVec2(left, H * 0.58f - 134), studio::draw_prompt_panel);
+      panel("Layers", ImVec2(0, H * 0.58f), ImVec2(left, H * 0.42f), studio::draw_layers_panel);
       panel("Attention map", ImVec2(left, 0), ImVec2(W - left, H * 0.74f), studio::draw_heatmap_panel);
       panel("Output", ImVec2(left, H * 0.74f), ImVec2(W - left, H * 0.26f), [](studio::UiState& u) {
         if (!ImGui::BeginTabBar("bottom")) return;

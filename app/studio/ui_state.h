@@ -104,6 +104,8 @@ struct UiState {
   int threads = 0;  // LibTorch threads, 0: all cores
   InterwovenPrompt prompt;
   bool chat = false;
+  int free_text_mode = 0;  // 0: the interwoven prompt, 1: free text
+  std::string free_text = "The capital of France is";
   std::string pattern_edit = "ABAB", prompt_path = "prompt.json", prompt_notice;
   std::string wikisalad_path = "../shared/data/wikisalad/easy_2topic_short.json";
   int wikisalad_example = 0;

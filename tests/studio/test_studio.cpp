@@ -100,6 +100,16 @@ TEST(Studio, LiveRunSwitchesALayerMidGenerationAndShowsTheMap) {
   EXPECT_GT(luka::viz::read_png(zoomed).width, 0);
 }
 
+TEST(Studio, FreeTextRunsWithoutSegments) {
+  REQUIRE_STUDIO();
+  const RunResult r = studio("", "load_model " + kModel.string() +
+                                     "\nwait_idle 300\nfree_text The capital of France is\nrun 4\nwait_idle 300\nexpect_steps 3\n"
+                                     "expect_segments 0\nframes 2\nquit\n");
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  const RunResult demo = studio("", "load_model " + kModel.string() + "\nwait_idle 300\nrun 3\nwait_idle 300\nexpect_segments 3\nquit\n");
+  EXPECT_EQ(demo.exit_code, 0) << demo.err;  // the demo prompt: A/B/A segments
+}
+
 TEST(Studio, ReplaysACaptureWithoutAModel) {
   REQUIRE_STUDIO();
   const fs::path cap = work_dir() / "run.h5", shot = work_dir() / "replay.png", timeline = work_dir() / "timeline.png";
