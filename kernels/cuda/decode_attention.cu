@@ -1,0 +1,183 @@
+#include "kernels/cuda/decode_attention.h"
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cfloat>
+
+namespace luka::cuda {
+namespace {
+
+constexpr int kWarps = 4;          // warps per block in the split kernel
+constexpr int kMaxGroup = 8;       // query heads per KV head
+constexpr int kTokensPerSplit = 256;
+constexpr int kMaxSplits = 64;
+
+__device__ inline float to_float(float x) { return x; }
+__device__ inline float to_float(__half x) { return __half2float(x); }
+__device__ inline float to_float(__nv_bfloat16 x) { return __bfloat162float(x); }
+template <class T>
+__device__ inline T from_float(float x);
+template <>
+__device__ inline float from_float<float>(float x) { return x; }
+template <>
+__device__ inline __half from_float<__half>(float x) { return __float2half_rn(x); }
+template <>
+__device__ inline __nv_bfloat16 from_float<__nv_bfloat16>(float x) { return __float2bfloat16_rn(x); }
+
+__device__ inline float warp_sum(float x) {
+  for (int o = 16; o > 0; o >>= 1) x += __shfl_xor_sync(0xffffffffu, x, o);
+  return x;
+}
+
+// Block (kv head, split): the G query heads of the KV head over tokens [t0, t1). Each warp takes
+// every kWarps-th token; lane l holds dims l, l+32, ... (PER = D / 32 of them). Each warp keeps
+// an online softmax per query head (running max m, sum l, weighted values acc); the warps are
+// merged through shared memory and the split's partials (m, l, acc[D]) go to the workspace.
+template <class T, int PER>
+__global__ void split_kernel(const T* __restrict__ q, const T* __restrict__ k, const T* __restrict__ v, float* __restrict__ ws,
+                             int heads, int group, int tokens, int splits, long long head_stride, long long token_stride,
+                             float scale) {
+  constexpr int D = PER * 32;
+  const int kv = blockIdx.x, split = blockIdx.y;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int per_split = (tokens + splits - 1) / splits;
+  const int t0 = split * per_split, t1 = min(tokens, t0 + per_split);
+
+  float qr[kMaxGroup][PER];
+  for (int g = 0; g < group; ++g)
+    for (int i = 0; i < PER; ++i) qr[g][i] = to_float(q[(kv * group + g) * D + lane + 32 * i]) * scale;
+  float m[kMaxGroup], l[kMaxGroup], acc[kMaxGroup][PER];
+  for (int g = 0; g < kMaxGroup; ++g) {
+    m[g] = -FLT_MAX;
+    l[g] = 0.f;
+    for (int i = 0; i < PER; ++i) acc[g][i] = 0.f;
+  }
+  const T* kh = k + kv * head_stride;
+  const T* vh = v + kv * head_stride;
+  for (int t = t0 + warp; t < t1; t += kWarps) {
+    float kr[PER], vr[PER];
+    for (int i = 0; i < PER; ++i) {
+      kr[i] = to_float(kh[t * token_stride + lane + 32 * i]);
+      vr[i] = to_float(vh[t * token_stride + lane + 32 * i]);
+    }
+    for (int g = 0; g < group; ++g) {
+      float s = 0.f;
+      for (int i = 0; i < PER; ++i) s += qr[g][i] * kr[i];
+      s = warp_sum(s);
+      const float mn = fmaxf(m[g], s);
+      const float corr = __expf(m[g] - mn), p = __expf(s - mn);
+      l[g] = l[g] * corr + p;
+      for (int i = 0; i < PER; ++i) acc[g][i] = acc[g][i] * corr + p * vr[i];
+      m[g] = mn;
+    }
+  }
+  // Merge the warps: warp 0 folds in the others' states.
+  __shared__ float sm[kWarps][kMaxGroup], sl[kWarps][kMaxGroup];
+  __shared__ float sacc[kWarps][kMaxGroup][D];
+  for (int g = 0; g < group; ++g) {
+    if (lane == 0) {
+      sm[warp][g] = m[g];
+      sl[warp][g] = l[g];
+    }
+    for (int i = 0; i < PER; ++i) sacc[warp][g][lane + 32 * i] = acc[g][i];
+  }
+  __syncthreads();
+  if (warp != 0) return;
+  for (int g = 0; g < group; ++g) {
+    float M = -FLT_MAX;
+    for (int w = 0; w < kWarps; ++w) M = fmaxf(M, sm[w][g]);
+    float L = 0.f, out[PER];
+    for (int i = 0; i < PER; ++i) out[i] = 0.f;
+    for (int w = 0; w < kWarps; ++w) {
+      const float f = sm[w][g] == -FLT_MAX ? 0.f : __expf(sm[w][g] - M);
+      L += sl[w][g] * f;
+      for (int i = 0; i < PER; ++i) out[i] += sacc[w][g][lane + 32 * i] * f;
+    }
+    const int h = kv * group + g;
+    float* part = ws + (static_cast<long long>(h) * splits + split) * (D + 2);
+    if (lane == 0) {
+      part[0] = M;
+      part[1] = L;
+    }
+    for (int i = 0; i < PER; ++i) part[2 + lane + 32 * i] = out[i];
+  }
+}
+
+// Block h: merges the splits of query head h and writes out[h, :].
+template <class T>
+__global__ void combine_kernel(const float* __restrict__ ws, T* __restrict__ out, int splits, int D) {
+  const int h = blockIdx.x;
+  const float* base = ws + static_cast<long long>(h) * splits * (D + 2);
+  float M = -FLT_MAX;
+  for (int s = 0; s < splits; ++s) M = fmaxf(M, base[s * (D + 2)]);
+  for (int d = threadIdx.x; d < D; d += blockDim.x) {
+    float L = 0.f, acc = 0.f;
+    for (int s = 0; s < splits; ++s) {
+      const float* part = base + s * (D + 2);
+      if (part[1] == 0.f) continue;  // an empty split
+      const float f = __expf(part[0] - M);
+      L += part[1] * f;
+      acc += part[2 + d] * f;
+    }
+    out[h * D + d] = from_float<T>(acc / L);
+  }
+}
+
+int choose_splits(std::int64_t tokens, int requested) {
+  if (requested > 0) return std::min<int>(requested, static_cast<int>(std::max<std::int64_t>(tokens, 1)));
+  const std::int64_t s = (tokens + kTokensPerSplit - 1) / kTokensPerSplit;
+  return static_cast<int>(std::clamp<std::int64_t>(s, 1, kMaxSplits));
+}
+
+template <class T, int PER>
+std::string launch(const DecodeAttentionArgs& a, int splits, cudaStream_t stream) {
+  const int group = static_cast<int>(a.heads / a.kv_heads);
+  dim3 grid(static_cast<unsigned>(a.kv_heads), static_cast<unsigned>(splits));
+  split_kernel<T, PER><<<grid, kWarps * 32, 0, stream>>>(static_cast<const T*>(a.q), static_cast<const T*>(a.k),
+                                                         static_cast<const T*>(a.v), a.workspace, static_cast<int>(a.heads),
+                                                         group, static_cast<int>(a.tokens), splits, a.head_stride,
+                                                         a.token_stride, a.scale);
+  combine_kernel<T><<<static_cast<unsigned>(a.heads), 128, 0, stream>>>(a.workspace, static_cast<T*>(a.out), splits,
+                                                                       static_cast<int>(a.head_dim));
+  const cudaError_t err = cudaGetLastError();
+  return err == cudaSuccess ? std::string() : std::string(cudaGetErrorString(err));
+}
+
+template <class T>
+std::string dispatch_dim(const DecodeAttentionArgs& a, int splits, cudaStream_t stream) {
+  switch (a.head_dim) {
+    case 32: return launch<T, 1>(a, splits, stream);
+    case 64: return launch<T, 2>(a, splits, stream);
+    case 96: return launch<T, 3>(a, splits, stream);
+    case 128: return launch<T, 4>(a, splits, stream);
+    case 256: return launch<T, 8>(a, splits, stream);
+  }
+  return "head_dim " + std::to_string(a.head_dim) + " is not supported (32, 64, 96, 128, 256)";
+}
+
+}  // namespace
+
+std::int64_t decode_attention_workspace_floats(std::int64_t heads, std::int64_t head_dim, std::int64_t tokens, int splits) {
+  return heads * choose_splits(tokens, splits) * (head_dim + 2);
+}
+
+std::string dense_decode_attention(const DecodeAttentionArgs& a, void* stream) {
+  if (a.heads <= 0 || a.kv_heads <= 0 || a.tokens <= 0 || a.head_dim <= 0) return "empty sizes";
+  if (a.heads % a.kv_heads != 0) return "heads must be a multiple of kv_heads";
+  if (a.heads / a.kv_heads > kMaxGroup) return "more than 8 query heads per KV head";
+  if (!a.q || !a.k || !a.v || !a.out || !a.workspace) return "a null pointer";
+  if (a.tokens > (std::int64_t{1} << 30)) return "too many tokens";
+  const int splits = choose_splits(a.tokens, a.splits);
+  const auto s = static_cast<cudaStream_t>(stream);
+  switch (a.type) {
+    case ElemType::kF32: return dispatch_dim<float>(a, splits, s);
+    case ElemType::kF16: return dispatch_dim<__half>(a, splits, s);
+    case ElemType::kBF16: return dispatch_dim<__nv_bfloat16>(a, splits, s);
+  }
+  return "unknown element type";
+}
+
+}  // namespace luka::cuda
