@@ -103,58 +103,67 @@ const Step& LiveCapture::step_at(std::int64_t step) const {
   return steps_[static_cast<std::size_t>(step - 1)];
 }
 
+namespace {
+
+// Head `i`'s slice of a [heads][n] array, n = size / heads.
+template <class T>
+std::vector<T> head_slice(const std::vector<T>& v, int i, std::size_t heads) {
+  const std::size_t n = v.size() / heads;
+  return std::vector<T>(v.begin() + static_cast<std::ptrdiff_t>(i * n), v.begin() + static_cast<std::ptrdiff_t>((i + 1) * n));
+}
+
+std::vector<float> head_floats(const std::vector<std::uint16_t>& v, int i, std::size_t heads) {
+  const std::size_t n = v.size() / heads;
+  std::vector<float> out(n);
+  halves_to_floats(v.data() + i * n, out.data(), n);
+  return out;
+}
+
+}  // namespace
+
+const LayerStep& LiveCapture::layer_step(std::int64_t step, int layer) const {
+  return step_at(step).layers[static_cast<std::size_t>(recorded_index(summary_.layout.layers, layer, "layer"))];
+}
+
 std::vector<float> LiveCapture::row(std::int64_t step, int layer, int head) const {
   std::lock_guard<std::mutex> lock(mu_);
-  const Step& s = step_at(step);
-  const LayerStep& ls = s.layers[recorded_index(summary_.layout.layers, layer, "layer")];
+  const LayerStep& ls = layer_step(step, layer);
   const int hi = recorded_index(summary_.layout.heads, head, "head");
   if (!summary_.layout.rows) fail("capture", "effective rows were not recorded");
-  std::vector<float> out(static_cast<std::size_t>(s.tokens));
-  halves_to_floats(ls.effective.data() + hi * s.tokens, out.data(), out.size());
-  return out;
+  return head_floats(ls.effective, hi, summary_.layout.heads.size());
 }
 
 std::vector<float> LiveCapture::dense_row(std::int64_t step, int layer, int head) const {
   std::lock_guard<std::mutex> lock(mu_);
-  const Step& s = step_at(step);
-  const LayerStep& ls = s.layers[recorded_index(summary_.layout.layers, layer, "layer")];
+  const LayerStep& ls = layer_step(step, layer);
   const int hi = recorded_index(summary_.layout.heads, head, "head");
   if (ls.dense.empty())
     fail("capture", "no dense attention at step " + std::to_string(step) + " of layer " + std::to_string(layer) + " (the dense shadow was off)");
-  std::vector<float> out(static_cast<std::size_t>(s.tokens));
-  halves_to_floats(ls.dense.data() + hi * s.tokens, out.data(), out.size());
-  return out;
+  return head_floats(ls.dense, hi, summary_.layout.heads.size());
 }
 
 std::vector<std::uint8_t> LiveCapture::cover(std::int64_t step, int layer, int head) const {
   std::lock_guard<std::mutex> lock(mu_);
-  const Step& s = step_at(step);
-  const LayerStep& ls = s.layers[recorded_index(summary_.layout.layers, layer, "layer")];
+  const LayerStep& ls = layer_step(step, layer);
   const int hi = recorded_index(summary_.layout.heads, head, "head");
   if (!summary_.layout.covers) fail("capture", "covers were not recorded");
-  return std::vector<std::uint8_t>(ls.cover.begin() + hi * s.tokens, ls.cover.begin() + (hi + 1) * s.tokens);
+  return head_slice(ls.cover, hi, summary_.layout.heads.size());
 }
 
 std::vector<std::uint8_t> LiveCapture::page_states(std::int64_t step, int layer, int head) const {
   std::lock_guard<std::mutex> lock(mu_);
-  const Step& s = step_at(step);
-  const LayerStep& ls = s.layers[recorded_index(summary_.layout.layers, layer, "layer")];
+  const LayerStep& ls = layer_step(step, layer);
   const int hi = recorded_index(summary_.layout.heads, head, "head");
   if (!summary_.layout.covers) fail("capture", "covers were not recorded");
-  const std::size_t P = ls.page_state.size() / summary_.layout.heads.size();
-  return std::vector<std::uint8_t>(ls.page_state.begin() + hi * P, ls.page_state.begin() + (hi + 1) * P);
+  return head_slice(ls.page_state, hi, summary_.layout.heads.size());
 }
 
 std::vector<float> LiveCapture::summary_mass(std::int64_t step, int layer, int head) const {
   std::lock_guard<std::mutex> lock(mu_);
-  const Step& s = step_at(step);
-  const LayerStep& ls = s.layers[recorded_index(summary_.layout.layers, layer, "layer")];
+  const LayerStep& ls = layer_step(step, layer);
   const int hi = recorded_index(summary_.layout.heads, head, "head");
   if (!summary_.layout.covers) fail("capture", "covers were not recorded");
-  const std::size_t P = ls.summary_mass.size() / summary_.layout.heads.size();
-  std::vector<float> out(P);
-  halves_to_floats(ls.summary_mass.data() + hi * P, out.data(), P);
-  return out;
+  return head_floats(ls.summary_mass, hi, summary_.layout.heads.size());
 }
 
 std::vector<PageInfo> LiveCapture::pages(int layer) const {
@@ -164,9 +173,8 @@ std::vector<PageInfo> LiveCapture::pages(int layer) const {
 
 StepMetrics LiveCapture::metrics(std::int64_t step, int layer) const {
   std::lock_guard<std::mutex> lock(mu_);
-  const Step& s = step_at(step);
-  const LayerStep& ls = s.layers[recorded_index(summary_.layout.layers, layer, "layer")];
-  return StepMetrics{ls.mode, s.tokens, ls.paged_end, ls.seconds, ls.cover_size, ls.fidelity};
+  const LayerStep& ls = layer_step(step, layer);
+  return StepMetrics{ls.mode, step_at(step).tokens, ls.paged_end, ls.seconds, ls.cover_size, ls.fidelity};
 }
 
 }  // namespace luka::capture

@@ -34,6 +34,7 @@ class LiveCapture final : public CaptureSink, public CaptureView {
 
  private:
   const Step& step_at(std::int64_t step) const;  // with the lock held
+  const LayerStep& layer_step(std::int64_t step, int layer) const;  // with the lock held
   const std::vector<std::uint16_t>& level_map(int layer_index, int level) const;
 
   mutable std::mutex mu_;

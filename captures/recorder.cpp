@@ -173,9 +173,9 @@ void CaptureRecorder::record_step(std::int64_t step, std::vector<Token> new_toke
     for (const int h : layout_.heads) out.cover_size.push_back(static_cast<std::int32_t>(ls.cover_size.at(static_cast<std::size_t>(h))));
     out.fidelity.assign(Hr * 4, std::numeric_limits<float>::quiet_NaN());
     if (ls.fidelity.defined()) {
-      const at::Tensor f = ls.fidelity.contiguous();
-      for (std::size_t j = 0; j < Hr; ++j)
-        for (int c = 0; c < 4; ++c) out.fidelity[j * 4 + c] = f[layout_.heads[j]][c].item<float>();
+      const at::Tensor f = ls.fidelity.contiguous();  // [H, 4] fp32
+      const float* fp = f.const_data_ptr<float>();
+      for (std::size_t j = 0; j < Hr; ++j) std::copy_n(fp + layout_.heads[j] * 4, 4, out.fidelity.data() + j * 4);
     }
     const at::Tensor eff = ls.effective.contiguous();
     if (layout_.rows) {

@@ -8,7 +8,6 @@
 #include <cstdio>
 #include <ctime>
 #include <optional>
-#include <set>
 #include <thread>
 #include <string>
 #include <vector>
@@ -23,6 +22,7 @@
 #include "captures/session.h"
 #include "captures/writer.h"
 #include "core/util/version.h"
+#include "core/generate/generator.h"
 #include "core/generate/sampler.h"
 #include "core/luka/luka_attention.h"
 #include "core/model/decoder.h"
@@ -70,14 +70,11 @@ int run_capture(int argc, char** argv) {
       .option("record", "SPEC", "what to record: all, maps, rows, covers, none (run only), or e.g.\n"
               "\"layers=0-3,8;heads=0,2;parts=maps,covers;map_cap=2048;map_min=64\"", "all")
       .option("deflate", "LEVEL", "compression: shuffle + deflate level 0-9, or none", "1")
-      .option("temperature", "T", "sampling temperature; 0 = greedy", "0")
-      .option("top-k", "K", "sample from the K most likely tokens; 0 = all", "0")
-      .option("top-p", "P", "sample from the smallest set of tokens with mass >= P", "1")
-      .option("seed", "S", "random seed for sampling", "0")
       .option("schedule", "SPEC", "LuKA mode changes during decoding (as for luka generate)")
       .flag("quiet", "no progress line")
       .option("dtype", "fp32|bf16", "compute dtype", "fp32")
       .option("threads", "N", "CPU threads for the model", "all cores but one while recording, else all");
+  add_sampling_options(args);
   add_luka_options(args);
   args.epilog(std::string("examples:\n"
                           "  luka capture --prompt-file assets/prompts/demo.json --preset paper --out demo.h5\n"
@@ -94,14 +91,7 @@ int run_capture(int argc, char** argv) {
   capture::RecordSpec spec = capture::RecordSpec::parse(record ? args.get("record", "all") : "all");
   if (args.has("deflate")) spec.deflate = capture::RecordSpec::parse("deflate=" + args.get("deflate")).deflate;
 
-  SamplingParams sampling;
-  sampling.temperature = static_cast<float>(args.get_double("temperature", 0.0));
-  sampling.top_k = static_cast<int>(args.get_int("top-k", 0));
-  sampling.top_p = static_cast<float>(args.get_double("top-p", 1.0));
-  sampling.seed = static_cast<std::uint64_t>(args.get_int("seed", 0));
-  if (sampling.temperature < 0) throw UsageError("--temperature must be >= 0");
-  if (sampling.top_k < 0) throw UsageError("--top-k must be >= 0");
-  if (!(sampling.top_p > 0 && sampling.top_p <= 1)) throw UsageError("--top-p must be in (0, 1]");
+  const SamplingParams sampling = sampling_options(args);
 
   const auto path = resolve_model_path(args);
   const Tokenizer tokenizer = Tokenizer::load(path);
@@ -183,11 +173,7 @@ int run_capture(int argc, char** argv) {
     recorder.emplace(*session, layout, layers);
   }
 
-  std::set<std::int32_t> stop_ids;
-  for (const std::int64_t id : model->config().eos_token_ids) stop_ids.insert(static_cast<std::int32_t>(id));
-  if (const auto im_end = tokenizer.token_id("<|im_end|>")) stop_ids.insert(*im_end);
-  if (tokenizer.config().eos_token)
-    if (const auto eos = tokenizer.token_id(*tokenizer.config().eos_token)) stop_ids.insert(*eos);
+  const std::vector<std::int32_t> stop_ids = stop_token_ids(model->config().eos_token_ids, tokenizer);
 
   using Clock = std::chrono::steady_clock;
   const auto t0 = Clock::now();
@@ -218,7 +204,7 @@ int run_capture(int argc, char** argv) {
     const std::string piece = tokenizer.token_bytes(id);
     pending.push_back({id, piece, true, -1, static_cast<float>(token_probability(l.data_ptr<float>(), l.numel(), id))});
     ++generated;
-    if (stop_ids.count(id)) break;
+    if (std::binary_search(stop_ids.begin(), stop_ids.end(), id)) break;
     text += piece;
     if (generated >= max_new) break;
     for (const ScheduleEntry& e : schedule) {

@@ -1,7 +1,6 @@
 // luka generate: streams a continuation of a prompt, then prints prefill and decode tokens/s.
 #include <cstdio>
 #include <optional>
-#include <set>
 #include <string>
 #include <vector>
 
@@ -27,14 +26,11 @@ int run_generate(int argc, char** argv) {
       .option("system", "STR", "system message (with --chat)")
       .flag("thinking", "let hybrid-thinking models think (with --chat; default: thinking off)")
       .option("max-new-tokens", "N", "stop after N generated tokens", "128")
-      .option("temperature", "T", "sampling temperature; 0 = greedy", "0")
-      .option("top-k", "K", "sample from the K most likely tokens; 0 = all", "0")
-      .option("top-p", "P", "sample from the smallest set of tokens with mass >= P", "1")
-      .option("seed", "S", "random seed for sampling", "0")
       .option("dtype", "fp32|bf16", "compute dtype", "fp32")
       .option("threads", "N", "CPU threads", "all cores")
       .option("schedule", "SPEC", "LuKA mode changes during decoding, e.g.\n"
               "\"step=10:layers=0-7:mode=clustered;step=20:layers=all:mode=dense\" (step 1 = first decode step)");
+  add_sampling_options(args);
   add_luka_options(args);
   args.epilog(std::string("Generation stops at the model's end-of-sequence tokens, <|im_end|>, or --max-new-tokens.\n\n"
                           "example:\n  luka generate --prompt \"The capital of France is\" --max-new-tokens 20\n"
@@ -46,14 +42,7 @@ int run_generate(int argc, char** argv) {
   const std::int64_t max_new = args.get_int("max-new-tokens", 128);
   if (max_new < 0 || max_new > 1000000) throw UsageError("--max-new-tokens must be in 0..1000000");
 
-  SamplingParams sampling;
-  sampling.temperature = static_cast<float>(args.get_double("temperature", 0.0));
-  sampling.top_k = static_cast<int>(args.get_int("top-k", 0));
-  sampling.top_p = static_cast<float>(args.get_double("top-p", 1.0));
-  sampling.seed = static_cast<std::uint64_t>(args.get_int("seed", 0));
-  if (sampling.temperature < 0) throw UsageError("--temperature must be >= 0");
-  if (sampling.top_k < 0) throw UsageError("--top-k must be >= 0");
-  if (!(sampling.top_p > 0 && sampling.top_p <= 1)) throw UsageError("--top-p must be in (0, 1]");
+  const SamplingParams sampling = sampling_options(args);
 
   const auto path = resolve_model_path(args);
   const Tokenizer tokenizer = Tokenizer::load(path);
@@ -91,15 +80,10 @@ int run_generate(int argc, char** argv) {
     std::fprintf(stderr, "attention: %s\n", describe_modes(*luka).c_str());
   }
 
-  std::set<std::int32_t> stop_ids;
-  for (const std::int64_t id : model->config().eos_token_ids) stop_ids.insert(static_cast<std::int32_t>(id));
-  if (const auto im_end = tokenizer.token_id("<|im_end|>")) stop_ids.insert(*im_end);
-  if (tokenizer.config().eos_token)
-    if (const auto eos = tokenizer.token_id(*tokenizer.config().eos_token)) stop_ids.insert(*eos);
   GenerateOptions gen;
   gen.max_new_tokens = static_cast<int>(max_new);
   gen.sampling = sampling;
-  gen.stop_ids.assign(stop_ids.begin(), stop_ids.end());
+  gen.stop_ids = stop_token_ids(model->config().eos_token_ids, tokenizer);
 
   StreamDecoder stream(tokenizer);
   std::int64_t generated = 0;

@@ -7,6 +7,7 @@
 
 namespace luka {
 struct LoadOptions;
+struct SamplingParams;
 }
 
 namespace luka::cli {
@@ -27,6 +28,9 @@ int run_studio(int argc, char** argv);  // built with LUKA_GUI
 std::filesystem::path resolve_model_path(const ArgParser& args);
 // --dtype (default fp32) and --threads (default: all cores), as forward and generate take them.
 LoadOptions load_options(const ArgParser& args);
+// --temperature, --top-k, --top-p, --seed: declared and read the same way by generate and capture.
+void add_sampling_options(ArgParser& args);
+SamplingParams sampling_options(const ArgParser& args);  // UsageError for out-of-range values
 // The help text line shared by every command that takes --model.
 extern const char* const kModelOptionHelp;
 extern const char* const kEnvironmentHelp;

@@ -26,6 +26,23 @@ MapView parse_map_view(const std::string& s) {
   fail("view", "unknown view '" + s + "' (effective, dense, difference)");
 }
 
+viz::HeatmapOptions map_view_options(MapView view, const std::vector<float>& values, bool log_scale, double log_min) {
+  viz::HeatmapOptions o;
+  o.causal = true;
+  if (view == MapView::kDifference) {
+    float vmax = 0;
+    for (const float v : values)
+      if (!std::isnan(v)) vmax = std::max(vmax, std::abs(v));
+    o.colormap = &viz::Colormap::get(viz::ColormapId::kBalance);
+    o.scale.kind = viz::ColorScale::kSymmetric;
+    o.scale.vmax = std::max(1e-6f, vmax);
+  } else if (log_scale) {
+    o.scale.kind = viz::ColorScale::kLog;
+    o.scale.vmin = log_min;
+  }
+  return o;
+}
+
 int default_figure_level(const capture::Layout& lay, std::int64_t max_cells) {
   if (lay.levels.empty()) return 0;
   int level = lay.levels.back();
@@ -125,23 +142,9 @@ viz::Figure figure_from_capture(const capture::CaptureView& view, int layer, int
   f.tokens = lay.prompt_tokens + steps;
   for (const capture::Token& t : view.tokens()) f.labels.push_back(t.piece);
   for (const capture::Segment& s : view.segments()) f.bands.push_back({s.begin, s.end, s.colour, s.label});
-  f.options.causal = true;
+  f.options = map_view_options(mv, f.values, log_scale);
   f.options.empty = {245, 245, 245};
-  if (mv == MapView::kDifference) {
-    float vmax = 0;
-    for (const float v : f.values)
-      if (!std::isnan(v)) vmax = std::max(vmax, std::abs(v));
-    f.options.colormap = &viz::Colormap::get(viz::ColormapId::kBalance);
-    f.options.scale.kind = viz::ColorScale::kSymmetric;
-    f.options.scale.vmax = std::max(1e-6f, vmax);
-    f.scale_label = "effective - dense";
-  } else if (log_scale) {
-    f.options.scale.kind = viz::ColorScale::kLog;
-    f.options.scale.vmin = 1e-4;
-    f.scale_label = "attention (log10)";
-  } else {
-    f.scale_label = "attention";
-  }
+  f.scale_label = mv == MapView::kDifference ? "effective - dense" : log_scale ? "attention (log10)" : "attention";
   const std::string model = std::filesystem::path(sum.manifest.model_path).filename().string();
   char title[512];
   const char* what = mv == MapView::kEffective ? "effective attention" : mv == MapView::kDense ? "dense attention (shadow)" : "effective − dense";

@@ -38,6 +38,10 @@ viz::Figure figure_from_capture(const capture::CaptureView& view, int layer, int
 viz::GridFigure grid_from_capture(const capture::CaptureView& view, bool heads, int layer, int head, std::int64_t steps, bool log_scale,
                                   MapView map_view = MapView::kEffective);
 
+// Colours for a view of `values`: ember on a log (from log_min) or linear 0..1 scale, or for the
+// difference view balance on a symmetric scale as wide as the largest |value|. Causal mask on.
+viz::HeatmapOptions map_view_options(MapView view, const std::vector<float>& values, bool log_scale, double log_min = 1e-4);
+
 // The finest stored level of at most `max_cells` cells per side.
 int default_figure_level(const capture::Layout& layout, std::int64_t max_cells = 1024);
 

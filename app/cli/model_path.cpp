@@ -3,6 +3,7 @@
 
 #include "app/cli/args.h"
 #include "app/cli/commands.h"
+#include "core/generate/sampler.h"
 #include "core/model/model.h"
 
 namespace luka::cli {
@@ -21,6 +22,25 @@ std::filesystem::path resolve_model_path(const ArgParser& args) {
   const std::filesystem::path fallback = std::filesystem::path(LUKA_SOURCE_DIR) / "models" / "default";
   if (std::filesystem::exists(fallback)) return fallback;
   throw UsageError("no model given: pass --model PATH or set LUKA_MODEL (scripts/setup.sh installs a default model)");
+}
+
+void add_sampling_options(ArgParser& args) {
+  args.option("temperature", "T", "sampling temperature; 0 = greedy", "0")
+      .option("top-k", "K", "sample from the K most likely tokens; 0 = all", "0")
+      .option("top-p", "P", "sample from the smallest set of tokens with mass >= P", "1")
+      .option("seed", "S", "random seed for sampling", "0");
+}
+
+SamplingParams sampling_options(const ArgParser& args) {
+  SamplingParams sampling;
+  sampling.temperature = static_cast<float>(args.get_double("temperature", 0.0));
+  sampling.top_k = static_cast<int>(args.get_int("top-k", 0));
+  sampling.top_p = static_cast<float>(args.get_double("top-p", 1.0));
+  sampling.seed = static_cast<std::uint64_t>(args.get_int("seed", 0));
+  if (sampling.temperature < 0) throw UsageError("--temperature must be >= 0");
+  if (sampling.top_k < 0) throw UsageError("--top-k must be >= 0");
+  if (!(sampling.top_p > 0 && sampling.top_p <= 1)) throw UsageError("--top-p must be in (0, 1]");
+  return sampling;
 }
 
 LoadOptions load_options(const ArgParser& args) {

@@ -58,23 +58,11 @@ void MapFetcher::run() {
     try {
       const auto kind = static_cast<cli::MapView>(r.kind);
       const cli::FullWindow w = cli::full_window(*r.view, r.layer, r.head, r.level, r.steps, kind, r.r0, r.c0, r.rows, r.cols);
-      viz::HeatmapOptions o;
-      o.causal = true;
+      viz::HeatmapOptions o = cli::map_view_options(kind, w.values, r.log, r.log_min);
       o.row0 = w.row0;
       o.col0 = w.col0;
       o.empty = {24, 24, 28};
-      if (kind == cli::MapView::kDifference) {
-        float vmax = 0;
-        for (const float v : w.values)
-          if (!std::isnan(v)) vmax = std::max(vmax, std::abs(v));
-        o.colormap = &viz::Colormap::get(viz::ColormapId::kBalance);
-        o.scale.kind = viz::ColorScale::kSymmetric;
-        o.scale.vmax = std::max(1e-6f, vmax);
-        out.diff_max = static_cast<float>(o.scale.vmax);
-      } else if (r.log) {
-        o.scale.kind = viz::ColorScale::kLog;
-        o.scale.vmin = r.log_min;
-      }
+      out.diff_max = static_cast<float>(o.scale.vmax);
       if (w.rows > 0 && w.cols > 0)
         out.image = viz::render_heatmap(w.values.data(), w.rows, w.cols, static_cast<int>(w.cols), static_cast<int>(w.rows), o);
       out.values = w.values;

@@ -35,23 +35,31 @@ std::string printable(const std::string& piece) {
 
 }  // namespace
 
-void export_figure(UiState& ui, const std::filesystem::path& path) {
-  const auto view = ui.session.view();
+namespace {
+
+// Writes what the map shows — one layer and head, or the head grid / layer strip — as a figure;
+// returns "wrote PATH" or the error. Safe on any thread: it takes its inputs by value.
+std::string write_view_figure(std::shared_ptr<const capture::CaptureView> view, int layer, int head, int kind, int mode, bool log,
+                              const std::filesystem::path& path) {
   try {
     if (!view) fail("export", "nothing to export: run a prompt or open a capture");
-    const capture::Layout lay = view->summary().layout;
-    const auto map_view = static_cast<cli::MapView>(ui.heatmap.view);
-    const std::int64_t steps = view->summary().complete_steps;
-    if (ui.heatmap.mode != 0)
-      viz::write_grid_figure(cli::grid_from_capture(*view, ui.heatmap.mode == 1, ui.layer, ui.head, steps, ui.heatmap.log_scale, map_view),
-                             path);
+    const capture::Summary sum = view->summary();
+    const auto mv = static_cast<cli::MapView>(kind);
+    if (mode != 0)
+      viz::write_grid_figure(cli::grid_from_capture(*view, mode == 1, layer, head, sum.complete_steps, log, mv), path);
     else
-      viz::write_figure(
-          cli::figure_from_capture(*view, ui.layer, ui.head, cli::default_figure_level(lay), steps, ui.heatmap.log_scale, map_view), path);
-    ui.notice = "wrote " + path.string();
+      viz::write_figure(cli::figure_from_capture(*view, layer, head, cli::default_figure_level(sum.layout), sum.complete_steps, log, mv),
+                        path);
+    return "wrote " + path.string();
   } catch (const std::exception& e) {
-    ui.notice = e.what();
+    return e.what();
   }
+}
+
+}  // namespace
+
+void export_figure(UiState& ui, const std::filesystem::path& path) {
+  ui.notice = write_view_figure(ui.session.view(), ui.layer, ui.head, ui.heatmap.view, ui.heatmap.mode, ui.heatmap.log_scale, path);
 }
 
 namespace {
@@ -60,24 +68,28 @@ namespace {
 void export_in_background(UiState& ui, const std::filesystem::path& path) {
   if (ui.export_job.valid()) return;  // one at a time
   ui.notice = "writing " + path.string() + "...";
-  const auto view = ui.session.view();
-  const int layer = ui.layer, head = ui.head, kind = ui.heatmap.view, mode = ui.heatmap.mode;
-  const bool log = ui.heatmap.log_scale;
-  ui.export_job = std::async(std::launch::async, [view, layer, head, kind, mode, log, path]() -> std::string {
-    try {
-      if (!view) fail("export", "nothing to export: run a prompt or open a capture");
-      const capture::Summary sum = view->summary();
-      const auto mv = static_cast<cli::MapView>(kind);
-      if (mode != 0)  // the head grid or layer strip on screen
-        viz::write_grid_figure(cli::grid_from_capture(*view, mode == 1, layer, head, sum.complete_steps, log, mv), path);
-      else
-        viz::write_figure(cli::figure_from_capture(*view, layer, head, cli::default_figure_level(sum.layout), sum.complete_steps, log, mv),
-                          path);
-      return "wrote " + path.string();
-    } catch (const std::exception& e) {
-      return e.what();
+  ui.export_job = std::async(std::launch::async, write_view_figure, ui.session.view(), ui.layer, ui.head, ui.heatmap.view, ui.heatmap.mode,
+                             ui.heatmap.log_scale, path);
+}
+
+// The figure path, Export PNG / SVG / PDF buttons, and the outcome of the last export.
+void export_row(UiState& ui) {
+  ImGui::SetNextItemWidth(260);
+  ImGui::InputText("##figure", &ui.figure_path);
+  for (const char* ext : {".png", ".svg", ".pdf"}) {
+    ImGui::SameLine();
+    if (ImGui::Button((std::string("Export ") + (ext + 1)).c_str())) {
+      std::filesystem::path p = ui.figure_path;
+      p.replace_extension(ext);
+      export_in_background(ui, p);
     }
-  });
+  }
+  if (ui.export_job.valid() && ui.export_job.wait_for(std::chrono::seconds(0)) == std::future_status::ready)
+    ui.notice = ui.export_job.get();
+  if (!ui.notice.empty()) {
+    ImGui::SameLine();
+    ImGui::TextUnformatted(ui.notice.c_str());
+  }
 }
 
 }  // namespace
@@ -120,23 +132,7 @@ void draw_heatmap_panel(UiState& ui) {
   ImGui::SameLine();
   ImGui::RadioButton("layers", &hv.mode, 2);
   if (hv.mode != 0) {
-    // Export the small multiples as one figure.
-    ImGui::SetNextItemWidth(260);
-    ImGui::InputText("##gridfigure", &ui.figure_path);
-    for (const char* ext : {".png", ".svg", ".pdf"}) {
-      ImGui::SameLine();
-      if (ImGui::Button((std::string("Export ") + (ext + 1)).c_str())) {
-        std::filesystem::path p = ui.figure_path;
-        p.replace_extension(ext);
-        export_in_background(ui, p);
-      }
-    }
-    if (ui.export_job.valid() && ui.export_job.wait_for(std::chrono::seconds(0)) == std::future_status::ready)
-      ui.notice = ui.export_job.get();
-    if (!ui.notice.empty()) {
-      ImGui::SameLine();
-      ImGui::TextUnformatted(ui.notice.c_str());
-    }
+    export_row(ui);  // the small multiples as one figure
     draw_thumbnails(ui, *view, hv.mode == 1);
     return;
   }
@@ -333,23 +329,7 @@ void draw_heatmap_panel(UiState& ui) {
   ImGui::Text("%s  |  layer %d head %d  %s  level %d (%.0f tokens/cell)  %s", scale_text, ui.layer, ui.head, cli::to_string(map_view), level,
               cell, hv.error.c_str());
 
-  // Export the current layer and head as a figure (the same figure `luka export` draws).
-  ImGui::SetNextItemWidth(260);
-  ImGui::InputText("##figure", &ui.figure_path);
-  for (const char* ext : {".png", ".svg", ".pdf"}) {
-    ImGui::SameLine();
-    if (ImGui::Button((std::string("Export ") + (ext + 1)).c_str())) {
-      std::filesystem::path p = ui.figure_path;
-      p.replace_extension(ext);
-      export_in_background(ui, p);
-    }
-  }
-  if (ui.export_job.valid() && ui.export_job.wait_for(std::chrono::seconds(0)) == std::future_status::ready)
-    ui.notice = ui.export_job.get();
-  if (!ui.notice.empty()) {
-    ImGui::SameLine();
-    ImGui::TextUnformatted(ui.notice.c_str());
-  }
+  export_row(ui);  // the current layer and head (the same figure `luka export` draws)
 }
 
 }  // namespace luka::studio

@@ -42,20 +42,8 @@ void draw_thumbnails(UiState& ui, const capture::CaptureView& view, bool heads) 
         try {
           const int layer = heads ? fixed : item, head = heads ? item : fixed;
           const cli::FullWindow w = cli::full_window(*shared, layer, head, level, steps, map_view, 0, 0, 1 << 30, 1 << 30);
-          viz::HeatmapOptions o;
-          o.causal = true;
+          viz::HeatmapOptions o = cli::map_view_options(map_view, w.values, log, log_min);
           o.empty = {24, 24, 28};
-          if (map_view == cli::MapView::kDifference) {
-            float vmax = 0;
-            for (const float v : w.values)
-              if (!std::isnan(v)) vmax = std::max(vmax, std::abs(v));
-            o.colormap = &viz::Colormap::get(viz::ColormapId::kBalance);
-            o.scale.kind = viz::ColorScale::kSymmetric;
-            o.scale.vmax = std::max(1e-6f, vmax);
-          } else if (log) {
-            o.scale.kind = viz::ColorScale::kLog;
-            o.scale.vmin = log_min;
-          }
           img = viz::render_heatmap(w.values.data(), w.rows, w.cols, static_cast<int>(w.cols), static_cast<int>(w.rows), o);
         } catch (const std::exception&) {
         }

@@ -3,7 +3,6 @@
 
 #include <algorithm>
 #include <chrono>
-#include <set>
 
 #include <ATen/ATen.h>
 
@@ -12,6 +11,7 @@
 #include "captures/reader.h"
 #include "captures/recorder.h"
 #include "captures/session.h"
+#include "core/generate/generator.h"
 #include "core/generate/sampler.h"
 #include "core/luka/luka_attention.h"
 #include "core/model/decoder.h"
@@ -295,9 +295,7 @@ void Session::run_job(RunRequest r) {
     status_.message = "prefill of " + std::to_string(n) + " tokens";
   }
 
-  std::set<std::int32_t> stop_ids;
-  for (const std::int64_t id : model.config().eos_token_ids) stop_ids.insert(static_cast<std::int32_t>(id));
-  if (const auto im_end = tok.token_id("<|im_end|>")) stop_ids.insert(*im_end);
+  const std::vector<std::int32_t> stop_ids = stop_token_ids(model.config().eos_token_ids, tok);
   recorder.start_prefill();
   at::Tensor logits = decoder.prefill(prompt.ids);
   recorder.end_prefill();
@@ -309,7 +307,7 @@ void Session::run_job(RunRequest r) {
     const std::int32_t id = sampler.sample(l.data_ptr<float>(), l.numel());
     const std::string piece = tok.token_bytes(id);
     pending.push_back({id, piece, true, -1, static_cast<float>(token_probability(l.data_ptr<float>(), l.numel(), id))});
-    if (stop_ids.count(id) || generated >= r.max_new_tokens || stop_) break;
+    if (std::binary_search(stop_ids.begin(), stop_ids.end(), id) || generated >= r.max_new_tokens || stop_) break;
     {
       std::lock_guard<std::mutex> lock(mu_);
       output_ += piece;

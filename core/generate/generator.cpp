@@ -2,8 +2,10 @@
 
 #include <algorithm>
 #include <chrono>
+#include <set>
 
 #include "core/model/decoder.h"
+#include "core/tokenizer/tokenizer.h"
 #include "core/util/error.h"
 
 namespace luka {
@@ -15,6 +17,15 @@ const char* to_string(StopReason reason) {
     case StopReason::kCallback: return "callback";
   }
   return "?";
+}
+
+std::vector<std::int32_t> stop_token_ids(const std::vector<std::int64_t>& model_eos_ids, const Tokenizer& tokenizer) {
+  std::set<std::int32_t> ids;
+  for (const std::int64_t id : model_eos_ids) ids.insert(static_cast<std::int32_t>(id));
+  if (const auto im_end = tokenizer.token_id("<|im_end|>")) ids.insert(*im_end);
+  if (tokenizer.config().eos_token)
+    if (const auto eos = tokenizer.token_id(*tokenizer.config().eos_token)) ids.insert(*eos);
+  return {ids.begin(), ids.end()};
 }
 
 GenerateResult generate(Decoder& decoder, const std::vector<std::int32_t>& prompt, const GenerateOptions& options,

@@ -11,6 +11,7 @@
 namespace luka {
 
 class Decoder;
+class Tokenizer;
 
 enum class StopReason { kStopToken, kMaxTokens, kCallback };
 const char* to_string(StopReason reason);  // "stop_token", "max_tokens", "callback"
@@ -31,6 +32,10 @@ struct GenerateResult {
   double decode_seconds = 0;      // all decode() steps
   std::int64_t decode_steps = 0;  // decode() calls, for tokens/s = decode_steps / decode_seconds
 };
+
+// The ids that end a generation: the model config's EOS ids, <|im_end|> when the tokenizer has
+// it, and the tokenizer config's eos_token; ascending, without repeats.
+std::vector<std::int32_t> stop_token_ids(const std::vector<std::int64_t>& model_eos_ids, const Tokenizer& tokenizer);
 
 // Called for each new token (not for the stop token); return false to stop.
 using TokenCallback = std::function<bool(std::int32_t id)>;

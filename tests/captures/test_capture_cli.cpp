@@ -20,6 +20,7 @@
 #include <nlohmann/json.hpp>
 
 #include "captures/reader.h"
+#include "tests/process_util.h"
 #include "viz/png.h"
 #include "core/util/error.h"
 
@@ -32,41 +33,13 @@ const fs::path kRoot = LUKA_SOURCE_DIR;
 const fs::path kModel = kRoot / "models" / "default";
 const fs::path kPython = kRoot / ".venv" / "bin" / "python";
 
-struct RunResult {
-  int exit_code = -1;
-  std::string out, err;
-};
+using luka::test::read_file;
+using luka::test::RunResult;
 
-fs::path work_dir() {
-  const fs::path d = fs::path(LUKA_TEST_WORK) / "capture_cli" / ::testing::UnitTest::GetInstance()->current_test_info()->name();
-  fs::create_directories(d);
-  return d;
-}
-
-std::string read_file(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
-std::string quote(const std::string& s) {
-  std::string q = "'";
-  for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return q + "'";
-}
+fs::path work_dir() { return luka::test::test_dir("capture_cli"); }
 
 RunResult run(const std::string& program, const std::vector<std::string>& args) {
-  const fs::path d = work_dir();
-  std::string cmd = "env -u LUKA_MODEL " + quote(program);
-  for (const auto& a : args) cmd += " " + quote(a);
-  cmd += " < /dev/null > " + quote((d / "out.txt").string()) + " 2> " + quote((d / "err.txt").string());
-  const int status = std::system(cmd.c_str());
-  RunResult r;
-  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  r.out = read_file(d / "out.txt");
-  r.err = read_file(d / "err.txt");
-  return r;
+  return luka::test::run_program(program, args, work_dir());
 }
 
 RunResult luka(const std::vector<std::string>& args) { return run(LUKA_CLI_PATH, args); }

@@ -11,6 +11,7 @@
 #include <set>
 #include <sstream>
 
+#include "tests/process_util.h"
 #include "viz/colormap.h"
 #include "viz/png.h"
 
@@ -21,30 +22,12 @@ namespace {
 const fs::path kRoot = LUKA_SOURCE_DIR;
 const fs::path kModel = kRoot / "models" / "default";
 
-struct RunResult {
-  int exit_code = -1;
-  std::string out, err;
-};
+using luka::test::read_file;
+using luka::test::RunResult;
 
-fs::path work_dir() {
-  const fs::path d = fs::path(LUKA_TEST_WORK) / "studio" / ::testing::UnitTest::GetInstance()->current_test_info()->name();
-  fs::create_directories(d);
-  return d;
-}
+fs::path work_dir() { return luka::test::test_dir("studio"); }
 
-std::string read_file(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
-RunResult sh(const std::string& command) {
-  const fs::path d = work_dir();
-  const std::string cmd = command + " < /dev/null > '" + (d / "out.txt").string() + "' 2> '" + (d / "err.txt").string() + "'";
-  const int status = std::system(cmd.c_str());
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, read_file(d / "out.txt"), read_file(d / "err.txt")};
-}
+RunResult sh(const std::string& command) { return luka::test::run_shell(command, work_dir()); }
 
 bool have_xvfb() { return std::system("command -v xvfb-run > /dev/null 2>&1") == 0; }
 

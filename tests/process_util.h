@@ -1,0 +1,56 @@
+// Running the `luka` executable (or any command) from tests: a per-test work folder, shell
+// quoting, and the exit code, standard output and standard error of a run.
+#pragma once
+
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+namespace luka::test {
+
+struct RunResult {
+  int exit_code = -1;  // -1 when the process did not exit normally (a signal)
+  std::string out, err;
+};
+
+// LUKA_TEST_WORK/<suite>/<current test name>, created.
+inline std::filesystem::path test_dir(const std::string& suite) {
+  const auto d = std::filesystem::path(LUKA_TEST_WORK) / suite / ::testing::UnitTest::GetInstance()->current_test_info()->name();
+  std::filesystem::create_directories(d);
+  return d;
+}
+
+inline std::string read_file(const std::filesystem::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+inline std::string quote(const std::string& s) {
+  std::string q = "'";
+  for (const char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return q + "'";
+}
+
+// Runs a shell command line with no standard input; its outputs go through files in `dir`.
+inline RunResult run_shell(const std::string& command, const std::filesystem::path& dir) {
+  const std::string cmd = command + " < /dev/null > " + quote((dir / "out.txt").string()) + " 2> " + quote((dir / "err.txt").string());
+  const int status = std::system(cmd.c_str());
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, read_file(dir / "out.txt"), read_file(dir / "err.txt")};
+}
+
+// Runs `program args...` with LUKA_MODEL unset.
+inline RunResult run_program(const std::string& program, const std::vector<std::string>& args, const std::filesystem::path& dir) {
+  std::string cmd = "env -u LUKA_MODEL " + quote(program);
+  for (const auto& a : args) cmd += " " + quote(a);
+  return run_shell(cmd, dir);
+}
+
+}  // namespace luka::test
