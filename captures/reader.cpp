@@ -235,9 +235,15 @@ std::vector<float> CaptureFile::half_row(const std::string& name, std::int64_t s
 std::vector<float> CaptureFile::row(std::int64_t step, int layer, int head) const { return half_row("effective", step, layer, head); }
 
 std::vector<float> CaptureFile::dense_row(std::int64_t step, int layer, int head) const {
-  const StepMetrics m = metrics(step, layer);
+  std::lock_guard<std::recursive_mutex> lock(h5::lock());
+  step_tokens(step);
+  recorded_index(summary_.layout.layers, layer, "layer");
   const int hi = recorded_index(summary_.layout.heads, head, "head");
-  if (std::isnan(m.fidelity.at(static_cast<std::size_t>(hi) * 4)) || !h5::exists(file_, layer_path("decode", layer) + "/dense"))
+  // The shadow ran at this step for this head when its KL is a number.
+  float kl = std::numeric_limits<float>::quiet_NaN();
+  h5::read(dataset(layer_path("decode", layer) + "/fidelity"), H5T_NATIVE_FLOAT,
+           {static_cast<hsize_t>(step - 1), static_cast<hsize_t>(hi), 0}, {1, 1, 1}, &kl, name_);
+  if (std::isnan(kl) || !h5::exists(file_, layer_path("decode", layer) + "/dense"))
     fail(name_, "no dense attention at step " + std::to_string(step) + " of layer " + std::to_string(layer) + " (the dense shadow was off)");
   return half_row("dense", step, layer, head);
 }
