@@ -1,8 +1,6 @@
 #include "kernels/cuda/decode_attention.h"
 
-#include <cuda_bf16.h>
-#include <cuda_fp16.h>
-#include <cuda_runtime.h>
+#include "kernels/cuda/common.cuh"
 
 #include <algorithm>
 #include <cfloat>
@@ -15,22 +13,9 @@ constexpr int kMaxGroup = 8;       // query heads per KV head
 constexpr int kTokensPerSplit = 256;
 constexpr int kMaxSplits = 64;
 
-__device__ inline float to_float(float x) { return x; }
-__device__ inline float to_float(__half x) { return __half2float(x); }
-__device__ inline float to_float(__nv_bfloat16 x) { return __bfloat162float(x); }
-template <class T>
-__device__ inline T from_float(float x);
-template <>
-__device__ inline float from_float<float>(float x) { return x; }
-template <>
-__device__ inline __half from_float<__half>(float x) { return __float2half_rn(x); }
-template <>
-__device__ inline __nv_bfloat16 from_float<__nv_bfloat16>(float x) { return __float2bfloat16_rn(x); }
-
-__device__ inline float warp_sum(float x) {
-  for (int o = 16; o > 0; o >>= 1) x += __shfl_xor_sync(0xffffffffu, x, o);
-  return x;
-}
+using detail::from_float;
+using detail::to_float;
+using detail::warp_sum;
 
 // Block (kv head, split): the G query heads of the KV head over tokens [t0, t1). Each warp takes
 // every kWarps-th token; lane l holds dims l, l+32, ... (PER = D / 32 of them). Each warp keeps
@@ -38,8 +23,8 @@ __device__ inline float warp_sum(float x) {
 // merged through shared memory and the split's partials (m, l, acc[D]) go to the workspace.
 template <class T, int PER>
 __global__ void split_kernel(const T* __restrict__ q, const T* __restrict__ k, const T* __restrict__ v, float* __restrict__ ws,
-                             int heads, int group, int tokens, int splits, long long head_stride, long long token_stride,
-                             float scale) {
+                             float* __restrict__ logits, int heads, int group, int tokens, int splits, long long head_stride,
+                             long long token_stride, float scale) {
   constexpr int D = PER * 32;
   const int kv = blockIdx.x, split = blockIdx.y;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
@@ -67,6 +52,7 @@ __global__ void split_kernel(const T* __restrict__ q, const T* __restrict__ k, c
       float s = 0.f;
       for (int i = 0; i < PER; ++i) s += qr[g][i] * kr[i];
       s = warp_sum(s);
+      if (logits && lane == 0) logits[static_cast<long long>(kv * group + g) * tokens + t] = s;
       const float mn = fmaxf(m[g], s);
       const float corr = __expf(m[g] - mn), p = __expf(s - mn);
       l[g] = l[g] * corr + p;
@@ -108,11 +94,18 @@ __global__ void split_kernel(const T* __restrict__ q, const T* __restrict__ k, c
 
 // Block h: merges the splits of query head h and writes out[h, :].
 template <class T>
-__global__ void combine_kernel(const float* __restrict__ ws, T* __restrict__ out, int splits, int D) {
+__global__ void combine_kernel(const float* __restrict__ ws, T* __restrict__ out, float* __restrict__ norm, int splits, int D) {
   const int h = blockIdx.x;
   const float* base = ws + static_cast<long long>(h) * splits * (D + 2);
   float M = -FLT_MAX;
   for (int s = 0; s < splits; ++s) M = fmaxf(M, base[s * (D + 2)]);
+  if (norm && threadIdx.x == 0) {
+    float L = 0.f;
+    for (int s = 0; s < splits; ++s)
+      if (base[s * (D + 2) + 1] != 0.f) L += base[s * (D + 2) + 1] * __expf(base[s * (D + 2)] - M);
+    norm[2 * h] = M;
+    norm[2 * h + 1] = 1.f / L;
+  }
   for (int d = threadIdx.x; d < D; d += blockDim.x) {
     float L = 0.f, acc = 0.f;
     for (int s = 0; s < splits; ++s) {
@@ -137,10 +130,10 @@ std::string launch(const DecodeAttentionArgs& a, int splits, cudaStream_t stream
   const int group = static_cast<int>(a.heads / a.kv_heads);
   dim3 grid(static_cast<unsigned>(a.kv_heads), static_cast<unsigned>(splits));
   split_kernel<T, PER><<<grid, kWarps * 32, 0, stream>>>(static_cast<const T*>(a.q), static_cast<const T*>(a.k),
-                                                         static_cast<const T*>(a.v), a.workspace, static_cast<int>(a.heads),
+                                                         static_cast<const T*>(a.v), a.workspace, a.logits, static_cast<int>(a.heads),
                                                          group, static_cast<int>(a.tokens), splits, a.head_stride,
                                                          a.token_stride, a.scale);
-  combine_kernel<T><<<static_cast<unsigned>(a.heads), 128, 0, stream>>>(a.workspace, static_cast<T*>(a.out), splits,
+  combine_kernel<T><<<static_cast<unsigned>(a.heads), 128, 0, stream>>>(a.workspace, static_cast<T*>(a.out), a.norm, splits,
                                                                        static_cast<int>(a.head_dim));
   const cudaError_t err = cudaGetLastError();
   return err == cudaSuccess ? std::string() : std::string(cudaGetErrorString(err));

@@ -22,6 +22,10 @@ struct DecodeAttentionArgs {
   float scale = 1.0f;
   int splits = 0;                   // 0: chosen from the length (about 256 tokens each, at most 64)
   float* workspace = nullptr;       // decode_attention_workspace_floats(...) floats of device memory
+  // Optional outputs for LuKA's dense mode: the logits s·q·k [H, tokens] and, per head, the
+  // softmax's (max, 1 / sum) [H, 2], from which luka_decode.h's accumulation rebuilds the row.
+  float* logits = nullptr;
+  float* norm = nullptr;
 };
 
 // Floats of workspace the call needs for these sizes and splits (0 = automatic).

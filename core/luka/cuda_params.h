@@ -1,0 +1,59 @@
+// LayerConfig → the GPU kernels' LayerParams (kernels/cuda/luka_layer.h). Only built with CUDA.
+// The CPU-only experiment switches (oracle summary logits, the dense shadow, lined sparse
+// prefill) have no GPU counterpart; to_cuda_params names the first one set.
+#pragma once
+
+#include <string>
+
+#include "core/luka/config.h"
+#include "kernels/cuda/luka_layer.h"
+
+namespace luka {
+
+inline cuda::Share to_cuda(Selection s) {
+  return s == Selection::kPerHead ? cuda::Share::kHead : s == Selection::kPerGroup ? cuda::Share::kGroup : cuda::Share::kLayer;
+}
+
+// Fills *out; returns "" or what the GPU path does not offer for this layer.
+inline std::string to_cuda_params(const LayerConfig& c, cuda::LayerParams* out) {
+  cuda::LayerParams p;
+  p.mode = c.mode == AttentionMode::kDense ? cuda::Mode::kDense
+           : c.mode == AttentionMode::kLined ? cuda::Mode::kLined
+                                             : cuda::Mode::kClustered;
+  p.window = c.lined.window;
+  p.window_frac = c.lined.window_frac;
+  p.rho = c.lined.rho;
+  p.lined_share = to_cuda(c.lined.selection);
+  p.decay = static_cast<float>(c.lined.decay);
+  const ClusteredConfig& k = c.clustered;
+  p.page_size = k.page_size;
+  p.tail = k.tail;
+  p.interval = k.interval;
+  p.compressor = k.compressor == Compressor::kMean                ? cuda::Compressor::kMean
+                 : k.compressor == Compressor::kAttentionWeighted ? cuda::Compressor::kAttentionWeighted
+                                                                  : cuda::Compressor::kRandom;
+  p.tau = static_cast<float>(k.tau);
+  p.seed = k.seed;
+  p.zero_v = k.zero_v;
+  p.bias = k.bias == SummaryBias::kNone    ? cuda::SummaryBias::kNone
+           : k.bias == SummaryBias::kFixed ? cuda::SummaryBias::kFixed
+                                           : cuda::SummaryBias::kAdaptive;
+  p.rule = k.rule == RefineRule::kThreshold ? cuda::Rule::kThreshold
+           : k.rule == RefineRule::kTopK    ? cuda::Rule::kTopK
+           : k.rule == RefineRule::kTopFrac ? cuda::Rule::kTopFrac
+                                            : cuda::Rule::kTopP;
+  p.epsilon = k.epsilon;
+  p.top_k = static_cast<int>(k.top_k);
+  p.top_frac = k.top_frac;
+  p.top_p = k.top_p;
+  p.always_refine_first = static_cast<int>(k.always_refine_first);
+  p.share = to_cuda(k.selection);
+  p.math = k.math == RefineMath::kExact ? cuda::Math::kExact : cuda::Math::kMassPreserving;
+  *out = p;
+  if (c.dense_shadow) return "the dense shadow runs on the CPU path only";
+  if (c.mode == AttentionMode::kLined && c.lined.sparse_prefill) return "lined sparse_prefill runs on the CPU path only";
+  if (k.page_size > cuda::kMaxPageTokens) return "pages above 1024 tokens run on the CPU path only";
+  return {};
+}
+
+}  // namespace luka

@@ -1,0 +1,238 @@
+#include "kernels/cuda/luka_layer.h"
+
+#include <algorithm>
+#include <cmath>
+#include <tuple>
+
+#include "kernels/cuda/common.cuh"
+
+namespace luka::cuda {
+namespace {
+
+std::string api(cudaError_t e, const char* what) {
+  return e == cudaSuccess ? std::string() : std::string(what) + ": " + cudaGetErrorString(e);
+}
+
+std::size_t elem_size(ElemType t) { return t == ElemType::kF32 ? 4 : 2; }
+
+std::int64_t grown(std::int64_t need, std::int64_t have) { return std::max({need, 2 * have, std::int64_t{64}}); }
+
+// Replaces *ptr ([rows, old_ld] elements of `size` bytes) by a zeroed [rows, new_ld] buffer
+// holding the old rows, stream-ordered.
+template <class P>
+std::string regrow(P** ptr, std::int64_t rows, std::int64_t old_ld, std::int64_t new_ld, std::size_t size, cudaStream_t s) {
+  void* fresh = nullptr;
+  const std::size_t bytes = static_cast<std::size_t>(rows * new_ld) * size;
+  if (std::string e = api(cudaMallocAsync(&fresh, bytes, s), "cudaMallocAsync"); !e.empty()) return e;
+  if (std::string e = api(cudaMemsetAsync(fresh, 0, bytes, s), "cudaMemsetAsync"); !e.empty()) return e;
+  if (*ptr && old_ld > 0) {
+    if (std::string e = api(cudaMemcpy2DAsync(fresh, new_ld * size, *ptr, old_ld * size, old_ld * size, rows,
+                                              cudaMemcpyDeviceToDevice, s),
+                            "cudaMemcpy2DAsync");
+        !e.empty())
+      return e;
+    if (std::string e = api(cudaFreeAsync(*ptr, s), "cudaFreeAsync"); !e.empty()) return e;
+  }
+  *ptr = static_cast<P*>(fresh);
+  return {};
+}
+
+// page_start[first + 1 + i] = start + (i + 1) · size for the i-th new page.
+__global__ void append_starts_kernel(int* page_start, int first, int count, int start, int size) {
+  const int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < count) page_start[first + 1 + i] = start + (i + 1) * size;
+}
+
+}  // namespace
+
+LayerState::LayerState(int layer, std::int64_t heads, std::int64_t kv_heads, std::int64_t head_dim, ElemType summary_type)
+    : layer_(layer), H_(heads), KV_(kv_heads), D_(head_dim), summary_type_(summary_type) {}
+
+LayerState::~LayerState() {
+  for (void* p : {static_cast<void*>(importance_), static_cast<void*>(h2o_), static_cast<void*>(spread_),
+                  static_cast<void*>(sum_bias_), sum_k_, sum_v_, static_cast<void*>(page_start_), workspace_})
+    if (p) cudaFree(p);
+}
+
+std::int64_t LayerState::window(std::int64_t T) const {
+  const std::int64_t w = params_.window_frac > 0 ? static_cast<std::int64_t>(std::ceil(params_.window_frac * T)) : params_.window;
+  return std::min(T, w);
+}
+
+std::int64_t LayerState::heavy_count(std::int64_t T) const {
+  return std::min<std::int64_t>(T - window(T), static_cast<std::int64_t>(std::ceil(params_.rho * T - 1e-9)));
+}
+
+std::int64_t LayerState::max_refined(std::int64_t T) const {
+  ClusteredDecodeArgs a;
+  a.c.heads = H_;
+  a.c.kv.kv_heads = KV_;
+  a.c.kv.head_dim = D_;
+  a.c.kv.tokens = T;
+  a.s.pages = static_cast<std::int64_t>(pages_.size());
+  a.s.paged_end = paged_end();
+  a.rule = params_.rule;
+  a.top_k = params_.top_k;
+  a.top_frac = params_.top_frac;
+  a.always_refine_first = params_.always_refine_first;
+  return clustered_max_refined(a);
+}
+
+std::string LayerState::grow_tokens(std::int64_t tokens, void* stream) {
+  if (tokens <= cap_) return {};
+  const auto s = static_cast<cudaStream_t>(stream);
+  const std::int64_t n = grown(tokens, cap_);
+  if (std::string e = regrow(&importance_, KV_, cap_, n, 4, s); !e.empty()) return e;
+  if (std::string e = regrow(&h2o_, H_, cap_, n, 4, s); !e.empty()) return e;
+  if (std::string e = regrow(&spread_, KV_, cap_, n, 4, s); !e.empty()) return e;
+  cap_ = n;
+  return {};
+}
+
+std::string LayerState::grow_pages(std::int64_t pages, void* stream) {
+  if (pages <= pcap_ && page_start_) return {};
+  const auto s = static_cast<cudaStream_t>(stream);
+  const std::int64_t n = grown(pages, pcap_);
+  const std::size_t es = elem_size(summary_type_);
+  // Summaries [KV, pcap, D]: rows are (g), a row holds pcap·D elements.
+  if (std::string e = regrow(&sum_k_, KV_, pcap_ * D_, n * D_, es, s); !e.empty()) return e;
+  if (std::string e = regrow(&sum_v_, KV_, pcap_ * D_, n * D_, es, s); !e.empty()) return e;
+  if (std::string e = regrow(&sum_bias_, KV_, pcap_, n, 4, s); !e.empty()) return e;
+  if (std::string e = regrow(&page_start_, 1, pcap_ ? pcap_ + 1 : 0, n + 1, 4, s); !e.empty()) return e;
+  pcap_ = n;
+  return {};
+}
+
+std::string LayerState::grow_workspace(std::size_t bytes, void* stream) {
+  if (bytes <= workspace_bytes_) return {};
+  const auto s = static_cast<cudaStream_t>(stream);
+  const std::size_t n = std::max(bytes, workspace_bytes_ * 2);
+  if (workspace_)
+    if (std::string e = api(cudaFreeAsync(workspace_, s), "cudaFreeAsync"); !e.empty()) return e;
+  workspace_ = nullptr;
+  workspace_bytes_ = 0;
+  if (std::string e = api(cudaMallocAsync(&workspace_, n, s), "cudaMallocAsync"); !e.empty()) return e;
+  workspace_bytes_ = n;
+  return {};
+}
+
+std::string LayerState::reserve(std::int64_t tokens, void* stream) {
+  if (std::string e = grow_tokens(tokens, stream); !e.empty()) return e;
+  const std::int64_t ps = std::max<std::int64_t>(params_.page_size, 1);
+  return grow_pages(tokens / ps + 1, stream);
+}
+
+std::string LayerState::load_prefill(const float* importance, const float* h2o, std::int64_t ld, const KvView& kv, void* stream) {
+  const std::int64_t T = kv.tokens;
+  if (kv.kv_heads != KV_ || kv.head_dim != D_) return "cache shape does not match the layer";
+  if (ld < T) return "accumulators shorter than the context";
+  const auto s = static_cast<cudaStream_t>(stream);
+  if (std::string e = grow_tokens(T, stream); !e.empty()) return e;
+  for (auto [dst, src, rows] : {std::tuple{importance_, importance, KV_}, std::tuple{h2o_, h2o, H_}}) {
+    if (std::string e = api(cudaMemsetAsync(dst, 0, static_cast<std::size_t>(rows * cap_) * 4, s), "cudaMemsetAsync"); !e.empty())
+      return e;
+    if (std::string e = api(cudaMemcpy2DAsync(dst, cap_ * 4, src, ld * 4, T * 4, rows, cudaMemcpyDeviceToDevice, s),
+                            "cudaMemcpy2DAsync");
+        !e.empty())
+      return e;
+  }
+  if (spread_)
+    if (std::string e = api(cudaMemsetAsync(spread_, 0, static_cast<std::size_t>(KV_ * cap_) * 4, s), "cudaMemsetAsync"); !e.empty())
+      return e;
+  pages_.clear();
+  step_ = 0;
+  tokens_ = T;
+  return create_pages(kv, stream);
+}
+
+std::string LayerState::create_pages(const KvView& kv, void* stream) {
+  const LayerParams& p = params_;
+  const std::int64_t T = kv.tokens, E = paged_end(), limit = T - p.tail, size = p.page_size;
+  if (size < 1 || E + size > limit) return {};
+  const std::int64_t count = (limit - E) / size, P = static_cast<std::int64_t>(pages_.size());
+  if (std::string e = grow_pages(P + count, stream); !e.empty()) return e;
+  const auto s = static_cast<cudaStream_t>(stream);
+  append_starts_kernel<<<static_cast<unsigned>((count + 127) / 128), 128, 0, s>>>(page_start_, static_cast<int>(P),
+                                                                                   static_cast<int>(count), static_cast<int>(E),
+                                                                                   static_cast<int>(size));
+  CompressArgs c;
+  c.kv = kv;
+  c.importance = importance_;
+  c.importance_ld = cap_;
+  c.page_start = page_start_;
+  c.first_page = P;
+  c.count = count;
+  c.max_page_tokens = size;
+  c.compressor = p.compressor;
+  c.tau = p.tau;
+  c.seed = p.seed;
+  c.layer = layer_;
+  c.zero_v = p.zero_v;
+  c.bias = p.bias;
+  c.summary_type = summary_type_;
+  c.sum_k = sum_k_;
+  c.sum_v = sum_v_;
+  c.sum_bias = sum_bias_;
+  c.capacity = pcap_;
+  c.spread = spread_;
+  c.spread_ld = cap_;
+  if (std::string e = compress_pages(c, stream); !e.empty()) return e;
+  for (std::int64_t i = 0; i < count; ++i) pages_.emplace_back(E + i * size, E + (i + 1) * size);
+  return {};
+}
+
+std::string LayerState::decode(const void* q, void* out, const KvView& kv, float scale, void* stream, const StepOutputs& o) {
+  const std::int64_t T = kv.tokens;
+  if (kv.kv_heads != KV_ || kv.head_dim != D_) return "cache shape does not match the layer";
+  if (T != tokens_ + 1)
+    return "state out of step with the cache (state has " + std::to_string(tokens_) + " tokens, cache " + std::to_string(T) + ")";
+  if (std::string e = grow_tokens(T, stream); !e.empty()) return e;
+  DecodeCommon c;
+  c.kv = kv;
+  c.q = q;
+  c.out = out;
+  c.heads = H_;
+  c.scale = scale;
+  c.acc = Accumulators{importance_, h2o_, cap_, params_.decay};
+  c.effective = o.effective;
+  c.splits = params_.splits;
+  std::string err;
+  if (params_.mode == Mode::kDense) {
+    if (!(err = grow_workspace(luka_dense_workspace_bytes(c), stream)).empty()) return err;
+    err = luka_dense_decode(c, workspace_, workspace_bytes_, stream);
+  } else if (params_.mode == Mode::kLined) {
+    LinedDecodeArgs a;
+    a.c = c;
+    a.window = window(T);
+    a.heavy = heavy_count(T);
+    a.share = params_.lined_share;
+    a.heavy_out = o.heavy;
+    if (!(err = grow_workspace(lined_workspace_bytes(a), stream)).empty()) return err;
+    err = lined_decode(a, workspace_, workspace_bytes_, stream);
+  } else {
+    ClusteredDecodeArgs a;
+    a.c = c;
+    a.s = Summaries{summary_type_, sum_k_, sum_v_, sum_bias_, pcap_, static_cast<std::int64_t>(pages_.size()), page_start_,
+                    paged_end(), spread_, cap_};
+    a.rule = params_.rule;
+    a.math = params_.math;
+    a.share = params_.share;
+    a.epsilon = params_.epsilon;
+    a.top_k = params_.top_k;
+    a.top_frac = params_.top_frac;
+    a.top_p = params_.top_p;
+    a.always_refine_first = params_.always_refine_first;
+    a.summary_mass = o.summary_mass;
+    a.refined = o.refined;
+    a.refined_count = o.refined_count;
+    if (!(err = grow_workspace(clustered_workspace_bytes(a), stream)).empty()) return err;
+    err = clustered_decode(a, workspace_, workspace_bytes_, stream);
+  }
+  if (!err.empty()) return "luka layer " + std::to_string(layer_) + ": " + err;
+  ++step_;
+  tokens_ = T;
+  if (params_.interval > 0 && step_ % params_.interval == 0) return create_pages(kv, stream);
+  return {};
+}
+
+}  // namespace luka::cuda

@@ -1,0 +1,421 @@
+// The GPU LuKA decode step (kernels/cuda/luka_layer) against the CPU LukaAttention, the
+// reference: the same random sequence is prefilled on the CPU, its accumulators handed to the
+// GPU state, and then both decode step by step. Every step compares the attention output, the
+// effective attention row, the refined pages / heavy hitters and the page schedule; the
+// accumulators and summaries are compared along the way. Runs only where a CUDA device exists.
+//
+// Tolerances: both sides read the same rounded inputs and compute in fp32, so rows and
+// accumulators agree to fp32 rounding (2e-5 absolute on probabilities, 1e-4 relative on
+// accumulators); outputs to 2e-4 in fp32 and to bf16 rounding (1e-2) in bf16. Selections must be
+// identical except where the masses deciding them tie to within 1e-5.
+#include <gtest/gtest.h>
+
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cmath>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "core/luka/cuda_params.h"
+#include "core/luka/luka_attention.h"
+#include "kernels/cuda/device.h"
+#include "kernels/cuda/luka_layer.h"
+
+namespace luka {
+namespace {
+
+#define SKIP_WITHOUT_GPU()                                                                  \
+  do {                                                                                      \
+    if (cuda::device_count() == 0) GTEST_SKIP() << "no CUDA device: the GPU kernels are not run here"; \
+  } while (0)
+
+// Device memory for one tensor or scratch array.
+struct Dev {
+  void* p = nullptr;
+  std::size_t bytes = 0;
+  explicit Dev(std::size_t n) : bytes(n) { EXPECT_EQ(cudaMalloc(&p, std::max<std::size_t>(n, 1)), cudaSuccess); }
+  explicit Dev(const at::Tensor& t) : Dev(t.nbytes()) {
+    const at::Tensor c = t.contiguous();
+    EXPECT_EQ(cudaMemcpy(p, c.const_data_ptr(), bytes, cudaMemcpyHostToDevice), cudaSuccess);
+  }
+  ~Dev() { cudaFree(p); }
+  Dev(const Dev&) = delete;
+  template <class T>
+  T* as() const { return static_cast<T*>(p); }
+};
+
+at::Tensor download(const void* p, at::IntArrayRef shape, at::ScalarType type) {
+  at::Tensor t = at::empty(shape, type);
+  EXPECT_EQ(cudaMemcpy(t.mutable_data_ptr(), p, t.nbytes(), cudaMemcpyDeviceToHost), cudaSuccess);
+  return t;
+}
+
+double max_abs(const at::Tensor& a, const at::Tensor& b) { return (a.to(at::kDouble) - b.to(at::kDouble)).abs().max().item<double>(); }
+double max_rel(const at::Tensor& a, const at::Tensor& b) {
+  const at::Tensor x = a.to(at::kDouble), y = b.to(at::kDouble);
+  return ((x - y).abs() / y.abs().clamp_min(1e-3)).max().item<double>();
+}
+
+// Two selections agree, or differ only on entries whose scores tie with the other side's.
+void expect_same_selection(const std::vector<std::int64_t>& cpu, const std::vector<std::int64_t>& gpu,
+                           const std::vector<float>& score, const std::string& what) {
+  if (cpu == gpu) return;
+  const std::set<std::int64_t> a(cpu.begin(), cpu.end()), b(gpu.begin(), gpu.end());
+  std::vector<std::int64_t> only_cpu, only_gpu;
+  std::set_difference(a.begin(), a.end(), b.begin(), b.end(), std::back_inserter(only_cpu));
+  std::set_difference(b.begin(), b.end(), a.begin(), a.end(), std::back_inserter(only_gpu));
+  ASSERT_EQ(only_cpu.size(), only_gpu.size()) << what << ": different sizes";
+  float lo = 1e30f, hi = -1e30f;
+  for (auto i : only_cpu) lo = std::min(lo, score[i]), hi = std::max(hi, score[i]);
+  for (auto i : only_gpu) lo = std::min(lo, score[i]), hi = std::max(hi, score[i]);
+  EXPECT_LE(hi - lo, 1e-5f * std::max(1.0f, std::abs(hi))) << what << ": selections differ on untied entries";
+}
+
+struct Case {
+  std::string name;
+  LayerConfig config;
+  std::int64_t H = 4, KV = 2, D = 64, N = 120, prompt = 60;
+  at::ScalarType type = at::kFloat;
+  int splits = 0;
+  cuda::ElemType summary_type = cuda::ElemType::kF32;
+  // Switches to this config (both sides) at decode step `switch_step` when set.
+  std::int64_t switch_step = 0;
+  LayerConfig switch_to;
+};
+
+cuda::ElemType elem(at::ScalarType t) { return t == at::kFloat ? cuda::ElemType::kF32 : cuda::ElemType::kBF16; }
+
+void run_case(const Case& c) {
+  SCOPED_TRACE(c.name);
+  c10::InferenceMode guard;
+  at::manual_seed(17 + c.H * 7 + c.D);
+  const at::Tensor q = (at::randn({c.H, c.N, c.D}) * 1.5).to(c.type);
+  const at::Tensor k = at::randn({c.KV, c.N, c.D}).to(c.type), v = at::randn({c.KV, c.N, c.D}).to(c.type);
+  const std::int64_t G = c.H / c.KV;
+  const double scale = 1.0 / std::sqrt(static_cast<double>(c.D));
+  const auto inputs = [&](std::int64_t pos0, std::int64_t n) {
+    AttentionInputs in;
+    in.q = q.narrow(1, pos0, n).contiguous();
+    in.k = k.narrow(1, 0, pos0 + n);
+    in.v = v.narrow(1, 0, pos0 + n);
+    in.q_pos0 = pos0;
+    in.group_size = G;
+    in.scale = scale;
+    return in;
+  };
+
+  LukaAttention cpu(3, c.config);
+  cpu.forward(inputs(0, c.prompt));
+
+  cuda::LayerParams params;
+  ASSERT_EQ(to_cuda_params(c.config, &params), "");
+  params.splits = c.splits;
+  cuda::LayerState gpu(3, c.H, c.KV, c.D, c.summary_type);
+  gpu.set_params(params);
+  const Dev dk(k), dv(v);
+  const at::Tensor qt = q.transpose(0, 1).contiguous();  // [N, H, D]: one step's query is contiguous
+  const Dev dq(qt);
+  const std::size_t es = c.type == at::kFloat ? 4 : 2;
+  const auto kv_view = [&](std::int64_t tokens) {
+    cuda::KvView kv;
+    kv.type = elem(c.type);
+    kv.k = dk.p;
+    kv.v = dv.p;
+    kv.kv_heads = c.KV;
+    kv.tokens = tokens;
+    kv.head_dim = c.D;
+    kv.head_stride = c.N * c.D;
+    kv.token_stride = c.D;
+    return kv;
+  };
+  ASSERT_EQ(gpu.reserve(c.N, nullptr), "");
+  {
+    const Dev imp(cpu.importance().contiguous()), h2o(cpu.h2o_score().contiguous());
+    ASSERT_EQ(gpu.load_prefill(imp.as<float>(), h2o.as<float>(), c.prompt, kv_view(c.prompt), nullptr), "");
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  }
+
+  const auto compare_state = [&](const std::string& when) {
+    SCOPED_TRACE(when);
+    const std::int64_t T = cpu.tokens(), ld = gpu.ld();
+    const at::Tensor imp = download(gpu.importance(), {c.KV, ld}, at::kFloat).narrow(1, 0, T);
+    const at::Tensor h2o = download(gpu.h2o(), {c.H, ld}, at::kFloat).narrow(1, 0, T);
+    EXPECT_LT(max_rel(imp, cpu.importance()), 1e-4);
+    EXPECT_LT(max_rel(h2o, cpu.h2o_score()), 1e-4);
+    ASSERT_EQ(gpu.pages().size(), cpu.pages().size());
+    for (std::size_t i = 0; i < cpu.pages().size(); ++i) {
+      EXPECT_EQ(gpu.pages()[i].first, cpu.pages()[i].start);
+      EXPECT_EQ(gpu.pages()[i].second, cpu.pages()[i].end);
+    }
+    const std::int64_t P = static_cast<std::int64_t>(cpu.pages().size());
+    if (P == 0) return;
+    const at::ScalarType st = c.summary_type == cuda::ElemType::kF32 ? at::kFloat : at::kBFloat16;
+    const double tol = st == at::kFloat ? 1e-5 : 1e-2;
+    const std::int64_t pc = gpu.summary_capacity();
+    EXPECT_LT(max_abs(download(gpu.summary_keys(), {c.KV, pc, c.D}, st).narrow(1, 0, P), cpu.summary_keys()), tol);
+    EXPECT_LT(max_abs(download(gpu.summary_values(), {c.KV, pc, c.D}, st).narrow(1, 0, P), cpu.summary_values()), tol);
+    EXPECT_LT(max_abs(download(gpu.summary_bias(), {c.KV, pc}, at::kFloat).narrow(1, 0, P), cpu.summary_bias()), 1e-5);
+    const std::int64_t E = cpu.paged_end();
+    EXPECT_LT(max_abs(download(gpu.spread(), {c.KV, ld}, at::kFloat).narrow(1, 0, E), cpu.spread()), 1e-6);
+  };
+  compare_state("after prefill");
+
+  const double out_tol = c.type == at::kFloat ? (c.summary_type == cuda::ElemType::kF32 ? 2e-4 : 2e-2) : 1e-2;
+  const double row_tol = c.summary_type == cuda::ElemType::kF32 ? 2e-5 : 5e-3;
+  for (std::int64_t pos = c.prompt; pos < c.N; ++pos) {
+    const std::int64_t T = pos + 1, step = pos - c.prompt + 1;
+    SCOPED_TRACE("decode step " + std::to_string(step) + ", T = " + std::to_string(T));
+    if (c.switch_step > 0 && step == c.switch_step) {
+      cpu.set_config(c.switch_to);
+      ASSERT_EQ(to_cuda_params(c.switch_to, &params), "");
+      params.splits = c.splits;
+      gpu.set_params(params);
+    }
+    const std::int64_t P = static_cast<std::int64_t>(gpu.pages().size());
+    const std::int64_t max_refined = std::max<std::int64_t>(gpu.max_refined(T), 1);
+    const std::int64_t heavy = std::max<std::int64_t>(gpu.heavy_count(T), 0);
+    Dev out(c.H * c.D * es), eff(c.H * T * 4), mass(std::max<std::int64_t>(c.H * P, 1) * 4), refined(c.H * max_refined * 4),
+        count(c.H * 4), heavy_out(std::max<std::int64_t>(c.H * heavy, 1) * 4);
+    cuda::StepOutputs o;
+    o.effective = eff.as<float>();
+    o.summary_mass = mass.as<float>();
+    o.refined = refined.as<int>();
+    o.refined_count = count.as<int>();
+    o.heavy = heavy_out.as<int>();
+    const at::Tensor cpu_out = cpu.forward(inputs(pos, 1)).view({c.H, c.D});
+    const LukaStep& st = cpu.last_step();
+    ASSERT_EQ(gpu.decode(static_cast<const char*>(dq.p) + pos * c.H * c.D * es, out.p, kv_view(T), static_cast<float>(scale),
+                         nullptr, o),
+              "");
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    const at::Tensor g_out = download(out.p, {c.H, c.D}, c.type);
+    const at::Tensor g_eff = download(eff.p, {c.H, T}, at::kFloat);
+    EXPECT_LT(max_abs(g_out, cpu_out), out_tol);
+    EXPECT_LT(max_abs(g_eff, st.effective), row_tol);
+    EXPECT_LT((g_eff.to(at::kDouble).sum(1) - 1).abs().max().item<double>(), 1e-4) << "effective rows must sum to 1";
+    if (st.mode == AttentionMode::kClustered && P > 0) {
+      const at::Tensor g_mass = download(mass.p, {c.H, P}, at::kFloat);
+      EXPECT_LT(max_abs(g_mass, st.summary_mass), row_tol);
+      const at::Tensor g_ref = download(refined.p, {c.H, max_refined}, at::kInt);
+      const at::Tensor g_cnt = download(count.p, {c.H}, at::kInt);
+      // The score a unit selects on: α per head, or its max over the unit's heads.
+      const Selection sel = cpu.config().clustered.selection;
+      for (std::int64_t h = 0; h < c.H; ++h) {
+        std::vector<std::int64_t> gsel;
+        for (int i = 0; i < g_cnt[h].item<int>(); ++i) gsel.push_back(g_ref[h][i].item<int>());
+        std::vector<float> score(static_cast<std::size_t>(P), 0.f);
+        const std::int64_t h0 = sel == Selection::kPerHead ? h : sel == Selection::kPerGroup ? h / G * G : 0;
+        const std::int64_t hn = sel == Selection::kPerHead ? 1 : sel == Selection::kPerGroup ? G : c.H;
+        for (std::int64_t j = h0; j < h0 + hn; ++j)
+          for (std::int64_t p = 0; p < P; ++p) score[p] = std::max(score[p], st.summary_mass[j][p].item<float>());
+        expect_same_selection(st.refined[h], gsel, score, "refined pages of head " + std::to_string(h));
+      }
+    }
+    if (st.mode == AttentionMode::kLined && heavy > 0) {
+      const at::Tensor g_heavy = download(heavy_out.p, {c.H, heavy}, at::kInt);
+      // h2o before this step, undone from the CPU's after-step score: (after − row) / decay.
+      const at::Tensor before = (cpu.h2o_score() - st.effective) / cpu.config().lined.decay;
+      const Selection sel = cpu.config().lined.selection;
+      for (std::int64_t h = 0; h < c.H; ++h) {
+        std::vector<std::int64_t> gsel(g_heavy[h].data_ptr<int>(), g_heavy[h].data_ptr<int>() + heavy);
+        const std::int64_t h0 = sel == Selection::kPerHead ? h : sel == Selection::kPerGroup ? h / G * G : 0;
+        const std::int64_t hn = sel == Selection::kPerHead ? 1 : sel == Selection::kPerGroup ? G : c.H;
+        const at::Tensor s = before.narrow(0, h0, hn).sum(0).contiguous();
+        std::vector<float> score(s.data_ptr<float>(), s.data_ptr<float>() + T);
+        expect_same_selection(st.heavy[h], gsel, score, "heavy hitters of head " + std::to_string(h));
+      }
+    }
+    if (::testing::Test::HasFailure()) return;  // one failing step is enough to read
+    if (step % 8 == 0) compare_state("after step " + std::to_string(step));
+  }
+  compare_state("at the end");
+}
+
+LayerConfig lined(double rho, std::int64_t window, Selection s, double decay = 1.0) {
+  LayerConfig c;
+  c.mode = AttentionMode::kLined;
+  c.lined.rho = rho;
+  c.lined.window = window;
+  c.lined.selection = s;
+  c.lined.decay = decay;
+  return c;
+}
+
+LayerConfig clustered(RefineRule rule, RefineMath math, Selection s, Compressor comp = Compressor::kMean,
+                      SummaryBias bias = SummaryBias::kNone) {
+  LayerConfig c;
+  c.mode = AttentionMode::kClustered;
+  c.clustered.page_size = 8;
+  c.clustered.tail = 16;
+  c.clustered.interval = 4;
+  c.clustered.rule = rule;
+  c.clustered.math = math;
+  c.clustered.selection = s;
+  c.clustered.compressor = comp;
+  c.clustered.bias = bias;
+  c.clustered.tau = 2.0;
+  c.clustered.epsilon = 0.03;
+  c.clustered.top_frac = 0.25;
+  c.clustered.top_p = 0.5;
+  c.clustered.top_k = 3;
+  return c;
+}
+
+TEST(LukaDecodeCuda, DenseModeMatchesTheCpuAcrossShapes) {
+  SKIP_WITHOUT_GPU();
+  for (const auto& [H, KV, D, type, splits] :
+       std::vector<std::tuple<int, int, int, at::ScalarType, int>>{{4, 4, 64, at::kFloat, 0}, {4, 2, 128, at::kBFloat16, 3},
+                                                                   {6, 2, 64, at::kFloat, 5}, {8, 2, 128, at::kFloat, 0}}) {
+    Case c;
+    c.name = "dense H" + std::to_string(H) + " KV" + std::to_string(KV) + " D" + std::to_string(D);
+    c.H = H;
+    c.KV = KV;
+    c.D = D;
+    c.type = type;
+    c.splits = splits;
+    c.N = 90;
+    c.prompt = 57;
+    run_case(c);
+  }
+}
+
+TEST(LukaDecodeCuda, LinedMatchesTheCpuForEverySelectionAndDecay) {
+  SKIP_WITHOUT_GPU();
+  for (const Selection s : {Selection::kPerHead, Selection::kPerGroup, Selection::kPerLayer})
+    for (const double decay : {1.0, 0.9}) {
+      Case c;
+      c.name = std::string("lined ") + to_string(s) + " decay " + std::to_string(decay);
+      c.config = lined(0.25, 16, s, decay);
+      c.H = 6;
+      c.KV = 2;
+      c.splits = 2;
+      run_case(c);
+    }
+  Case frac;
+  frac.name = "lined window_frac, bf16, D128";
+  frac.config = lined(0.2, 16, Selection::kPerHead);
+  frac.config.lined.window_frac = 0.1;
+  frac.type = at::kBFloat16;
+  frac.D = 128;
+  run_case(frac);
+  Case all;
+  all.name = "lined budget covering the context";
+  all.config = lined(1.0, 16, Selection::kPerHead);
+  run_case(all);
+}
+
+TEST(LukaDecodeCuda, ClusteredMatchesTheCpuForEveryRuleMathAndSharing) {
+  SKIP_WITHOUT_GPU();
+  for (const RefineRule rule : {RefineRule::kTopK, RefineRule::kThreshold, RefineRule::kTopFrac, RefineRule::kTopP})
+    for (const RefineMath math : {RefineMath::kMassPreserving, RefineMath::kExact})
+      for (const Selection s : {Selection::kPerHead, Selection::kPerGroup, Selection::kPerLayer}) {
+        Case c;
+        c.name = std::string("clustered ") + to_string(rule) + " " + to_string(math) + " " + to_string(s);
+        c.config = clustered(rule, math, s);
+        c.H = 8;
+        c.KV = 2;
+        c.splits = 3;
+        run_case(c);
+      }
+}
+
+TEST(LukaDecodeCuda, ClusteredCompressorsBiasesAndOptions) {
+  SKIP_WITHOUT_GPU();
+  std::vector<Case> cases;
+  for (const Compressor comp : {Compressor::kMean, Compressor::kAttentionWeighted, Compressor::kRandom})
+    for (const SummaryBias bias : {SummaryBias::kNone, SummaryBias::kFixed, SummaryBias::kAdaptive}) {
+      Case c;
+      c.name = std::string("clustered ") + to_string(comp) + " bias " + to_string(bias);
+      c.config = clustered(RefineRule::kTopK, RefineMath::kExact, Selection::kPerHead, comp, bias);
+      cases.push_back(c);
+    }
+  Case big_k;  // top_k above the split-local candidates: the sorting path
+  big_k.name = "clustered top_k 12";
+  big_k.config = clustered(RefineRule::kTopK, RefineMath::kMassPreserving, Selection::kPerHead);
+  big_k.config.clustered.top_k = 12;
+  cases.push_back(big_k);
+  Case first;
+  first.name = "clustered always_refine_first 2, zero_v";
+  first.config = clustered(RefineRule::kTopK, RefineMath::kMassPreserving, Selection::kPerGroup);
+  first.config.clustered.always_refine_first = 2;
+  first.config.clustered.zero_v = true;
+  cases.push_back(first);
+  for (const int gqa : {1, 3, 4}) {
+    Case g;
+    g.name = "clustered GQA " + std::to_string(gqa) + ", bf16, D128";
+    g.config = clustered(RefineRule::kTopK, RefineMath::kExact, Selection::kPerHead, Compressor::kAttentionWeighted);
+    g.KV = 2;
+    g.H = 2 * gqa;
+    g.D = 128;
+    g.type = at::kBFloat16;
+    g.splits = 4;
+    cases.push_back(g);
+  }
+  Case bf16_summaries;
+  bf16_summaries.name = "clustered with bf16 summaries";
+  bf16_summaries.config = clustered(RefineRule::kTopK, RefineMath::kMassPreserving, Selection::kPerHead);
+  bf16_summaries.type = at::kBFloat16;
+  bf16_summaries.summary_type = cuda::ElemType::kBF16;
+  cases.push_back(bf16_summaries);
+  for (const Case& c : cases) run_case(c);
+}
+
+TEST(LukaDecodeCuda, ExactRefinementOfEveryPageIsDense) {
+  SKIP_WITHOUT_GPU();
+  Case c;
+  c.name = "clustered exact, every page refined";
+  c.config = clustered(RefineRule::kTopFrac, RefineMath::kExact, Selection::kPerHead);
+  c.config.clustered.top_frac = 1.0;
+  run_case(c);
+  // The CPU reference is itself dense here (a CPU test checks it), so matching it is matching dense.
+}
+
+TEST(LukaDecodeCuda, ModeSwitchesMidSequenceKeepBothSidesInStep) {
+  SKIP_WITHOUT_GPU();
+  Case a;
+  a.name = "clustered → lined at step 20";
+  a.config = clustered(RefineRule::kTopK, RefineMath::kMassPreserving, Selection::kPerHead, Compressor::kAttentionWeighted);
+  a.switch_step = 20;
+  a.switch_to = lined(0.2, 16, Selection::kPerHead);
+  a.switch_to.clustered = a.config.clustered;
+  run_case(a);
+  Case b;
+  b.name = "dense → clustered at step 9";
+  b.config.clustered = clustered(RefineRule::kTopK, RefineMath::kExact, Selection::kPerHead).clustered;
+  b.switch_step = 9;
+  b.switch_to = clustered(RefineRule::kTopK, RefineMath::kExact, Selection::kPerHead);
+  run_case(b);
+}
+
+TEST(LukaDecodeCuda, BadArgumentsAreReportedNotRun) {
+  // Checked before any launch, so this runs with or without a GPU.
+  cuda::ClusteredDecodeArgs a;
+  EXPECT_EQ(cuda::clustered_decode(a, nullptr, 0, nullptr), "empty sizes");
+  a.c.heads = 4;
+  a.c.kv.kv_heads = 3;
+  a.c.kv.tokens = 10;
+  a.c.kv.head_dim = 64;
+  EXPECT_EQ(cuda::clustered_decode(a, nullptr, 0, nullptr), "heads must be a multiple of kv_heads");
+  a.c.kv.kv_heads = 2;
+  a.c.kv.head_dim = 96;
+  EXPECT_NE(cuda::clustered_decode(a, nullptr, 0, nullptr).find("head_dim 96"), std::string::npos);
+  cuda::LinedDecodeArgs l;
+  l.c = a.c;
+  l.c.kv.head_dim = 64;
+  EXPECT_EQ(cuda::lined_decode(l, nullptr, 0, nullptr), "a null pointer");
+  cuda::CompressArgs p;
+  p.count = 1;
+  p.kv.kv_heads = 1;
+  p.kv.head_dim = 64;
+  p.max_page_tokens = 2048;
+  EXPECT_NE(cuda::compress_pages(p, nullptr).find("1 to 1024 tokens"), std::string::npos);
+  LayerConfig shadow;
+  shadow.dense_shadow = true;
+  cuda::LayerParams params;
+  EXPECT_NE(to_cuda_params(shadow, &params), "");
+}
+
+}  // namespace
+}  // namespace luka
