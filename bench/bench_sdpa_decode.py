@@ -1,0 +1,69 @@
+"""PyTorch's own decode attention, the peer for bench_cuda_decode: one query token per head
+against a bf16 KV cache, batch 1, through torch.nn.functional.scaled_dot_product_attention
+(PyTorch picks its fastest backend: FlashAttention or memory-efficient). GQA through
+enable_gqa. Timed like bench_cuda_decode: one CUDA graph replayed, CUDA events around the
+replays. Prints markdown rows.
+
+    python3 bench/bench_sdpa_decode.py [--shape 0.6b|4b] [--tokens 4096,32768,131072] [--iters 200]
+"""
+import argparse
+import sys
+
+import torch
+import torch.nn.functional as F
+
+SHAPES = {"0.6b": (16, 8, 128), "4b": (32, 8, 128)}
+
+
+def time_graph(fn, iters):
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        for _ in range(3):
+            fn()
+    torch.cuda.current_stream().wait_stream(s)
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        fn()
+    for _ in range(10):
+        g.replay()
+    a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    a.record()
+    for _ in range(iters):
+        g.replay()
+    b.record()
+    b.synchronize()
+    return a.elapsed_time(b) / 1e3 / iters
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--shape", choices=sorted(SHAPES), action="append")
+    p.add_argument("--tokens", default="4096,32768,131072")
+    p.add_argument("--iters", type=int, default=200)
+    a = p.parse_args()
+    if not torch.cuda.is_available():
+        sys.exit("bench_sdpa_decode: no CUDA device")
+    shapes = a.shape or ["0.6b", "4b"]
+    print(f"device: {torch.cuda.get_device_name()}, torch {torch.__version__}\n")
+    print("| shape | tokens | variant | µs / step |")
+    print("|---|---:|---|---:|")
+    for name in shapes:
+        H, KV, D = SHAPES[name]
+        for T in [int(x) for x in a.tokens.split(",")]:
+            q = torch.randn(1, H, 1, D, device="cuda", dtype=torch.bfloat16)
+            k = torch.randn(1, KV, T, D, device="cuda", dtype=torch.bfloat16)
+            v = torch.randn(1, KV, T, D, device="cuda", dtype=torch.bfloat16)
+            out = torch.empty(1, H, 1, D, device="cuda", dtype=torch.bfloat16)
+
+            def step():
+                out.copy_(F.scaled_dot_product_attention(q, k, v, enable_gqa=True))
+
+            t = time_graph(step, a.iters)
+            print(f"| {name} | {T} | torch SDPA (enable_gqa) | {t * 1e6:.1f} |", flush=True)
+            del q, k, v, out
+            torch.cuda.empty_cache()
+
+
+if __name__ == "__main__":
+    main()
