@@ -77,4 +77,25 @@ if(_luka_omp)
   endif()
 endif()
 set_target_properties(luka_torch PROPERTIES INTERFACE_LINK_OPTIONS "-Wl,-rpath,${LUKA_TORCH_ROOT}/lib")
-message(STATUS "LibTorch ${LUKA_TORCH_VERSION} (CPU libraries): ${LUKA_TORCH_ROOT}")
+
+# With LUKA_CUDA and a CUDA build of LibTorch (the GPU machines' python3 torch), the GPU model
+# path also needs torch_cuda and c10_cuda: they register the CUDA backend from static
+# initializers, so they are linked whole (--no-as-needed) although no symbol of theirs is used.
+# Only the GPU targets link them (luka_torch_cuda); the CPU binaries stay on torch_cpu.
+add_library(luka_torch_cuda INTERFACE)
+target_link_libraries(luka_torch_cuda INTERFACE luka_torch)
+set(LUKA_TORCH_HAS_CUDA OFF)
+if(LUKA_CUDA)
+  find_library(LUKA_TORCH_CUDA_LIB torch_cuda PATHS "${LUKA_TORCH_ROOT}/lib" NO_DEFAULT_PATH)
+  find_library(LUKA_C10_CUDA_LIB c10_cuda PATHS "${LUKA_TORCH_ROOT}/lib" NO_DEFAULT_PATH)
+  if(LUKA_TORCH_CUDA_LIB AND LUKA_C10_CUDA_LIB)
+    set(LUKA_TORCH_HAS_CUDA ON)
+    target_link_libraries(luka_torch_cuda INTERFACE
+      "-Wl,--no-as-needed" "${LUKA_TORCH_CUDA_LIB}" "${LUKA_C10_CUDA_LIB}" "-Wl,--as-needed")
+  endif()
+endif()
+if(LUKA_TORCH_HAS_CUDA)
+  message(STATUS "LibTorch ${LUKA_TORCH_VERSION} (CPU libraries; CUDA libraries for the GPU model path): ${LUKA_TORCH_ROOT}")
+else()
+  message(STATUS "LibTorch ${LUKA_TORCH_VERSION} (CPU libraries): ${LUKA_TORCH_ROOT}")
+endif()

@@ -20,7 +20,7 @@ at::Tensor rms_norm(const at::Tensor& x, const at::Tensor& weight, double eps) {
 
 // Decode steps (one row) stream each weight once: a bandwidth-bound GEMV beats oneDNN there.
 at::Tensor linear(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b) {
-  if (x.size(0) == 1) return cpu::linear_row(x, w, b);
+  if (x.size(0) == 1 && x.is_cpu()) return cpu::linear_row(x, w, b);
   return b.defined() ? at::linear(x, w, b) : at::linear(x, w);
 }
 
@@ -58,7 +58,7 @@ Decoder::Decoder(std::shared_ptr<const Model> model) : model_(std::move(model)) 
   const ModelConfig& c = model_->config();
   dtype_ = to_scalar_type(model_->dtype());
   for (std::int64_t i = 0; i < c.num_layers; ++i) {
-    caches_.emplace_back(c.num_kv_heads, c.head_dim, c.max_position_embeddings, dtype_);
+    caches_.emplace_back(c.num_kv_heads, c.head_dim, c.max_position_embeddings, dtype_, model_->weights().embed_tokens.device());
     attention_.push_back(std::make_shared<DenseAttention>());
   }
   c10::InferenceMode guard;
@@ -143,7 +143,8 @@ at::Tensor Decoder::forward(const std::vector<std::int32_t>& ids, bool all_logit
   }
   c10::InferenceMode guard;
   const std::int64_t pos0 = position_;
-  const at::Tensor index = at::from_blob(ids64.data(), {n}, at::kLong);
+  const at::Device device = w.embed_tokens.device();
+  const at::Tensor index = at::from_blob(ids64.data(), {n}, at::kLong).to(device);
   at::Tensor x = w.embed_tokens.index_select(0, index);  // [n, hidden]
 
   // RoPE tables for positions pos0 .. pos0+n-1, as transformers computes them: fp32 angles,
@@ -151,8 +152,8 @@ at::Tensor Decoder::forward(const std::vector<std::int32_t>& ids, bool all_logit
   const at::Tensor pos = at::arange(pos0, pos0 + n, at::kLong).to(at::kFloat);
   const at::Tensor freqs = pos.unsqueeze(1) * inv_freq_.unsqueeze(0);  // [n, D/2]
   const at::Tensor emb = at::cat({freqs, freqs}, -1);
-  const at::Tensor cos = emb.cos().to(dtype_);
-  const at::Tensor sin = emb.sin().to(dtype_);
+  const at::Tensor cos = emb.cos().to(device, dtype_);
+  const at::Tensor sin = emb.sin().to(device, dtype_);
 
   try {
     for (std::int64_t l = 0; l < c.num_layers; ++l) {

@@ -7,8 +7,9 @@
 
 namespace luka {
 
-KvCache::KvCache(std::int64_t n_kv_heads, std::int64_t head_dim, std::int64_t max_tokens, at::ScalarType dtype)
-    : n_kv_heads_(n_kv_heads), head_dim_(head_dim), max_tokens_(max_tokens), dtype_(dtype) {}
+KvCache::KvCache(std::int64_t n_kv_heads, std::int64_t head_dim, std::int64_t max_tokens, at::ScalarType dtype,
+                 at::Device device)
+    : n_kv_heads_(n_kv_heads), head_dim_(head_dim), max_tokens_(max_tokens), dtype_(dtype), device_(device) {}
 
 void KvCache::reserve(std::int64_t tokens) {
   if (tokens <= capacity()) return;
@@ -16,8 +17,8 @@ void KvCache::reserve(std::int64_t tokens) {
     fail("kv cache", std::to_string(tokens) + " tokens exceed the limit of " + std::to_string(max_tokens_));
   // Doubling keeps the number of copies logarithmic in the sequence length.
   const std::int64_t cap = std::min(max_tokens_, std::max({tokens, 2 * capacity(), std::int64_t{64}}));
-  at::Tensor k = at::empty({n_kv_heads_, cap, head_dim_}, at::TensorOptions().dtype(dtype_));
-  at::Tensor v = at::empty({n_kv_heads_, cap, head_dim_}, at::TensorOptions().dtype(dtype_));
+  at::Tensor k = at::empty({n_kv_heads_, cap, head_dim_}, at::TensorOptions().dtype(dtype_).device(device_));
+  at::Tensor v = at::empty({n_kv_heads_, cap, head_dim_}, at::TensorOptions().dtype(dtype_).device(device_));
   if (length_ > 0) {
     k.narrow(1, 0, length_).copy_(keys());
     v.narrow(1, 0, length_).copy_(values());

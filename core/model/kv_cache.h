@@ -10,7 +10,8 @@ namespace luka {
 
 class KvCache {
  public:
-  KvCache(std::int64_t n_kv_heads, std::int64_t head_dim, std::int64_t max_tokens, at::ScalarType dtype);
+  KvCache(std::int64_t n_kv_heads, std::int64_t head_dim, std::int64_t max_tokens, at::ScalarType dtype,
+          at::Device device = at::kCPU);
 
   // k, v: [n_kv_heads, n_new, head_dim]. Throws luka::Error past max_tokens.
   void append(const at::Tensor& k, const at::Tensor& v);
@@ -26,6 +27,7 @@ class KvCache {
   void reserve(std::int64_t tokens);
   std::int64_t n_kv_heads_, head_dim_, max_tokens_;
   at::ScalarType dtype_;
+  at::Device device_;
   at::Tensor k_, v_;
   std::int64_t length_ = 0;
 };

@@ -13,18 +13,52 @@ namespace luka {
 
 Model::~Model() = default;
 
+namespace {
+
+// Moves every weight to the GPU, keeping a tied lm_head the same tensor as the embedding.
+void move_to_cuda(ModelWeights& w) {
+  const bool tied = w.lm_head.is_same(w.embed_tokens);
+  const auto move = [](at::Tensor& t) {
+    if (t.defined()) t = t.to(at::kCUDA);
+  };
+  move(w.embed_tokens);
+  move(w.final_norm);
+  if (tied) {
+    w.lm_head = w.embed_tokens;
+  } else {
+    move(w.lm_head);
+  }
+  for (LayerWeights& l : w.layers)
+    for (at::Tensor* t : {&l.input_norm, &l.q_proj, &l.k_proj, &l.v_proj, &l.o_proj, &l.q_bias, &l.k_bias, &l.v_bias,
+                          &l.o_bias, &l.q_norm, &l.k_norm, &l.post_attention_norm, &l.gate_proj, &l.up_proj,
+                          &l.down_proj, &l.gate_bias, &l.up_bias, &l.down_bias})
+      move(*t);
+}
+
+}  // namespace
+
 std::shared_ptr<const Model> Model::load(const std::filesystem::path& dir, const LoadOptions& options) {
   const bool gguf_file = std::filesystem::is_regular_file(dir) && gguf::File::has_magic(dir);
   if (!std::filesystem::exists(dir)) fail(dir.string(), "no such file or folder");
   if (!gguf_file && !std::filesystem::is_directory(dir))
     fail(dir.string(), "neither a checkpoint folder nor a GGUF file");
-  if (options.dtype == DType::kF16)
+  if (options.dtype == DType::kF16 && !options.cuda)
     fail(dir.string(), "fp16 compute is not supported on CPU (use fp32 or bf16)");
   // LibTorch starts with one intra-op thread in embedding hosts; matmuls need all of them.
   const unsigned hw = std::thread::hardware_concurrency();
   at::set_num_threads(options.threads > 0 ? options.threads : static_cast<int>(hw > 0 ? hw : 1));
 
+  if (options.cuda && !at::hasCUDA())
+    fail(dir.string(), "device cuda: this build's LibTorch has no CUDA support or no GPU is visible");
   std::shared_ptr<Model> model(new Model());
+  const auto placed = [&]() -> std::shared_ptr<const Model> {
+    if (options.cuda) {
+      c10::InferenceMode guard;
+      move_to_cuda(*model->weights_);
+      model->on_cuda_ = true;
+    }
+    return model;
+  };
   model->path_ = dir;
   model->dtype_ = options.dtype;
   if (gguf_file) {
@@ -37,7 +71,7 @@ std::shared_ptr<const Model> Model::load(const std::filesystem::path& dir, const
     model->stored_dtypes_ = std::move(loaded.stored_dtypes);
     model->stored_types_ = std::move(loaded.stored_types);
     model->parameter_count_ = loaded.parameter_count;
-    return model;
+    return placed();
   }
   const auto config_path = dir / "config.json";
   if (!std::filesystem::exists(config_path)) fail(config_path.string(), "missing config.json in the checkpoint folder");
@@ -49,7 +83,7 @@ std::shared_ptr<const Model> Model::load(const std::filesystem::path& dir, const
   model->stored_dtypes_ = std::move(loaded.stored_dtypes);
   model->stored_types_ = std::move(loaded.stored_types);
   model->parameter_count_ = loaded.parameter_count;
-  return model;
+  return placed();
 }
 
 }  // namespace luka

@@ -16,6 +16,7 @@ namespace luka {
 struct LoadOptions {
   DType dtype = DType::kF32;
   int threads = 0;  // LibTorch intra-op threads; 0 = all cores
+  bool cuda = false;  // weights on the GPU (needs a LibTorch with CUDA and a device)
 };
 
 struct ModelWeights;  // defined in core/model/weights.h (LibTorch inside)
@@ -48,6 +49,7 @@ class Model {
   // Per stored type (GGUF quantization types, or safetensors dtypes): tensors and bytes on disk.
   const std::vector<StoredType>& stored_types() const { return stored_types_; }
   const ModelWeights& weights() const { return *weights_; }
+  bool on_cuda() const { return on_cuda_; }
 
  private:
   Model() = default;
@@ -59,6 +61,7 @@ class Model {
   std::string stored_dtypes_;
   std::vector<StoredType> stored_types_;
   std::int64_t parameter_count_ = 0;
+  bool on_cuda_ = false;
   std::unique_ptr<ModelWeights> weights_;
 };
 

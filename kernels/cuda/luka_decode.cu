@@ -1084,6 +1084,7 @@ std::string clustered_decode(const ClusteredDecodeArgs& a, void* workspace, std:
            " rule handles at most " + std::to_string(kMaxSortedPages) + " pages on the GPU (this layer has " +
            std::to_string(pl.P) + ")";
   if (!workspace || workspace_bytes < pl.bytes) return "workspace missing or too small";
+  if (pl.max_refined > 65535) return "more than 65535 refinable pages on one layer (use top_k or top_frac)";
   const auto s = static_cast<cudaStream_t>(stream);
   const int H = static_cast<int>(c.heads), KV = static_cast<int>(c.kv.kv_heads), G = H / KV, D = static_cast<int>(c.kv.head_dim);
 

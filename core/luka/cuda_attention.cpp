@@ -1,0 +1,135 @@
+#include "core/luka/cuda_attention.h"
+
+#include <cmath>
+#include <limits>
+#include <string>
+
+#include "core/luka/cuda_params.h"
+#include "core/model/decoder.h"
+#include "core/model/model.h"
+#include "core/util/error.h"
+
+namespace luka {
+
+namespace {
+
+cuda::ElemType elem_type(at::ScalarType t, int layer) {
+  if (t == at::kFloat) return cuda::ElemType::kF32;
+  if (t == at::kBFloat16) return cuda::ElemType::kBF16;
+  if (t == at::kHalf) return cuda::ElemType::kF16;
+  fail("luka layer " + std::to_string(layer), std::string("unsupported cache dtype ") + c10::toString(t));
+}
+
+cuda::KvView kv_view(const AttentionInputs& in, int layer) {
+  cuda::KvView kv;
+  kv.type = elem_type(in.k.scalar_type(), layer);
+  kv.k = in.k.const_data_ptr();
+  kv.v = in.v.const_data_ptr();
+  kv.kv_heads = in.k.size(0);
+  kv.tokens = in.k.size(1);
+  kv.head_dim = in.k.size(2);
+  kv.head_stride = in.k.stride(0);
+  kv.token_stride = in.k.stride(1);
+  if (in.k.stride(2) != 1 || in.v.strides() != in.k.strides())
+    fail("luka layer " + std::to_string(layer), "the KV cache must have contiguous rows and equal K/V strides");
+  return kv;
+}
+
+}  // namespace
+
+CudaLukaAttention::CudaLukaAttention(int layer, const LayerConfig& config, std::int64_t heads, std::int64_t kv_heads,
+                                     std::int64_t head_dim)
+    : layer_(layer), heads_(heads), kv_heads_(kv_heads), head_dim_(head_dim) {
+  set_config(config);
+  reset();
+}
+
+void CudaLukaAttention::set_config(const LayerConfig& config) {
+  validate(config, layer_);
+  cuda::LayerParams p;
+  if (const std::string why = to_cuda_params(config, &p); !why.empty()) fail("luka layer " + std::to_string(layer_), why);
+  config_ = config;
+  params_ = p;
+  if (state_) state_->set_params(p);
+}
+
+void CudaLukaAttention::reset() {
+  state_ = std::make_unique<cuda::LayerState>(layer_, heads_, kv_heads_, head_dim_, cuda::ElemType::kF32);
+  state_->set_params(params_);
+}
+
+at::Tensor CudaLukaAttention::forward(const AttentionInputs& in) {
+  const std::int64_t n = in.q.size(1), T = in.k.size(1);
+  const std::string where = "luka layer " + std::to_string(layer_);
+  if (!in.q.is_cuda() || !in.k.is_cuda()) fail(where, "GPU attention given tensors on the CPU");
+  if (in.q_pos0 != state_->tokens() || in.q_pos0 + n != T)
+    fail(where, "attention state out of step with the cache (state has " + std::to_string(state_->tokens()) +
+                    " tokens, cache " + std::to_string(T) + " with " + std::to_string(n) + " new)");
+  c10::InferenceMode guard;
+  if (n > 1 || T == 1) return prefill(in);
+  const at::Tensor q = in.q.contiguous();
+  at::Tensor out = at::empty({1, heads_ * head_dim_}, q.options());
+  if (const std::string e = state_->decode(q.const_data_ptr(), out.mutable_data_ptr(), kv_view(in, layer_),
+                                           static_cast<float>(in.scale), nullptr);
+      !e.empty())
+    fail(where, e);
+  return out;
+}
+
+// Exact causal attention over the whole prompt on ATen ops, chunked over queries; the
+// probabilities feed importance and h2o_score exactly as the CPU prefill does, and the state is
+// handed to the kernels (which then make the post-prefill pages).
+at::Tensor CudaLukaAttention::prefill(const AttentionInputs& in) {
+  const std::int64_t H = in.q.size(0), n = in.q.size(1), D = in.q.size(2), KV = in.k.size(0), T = in.k.size(1);
+  const std::int64_t G = in.group_size;
+  if (in.q_pos0 != 0)
+    fail("luka layer " + std::to_string(layer_), "the GPU path prefills from position 0 only (reset the decoder first)");
+  const at::TensorOptions floats = in.q.options().dtype(at::kFloat), longs = in.q.options().dtype(at::kLong);
+  const at::Tensor qf = in.q.to(at::kFloat), kf = in.k.to(at::kFloat), vf = in.v.to(at::kFloat);
+  at::Tensor importance = at::zeros({KV, T}, floats), h2o = at::zeros({H, T}, floats);
+  at::Tensor out = at::empty({H, n, D}, floats);
+  const double decay = config_.lined.decay;
+  const at::Tensor key_pos = at::arange(T, longs).view({1, T});
+  constexpr std::int64_t kChunk = 256;
+  for (std::int64_t i0 = 0; i0 < n; i0 += kChunk) {
+    const std::int64_t m = std::min(kChunk, n - i0);
+    const at::Tensor hidden = key_pos.gt(at::arange(i0, i0 + m, longs).view({m, 1}));
+    for (std::int64_t g = 0; g < KV; ++g) {
+      at::Tensor scores = at::matmul(qf.narrow(0, g * G, G).narrow(1, i0, m), kf[g].transpose(0, 1)).mul_(in.scale);
+      scores.masked_fill_(hidden.unsqueeze(0), -std::numeric_limits<float>::infinity());
+      const at::Tensor probs = at::softmax(scores, -1);  // [G, m, T]
+      out.narrow(0, g * G, G).narrow(1, i0, m).copy_(at::matmul(probs, vf[g]));
+      importance[g].add_(probs.sum(at::IntArrayRef{0, 1}));
+      for (std::int64_t j = 0; j < G; ++j) {
+        at::Tensor row = h2o[g * G + j];
+        if (decay == 1.0) {
+          row.add_(probs[j].sum(0));
+        } else {
+          for (std::int64_t i = 0; i < m; ++i) row.mul_(decay).add_(probs[j][i]);
+        }
+      }
+    }
+  }
+  if (const std::string e = state_->load_prefill(importance.const_data_ptr<float>(), h2o.const_data_ptr<float>(), T,
+                                                 kv_view(in, layer_), nullptr);
+      !e.empty())
+    fail("luka layer " + std::to_string(layer_), e);
+  return out.transpose(0, 1).reshape({n, H * D}).to(in.q.scalar_type());
+}
+
+std::vector<std::shared_ptr<CudaLukaAttention>> install_luka_cuda(Decoder& decoder, const LukaConfig& config) {
+  const ModelConfig& c = decoder.model().config();
+  if (!decoder.model().on_cuda()) fail("luka config", "install_luka_cuda needs a model loaded with cuda");
+  if (static_cast<std::int64_t>(config.layers.size()) != c.num_layers)
+    fail("luka config", "has " + std::to_string(config.layers.size()) + " layers, the model " + std::to_string(c.num_layers));
+  std::vector<std::shared_ptr<CudaLukaAttention>> layers;
+  for (std::int64_t i = 0; i < c.num_layers; ++i) {
+    auto a = std::make_shared<CudaLukaAttention>(static_cast<int>(i), config.layers[static_cast<std::size_t>(i)],
+                                                 c.num_heads, c.num_kv_heads, c.head_dim);
+    decoder.set_attention(static_cast<int>(i), a);
+    layers.push_back(std::move(a));
+  }
+  return layers;
+}
+
+}  // namespace luka
