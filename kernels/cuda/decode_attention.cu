@@ -32,8 +32,9 @@ __global__ void split_kernel(const T* __restrict__ q, const T* __restrict__ k, c
   const int t0 = split * per_split, t1 = min(tokens, t0 + per_split);
 
   float qr[kMaxGroup][PER];
-  for (int g = 0; g < group; ++g)
-    for (int i = 0; i < PER; ++i) qr[g][i] = to_float(q[(kv * group + g) * D + lane + 32 * i]) * scale;
+#pragma unroll
+  for (int g = 0; g < kMaxGroup; ++g)
+    for (int i = 0; i < PER; ++i) qr[g][i] = g < group ? to_float(q[(kv * group + g) * D + lane + 32 * i]) * scale : 0.f;
   float m[kMaxGroup], l[kMaxGroup], acc[kMaxGroup][PER];
   for (int g = 0; g < kMaxGroup; ++g) {
     m[g] = -FLT_MAX;
@@ -48,7 +49,9 @@ __global__ void split_kernel(const T* __restrict__ q, const T* __restrict__ k, c
       kr[i] = to_float(kh[t * token_stride + lane + 32 * i]);
       vr[i] = to_float(vh[t * token_stride + lane + 32 * i]);
     }
-    for (int g = 0; g < group; ++g) {
+#pragma unroll
+    for (int g = 0; g < kMaxGroup; ++g) {  // unrolled so the per-head arrays stay in registers
+      if (g >= group) break;
       float s = 0.f;
       for (int i = 0; i < PER; ++i) s += qr[g][i] * kr[i];
       s = warp_sum(s);
@@ -63,7 +66,9 @@ __global__ void split_kernel(const T* __restrict__ q, const T* __restrict__ k, c
   // Merge the warps: warp 0 folds in the others' states.
   __shared__ float sm[kWarps][kMaxGroup], sl[kWarps][kMaxGroup];
   __shared__ float sacc[kWarps][kMaxGroup][D];
-  for (int g = 0; g < group; ++g) {
+#pragma unroll
+  for (int g = 0; g < kMaxGroup; ++g) {
+    if (g >= group) break;
     if (lane == 0) {
       sm[warp][g] = m[g];
       sl[warp][g] = l[g];

@@ -107,9 +107,11 @@ struct WarpMerge {
 };
 
 template <int PER>
-__device__ void store_state(WarpMerge<PER>& sm, int group, const float* m, const float* l, const float (*acc)[PER]) {
+__device__ __forceinline__ void store_state(WarpMerge<PER>& sm, int group, const float* m, const float* l, const float (*acc)[PER]) {
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  for (int g = 0; g < group; ++g) {
+#pragma unroll
+  for (int g = 0; g < kMaxGroup; ++g) {
+    if (g >= group) break;
     if (lane == 0) {
       sm.m[warp][g] = m[g];
       sm.l[warp][g] = l[g];
@@ -226,7 +228,9 @@ __global__ void __launch_bounds__(kWarps * 32) clustered_split_kernel(ClusteredS
         vr[i] = to_float(vh[t * p.ts + lane + 32 * i]);
       }
     }
-    for (int gg = 0; gg < p.group; ++gg) {
+#pragma unroll
+    for (int gg = 0; gg < kMaxGroup; ++gg) {  // unrolled so the per-head arrays stay in registers
+      if (gg >= p.group) break;
       float s = 0.f;
       for (int i = 0; i < PER; ++i) s += qr[gg][i] * kr[i];
       s = warp_sum(s) + bias;
@@ -408,7 +412,7 @@ __global__ void __launch_bounds__(kSelectThreads) clustered_select_kernel(Select
         if (ci[c] == winner) cs[c] = -1.f;
       __syncthreads();
     }
-  } else {
+  } else if (p.sorted) {
     // Sort every page by (score descending, page ascending) in shared memory.
     for (int i = tid; i < p.sort_size; i += blockDim.x)
       keys[i] = i < p.P ? (static_cast<unsigned long long>(~__float_as_uint(score(i))) << 32) | static_cast<unsigned>(i)
@@ -481,7 +485,7 @@ struct ChildrenParams {
 template <class T, int PER>
 __global__ void __launch_bounds__(kWarps * 32) clustered_children_kernel(ChildrenParams p) {
   constexpr int D = PER * 32;
-  const int h = blockIdx.x, slot = blockIdx.y;
+  const int slot = blockIdx.x, h = blockIdx.y;  // slots in x: up to P of them
   if (slot >= p.count[h]) return;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = h / p.group;
   const int page = p.refined[static_cast<long long>(h) * p.max_refined + slot];
@@ -815,7 +819,7 @@ template <class T, class S>
 __global__ void compress_kernel(CompressParams p) {
   __shared__ float w[kMaxPageTokens];
   __shared__ float bias_s;
-  const int g = blockIdx.x, page = p.first_page + blockIdx.y, tid = threadIdx.x;
+  const int page = p.first_page + blockIdx.x, g = blockIdx.y, tid = threadIdx.x;  // pages in x: many of them
   const int s = p.page_start[page], e = p.page_start[page + 1], L = e - s;
   if (tid == 0) {
     const float uniform = 1.0f / static_cast<float>(L);
@@ -934,7 +938,7 @@ ClusteredPlan plan_clustered(const ClusteredDecodeArgs& a, void* workspace) {
     pl.pick_count = static_cast<int>(std::min<std::int64_t>(pl.P, static_cast<std::int64_t>(std::ceil(a.top_frac * pl.P - 1e-9))));
   }
   pl.K = a.rule == Rule::kTopK && a.top_k <= kMaxCand ? std::max(pl.pick_count, 0) : 0;
-  pl.sorted = a.rule != Rule::kThreshold && pl.K == 0 && pl.P > 0;
+  pl.sorted = pl.P > 0 && (a.rule == Rule::kTopP || (a.rule != Rule::kThreshold && pl.K == 0 && pl.pick_count > 0));
   while (pl.sorted && pl.sort_size < pl.P) pl.sort_size <<= 1;
   pl.max_refined = (a.rule == Rule::kTopK || a.rule == Rule::kTopFrac) ? std::min(pl.P, pl.pick_count + first) : pl.P;
   pl.max_refined = std::max(pl.max_refined, 1);
@@ -1030,9 +1034,9 @@ std::string lined_decode(const LinedDecodeArgs& a, void* workspace, std::size_t 
   const DecodeCommon& c = a.c;
   if (std::string e = check_common(c); !e.empty()) return e;
   const std::int64_t T = c.kv.tokens;
-  if (a.window < 1 || a.window > T) return "window must be in [1, tokens]";
+  if (a.window < 0 || a.window > T) return "window must be in [0, tokens]";
   if (a.heavy < 0 || a.heavy > T - a.window) return "heavy must be in [0, tokens - window]";
-  if (a.share == Share::kLayer && c.heads > kMaxUnitHeads) return "too many heads for a shared selection";
+  if (a.window + a.heavy < 1) return "empty cover (window 0 and no heavy hitters)";
   const LinedPlan pl = plan_lined(a, workspace);
   if (!workspace || workspace_bytes < pl.bytes) return "workspace missing or too small";
   const auto s = static_cast<cudaStream_t>(stream);
@@ -1084,7 +1088,6 @@ std::string clustered_decode(const ClusteredDecodeArgs& a, void* workspace, std:
            " rule handles at most " + std::to_string(kMaxSortedPages) + " pages on the GPU (this layer has " +
            std::to_string(pl.P) + ")";
   if (!workspace || workspace_bytes < pl.bytes) return "workspace missing or too small";
-  if (pl.max_refined > 65535) return "more than 65535 refinable pages on one layer (use top_k or top_frac)";
   const auto s = static_cast<cudaStream_t>(stream);
   const int H = static_cast<int>(c.heads), KV = static_cast<int>(c.kv.kv_heads), G = H / KV, D = static_cast<int>(c.kv.head_dim);
 
@@ -1135,11 +1138,14 @@ std::string clustered_decode(const ClusteredDecodeArgs& a, void* workspace, std:
         constexpr int PER = decltype(per)::value;
         clustered_split_kernel<T_, S_, PER><<<dim3(static_cast<unsigned>(KV), static_cast<unsigned>(pl.splits)), kWarps * 32, 0, s>>>(sp);
         if (pl.P > 0) {
-          if (sort_bytes > 48 * 1024)
-            cudaFuncSetAttribute(clustered_select_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(sort_bytes));
+          if (sort_bytes > 48 * 1024) {
+            const cudaError_t e = cudaFuncSetAttribute(clustered_select_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                                       static_cast<int>(sort_bytes));
+            if (e != cudaSuccess) return std::string("shared memory for sorting ") + std::to_string(pl.P) + " pages: " + cudaGetErrorString(e);
+          }
           clustered_select_kernel<<<static_cast<unsigned>(pl.units), kSelectThreads, sort_bytes, s>>>(se);
           clustered_children_kernel<T_, PER>
-              <<<dim3(static_cast<unsigned>(H), static_cast<unsigned>(pl.max_refined)), kWarps * 32, 0, s>>>(cp);
+              <<<dim3(static_cast<unsigned>(pl.max_refined), static_cast<unsigned>(H)), kWarps * 32, 0, s>>>(cp);
         } else {
           // No pages: the select kernel still derives the normalizers (and zero refined counts).
           clustered_select_kernel<<<static_cast<unsigned>(pl.units), kSelectThreads, 0, s>>>(se);
@@ -1173,7 +1179,7 @@ std::string compress_pages(const CompressArgs& a, void* stream) {
                    a.zero_v ? 1 : 0, static_cast<int>(a.bias), a.tau, a.seed, a.sum_k, a.sum_v, a.sum_bias, a.capacity,
                    a.spread, a.spread_ld};
   const auto s = static_cast<cudaStream_t>(stream);
-  dim3 grid(static_cast<unsigned>(a.kv.kv_heads), static_cast<unsigned>(a.count));
+  dim3 grid(static_cast<unsigned>(a.count), static_cast<unsigned>(a.kv.kv_heads));
   std::string err = by_type(a.kv.type, [&](auto tag) {
     using T_ = decltype(tag);
     if (a.summary_type == ElemType::kF32)
