@@ -26,5 +26,5 @@ cmake -S . -B build-gpu "${generator[@]}" -DCMAKE_BUILD_TYPE=Release \
   -DLUKA_APP=OFF -DLUKA_GUI=OFF -DLUKA_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES="$arch" \
   -DTorch_DIR="$torch_prefix/Torch" \
   -DCMAKE_PREFIX_PATH="$root/usr;$root/usr/lib/x86_64-linux-gnu/cmake;$root/usr/share/cmake"
-cmake --build build-gpu -j"$(nproc)" --target test_cuda_device test_cuda_decode_attention test_cuda_luka_decode test_cuda_model bench_cuda_decode
+cmake --build build-gpu -j"$(nproc)" --target test_cuda_device test_cuda_decode_attention test_cuda_luka_decode test_cuda_model bench_cuda_decode bench_cuda_model
 echo "built: ctest --test-dir build-gpu -R Cuda --output-on-failure; bench/run_cuda_bench.sh build-gpu"
