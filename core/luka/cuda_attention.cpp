@@ -76,15 +76,34 @@ at::Tensor CudaLukaAttention::forward(const AttentionInputs& in) {
   return out;
 }
 
-// Exact causal attention over the whole prompt on ATen ops, chunked over queries; the
-// probabilities feed importance and h2o_score exactly as the CPU prefill does, and the state is
-// handed to the kernels (which then make the post-prefill pages).
+// Exact causal attention over the whole prompt: the prefill kernel when h2o has no decay, else
+// ATen ops chunked over queries with the CPU prefill's sequential decay. The probabilities feed
+// importance and h2o_score, and the state is handed to the kernels (which then make the
+// post-prefill pages).
 at::Tensor CudaLukaAttention::prefill(const AttentionInputs& in) {
   const std::int64_t H = in.q.size(0), n = in.q.size(1), D = in.q.size(2), KV = in.k.size(0), T = in.k.size(1);
   const std::int64_t G = in.group_size;
   if (in.q_pos0 != 0)
     fail("luka layer " + std::to_string(layer_), "the GPU path prefills from position 0 only (reset the decoder first)");
   const at::TensorOptions floats = in.q.options().dtype(at::kFloat), longs = in.q.options().dtype(at::kLong);
+  if (config_.lined.decay == 1.0) {  // the two-pass kernel: nothing of [n, T] in global memory
+    at::Tensor importance = at::zeros({KV, T}, floats), h2o = at::zeros({H, T}, floats);
+    const at::Tensor q = in.q.contiguous();
+    at::Tensor out = at::empty({n, H * D}, q.options());
+    cuda::PrefillArgs a;
+    a.kv = kv_view(in, layer_);
+    a.q = q.const_data_ptr();
+    a.out = out.mutable_data_ptr();
+    a.heads = H;
+    a.queries = n;
+    a.scale = static_cast<float>(in.scale);
+    a.acc = cuda::Accumulators{importance.mutable_data_ptr<float>(), h2o.mutable_data_ptr<float>(), T, 1.0f};
+    const at::Tensor workspace = at::empty({static_cast<std::int64_t>(cuda::prefill_workspace_bytes(a))}, q.options().dtype(at::kByte));
+    std::string e = cuda::prefill_attention(a, workspace.mutable_data_ptr(), static_cast<std::size_t>(workspace.numel()), nullptr);
+    if (e.empty()) e = state_->load_prefill(importance.const_data_ptr<float>(), h2o.const_data_ptr<float>(), T, a.kv, nullptr);
+    if (!e.empty()) fail("luka layer " + std::to_string(layer_), e);
+    return out;
+  }
   const at::Tensor qf = in.q.to(at::kFloat), kf = in.k.to(at::kFloat), vf = in.v.to(at::kFloat);
   at::Tensor importance = at::zeros({KV, T}, floats), h2o = at::zeros({H, T}, floats);
   at::Tensor out = at::empty({H, n, D}, floats);

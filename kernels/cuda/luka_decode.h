@@ -133,6 +133,25 @@ struct CompressArgs {
 };
 std::string compress_pages(const CompressArgs& a, void* stream);
 
+// ---- prefill ----------------------------------------------------------------------------------
+// Exact causal attention of `queries` new tokens (positions q_pos0 ...) over the cache, in two
+// passes that never hold the [queries, tokens] matrix in global memory: per query the softmax's
+// max and sum and the output; then per tile of 32 keys the probabilities again, summed over the
+// queries into importance / h2o_score (decay 1 only) and max-pooled into `pooled` cells of
+// pool × pool (query rows × key columns) — the capture pyramid's finest level.
+struct PrefillArgs {
+  KvView kv;
+  const void* q = nullptr;        // [H, queries, D], kv.type
+  void* out = nullptr;            // [queries, H * D], kv.type (the o_proj input)
+  std::int64_t heads = 0, queries = 0, q_pos0 = 0;
+  float scale = 1.0f;
+  Accumulators acc;               // decay must be 1
+  float* pooled = nullptr;        // optional [H, ⌈queries/pool⌉, ⌈tokens/pool⌉], fp32
+  std::int64_t pool = 1;          // a power of two
+};
+std::size_t prefill_workspace_bytes(const PrefillArgs& a);
+std::string prefill_attention(const PrefillArgs& a, void* workspace, std::size_t workspace_bytes, void* stream);
+
 // Largest page the compressor handles, and the most pages the sorting selection rules
 // (top_frac, top_p, top_k above 8) handle on one layer.
 constexpr std::int64_t kMaxPageTokens = 1024;

@@ -431,6 +431,55 @@ TEST(LukaDecodeCuda, ModeSwitchesMidSequenceKeepBothSidesInStep) {
   run_case(b);
 }
 
+// The prefill kernel against the CPU prefill: outputs, accumulators, and the pooled map against
+// at::max_pool2d (ceil mode) of the CPU's full probability matrix.
+TEST(LukaDecodeCuda, PrefillMatchesTheCpuAndPoolsTheMap) {
+  SKIP_WITHOUT_GPU();
+  for (const auto& [H, KV, D, n, type] : std::vector<std::tuple<int, int, int, int, at::ScalarType>>{
+           {4, 2, 64, 77, at::kFloat}, {8, 2, 128, 130, at::kBFloat16}, {3, 3, 64, 33, at::kFloat}}) {
+    SCOPED_TRACE("H " + std::to_string(H) + " KV " + std::to_string(KV) + " D " + std::to_string(D) + " n " + std::to_string(n));
+    c10::InferenceMode guard;
+    at::manual_seed(n);
+    const at::Tensor q = (at::randn({H, n, D}) * 1.5).to(type), k = at::randn({KV, n, D}).to(type), v = at::randn({KV, n, D}).to(type);
+    AttentionInputs in;
+    in.q = q;
+    in.k = k;
+    in.v = v;
+    in.group_size = H / KV;
+    in.scale = 1.0 / std::sqrt(static_cast<double>(D));
+    LukaAttention cpu(0, LayerConfig{});
+    at::Tensor full = at::zeros({H, n, n});
+    cpu.set_prefill_observer([&](int, std::int64_t q0, const at::Tensor& probs) { full.narrow(1, q0, probs.size(1)).copy_(probs); });
+    const at::Tensor cpu_out = cpu.forward(in);
+    const Dev dq(q), dk(k), dv(v), out(cpu_out.nbytes()), imp(KV * n * 4), h2o(H * n * 4);
+    for (const std::int64_t pool : {1, 4, 64}) {
+      SCOPED_TRACE("pool " + std::to_string(pool));
+      const std::int64_t cells = (n + pool - 1) / pool;
+      const Dev pooled(H * cells * cells * 4);
+      ASSERT_EQ(cudaMemset(imp.p, 0, imp.bytes), cudaSuccess);
+      ASSERT_EQ(cudaMemset(h2o.p, 0, h2o.bytes), cudaSuccess);
+      cuda::PrefillArgs a;
+      a.kv = cuda::KvView{elem(type), dk.p, dv.p, KV, n, D, n * D, D};
+      a.q = dq.p;
+      a.out = out.p;
+      a.heads = H;
+      a.queries = n;
+      a.scale = static_cast<float>(in.scale);
+      a.acc = cuda::Accumulators{imp.as<float>(), h2o.as<float>(), n, 1.0f};
+      a.pooled = pooled.as<float>();
+      a.pool = pool;
+      const Dev ws(cuda::prefill_workspace_bytes(a));
+      ASSERT_EQ(cuda::prefill_attention(a, ws.p, ws.bytes, nullptr), "");
+      ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+      EXPECT_LT(max_abs(download(out.p, {n, H * D}, type), cpu_out), type == at::kFloat ? 2e-4 : 1e-2);
+      EXPECT_LT(max_rel(download(imp.p, {KV, n}, at::kFloat), cpu.importance()), 1e-4);
+      EXPECT_LT(max_rel(download(h2o.p, {H, n}, at::kFloat), cpu.h2o_score()), 1e-4);
+      const at::Tensor expect = at::max_pool2d(full, {pool, pool}, {pool, pool}, {0, 0}, {1, 1}, /*ceil_mode=*/true);
+      EXPECT_LT(max_abs(download(pooled.p, {H, cells, cells}, at::kFloat), expect), 2e-5);
+    }
+  }
+}
+
 TEST(LukaDecodeCuda, BadArgumentsAreReportedNotRun) {
   // Checked before any launch, so this runs with or without a GPU.
   cuda::ClusteredDecodeArgs a;
