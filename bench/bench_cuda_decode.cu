@@ -141,7 +141,9 @@ int main(int argc, char** argv) {
   cudaDeviceGetAttribute(&clock_khz, cudaDevAttrMemoryClockRate, 0);
   cudaDeviceGetAttribute(&bus_bits, cudaDevAttrGlobalMemoryBusWidth, 0);
   const double peak = 2.0 * clock_khz * 1e3 * bus_bits / 8.0;  // bytes/s, double data rate
-  std::printf("device: %s, peak memory bandwidth %.0f GB/s (from clock and bus width)\n\n", prop.name, peak / 1e9);
+  std::printf("device: %s, peak memory bandwidth %.0f GB/s (from clock and bus width), L2 %d MB\n", prop.name, peak / 1e9,
+              prop.l2CacheSize >> 20);
+  std::printf("Where a variant's bytes fit in L2, replays read them from L2: its GB/s is not DRAM bandwidth.\n\n");
   std::printf("| shape | tokens | variant | µs / step | vs dense split-K | bytes read (MB) | GB/s | of peak |\n");
   std::printf("|---|---:|---|---:|---:|---:|---:|---:|\n");
 

@@ -1,5 +1,7 @@
 #include "core/luka/cuda_attention.h"
 
+#include <c10/cuda/CUDAStream.h>
+
 #include <cmath>
 #include <limits>
 #include <string>
@@ -35,6 +37,9 @@ cuda::KvView kv_view(const AttentionInputs& in, int layer) {
   return kv;
 }
 
+// The stream ATen runs on: the kernels must order with the tensors it allocates and frees.
+void* current_stream() { return at::cuda::getCurrentCUDAStream().stream(); }
+
 }  // namespace
 
 CudaLukaAttention::CudaLukaAttention(int layer, const LayerConfig& config, std::int64_t heads, std::int64_t kv_heads,
@@ -62,6 +67,7 @@ at::Tensor CudaLukaAttention::forward(const AttentionInputs& in) {
   const std::int64_t n = in.q.size(1), T = in.k.size(1);
   const std::string where = "luka layer " + std::to_string(layer_);
   if (!in.q.is_cuda() || !in.k.is_cuda()) fail(where, "GPU attention given tensors on the CPU");
+  if (in.q.scalar_type() != in.k.scalar_type()) fail(where, "queries and cache differ in dtype");
   if (in.q_pos0 != state_->tokens() || in.q_pos0 + n != T)
     fail(where, "attention state out of step with the cache (state has " + std::to_string(state_->tokens()) +
                     " tokens, cache " + std::to_string(T) + " with " + std::to_string(n) + " new)");
@@ -70,7 +76,7 @@ at::Tensor CudaLukaAttention::forward(const AttentionInputs& in) {
   const at::Tensor q = in.q.contiguous();
   at::Tensor out = at::empty({1, heads_ * head_dim_}, q.options());
   if (const std::string e = state_->decode(q.const_data_ptr(), out.mutable_data_ptr(), kv_view(in, layer_),
-                                           static_cast<float>(in.scale), nullptr);
+                                           static_cast<float>(in.scale), current_stream());
       !e.empty())
     fail(where, e);
   return out;
@@ -99,8 +105,9 @@ at::Tensor CudaLukaAttention::prefill(const AttentionInputs& in) {
     a.scale = static_cast<float>(in.scale);
     a.acc = cuda::Accumulators{importance.mutable_data_ptr<float>(), h2o.mutable_data_ptr<float>(), T, 1.0f};
     const at::Tensor workspace = at::empty({static_cast<std::int64_t>(cuda::prefill_workspace_bytes(a))}, q.options().dtype(at::kByte));
-    std::string e = cuda::prefill_attention(a, workspace.mutable_data_ptr(), static_cast<std::size_t>(workspace.numel()), nullptr);
-    if (e.empty()) e = state_->load_prefill(importance.const_data_ptr<float>(), h2o.const_data_ptr<float>(), T, a.kv, nullptr);
+    std::string e = cuda::prefill_attention(a, workspace.mutable_data_ptr(), static_cast<std::size_t>(workspace.numel()),
+                                            current_stream());
+    if (e.empty()) e = state_->load_prefill(importance.const_data_ptr<float>(), h2o.const_data_ptr<float>(), T, a.kv, current_stream());
     if (!e.empty()) fail("luka layer " + std::to_string(layer_), e);
     return out;
   }
@@ -130,7 +137,7 @@ at::Tensor CudaLukaAttention::prefill(const AttentionInputs& in) {
     }
   }
   if (const std::string e = state_->load_prefill(importance.const_data_ptr<float>(), h2o.const_data_ptr<float>(), T,
-                                                 kv_view(in, layer_), nullptr);
+                                                 kv_view(in, layer_), current_stream());
       !e.empty())
     fail("luka layer " + std::to_string(layer_), e);
   return out.transpose(0, 1).reshape({n, H * D}).to(in.q.scalar_type());

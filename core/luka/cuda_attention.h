@@ -1,7 +1,8 @@
 // LuKA attention on the GPU: a LayerAttention for a Decoder whose model and KV cache live on the
-// GPU (LoadOptions::cuda). Prefill is exact causal attention on ATen ops with the accumulators
-// fed from its probabilities, as on the CPU; decode steps go to kernels/cuda (LayerState): dense,
-// lined or clustered with no host synchronization inside the step. Built with LUKA_CUDA only.
+// GPU (LoadOptions::cuda). Prefill is exact causal attention (the prefill kernel; ATen ops when
+// h2o decays) with the accumulators fed from its probabilities, as on the CPU, from position 0
+// only; decode steps go to kernels/cuda (LayerState): dense, lined or clustered with no host
+// synchronization inside the step. Kernels run on ATen's current stream. Built with LUKA_CUDA.
 //
 // The CPU LukaAttention stays the reference and the only path with LukaStep records, the dense
 // shadow, oracle summaries and lined sparse_prefill.

@@ -591,6 +591,7 @@ void LukaAttention::create_pages(const AttentionInputs& in) {
 
 std::vector<std::shared_ptr<LukaAttention>> install_luka(Decoder& decoder, const LukaConfig& config) {
   const std::int64_t n = decoder.model().config().num_layers;
+  if (decoder.model().on_cuda()) fail("luka config", "the model is on the GPU: install_luka_cuda runs LuKA there");
   if (static_cast<std::int64_t>(config.layers.size()) != n)
     fail("luka config", "has " + std::to_string(config.layers.size()) + " layers, the model " + std::to_string(n));
   std::vector<std::shared_ptr<LukaAttention>> layers;

@@ -809,7 +809,7 @@ struct PrefillParams {
 template <class T, int PER>
 __global__ void __launch_bounds__(kWarps * 32) prefill_rows_kernel(PrefillParams p) {
   constexpr int D = PER * 32;
-  const int g = blockIdx.x, i = blockIdx.y;
+  const int i = blockIdx.x, g = blockIdx.y;  // queries in x: up to 2^31 of them
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int keys = min(p.tokens, p.q_pos0 + i + 1);
   const T* q = static_cast<const T*>(p.q);
@@ -871,7 +871,7 @@ __global__ void __launch_bounds__(kWarps * 32) prefill_columns_kernel(PrefillPar
   __shared__ float qs[kWarps][kMaxGroup][D];
   __shared__ unsigned cell[kMaxGroup][kCellRows][kKeyTile];
   __shared__ float colsum[kWarps][kMaxGroup][kKeyTile];
-  const int g = blockIdx.x, t0 = blockIdx.y * kKeyTile;
+  const int t0 = blockIdx.x * kKeyTile, g = blockIdx.y;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, tid = threadIdx.x;
   const T* kh = static_cast<const T*>(p.k) + g * p.hs;
   for (int x = tid; x < kKeyTile * D; x += blockDim.x) {
@@ -886,7 +886,8 @@ __global__ void __launch_bounds__(kWarps * 32) prefill_columns_kernel(PrefillPar
   const int C = max(p.pool, kWarps);
   const T* q = static_cast<const T*>(p.q);
   for (int r0 = first / C * C; r0 < p.queries; r0 += C) {
-    for (int x = tid; x < kMaxGroup * kCellRows * kKeyTile; x += blockDim.x) (&cell[0][0][0])[x] = 0u;
+    if (p.pooled)
+      for (int x = tid; x < kMaxGroup * kCellRows * kKeyTile; x += blockDim.x) (&cell[0][0][0])[x] = 0u;
     __syncthreads();
     for (int i = r0 + warp; i < min(r0 + C, p.queries); i += kWarps) {
       if (i < first) continue;
@@ -1335,7 +1336,6 @@ std::string prefill_attention(const PrefillArgs& a, void* workspace, std::size_t
   if (a.queries <= 0 || a.q_pos0 < 0 || a.q_pos0 + a.queries != a.kv.tokens) return "queries must be the cache's last tokens";
   if (a.acc.decay != 1.0f) return "the prefill kernel accumulates without decay (decay 1)";
   if (a.pool < 1 || (a.pool & (a.pool - 1)) != 0) return "pool must be a power of two";
-  if (a.queries > 65535) return "more than 65535 queries in one prefill call (split the prompt)";
   if (!workspace || workspace_bytes < prefill_workspace_bytes(a)) return "workspace missing or too small";
   const auto s = static_cast<cudaStream_t>(stream);
   const int H = static_cast<int>(a.heads), KV = static_cast<int>(a.kv.kv_heads);
@@ -1351,9 +1351,9 @@ std::string prefill_attention(const PrefillArgs& a, void* workspace, std::size_t
     using T_ = decltype(tag);
     return by_dim(a.kv.head_dim, [&](auto per) {
       constexpr int PER = decltype(per)::value;
-      prefill_rows_kernel<T_, PER><<<dim3(static_cast<unsigned>(KV), static_cast<unsigned>(a.queries)), kWarps * 32, 0, s>>>(p);
+      prefill_rows_kernel<T_, PER><<<dim3(static_cast<unsigned>(a.queries), static_cast<unsigned>(KV)), kWarps * 32, 0, s>>>(p);
       prefill_columns_kernel<T_, PER>
-          <<<dim3(static_cast<unsigned>(KV), static_cast<unsigned>((a.kv.tokens + kKeyTile - 1) / kKeyTile)), kWarps * 32, 0, s>>>(p);
+          <<<dim3(static_cast<unsigned>((a.kv.tokens + kKeyTile - 1) / kKeyTile), static_cast<unsigned>(KV)), kWarps * 32, 0, s>>>(p);
       return std::string();
     });
   });
