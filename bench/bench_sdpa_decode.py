@@ -1,8 +1,9 @@
 """PyTorch's own decode attention, the peer for bench_cuda_decode: one query token per head
 against a bf16 KV cache, batch 1, through torch.nn.functional.scaled_dot_product_attention
 (PyTorch picks its fastest backend: FlashAttention or memory-efficient). GQA through
-enable_gqa. Timed like bench_cuda_decode: one CUDA graph replayed, CUDA events around the
-replays. Prints markdown rows.
+enable_gqa. Timed like bench_cuda_decode: CUDA graphs replayed between CUDA events, over enough
+K/V copies to exceed 3x the L2 (one graph holds a step on each copy; time / copies). Prints
+markdown rows.
 
     python3 bench/bench_sdpa_decode.py [--shape 0.6b|4b] [--tokens 4096,32768,131072] [--iters 200]
 """
@@ -51,17 +52,20 @@ def main():
     for name in shapes:
         H, KV, D = SHAPES[name]
         for T in [int(x) for x in a.tokens.split(",")]:
+            kv_bytes = 2 * KV * T * D * 2
+            copies = max(1, -(-3 * torch.cuda.get_device_properties(0).L2_cache_size // kv_bytes))
             q = torch.randn(1, H, 1, D, device="cuda", dtype=torch.bfloat16)
-            k = torch.randn(1, KV, T, D, device="cuda", dtype=torch.bfloat16)
-            v = torch.randn(1, KV, T, D, device="cuda", dtype=torch.bfloat16)
+            ks = [torch.randn(1, KV, T, D, device="cuda", dtype=torch.bfloat16) for _ in range(copies)]
+            vs = [torch.randn(1, KV, T, D, device="cuda", dtype=torch.bfloat16) for _ in range(copies)]
             out = torch.empty(1, H, 1, D, device="cuda", dtype=torch.bfloat16)
 
             def step():
-                out.copy_(F.scaled_dot_product_attention(q, k, v, enable_gqa=True))
+                for k, v in zip(ks, vs):
+                    out.copy_(F.scaled_dot_product_attention(q, k, v, enable_gqa=True))
 
-            t = time_graph(step, a.iters)
+            t = time_graph(step, a.iters) / copies
             print(f"| {name} | {T} | torch SDPA (enable_gqa) | {t * 1e6:.1f} |", flush=True)
-            del q, k, v, out
+            del q, ks, vs, out
             torch.cuda.empty_cache()
 
 

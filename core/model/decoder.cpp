@@ -62,7 +62,7 @@ Decoder::Decoder(std::shared_ptr<const Model> model) : model_(std::move(model)) 
     attention_.push_back(std::make_shared<DenseAttention>());
   }
   c10::InferenceMode guard;
-  inv_freq_ = rope_inv_freq(c);
+  inv_freq_ = rope_inv_freq(c).to(model_->weights().embed_tokens.device());  // computed on the CPU, kept beside the weights
 }
 
 void Decoder::reset() {
@@ -149,11 +149,12 @@ at::Tensor Decoder::forward(const std::vector<std::int32_t>& ids, bool all_logit
 
   // RoPE tables for positions pos0 .. pos0+n-1, as transformers computes them: fp32 angles,
   // cos/sin of cat(freqs, freqs), cast to the compute dtype.
-  const at::Tensor pos = at::arange(pos0, pos0 + n, at::kLong).to(at::kFloat);
+  // Built on the weights' device, so a GPU step copies nothing but the ids to the device.
+  const at::Tensor pos = at::arange(pos0, pos0 + n, at::TensorOptions().dtype(at::kLong).device(device)).to(at::kFloat);
   const at::Tensor freqs = pos.unsqueeze(1) * inv_freq_.unsqueeze(0);  // [n, D/2]
   const at::Tensor emb = at::cat({freqs, freqs}, -1);
-  const at::Tensor cos = emb.cos().to(device, dtype_);
-  const at::Tensor sin = emb.sin().to(device, dtype_);
+  const at::Tensor cos = emb.cos().to(dtype_);
+  const at::Tensor sin = emb.sin().to(dtype_);
 
   try {
     for (std::int64_t l = 0; l < c.num_layers; ++l) {

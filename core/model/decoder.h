@@ -51,7 +51,7 @@ class Decoder {
   std::shared_ptr<const Model> model_;
   std::vector<KvCache> caches_;
   std::vector<std::shared_ptr<LayerAttention>> attention_;
-  at::Tensor inv_freq_;  // [head_dim / 2] float32
+  at::Tensor inv_freq_;  // [head_dim / 2] float32, on the weights' device
   at::ScalarType dtype_;
   std::int64_t position_ = 0;
   bool capture_hidden_ = false;

@@ -496,6 +496,78 @@ TEST(LukaDecodeCuda, PrefillMatchesTheCpuAndPoolsTheMap) {
   }
 }
 
+// A decode step issues no host synchronization: each mode's step (page creation included, on
+// steps that make pages) is captured into a CUDA graph in the strictest capture mode, replayed,
+// and matches the CPU's step.
+TEST(LukaDecodeCuda, DecodeStepsCaptureIntoCudaGraphs) {
+  SKIP_WITHOUT_GPU();
+  c10::InferenceMode guard;
+  const std::int64_t H = 8, KV = 2, D = 128, N = 80, prompt = 50;
+  at::manual_seed(5);
+  const at::Tensor q = (at::randn({H, N, D}) * 1.5).to(at::kBFloat16);
+  const at::Tensor k = at::randn({KV, N, D}).to(at::kBFloat16), v = at::randn({KV, N, D}).to(at::kBFloat16);
+  const double scale = 1.0 / std::sqrt(static_cast<double>(D));
+  const Dev dk(k), dv(v), dq(q.transpose(0, 1).contiguous());
+  for (LayerConfig config : {clustered(RefineRule::kTopK, RefineMath::kExact, Selection::kPerHead),
+                             lined(0.25, 16, Selection::kPerGroup), LayerConfig{}}) {
+    config.clustered.page_size = 8;
+    config.clustered.tail = 16;
+    config.clustered.interval = 4;
+    SCOPED_TRACE(to_string(config.mode));
+    LukaAttention cpu(1, config);
+    AttentionInputs in;
+    in.group_size = H / KV;
+    in.scale = scale;
+    const auto inputs = [&](std::int64_t pos0, std::int64_t n) {
+      in.q = q.narrow(1, pos0, n).contiguous();
+      in.k = k.narrow(1, 0, pos0 + n);
+      in.v = v.narrow(1, 0, pos0 + n);
+      in.q_pos0 = pos0;
+      return in;
+    };
+    cpu.forward(inputs(0, prompt));
+    cuda::LayerParams params;
+    ASSERT_EQ(to_cuda_params(config, &params), "");
+    cuda::LayerState gpu(1, H, KV, D, cuda::ElemType::kF32);
+    gpu.set_params(params);
+    cudaStream_t stream;
+    ASSERT_EQ(cudaStreamCreate(&stream), cudaSuccess);
+    ASSERT_EQ(gpu.reserve(N, stream), "");
+    const auto kv = [&](std::int64_t T) { return cuda::KvView{cuda::ElemType::kBF16, dk.p, dv.p, KV, T, D, N * D, D}; };
+    {
+      const Dev imp(cpu.importance().contiguous()), h2o(cpu.h2o_score().contiguous());
+      ASSERT_EQ(gpu.load_prefill(imp.as<float>(), h2o.as<float>(), prompt, kv(prompt), stream), "");
+      ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+    }
+    const Dev out(H * D * 2);
+    for (std::int64_t pos = prompt; pos < N; ++pos) {
+      const std::int64_t step = pos - prompt + 1;
+      SCOPED_TRACE("step " + std::to_string(step));
+      const void* qp = static_cast<const char*>(dq.p) + pos * H * D * 2;
+      if (step <= 2) {  // plain steps first: the workspace reaches its size outside any graph
+        ASSERT_EQ(gpu.decode(qp, out.p, kv(pos + 1), static_cast<float>(scale), stream), "");
+      } else {
+        cudaGraph_t graph;
+        cudaGraphExec_t exec;
+        ASSERT_EQ(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal), cudaSuccess);
+        const std::string err = gpu.decode(qp, out.p, kv(pos + 1), static_cast<float>(scale), stream);
+        ASSERT_EQ(cudaStreamEndCapture(stream, &graph), cudaSuccess) << "the step synchronized with the host";
+        ASSERT_EQ(err, "");
+        ASSERT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
+        ASSERT_EQ(cudaGraphLaunch(exec, stream), cudaSuccess);
+        ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+        cudaGraphExecDestroy(exec);
+        cudaGraphDestroy(graph);
+      }
+      ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+      const at::Tensor cpu_out = cpu.forward(inputs(pos, 1)).view({H, D});
+      EXPECT_LT(max_abs(download(out.p, {H, D}, at::kBFloat16), cpu_out), 3.2e-2);
+      ASSERT_EQ(gpu.pages().size(), cpu.pages().size());
+    }
+    cudaStreamDestroy(stream);
+  }
+}
+
 TEST(LukaDecodeCuda, BadArgumentsAreReportedNotRun) {
   // Checked before any launch, so this runs with or without a GPU.
   cuda::ClusteredDecodeArgs a;
