@@ -15,6 +15,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <fstream>
 #include <set>
 #include <string>
 #include <vector>
@@ -91,7 +92,31 @@ struct Case {
   // Switches to this config (both sides) at decode step `switch_step` when set.
   std::int64_t switch_step = 0;
   LayerConfig switch_to;
+  // Real-model inputs instead of random ones when defined ([H, N, D], [KV, N, D] fp32).
+  at::Tensor q, k, v;
 };
+
+// The post-RoPE q/k/v of SmolLM2-135M-Instruct's layer 12 over the first 256 tokens of emma.txt
+// (tests/fixtures/make_qkv_fixture.cpp wrote it): 9 heads, 3 KV heads, head_dim 64.
+struct QkvFixture {
+  std::int64_t layer = 0, H = 0, KV = 0, D = 0, N = 0;
+  at::Tensor q, k, v;
+};
+
+QkvFixture read_qkv_fixture() {
+  QkvFixture f;
+  std::ifstream in(std::string(LUKA_SOURCE_DIR) + "/tests/fixtures/smollm2_qkv_layer12.bin", std::ios::binary);
+  char magic[8] = {};
+  in.read(magic, 8);
+  if (!in || std::string(magic, 8) != "LUKAQKV1") return f;
+  for (std::int64_t* x : {&f.layer, &f.H, &f.KV, &f.D, &f.N}) in.read(reinterpret_cast<char*>(x), 8);
+  f.q = at::empty({f.H, f.N, f.D});
+  f.k = at::empty({f.KV, f.N, f.D});
+  f.v = at::empty({f.KV, f.N, f.D});
+  for (at::Tensor* t : {&f.q, &f.k, &f.v}) in.read(static_cast<char*>(t->mutable_data_ptr()), static_cast<std::streamsize>(t->nbytes()));
+  if (!in) return QkvFixture{};
+  return f;
+}
 
 cuda::ElemType elem(at::ScalarType t) { return t == at::kFloat ? cuda::ElemType::kF32 : cuda::ElemType::kBF16; }
 
@@ -99,8 +124,9 @@ void run_case(const Case& c) {
   SCOPED_TRACE(c.name);
   c10::InferenceMode guard;
   at::manual_seed(17 + c.H * 7 + c.D);
-  const at::Tensor q = (at::randn({c.H, c.N, c.D}) * 1.5).to(c.type);
-  const at::Tensor k = at::randn({c.KV, c.N, c.D}).to(c.type), v = at::randn({c.KV, c.N, c.D}).to(c.type);
+  const at::Tensor q = (c.q.defined() ? c.q : at::randn({c.H, c.N, c.D}) * 1.5).to(c.type);
+  const at::Tensor k = (c.k.defined() ? c.k : at::randn({c.KV, c.N, c.D})).to(c.type);
+  const at::Tensor v = (c.v.defined() ? c.v : at::randn({c.KV, c.N, c.D})).to(c.type);
   const std::int64_t G = c.H / c.KV;
   const double scale = 1.0 / std::sqrt(static_cast<double>(c.D));
   const auto inputs = [&](std::int64_t pos0, std::int64_t n) {
@@ -403,6 +429,54 @@ TEST(LukaDecodeCuda, ClusteredCompressorsBiasesAndOptions) {
   grow.N = 200;
   cases.push_back(grow);
   for (const Case& c : cases) run_case(c);
+}
+
+TEST(LukaDecodeCuda, QkvFixtureReadsBack) {  // runs everywhere: the GPU cases below depend on it
+  const QkvFixture f = read_qkv_fixture();
+  ASSERT_TRUE(f.q.defined()) << "tests/fixtures/smollm2_qkv_layer12.bin is missing or truncated";
+  EXPECT_EQ(f.H, 9);
+  EXPECT_EQ(f.KV, 3);
+  EXPECT_EQ(f.D, 64);
+  EXPECT_EQ(f.N, 256);
+  for (const at::Tensor& t : {f.q, f.k, f.v}) {
+    EXPECT_TRUE(t.isfinite().all().item<bool>());
+    EXPECT_GT(t.norm(2, -1).min().item<double>(), 0.1) << "every row carries signal";
+  }
+}
+
+// Real attention is peaked and structured (sinks, recency) where random inputs are not.
+TEST(LukaDecodeCuda, RealModelInputsMatchTheCpuInEveryMode) {
+  SKIP_WITHOUT_GPU();
+  const QkvFixture f = read_qkv_fixture();
+  ASSERT_TRUE(f.q.defined()) << "tests/fixtures/smollm2_qkv_layer12.bin is missing or truncated";
+  LayerConfig awe = clustered(RefineRule::kTopK, RefineMath::kExact, Selection::kPerHead, Compressor::kAttentionWeighted,
+                              SummaryBias::kAdaptive);
+  awe.clustered.tau = 7.0;
+  const std::vector<std::pair<std::string, LayerConfig>> configs = {
+      {"dense", LayerConfig{}},
+      {"lined", lined(0.125, 32, Selection::kPerHead)},
+      {"clustered top_k mass-preserving", clustered(RefineRule::kTopK, RefineMath::kMassPreserving, Selection::kPerHead)},
+      {"clustered threshold per group", clustered(RefineRule::kThreshold, RefineMath::kMassPreserving, Selection::kPerGroup)},
+      {"clustered attention-weighted τ 7, adaptive bias, exact", awe}};
+  for (const auto& [name, config] : configs)
+    for (const at::ScalarType type : {at::kFloat, at::kBFloat16}) {
+      Case c;
+      c.name = "SmolLM2 layer 12: " + name + (type == at::kFloat ? ", fp32" : ", bf16");
+      c.config = config;
+      c.config.clustered.page_size = 16;
+      c.config.clustered.tail = 32;
+      c.config.clustered.interval = 8;
+      c.H = f.H;
+      c.KV = f.KV;
+      c.D = f.D;
+      c.N = f.N;
+      c.prompt = 128;
+      c.type = type;
+      c.q = f.q;
+      c.k = f.k;
+      c.v = f.v;
+      run_case(c);
+    }
 }
 
 TEST(LukaDecodeCuda, ExactRefinementOfEveryPageIsDense) {
