@@ -466,6 +466,37 @@ __global__ void __launch_bounds__(kSelectThreads) clustered_select_kernel(Select
   if (tid < hn) p.count[h0 + tid] = min(offset, p.max_refined);
 }
 
+// One query head of a block over entries j = j0 + warp, j0 + warp + kWarps, ... < j1, the entry's
+// token being token(j): each logit goes to logit_out(t) (lane 0), and warp 0 writes the block's
+// merged online-softmax state (m, l, acc[D]) to part.
+template <class T, int PER, class TokenOf, class LogitOut>
+__device__ void attend_one_head(const T* q, float scale, const T* kh, const T* vh, long long ts, int j0, int j1,
+                                TokenOf token, LogitOut logit_out, float* part) {
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  float qr[PER], acc[1][PER], m[1] = {kEmptyMax}, l[1] = {0.f};
+  for (int i = 0; i < PER; ++i) {
+    qr[i] = to_float(q[lane + 32 * i]) * scale;
+    acc[0][i] = 0.f;
+  }
+  for (int j = j0 + warp; j < j1; j += kWarps) {
+    const long long t = token(j);
+    float kr[PER], vr[PER];
+    for (int i = 0; i < PER; ++i) {
+      kr[i] = to_float(kh[t * ts + lane + 32 * i]);
+      vr[i] = to_float(vh[t * ts + lane + 32 * i]);
+    }
+    float x = 0.f;
+    for (int i = 0; i < PER; ++i) x += qr[i] * kr[i];
+    x = warp_sum(x);
+    if (lane == 0) logit_out(t, x);
+    online_update(x, vr, m[0], l[0], acc[0], PER);
+  }
+  __shared__ WarpMerge<PER> sm;
+  store_state<PER>(sm, 1, m, l, acc);
+  __syncthreads();
+  if (warp == 0) merge_state<PER>(sm, 0, part);
+}
+
 struct ChildrenParams {
   const void* q;
   const void* k;
@@ -487,33 +518,14 @@ __global__ void __launch_bounds__(kWarps * 32) clustered_children_kernel(Childre
   constexpr int D = PER * 32;
   const int slot = blockIdx.x, h = blockIdx.y;  // slots in x: up to P of them
   if (slot >= p.count[h]) return;
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = h / p.group;
+  const int g = h / p.group;
   const int page = p.refined[static_cast<long long>(h) * p.max_refined + slot];
   const int s = p.page_start[page], e = p.page_start[page + 1];
-  const T* q = static_cast<const T*>(p.q);
-  float qr[PER], acc[1][PER], m[1] = {kEmptyMax}, l[1] = {0.f};
-  for (int i = 0; i < PER; ++i) {
-    qr[i] = to_float(q[h * D + lane + 32 * i]) * p.scale;
-    acc[0][i] = 0.f;
-  }
-  const T* kh = static_cast<const T*>(p.k) + g * p.hs;
-  const T* vh = static_cast<const T*>(p.v) + g * p.hs;
-  for (int t = s + warp; t < e; t += kWarps) {
-    float kr[PER], vr[PER];
-    for (int i = 0; i < PER; ++i) {
-      kr[i] = to_float(kh[static_cast<long long>(t) * p.ts + lane + 32 * i]);
-      vr[i] = to_float(vh[static_cast<long long>(t) * p.ts + lane + 32 * i]);
-    }
-    float x = 0.f;
-    for (int i = 0; i < PER; ++i) x += qr[i] * kr[i];
-    x = warp_sum(x);
-    if (lane == 0) p.child_logits[static_cast<long long>(h) * p.E + t] = x;
-    online_update(x, vr, m[0], l[0], acc[0], PER);
-  }
-  __shared__ WarpMerge<PER> sm;
-  store_state<PER>(sm, 1, m, l, acc);
-  __syncthreads();
-  if (warp == 0) merge_state<PER>(sm, 0, p.child_parts + (static_cast<long long>(h) * p.max_refined + slot) * (D + 2));
+  attend_one_head<T, PER>(
+      static_cast<const T*>(p.q) + h * D, p.scale, static_cast<const T*>(p.k) + g * p.hs, static_cast<const T*>(p.v) + g * p.hs,
+      p.ts, s, e, [](int j) { return static_cast<long long>(j); },
+      [&](long long t, float x) { p.child_logits[static_cast<long long>(h) * p.E + t] = x; },
+      p.child_parts + (static_cast<long long>(h) * p.max_refined + slot) * (D + 2));
 }
 
 struct FinalizeParams {
@@ -754,35 +766,14 @@ template <class T, int PER>
 __global__ void __launch_bounds__(kWarps * 32) lined_attention_kernel(LinedAttentionParams p) {
   constexpr int D = PER * 32;
   const int h = blockIdx.x, split = blockIdx.y, g = h / p.group;
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int unit = p.share == static_cast<int>(Share::kHead) ? h : p.share == static_cast<int>(Share::kGroup) ? g : 0;
   const int* heavy = p.heavy + static_cast<long long>(unit) * p.m;
   const int j0 = split * p.per_split, j1 = min(p.n, j0 + p.per_split);
-  const T* q = static_cast<const T*>(p.q);
-  float qr[PER], acc[1][PER], m[1] = {kEmptyMax}, l[1] = {0.f};
-  for (int i = 0; i < PER; ++i) {
-    qr[i] = to_float(q[h * D + lane + 32 * i]) * p.scale;
-    acc[0][i] = 0.f;
-  }
-  const T* kh = static_cast<const T*>(p.k) + g * p.hs;
-  const T* vh = static_cast<const T*>(p.v) + g * p.hs;
-  for (int j = j0 + warp; j < j1; j += kWarps) {
-    const long long t = j < p.m ? heavy[j] : p.outside + (j - p.m);
-    float kr[PER], vr[PER];
-    for (int i = 0; i < PER; ++i) {
-      kr[i] = to_float(kh[t * p.ts + lane + 32 * i]);
-      vr[i] = to_float(vh[t * p.ts + lane + 32 * i]);
-    }
-    float x = 0.f;
-    for (int i = 0; i < PER; ++i) x += qr[i] * kr[i];
-    x = warp_sum(x);
-    if (lane == 0) p.logit_tok[static_cast<long long>(h) * p.tokens + t] = x;
-    online_update(x, vr, m[0], l[0], acc[0], PER);
-  }
-  __shared__ WarpMerge<PER> sm;
-  store_state<PER>(sm, 1, m, l, acc);
-  __syncthreads();
-  if (warp == 0) merge_state<PER>(sm, 0, p.parts + (static_cast<long long>(h) * p.splits + split) * (D + 2));
+  attend_one_head<T, PER>(
+      static_cast<const T*>(p.q) + h * D, p.scale, static_cast<const T*>(p.k) + g * p.hs, static_cast<const T*>(p.v) + g * p.hs,
+      p.ts, j0, j1, [&](int j) { return j < p.m ? static_cast<long long>(heavy[j]) : static_cast<long long>(p.outside) + (j - p.m); },
+      [&](long long t, float x) { p.logit_tok[static_cast<long long>(h) * p.tokens + t] = x; },
+      p.parts + (static_cast<long long>(h) * p.splits + split) * (D + 2));
 }
 
 // ===== prefill ==============================================================================

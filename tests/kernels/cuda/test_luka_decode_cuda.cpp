@@ -118,6 +118,13 @@ QkvFixture read_qkv_fixture() {
   return f;
 }
 
+// The heads [first, first + count) that share head h's selection.
+std::pair<std::int64_t, std::int64_t> unit_of(Selection s, std::int64_t h, std::int64_t group, std::int64_t heads) {
+  if (s == Selection::kPerHead) return {h, 1};
+  if (s == Selection::kPerGroup) return {h / group * group, group};
+  return {0, heads};
+}
+
 cuda::ElemType elem(at::ScalarType t) { return t == at::kFloat ? cuda::ElemType::kF32 : cuda::ElemType::kBF16; }
 
 void run_case(const Case& c) {
@@ -240,8 +247,7 @@ void run_case(const Case& c) {
         std::vector<std::int64_t> gsel;
         for (int i = 0; i < g_cnt[h].item<int>(); ++i) gsel.push_back(g_ref[h][i].item<int>());
         std::vector<float> score(static_cast<std::size_t>(P), 0.f);
-        const std::int64_t h0 = cc.selection == Selection::kPerHead ? h : cc.selection == Selection::kPerGroup ? h / G * G : 0;
-        const std::int64_t hn = cc.selection == Selection::kPerHead ? 1 : cc.selection == Selection::kPerGroup ? G : c.H;
+        const auto [h0, hn] = unit_of(cc.selection, h, G, c.H);
         for (std::int64_t j = h0; j < h0 + hn; ++j)
           for (std::int64_t p = 0; p < P; ++p) score[p] = std::max(score[p], st.summary_mass[j][p].item<float>());
         same = same_selection(st.refined[h], gsel, score, boundary, "refined pages of head " + std::to_string(h)) && same;
@@ -254,8 +260,7 @@ void run_case(const Case& c) {
       const Selection sel = cpu.config().lined.selection;
       for (std::int64_t h = 0; h < c.H; ++h) {
         std::vector<std::int64_t> gsel(g_heavy[h].data_ptr<int>(), g_heavy[h].data_ptr<int>() + heavy);
-        const std::int64_t h0 = sel == Selection::kPerHead ? h : sel == Selection::kPerGroup ? h / G * G : 0;
-        const std::int64_t hn = sel == Selection::kPerHead ? 1 : sel == Selection::kPerGroup ? G : c.H;
+        const auto [h0, hn] = unit_of(sel, h, G, c.H);
         const at::Tensor s = before.narrow(0, h0, hn).sum(0).contiguous();
         std::vector<float> score(s.data_ptr<float>(), s.data_ptr<float>() + T);
         same = same_selection(st.heavy[h], gsel, score, NAN, "heavy hitters of head " + std::to_string(h)) && same;
