@@ -199,18 +199,30 @@ std::int64_t token_chunk(const Layout& layout, int layer_index) {
 }
 
 std::uint64_t estimate_bytes(const Layout& layout, std::int64_t steps) {
-  const std::uint64_t L = layout.layers.size(), H = layout.heads.size();
+  // Whole chunks, as stored without compression: the map chunks on and left of the diagonal, and
+  // per step each row's chunks along the token (page) axis, the last one padded.
+  const std::uint64_t H = layout.heads.size();
+  const std::int64_t n = layout.prompt_tokens, S = std::max<std::int64_t>(steps, 0);
+  const auto up = [](std::int64_t v, std::int64_t m) { return static_cast<std::uint64_t>((v + m - 1) / m * m); };
   std::uint64_t bytes = 0;
-  for (const int level : layout.levels) {
-    const std::uint64_t s = static_cast<std::uint64_t>(level_size(layout.prompt_tokens, level));
-    bytes += L * H * (s * (s + 1) / 2) * 2;  // the lower triangle is all that is written
+  for (std::size_t i = 0; i < layout.layers.size(); ++i) {
+    const int li = static_cast<int>(i);
+    for (const int level : layout.levels) {
+      const std::int64_t size = level_size(n, level), c = map_chunk(layout, li, level);
+      const std::uint64_t R = static_cast<std::uint64_t>((size + c - 1) / c);
+      bytes += H * (R * (R + 1) / 2) * static_cast<std::uint64_t>(c * c) * 2;
+    }
+    const std::int64_t ct = token_chunk(layout, li), page = std::max<std::int64_t>(1, layout.page_size.at(i));
+    for (std::int64_t st = 1; st <= S; ++st) {
+      const std::int64_t T = n + st;
+      if (layout.rows) bytes += H * up(T, ct) * 2;                                  // effective (dense-shadow rows not counted)
+      if (layout.covers) bytes += H * up(T / page, kPageChunk) * 3 + H * up(T, ct);  // page states and mass, cover
+    }
+    bytes += up(S, 64) * 17 + H * up(S, 16) * 20;   // mode, paged_end, seconds; cover sizes, fidelity
+    bytes += up((n + S) / page, 1024) * 3 * 8;      // the page table
   }
-  const std::uint64_t n = static_cast<std::uint64_t>(layout.prompt_tokens), S = static_cast<std::uint64_t>(std::max<std::int64_t>(steps, 0));
-  const std::uint64_t token_steps = S * n + S * (S + 1) / 2;  // sum over steps of T
-  if (layout.rows) bytes += L * H * token_steps * 2;
-  if (layout.covers) bytes += L * H * token_steps + L * H * token_steps / 16 * 3;  // cover + page states/mass (pages of >= 16)
-  bytes += L * S * (H * 4 * 4 + H * 4 + 32) + S * 64;
-  return bytes;
+  // Token lists (id, generated, segment, prob, piece_end; piece bytes at about 4 per token) and step lengths.
+  return bytes + up(n + S + 1, 4096) * 21 + up(4 * (n + S + 1), 16384) + up(S, 64) * 8;
 }
 
 }  // namespace luka::capture

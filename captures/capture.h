@@ -114,6 +114,12 @@ struct LayerStep {
   std::vector<std::uint8_t> page_state;  // [heads][P] PageState (covers)
   std::vector<std::uint16_t> summary_mass;  // [heads][P] IEEE half: α of each page before refinement (covers)
   std::vector<PageInfo> new_pages;       // pages created since the previous record
+  // The per-token and per-page arrays above as their datasets' chunks along the token (page) axis,
+  // encoded for the filters (chunk_codec.h) on the producer's threads; for sinks that take chunks.
+  struct Chunks {
+    bool encoded = false;
+    std::vector<std::vector<std::uint8_t>> effective, dense, cover, page_state, summary_mass;
+  } chunks;
 };
 
 struct Step {
@@ -129,7 +135,11 @@ struct MapRows {
   int layer = 0;  // model layer index
   int level = 0;
   std::int64_t row0 = 0, rows = 0, cols = 0;
-  std::vector<std::uint16_t> data;
+  std::vector<std::uint16_t> data;  // empty when every sink takes the encoded chunks
+  // The band as the dataset's chunks (rows = cols = `chunk`, zero-padded), [heads][column chunk],
+  // encoded for its filters (chunk_codec.h); filled for sinks that take chunks.
+  std::int64_t chunk = 0;
+  std::vector<std::vector<std::uint8_t>> chunks;
 };
 
 // What a reader answers about a whole capture.
@@ -195,6 +205,9 @@ class CaptureSink {
   virtual void begin(const Manifest& manifest, const Layout& layout, const std::vector<Token>& prompt,
                      const std::vector<Segment>& segments) = 0;
   virtual void map_rows(const MapRows& rows) = 0;
+  // True when the sink wants MapRows::chunks and LayerStep::chunks (encoded on the producer's
+  // threads); the plain arrays still arrive alongside.
+  virtual bool takes_chunks() const { return false; }
   virtual void end_prefill() = 0;  // all map bands delivered
   virtual void step(const Step& step) = 0;
   virtual void finish(const std::vector<Token>& trailing) = 0;  // tokens sampled after the last step
@@ -204,6 +217,7 @@ class CaptureSink {
 // multiples of its page size, so chunk boundaries fall on page boundaries.
 std::int64_t map_chunk(const Layout& layout, int layer_index, int level);  // rows = cols of a map chunk
 std::int64_t token_chunk(const Layout& layout, int layer_index);           // token-axis chunk of step rows
+constexpr std::int64_t kPageChunk = 256;                                   // page-axis chunk of step rows
 
 // Bytes a run would write without compression: maps, and per step rows, covers and metrics
 // for `steps` decode steps (an upper bound before a run; compression shrinks it).

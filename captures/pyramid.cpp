@@ -6,6 +6,13 @@
 #include "core/util/error.h"
 
 namespace luka::capture {
+namespace {
+
+// Halves ordered as the numbers they encode: flip negatives, set the sign bit of positives.
+inline std::uint16_t order_key(std::uint16_t h) { return (h & 0x8000u) ? static_cast<std::uint16_t>(~h) : static_cast<std::uint16_t>(h | 0x8000u); }
+inline std::uint16_t half_max(std::uint16_t a, std::uint16_t b) { return order_key(a) >= order_key(b) ? a : b; }
+
+}  // namespace
 
 PyramidBuilder::PyramidBuilder(int layer, int heads, std::int64_t n, std::vector<int> stored,
                                std::function<std::int64_t(int)> band_rows, std::function<void(MapRows&&)> emit)
@@ -19,16 +26,22 @@ PyramidBuilder::PyramidBuilder(int layer, int heads, std::int64_t n, std::vector
     L.stored = std::find(stored.begin(), stored.end(), k) != stored.end();
     if (L.stored) {
       L.band = std::max<std::int64_t>(1, std::min(band_rows(k), L.size));
-      L.band_buf.assign(static_cast<std::size_t>(heads_ * L.band * L.size), 0.f);
+      L.band_buf.assign(static_cast<std::size_t>(heads_ * L.band * L.size), 0);
     }
-    if (k < top_) L.carry.assign(static_cast<std::size_t>(heads_ * L.size), 0.f);
+    if (k < top_) L.carry.assign(static_cast<std::size_t>(heads_ * L.size), 0);
   }
 }
 
-void PyramidBuilder::add_rows(std::int64_t row0, std::int64_t m, const float* data) {
+void PyramidBuilder::add_rows(std::int64_t row0, std::int64_t m, const std::uint16_t* data) {
   if (row0 != next_row_ || m <= 0 || row0 + m > n_) fail("pyramid", "rows out of order");
   next_row_ += m;
   push(0, m, data);
+}
+
+void PyramidBuilder::add_rows(std::int64_t row0, std::int64_t m, const float* data) {
+  std::vector<std::uint16_t> halves(static_cast<std::size_t>(heads_ * std::max<std::int64_t>(m, 0) * n_));
+  floats_to_halves(data, halves.data(), halves.size());
+  add_rows(row0, m, halves.data());
 }
 
 void PyramidBuilder::flush_band(int k) {
@@ -43,14 +56,13 @@ void PyramidBuilder::flush_band(int k) {
   out.data.resize(static_cast<std::size_t>(heads_ * out.rows * out.cols));
   for (int h = 0; h < heads_; ++h)
     for (std::int64_t r = 0; r < out.rows; ++r)
-      floats_to_halves(L.band_buf.data() + (h * L.band + r) * L.size, out.data.data() + (h * out.rows + r) * out.cols,
-                       static_cast<std::size_t>(out.cols));
+      std::copy_n(L.band_buf.data() + (h * L.band + r) * L.size, out.cols, out.data.data() + (h * out.rows + r) * out.cols);
   L.band_row0 += L.band_fill;
   L.band_fill = 0;
   emit_(std::move(out));
 }
 
-void PyramidBuilder::push(int k, std::int64_t m, const float* data) {
+void PyramidBuilder::push(int k, std::int64_t m, const std::uint16_t* data) {
   Level& L = levels_[k];
   const std::int64_t S = L.size;
   if (L.stored) {
@@ -72,34 +84,32 @@ void PyramidBuilder::push(int k, std::int64_t m, const float* data) {
   const bool last_block = L.rows_in == S;
   std::int64_t avail = m + (L.has_carry ? 1 : 0);
   const std::int64_t out_rows = last_block ? (avail + 1) / 2 : avail / 2;
-  std::vector<float> next(static_cast<std::size_t>(heads_ * std::max<std::int64_t>(out_rows, 0) * S2), 0.f);
+  std::vector<std::uint16_t>& next = L.next;
+  next.resize(static_cast<std::size_t>(heads_ * std::max<std::int64_t>(out_rows, 0) * S2));
   (void)first_row;
   for (int h = 0; h < heads_; ++h) {
     // The i-th input row of this block, counting the carried row first.
-    const auto row = [&](std::int64_t i) -> const float* {
+    const auto row = [&](std::int64_t i) -> const std::uint16_t* {
       if (L.has_carry) return i == 0 ? L.carry.data() + h * S : data + (h * m + i - 1) * S;
       return data + (h * m + i) * S;
     };
     for (std::int64_t i = 0; i < out_rows; ++i) {
-      const float* a = row(2 * i);
-      const float* b = 2 * i + 1 < avail ? row(2 * i + 1) : nullptr;
-      float* o = next.data() + (h * out_rows + i) * S2;
-      for (std::int64_t j = 0; j < S2; ++j) {
-        const std::int64_t c0 = 2 * j, c1 = 2 * j + 1;
-        float v = a[c0];
-        if (c1 < S) v = std::max(v, a[c1]);
-        if (b) {
-          v = std::max(v, b[c0]);
-          if (c1 < S) v = std::max(v, b[c1]);
-        }
-        o[j] = v;
+      const std::uint16_t* a = row(2 * i);
+      const std::uint16_t* b = 2 * i + 1 < avail ? row(2 * i + 1) : nullptr;
+      std::uint16_t* o = next.data() + (h * out_rows + i) * S2;
+      const std::int64_t pairs = S / 2;  // output columns with both inputs present
+      if (b) {
+        for (std::int64_t j = 0; j < pairs; ++j) o[j] = half_max(half_max(a[2 * j], a[2 * j + 1]), half_max(b[2 * j], b[2 * j + 1]));
+      } else {
+        for (std::int64_t j = 0; j < pairs; ++j) o[j] = half_max(a[2 * j], a[2 * j + 1]);
       }
+      if (pairs < S2) o[pairs] = b ? half_max(a[S - 1], b[S - 1]) : a[S - 1];  // odd size: the last column alone
     }
   }
   const bool odd_left = !last_block && (avail % 2 == 1);
   if (odd_left) {
     for (int h = 0; h < heads_; ++h) {
-      const float* src = L.has_carry ? (avail - 1 == 0 ? L.carry.data() + h * S : data + (h * m + avail - 2) * S)
+      const std::uint16_t* src = L.has_carry ? (avail - 1 == 0 ? L.carry.data() + h * S : data + (h * m + avail - 2) * S)
                                      : data + (h * m + avail - 1) * S;
       std::copy_n(src, S, L.carry.data() + h * S);
     }

@@ -3,6 +3,8 @@
 // and columns 2j, 2j+1 (a missing last row or column counts as 0 — maps are probabilities, so
 // this is the max of what exists). Max, not mean, so attention sinks and needles survive zooming
 // out. Only the stored levels are emitted, in bands of whole chunk rows.
+// Works on IEEE halves: rounding to half is monotone, so the max of rounded values is the rounded
+// max, and every level equals the half rounding of the fp32 max-pool.
 #pragma once
 
 #include <cstdint>
@@ -20,7 +22,9 @@ class PyramidBuilder {
   PyramidBuilder(int layer, int heads, std::int64_t n, std::vector<int> stored, std::function<std::int64_t(int)> band_rows,
                  std::function<void(MapRows&&)> emit);
 
-  // Rows [row0, row0 + m) of level 0, [heads][m][n] fp32; rows must arrive in order, without gaps.
+  // Rows [row0, row0 + m) of level 0, [heads][m][n] IEEE half; rows must arrive in order, without gaps.
+  void add_rows(std::int64_t row0, std::int64_t m, const std::uint16_t* data);
+  // The same from fp32 (rounded to half first).
   void add_rows(std::int64_t row0, std::int64_t m, const float* data);
   // Emits what is left; all n rows must have arrived.
   void finish();
@@ -32,13 +36,14 @@ class PyramidBuilder {
     bool stored = false;
     std::int64_t band = 0;   // rows per band
     std::int64_t band_row0 = 0;
-    std::vector<float> band_buf;  // [heads][band][size], rows band_row0 ..
+    std::vector<std::uint16_t> band_buf;  // [heads][band][size], rows band_row0 ..
     std::int64_t band_fill = 0;
-    std::vector<float> carry;     // [heads][size]: an unpaired row waiting for its partner
+    std::vector<std::uint16_t> carry;     // [heads][size]: an unpaired row waiting for its partner
+    std::vector<std::uint16_t> next;      // scratch: the rows this level passes to the next
     bool has_carry = false;
     std::int64_t rows_in = 0;     // rows of this level received so far
   };
-  void push(int k, std::int64_t m, const float* data);  // m rows of level k, [heads][m][size_k]
+  void push(int k, std::int64_t m, const std::uint16_t* data);  // m rows of level k, [heads][m][size_k]
   void flush_band(int k);
 
   int layer_, heads_;

@@ -5,6 +5,7 @@
 #include <fstream>
 #include <limits>
 
+#include <ATen/Parallel.h>
 #include <nlohmann/json.hpp>
 
 #include "captures/half.h"
@@ -103,6 +104,12 @@ Layout make_layout(const Model& model, const LukaConfig& config, const RecordSpe
   return l;
 }
 
+ParallelFor model_parallel_for() {
+  return [](std::int64_t n, const std::function<void(std::int64_t, std::int64_t)>& body) {
+    at::parallel_for(0, n, 1, [&](std::int64_t b, std::int64_t e) { body(b, e); });
+  };
+}
+
 Manifest make_manifest(const Model& model, const Tokenizer& tokenizer, const LukaConfig& config) {
   Manifest m;
   std::error_code ec;
@@ -139,13 +146,21 @@ void CaptureRecorder::start_prefill() {
         [this, n, heads](int layer, std::int64_t q0, const at::Tensor& probs) {
           const std::int64_t m = probs.size(1), T = probs.size(2);
           if (T != n || q0 + m > n) return;  // not the recorded prompt
-          // One copy of the recorded heads' rows, straight into the record.
+          // The recorded heads' rows, rounded to half on the model's threads.
           const at::Tensor p = probs.contiguous();
           const std::size_t per_head = static_cast<std::size_t>(m * T);
-          std::vector<float> data(heads.size() * per_head);
-          for (std::size_t j = 0; j < heads.size(); ++j)
-            std::copy_n(p.const_data_ptr<float>() + static_cast<std::size_t>(heads[j]) * per_head, per_head, data.data() + j * per_head);
-          session_.prefill_rows(layer, q0, m, std::move(data));
+          halves_.resize(heads.size() * per_head);
+          const float* src = p.const_data_ptr<float>();
+          std::uint16_t* dst = halves_.data();
+          const std::int64_t parts = static_cast<std::int64_t>(heads.size()) * m;  // one per head and row
+          session_.parallel()(parts, [&](std::int64_t b, std::int64_t e) {
+            for (std::int64_t t = b; t < e; ++t) {
+              const std::size_t j = static_cast<std::size_t>(t / m), r = static_cast<std::size_t>(t % m);
+              floats_to_halves(src + static_cast<std::size_t>(heads[j]) * per_head + r * static_cast<std::size_t>(T),
+                               dst + j * per_head + r * static_cast<std::size_t>(T), static_cast<std::size_t>(T));
+            }
+          });
+          session_.prefill_rows(layer, q0, m, halves_);
         });
   }
 }

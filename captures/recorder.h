@@ -25,6 +25,9 @@ Layout make_layout(const Model& model, const LukaConfig& config, const RecordSpe
 
 // Model identity for the manifest: path, architecture, config JSON, hashes of the weights'
 // headers and the tokenizer source, dtype; the caller fills generation, seed, record and device.
+// Runs a CaptureSession's producer-side work on LibTorch's intra-op threads (the model's cores).
+ParallelFor model_parallel_for();
+
 Manifest make_manifest(const Model& model, const Tokenizer& tokenizer, const LukaConfig& config);
 
 class CaptureRecorder {
@@ -46,6 +49,7 @@ class CaptureRecorder {
   Layout layout_;
   std::vector<std::shared_ptr<LukaAttention>> layers_;
   std::vector<std::size_t> pages_reported_;  // per recorded layer
+  std::vector<std::uint16_t> halves_;        // prefill rows being handed over (reused)
 };
 
 }  // namespace luka::capture

@@ -1,5 +1,9 @@
 #include "captures/session.h"
 
+#include <algorithm>
+#include <cstring>
+
+#include "captures/half.h"
 #include "core/util/error.h"
 
 namespace luka::capture {
@@ -17,10 +21,18 @@ CaptureSession::~CaptureSession() {
 }
 
 std::size_t CaptureSession::bytes_of(const Message& m) {
-  if (const auto* r = std::get_if<Rows>(&m)) return r->data.size() * sizeof(float);
+  if (const auto* r = std::get_if<MapRows>(&m)) {
+    std::size_t b = r->data.size() * sizeof(std::uint16_t);
+    for (const auto& c : r->chunks) b += c.size();
+    return b;
+  }
   if (const auto* s = std::get_if<Step>(&m)) {
     std::size_t b = 0;
-    for (const LayerStep& l : s->layers) b += l.effective.size() * 2 + l.cover.size() + l.page_state.size() * 3;
+    for (const LayerStep& l : s->layers) {
+      b += (l.effective.size() + l.dense.size()) * 2 + l.cover.size() + l.page_state.size() * 3;
+      for (const auto* part : {&l.chunks.effective, &l.chunks.dense, &l.chunks.cover, &l.chunks.page_state, &l.chunks.summary_mass})
+        for (const auto& c : *part) b += c.size();
+    }
     return b;
   }
   return 0;
@@ -44,13 +56,117 @@ void CaptureSession::push(Message m) {
 }
 
 void CaptureSession::begin(Manifest manifest, Layout layout, std::vector<Token> prompt, std::vector<Segment> segments) {
+  layout_ = layout;
+  encode_ = false;
+  keep_halves_ = false;
+  for (const CaptureSink* s : sinks_) (s->takes_chunks() ? encode_ : keep_halves_) = true;
+  pyramids_.clear();
+  pyramids_.resize(layout_.layers.size());
+  if (!layout_.levels.empty() && layout_.prompt_tokens > 0) {
+    for (std::size_t i = 0; i < layout_.layers.size(); ++i) {
+      const int index = static_cast<int>(i);
+      pyramids_[i] = std::make_unique<PyramidBuilder>(
+          layout_.layers[i], static_cast<int>(layout_.heads.size()), layout_.prompt_tokens, layout_.levels,
+          [this, index](int level) { return map_chunk(layout_, index, level); },
+          [this, index](MapRows&& rows) { emit_band(index, std::move(rows)); });
+    }
+  }
   push(Begin{std::move(manifest), std::move(layout), std::move(prompt), std::move(segments)});
 }
-void CaptureSession::prefill_rows(int layer, std::int64_t row0, std::int64_t m, std::vector<float> data) {
-  push(Rows{layer, row0, m, std::move(data)});
+
+void CaptureSession::emit_band(int layer_index, MapRows&& r) {
+  if (encode_) {
+    const std::int64_t c = map_chunk(layout_, layer_index, r.level);
+    const std::int64_t H = static_cast<std::int64_t>(layout_.heads.size());
+    const std::int64_t per_head = (r.cols + c - 1) / c;
+    r.chunk = c;
+    r.chunks.assign(static_cast<std::size_t>(H * per_head), {});
+    const int level = layout_.deflate;
+    parallel_(H * per_head, [&](std::int64_t begin, std::int64_t end) {
+      std::vector<std::uint16_t> buf(static_cast<std::size_t>(c * c));
+      for (std::int64_t t = begin; t < end; ++t) {
+        const std::int64_t h = t / per_head, c0 = (t % per_head) * c;
+        const std::int64_t w = std::min(c, r.cols - c0);
+        std::fill(buf.begin(), buf.end(), std::uint16_t{0});  // edges and right of the diagonal
+        for (std::int64_t i = 0; i < r.rows; ++i)
+          std::copy_n(r.data.data() + (h * r.rows + i) * r.cols + c0, w, buf.data() + i * c);
+        r.chunks[static_cast<std::size_t>(t)] = encode_chunk(buf.data(), buf.size(), sizeof(std::uint16_t), level);
+      }
+    });
+    if (!keep_halves_) std::vector<std::uint16_t>().swap(r.data);
+  }
+  push(std::move(r));
 }
-void CaptureSession::end_prefill() { push(EndPrefill{}); }
-void CaptureSession::step(Step step) { push(std::move(step)); }
+
+void CaptureSession::prefill_rows(int layer, std::int64_t row0, std::int64_t m, const std::vector<std::uint16_t>& halves) {
+  const int i = recorded_index(layout_.layers, layer, "layer");
+  PyramidBuilder* p = pyramids_[static_cast<std::size_t>(i)].get();
+  if (!p) fail("capture", "prefill rows for a capture without maps");
+  if (halves.size() != layout_.heads.size() * static_cast<std::size_t>(m * layout_.prompt_tokens))
+    fail("capture", "prefill rows of the wrong size");
+  p->add_rows(row0, m, halves.data());
+  if (p->rows_done() == layout_.prompt_tokens) p->finish();
+}
+
+void CaptureSession::prefill_rows(int layer, std::int64_t row0, std::int64_t m, const std::vector<float>& data) {
+  std::vector<std::uint16_t> halves(data.size());
+  floats_to_halves(data.data(), halves.data(), data.size());
+  prefill_rows(layer, row0, m, halves);
+}
+
+void CaptureSession::end_prefill() {
+  for (const auto& p : pyramids_)
+    if (p && p->rows_done() != layout_.prompt_tokens) fail("capture", "the prefill map is incomplete");
+  push(EndPrefill{});
+}
+namespace {
+
+// A [H][T] array of `elem`-byte values as the chunks [H][w] of its row in a dataset, zero-padded.
+std::vector<std::vector<std::uint8_t>> encode_row(const void* data, std::size_t elem, std::int64_t H, std::int64_t T,
+                                                  std::int64_t w, int level) {
+  const std::int64_t n = (T + w - 1) / w;
+  std::vector<std::vector<std::uint8_t>> out(static_cast<std::size_t>(n));
+  std::vector<std::uint8_t> buf(static_cast<std::size_t>(H * w) * elem);
+  const auto* src = static_cast<const std::uint8_t*>(data);
+  for (std::int64_t k = 0; k < n; ++k) {
+    std::fill(buf.begin(), buf.end(), std::uint8_t{0});
+    const std::int64_t c0 = k * w, width = std::min(w, T - c0);
+    for (std::int64_t h = 0; h < H; ++h)
+      std::memcpy(buf.data() + static_cast<std::size_t>(h * w) * elem, src + static_cast<std::size_t>(h * T + c0) * elem,
+                  static_cast<std::size_t>(width) * elem);
+    out[static_cast<std::size_t>(k)] = encode_chunk(buf.data(), static_cast<std::size_t>(H * w), elem, level);
+  }
+  return out;
+}
+
+}  // namespace
+
+void CaptureSession::step(Step step) {
+  if (encode_) {
+    const std::int64_t H = static_cast<std::int64_t>(layout_.heads.size());
+    constexpr std::int64_t kParts = 5;  // effective, dense, cover, page_state, summary_mass
+    const std::int64_t n = static_cast<std::int64_t>(step.layers.size()) * kParts;
+    parallel_(n, [&](std::int64_t begin, std::int64_t end) {
+      for (std::int64_t t = begin; t < end; ++t) {
+        const std::size_t i = static_cast<std::size_t>(t / kParts);
+        LayerStep& ls = step.layers[i];
+        LayerStep::Chunks& c = ls.chunks;
+        const std::int64_t ct = token_chunk(layout_, static_cast<int>(i)), T = step.tokens;
+        const std::int64_t P = H ? static_cast<std::int64_t>(ls.page_state.size()) / H : 0;
+        const int level = layout_.deflate;
+        switch (t % kParts) {
+          case 0: if (!ls.effective.empty()) c.effective = encode_row(ls.effective.data(), 2, H, T, ct, level); break;
+          case 1: if (!ls.dense.empty()) c.dense = encode_row(ls.dense.data(), 2, H, T, ct, level); break;
+          case 2: if (!ls.cover.empty()) c.cover = encode_row(ls.cover.data(), 1, H, T, ct, level); break;
+          case 3: if (P) c.page_state = encode_row(ls.page_state.data(), 1, H, P, kPageChunk, level); break;
+          case 4: if (P) c.summary_mass = encode_row(ls.summary_mass.data(), 2, H, P, kPageChunk, level); break;
+        }
+        c.encoded = true;
+      }
+    });
+  }
+  push(std::move(step));
+}
 void CaptureSession::finish(std::vector<Token> trailing) {
   push(Finish{std::move(trailing)});
   drain();
@@ -101,30 +217,10 @@ void CaptureSession::run() {
 
 void CaptureSession::handle(Message& m) {
   if (auto* b = std::get_if<Begin>(&m)) {
-    layout_ = b->layout;
-    pyramids_.clear();
-    pyramids_.resize(layout_.layers.size());
-    if (!layout_.levels.empty() && layout_.prompt_tokens > 0) {
-      for (std::size_t i = 0; i < layout_.layers.size(); ++i) {
-        const int index = static_cast<int>(i);
-        pyramids_[i] = std::make_unique<PyramidBuilder>(
-            layout_.layers[i], static_cast<int>(layout_.heads.size()), layout_.prompt_tokens, layout_.levels,
-            [this, index](int level) { return map_chunk(layout_, index, level); },
-            [this](MapRows&& rows) {
-              for (CaptureSink* s : sinks_) s->map_rows(rows);
-            });
-      }
-    }
     for (CaptureSink* s : sinks_) s->begin(b->manifest, b->layout, b->prompt, b->segments);
-  } else if (auto* r = std::get_if<Rows>(&m)) {
-    const int i = recorded_index(layout_.layers, r->layer, "layer");
-    PyramidBuilder* p = pyramids_[static_cast<std::size_t>(i)].get();
-    if (!p) fail("capture", "prefill rows for a capture without maps");
-    p->add_rows(r->row0, r->m, r->data.data());
-    if (p->rows_done() == layout_.prompt_tokens) p->finish();
+  } else if (auto* r = std::get_if<MapRows>(&m)) {
+    for (CaptureSink* s : sinks_) s->map_rows(*r);
   } else if (std::holds_alternative<EndPrefill>(m)) {
-    for (const auto& p : pyramids_)
-      if (p && p->rows_done() != layout_.prompt_tokens) fail("capture", "the prefill map is incomplete");
     for (CaptureSink* s : sinks_) s->end_prefill();
   } else if (auto* s = std::get_if<Step>(&m)) {
     for (CaptureSink* sink : sinks_) sink->step(*s);

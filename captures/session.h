@@ -1,8 +1,11 @@
 // The capture pipeline of a run (DESIGN.md §2 threads, §6): the model thread hands records to a
-// bounded queue; one I/O thread builds the prefill map pyramids, converts to half and feeds the
-// sinks (an HDF5 CaptureWriter, a LiveCapture, or both). When the queue holds more than its byte
-// budget the model thread waits, so a slow disk slows the run instead of exhausting memory.
-// An error on the I/O thread (disk full, ...) is rethrown to the model thread at its next call.
+// bounded queue; one I/O thread feeds them to the sinks (an HDF5 CaptureWriter, a LiveCapture, or
+// both). The prefill map pyramids are built, and their chunks compressed, on the producer's side
+// with its ParallelFor (the model's threads): that work then uses every core the model uses
+// instead of competing with it from a thread of its own, and the I/O thread is left with writing.
+// When the queue holds more than its byte budget the model thread waits, so a slow disk slows the
+// run instead of exhausting memory. An error on the I/O thread (disk full, ...) is rethrown to
+// the model thread at its next call.
 #pragma once
 
 #include <condition_variable>
@@ -17,6 +20,7 @@
 #include <vector>
 
 #include "captures/capture.h"
+#include "captures/chunk_codec.h"
 #include "captures/pyramid.h"
 
 namespace luka::capture {
@@ -28,10 +32,16 @@ class CaptureSession {
   CaptureSession(const CaptureSession&) = delete;
   CaptureSession& operator=(const CaptureSession&) = delete;
 
+  // How the producer's side runs its parallel work (pyramids, chunk compression); serial by default.
+  void set_parallel(ParallelFor parallel) { parallel_ = std::move(parallel); }
+  const ParallelFor& parallel() const { return parallel_; }
+
   void begin(Manifest manifest, Layout layout, std::vector<Token> prompt, std::vector<Segment> segments);
-  // Rows [row0, row0 + m) of the prefill map of a recorded layer: [recorded heads][m][n] fp32,
-  // n = layout.prompt_tokens. Layers may interleave; each layer's rows arrive in order.
-  void prefill_rows(int layer, std::int64_t row0, std::int64_t m, std::vector<float> data);
+  // Rows [row0, row0 + m) of the prefill map of a recorded layer: [recorded heads][m][n] IEEE half
+  // (or fp32, rounded here), n = layout.prompt_tokens. Layers may interleave; each layer's rows
+  // arrive in order. Builds the layer's pyramid and queues its finished bands.
+  void prefill_rows(int layer, std::int64_t row0, std::int64_t m, const std::vector<std::uint16_t>& halves);
+  void prefill_rows(int layer, std::int64_t row0, std::int64_t m, const std::vector<float>& data);
   void end_prefill();
   void step(Step step);
   void finish(std::vector<Token> trailing);
@@ -41,13 +51,13 @@ class CaptureSession {
 
  private:
   struct Begin { Manifest manifest; Layout layout; std::vector<Token> prompt; std::vector<Segment> segments; };
-  struct Rows { int layer; std::int64_t row0, m; std::vector<float> data; };
   struct EndPrefill {};
   struct Finish { std::vector<Token> trailing; };
-  using Message = std::variant<Begin, Rows, EndPrefill, Step, Finish>;
+  using Message = std::variant<Begin, MapRows, EndPrefill, Step, Finish>;
   static std::size_t bytes_of(const Message& m);
 
   void push(Message m);
+  void emit_band(int layer_index, MapRows&& rows);  // producer side: encode, then queue
   void run();
   void handle(Message& m);
   void rethrow();
@@ -60,8 +70,10 @@ class CaptureSession {
   std::size_t bytes_ = 0;
   bool busy_ = false, stop_ = false;
   std::exception_ptr error_;
-  // I/O thread state.
+  // Producer state.
+  ParallelFor parallel_ = serial_for;
   Layout layout_;
+  bool encode_ = false, keep_halves_ = true;  // some sink takes chunks / some sink takes halves
   std::vector<std::unique_ptr<PyramidBuilder>> pyramids_;  // per recorded layer
   std::thread thread_;
 };

@@ -10,6 +10,8 @@ namespace luka::capture {
 namespace {
 
 constexpr hsize_t kUnlimited = H5S_UNLIMITED;
+constexpr std::int64_t kGrowSteps = 64;     // step axes grow ahead by this many steps
+constexpr std::int64_t kGrowTokens = 4096;  // token lists by this many tokens (piece bytes: 4x)
 
 std::string layer_group(int layer) {
   char buf[32];
@@ -97,7 +99,7 @@ void CaptureWriter::begin(const Manifest& m, const Layout& layout, const std::ve
   h5::Handle prefill = h5::create_group(file_, "prefill", name_);
   h5::Handle decode = h5::create_group(file_, "decode", name_);
   h5::Handle pages = h5::create_group(file_, "pages", name_);
-  step_tokens_ = h5::create_dataset(decode, "tokens", H5T_STD_I64LE, {{0}, {kUnlimited}, {1024}, deflate}, name_);
+  step_tokens_ = h5::create_dataset(decode, "tokens", H5T_STD_I64LE, {{0}, {kUnlimited}, {64}, deflate}, name_);
   complete_ = h5::create_dataset(file_, "complete_steps", H5T_STD_I64LE, {{1}, {1}, {}, -1}, name_);
   const std::int64_t zero = 0;
   h5::write(complete_, H5T_NATIVE_INT64, {0}, {1}, &zero, name_);
@@ -116,11 +118,11 @@ void CaptureWriter::begin(const Manifest& m, const Layout& layout, const std::ve
       }
     }
     h5::Handle g = h5::create_group(decode, lg, name_);
-    L.mode = h5::create_dataset(g, "mode", H5T_STD_I8LE, {{0}, {kUnlimited}, {1024}, deflate}, name_);
-    L.paged_end = h5::create_dataset(g, "paged_end", H5T_STD_I64LE, {{0}, {kUnlimited}, {1024}, deflate}, name_);
-    L.seconds = h5::create_dataset(g, "seconds", H5T_IEEE_F64LE, {{0}, {kUnlimited}, {1024}, deflate}, name_);
-    L.cover_size = h5::create_dataset(g, "cover_size", H5T_STD_I32LE, {{0, H}, {kUnlimited, H}, {256, H}, deflate}, name_);
-    L.fidelity = h5::create_dataset(g, "fidelity", H5T_IEEE_F32LE, {{0, H, 4}, {kUnlimited, H, 4}, {256, H, 4}, deflate}, name_);
+    L.mode = h5::create_dataset(g, "mode", H5T_STD_I8LE, {{0}, {kUnlimited}, {64}, deflate}, name_);
+    L.paged_end = h5::create_dataset(g, "paged_end", H5T_STD_I64LE, {{0}, {kUnlimited}, {64}, deflate}, name_);
+    L.seconds = h5::create_dataset(g, "seconds", H5T_IEEE_F64LE, {{0}, {kUnlimited}, {64}, deflate}, name_);
+    L.cover_size = h5::create_dataset(g, "cover_size", H5T_STD_I32LE, {{0, H}, {kUnlimited, H}, {16, H}, deflate}, name_);
+    L.fidelity = h5::create_dataset(g, "fidelity", H5T_IEEE_F32LE, {{0, H, 4}, {kUnlimited, H, 4}, {16, H, 4}, deflate}, name_);
     const hsize_t ct = static_cast<hsize_t>(token_chunk(layout, static_cast<int>(i)));
     if (layout.rows) {
       L.effective = h5::create_dataset(g, "effective", h5::half_type(), {{0, H, 0}, {kUnlimited, H, kUnlimited}, {1, H, ct}, deflate}, name_);
@@ -129,8 +131,8 @@ void CaptureWriter::begin(const Manifest& m, const Layout& layout, const std::ve
     }
     if (layout.covers) {
       L.cover = h5::create_dataset(g, "cover", H5T_STD_U8LE, {{0, H, 0}, {kUnlimited, H, kUnlimited}, {1, H, ct}, deflate}, name_);
-      L.page_state = h5::create_dataset(g, "page_state", H5T_STD_U8LE, {{0, H, 0}, {kUnlimited, H, kUnlimited}, {1, H, 256}, deflate}, name_);
-      L.summary_mass = h5::create_dataset(g, "summary_mass", h5::half_type(), {{0, H, 0}, {kUnlimited, H, kUnlimited}, {1, H, 256}, deflate}, name_);
+      L.page_state = h5::create_dataset(g, "page_state", H5T_STD_U8LE, {{0, H, 0}, {kUnlimited, H, kUnlimited}, {1, H, static_cast<hsize_t>(kPageChunk)}, deflate}, name_);
+      L.summary_mass = h5::create_dataset(g, "summary_mass", h5::half_type(), {{0, H, 0}, {kUnlimited, H, kUnlimited}, {1, H, static_cast<hsize_t>(kPageChunk)}, deflate}, name_);
     }
     h5::Handle pg = h5::create_group(pages, lg, name_);
     L.page_start = h5::create_dataset(pg, "start", H5T_STD_I64LE, {{0}, {kUnlimited}, {1024}, deflate}, name_);
@@ -162,15 +164,23 @@ void CaptureWriter::append_tokens(const std::vector<Token>& tokens) {
     end += static_cast<std::int64_t>(t.piece.size());
     ends.push_back(end);
   }
-  for (hid_t ds : {tok_id_.get(), tok_generated_.get(), tok_segment_.get(), tok_prob_.get(), tok_piece_end_.get()})
-    h5::set_extent(ds, {n0 + n}, name_);
+  // Token and byte axes grow ahead in blocks (each extent change rewrites metadata at the next
+  // flush); finish() trims them. Readers stop at the last complete step.
+  if (static_cast<std::int64_t>(n0 + n) > token_cap_) {
+    token_cap_ = round_up(static_cast<std::int64_t>(n0 + n), kGrowTokens);
+    for (hid_t ds : {tok_id_.get(), tok_generated_.get(), tok_segment_.get(), tok_prob_.get(), tok_piece_end_.get()})
+      h5::set_extent(ds, {static_cast<hsize_t>(token_cap_)}, name_);
+  }
   h5::write(tok_prob_, H5T_NATIVE_FLOAT, {n0}, {n}, prob.data(), name_);
   h5::write(tok_id_, H5T_NATIVE_INT32, {n0}, {n}, ids.data(), name_);
   h5::write(tok_generated_, H5T_NATIVE_UINT8, {n0}, {n}, gen.data(), name_);
   h5::write(tok_segment_, H5T_NATIVE_INT32, {n0}, {n}, seg.data(), name_);
   h5::write(tok_piece_end_, H5T_NATIVE_INT64, {n0}, {n}, ends.data(), name_);
   if (!bytes.empty()) {
-    h5::set_extent(tok_piece_bytes_, {static_cast<hsize_t>(end)}, name_);
+    if (end > piece_cap_) {
+      piece_cap_ = round_up(end, 4 * kGrowTokens);
+      h5::set_extent(tok_piece_bytes_, {static_cast<hsize_t>(piece_cap_)}, name_);
+    }
     h5::write(tok_piece_bytes_, H5T_NATIVE_UINT8, {static_cast<hsize_t>(piece_bytes_)}, {bytes.size()}, bytes.data(), name_);
   }
   tokens_ += static_cast<std::int64_t>(n);
@@ -184,8 +194,21 @@ void CaptureWriter::map_rows(const MapRows& r) {
   if (it == layout_.levels.end()) fail(name_, "map level " + std::to_string(r.level) + " is not stored");
   const hid_t ds = layers_[i].levels[static_cast<std::size_t>(it - layout_.levels.begin())];
   const hsize_t H = layout_.heads.size();
-  h5::write(ds, h5::half_type(), {0, static_cast<hsize_t>(r.row0), 0}, {H, static_cast<hsize_t>(r.rows), static_cast<hsize_t>(r.cols)},
-            r.data.data(), name_);
+  if (r.chunks.empty()) {
+    h5::write(ds, h5::half_type(), {0, static_cast<hsize_t>(r.row0), 0}, {H, static_cast<hsize_t>(r.rows), static_cast<hsize_t>(r.cols)},
+              r.data.data(), name_);
+    return;
+  }
+  // Encoded chunks, written as they are (compressed on the producer's threads).
+  const std::int64_t c = map_chunk(layout_, i, r.level);
+  const std::size_t per_head = static_cast<std::size_t>((r.cols + c - 1) / c);
+  if (r.chunk != c || r.row0 % c != 0 || r.chunks.size() != H * per_head) fail(name_, "map chunks do not match the dataset's chunking");
+  for (hsize_t h = 0; h < H; ++h)
+    for (std::size_t j = 0; j < per_head; ++j) {
+      const auto& bytes = r.chunks[h * per_head + j];
+      const hsize_t offset[3] = {h, static_cast<hsize_t>(r.row0), static_cast<hsize_t>(j) * static_cast<hsize_t>(c)};
+      h5::check_status(H5Dwrite_chunk(ds, H5P_DEFAULT, 0, offset, bytes.size(), bytes.data()), name_, "cannot write a map chunk");
+    }
 }
 
 void CaptureWriter::end_prefill() {
@@ -199,38 +222,65 @@ void CaptureWriter::step(const Step& s) {
   if (s.layers.size() != layers_.size()) fail(name_, "a step record without every recorded layer");
   append_tokens(s.new_tokens);
   const hsize_t si = static_cast<hsize_t>(complete_steps_), H = layout_.heads.size(), T = static_cast<hsize_t>(s.tokens);
-  h5::set_extent(step_tokens_, {si + 1}, name_);
+  // Step axes grow ahead in blocks, token and page axes in whole chunks: few extent changes, so a
+  // step's flush rewrites little metadata. finish() trims the step axes to the steps written.
+  const bool more_steps = static_cast<std::int64_t>(si) + 1 > step_cap_;
+  if (more_steps) step_cap_ = round_up(static_cast<std::int64_t>(si) + 1, kGrowSteps);
+  const hsize_t S = static_cast<hsize_t>(step_cap_);
+  if (more_steps) h5::set_extent(step_tokens_, {S}, name_);
   h5::write(step_tokens_, H5T_NATIVE_INT64, {si}, {1}, &s.tokens, name_);
   for (std::size_t i = 0; i < layers_.size(); ++i) {
     LayerSets& L = layers_[i];
     const LayerStep& ls = s.layers[i];
-    h5::set_extent(L.mode, {si + 1}, name_);
+    if (more_steps) {
+      h5::set_extent(L.mode, {S}, name_);
+      h5::set_extent(L.paged_end, {S}, name_);
+      h5::set_extent(L.seconds, {S}, name_);
+      h5::set_extent(L.cover_size, {S, H}, name_);
+      h5::set_extent(L.fidelity, {S, H, 4}, name_);
+    }
     h5::write(L.mode, H5T_NATIVE_INT8, {si}, {1}, &ls.mode, name_);
-    h5::set_extent(L.paged_end, {si + 1}, name_);
     h5::write(L.paged_end, H5T_NATIVE_INT64, {si}, {1}, &ls.paged_end, name_);
-    h5::set_extent(L.seconds, {si + 1}, name_);
     h5::write(L.seconds, H5T_NATIVE_DOUBLE, {si}, {1}, &ls.seconds, name_);
-    h5::set_extent(L.cover_size, {si + 1, H}, name_);
     h5::write(L.cover_size, H5T_NATIVE_INT32, {si, 0}, {1, H}, ls.cover_size.data(), name_);
-    h5::set_extent(L.fidelity, {si + 1, H, 4}, name_);
     h5::write(L.fidelity, H5T_NATIVE_FLOAT, {si, 0, 0}, {1, H, 4}, ls.fidelity.data(), name_);
     const std::int64_t ct = token_chunk(layout_, static_cast<int>(i));
+    const bool more_tokens = more_steps || s.tokens > L.token_extent;
     if (s.tokens > L.token_extent) L.token_extent = round_up(s.tokens, ct);
+    const hsize_t TE = static_cast<hsize_t>(L.token_extent);
     if (layout_.rows) {
-      h5::set_extent(L.effective, {si + 1, H, static_cast<hsize_t>(L.token_extent)}, name_);
-      h5::write(L.effective, h5::half_type(), {si, 0, 0}, {1, H, T}, ls.effective.data(), name_);
-      h5::set_extent(L.dense, {si + 1, H, static_cast<hsize_t>(L.token_extent)}, name_);
-      if (!ls.dense.empty()) h5::write(L.dense, h5::half_type(), {si, 0, 0}, {1, H, T}, ls.dense.data(), name_);
+      if (more_tokens) {
+        h5::set_extent(L.effective, {S, H, TE}, name_);
+        h5::set_extent(L.dense, {S, H, TE}, name_);
+      }
+      if (ls.chunks.encoded) {
+        write_chunks(L.effective, si, ct, ls.chunks.effective);
+        write_chunks(L.dense, si, ct, ls.chunks.dense);
+      } else {
+        h5::write(L.effective, h5::half_type(), {si, 0, 0}, {1, H, T}, ls.effective.data(), name_);
+        if (!ls.dense.empty()) h5::write(L.dense, h5::half_type(), {si, 0, 0}, {1, H, T}, ls.dense.data(), name_);
+      }
     }
     if (layout_.covers) {
-      h5::set_extent(L.cover, {si + 1, H, static_cast<hsize_t>(L.token_extent)}, name_);
-      h5::write(L.cover, H5T_NATIVE_UINT8, {si, 0, 0}, {1, H, T}, ls.cover.data(), name_);
+      if (more_tokens) h5::set_extent(L.cover, {S, H, TE}, name_);
+      if (ls.chunks.encoded)
+        write_chunks(L.cover, si, ct, ls.chunks.cover);
+      else
+        h5::write(L.cover, H5T_NATIVE_UINT8, {si, 0, 0}, {1, H, T}, ls.cover.data(), name_);
       const hsize_t P = ls.page_state.size() / std::max<hsize_t>(H, 1);
-      if (static_cast<std::int64_t>(P) > L.page_extent) L.page_extent = round_up(static_cast<std::int64_t>(P), 256);
-      h5::set_extent(L.page_state, {si + 1, H, static_cast<hsize_t>(L.page_extent)}, name_);
-      h5::set_extent(L.summary_mass, {si + 1, H, static_cast<hsize_t>(L.page_extent)}, name_);
-      h5::write(L.page_state, H5T_NATIVE_UINT8, {si, 0, 0}, {1, H, P}, ls.page_state.data(), name_);
-      h5::write(L.summary_mass, h5::half_type(), {si, 0, 0}, {1, H, P}, ls.summary_mass.data(), name_);
+      const bool more_pages = more_steps || static_cast<std::int64_t>(P) > L.page_extent;
+      if (static_cast<std::int64_t>(P) > L.page_extent) L.page_extent = round_up(static_cast<std::int64_t>(P), kPageChunk);
+      if (more_pages) {
+        h5::set_extent(L.page_state, {S, H, static_cast<hsize_t>(L.page_extent)}, name_);
+        h5::set_extent(L.summary_mass, {S, H, static_cast<hsize_t>(L.page_extent)}, name_);
+      }
+      if (ls.chunks.encoded) {
+        write_chunks(L.page_state, si, kPageChunk, ls.chunks.page_state);
+        write_chunks(L.summary_mass, si, kPageChunk, ls.chunks.summary_mass);
+      } else {
+        h5::write(L.page_state, H5T_NATIVE_UINT8, {si, 0, 0}, {1, H, P}, ls.page_state.data(), name_);
+        h5::write(L.summary_mass, h5::half_type(), {si, 0, 0}, {1, H, P}, ls.summary_mass.data(), name_);
+      }
     }
     if (!ls.new_pages.empty()) {
       const hsize_t p0 = static_cast<hsize_t>(L.pages), np = ls.new_pages.size();
@@ -254,10 +304,33 @@ void CaptureWriter::step(const Step& s) {
   flush();
 }
 
+void CaptureWriter::write_chunks(hid_t dataset, hsize_t step, std::int64_t width, const std::vector<std::vector<std::uint8_t>>& chunks) {
+  for (std::size_t k = 0; k < chunks.size(); ++k) {
+    const hsize_t offset[3] = {step, 0, static_cast<hsize_t>(k) * static_cast<hsize_t>(width)};
+    h5::check_status(H5Dwrite_chunk(dataset, H5P_DEFAULT, 0, offset, chunks[k].size(), chunks[k].data()), name_,
+                     "cannot write a step chunk");
+  }
+}
+
 void CaptureWriter::finish(const std::vector<Token>& trailing) {
   std::lock_guard<std::recursive_mutex> lock(h5::lock());
   if (finished_) return;
   append_tokens(trailing);
+  // Trim the axes grown ahead to what was written.
+  const hsize_t S = static_cast<hsize_t>(complete_steps_), H = layout_.heads.size();
+  h5::set_extent(step_tokens_, {S}, name_);
+  for (LayerSets& L : layers_) {
+    for (hid_t ds : {L.mode.get(), L.paged_end.get(), L.seconds.get()}) h5::set_extent(ds, {S}, name_);
+    h5::set_extent(L.cover_size, {S, H}, name_);
+    h5::set_extent(L.fidelity, {S, H, 4}, name_);
+    for (hid_t ds : {L.effective.get(), L.dense.get(), L.cover.get()})
+      if (ds >= 0) h5::set_extent(ds, {S, H, static_cast<hsize_t>(L.token_extent)}, name_);
+    for (hid_t ds : {L.page_state.get(), L.summary_mass.get()})
+      if (ds >= 0) h5::set_extent(ds, {S, H, static_cast<hsize_t>(L.page_extent)}, name_);
+  }
+  for (hid_t ds : {tok_id_.get(), tok_generated_.get(), tok_segment_.get(), tok_prob_.get(), tok_piece_end_.get()})
+    h5::set_extent(ds, {static_cast<hsize_t>(tokens_)}, name_);
+  h5::set_extent(tok_piece_bytes_, {static_cast<hsize_t>(piece_bytes_)}, name_);
   flush();
   layers_.clear();
   for (h5::Handle* h : {&tok_id_, &tok_generated_, &tok_segment_, &tok_prob_, &tok_piece_end_, &tok_piece_bytes_, &step_tokens_, &complete_}) h->reset();

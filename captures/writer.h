@@ -23,6 +23,7 @@ class CaptureWriter final : public CaptureSink {
   void begin(const Manifest& manifest, const Layout& layout, const std::vector<Token>& prompt,
              const std::vector<Segment>& segments) override;
   void map_rows(const MapRows& rows) override;
+  bool takes_chunks() const override { return true; }
   void end_prefill() override;
   void step(const Step& step) override;
   void finish(const std::vector<Token>& trailing) override;
@@ -40,6 +41,8 @@ class CaptureWriter final : public CaptureSink {
     std::int64_t token_extent = 0;   // token axis of effective / cover
   };
   void append_tokens(const std::vector<Token>& tokens);
+  // Encoded chunks 0, 1, ... of row `step` of a [S, H, width * k] dataset.
+  void write_chunks(hid_t dataset, hsize_t step, std::int64_t width, const std::vector<std::vector<std::uint8_t>>& chunks);
   void flush();
 
   std::filesystem::path path_;
@@ -50,6 +53,7 @@ class CaptureWriter final : public CaptureSink {
   h5::Handle step_tokens_, complete_;
   std::vector<LayerSets> layers_;
   std::int64_t tokens_ = 0, piece_bytes_ = 0;
+  std::int64_t token_cap_ = 0, piece_cap_ = 0, step_cap_ = 0;  // extents allocated ahead (trimmed by finish)
   std::int64_t complete_steps_ = 0;
   bool finished_ = false;
 };

@@ -73,7 +73,7 @@ int run_capture(int argc, char** argv) {
       .option("schedule", "SPEC", "LuKA mode changes during decoding (as for luka generate)")
       .flag("quiet", "no progress line")
       .option("dtype", "fp32|bf16", "compute dtype", "fp32")
-      .option("threads", "N", "CPU threads for the model", "all cores but one while recording, else all");
+      .option("threads", "N", "CPU threads for the model (and the recording's compression)", "all cores");
   add_sampling_options(args);
   add_luka_options(args);
   args.epilog(std::string("examples:\n"
@@ -111,10 +111,9 @@ int run_capture(int argc, char** argv) {
   }
   const std::filesystem::path out = args.get("out", "");
 
-  LoadOptions load = load_options(args);
-  // Recording runs an I/O thread (pyramids, half conversion, compression): by default leave it a
-  // core, since OpenMP workers sharing a core with it wait on each other at every barrier.
-  if (record && !args.has("threads")) load.threads = std::max(1, static_cast<int>(std::thread::hardware_concurrency()) - 1);
+  // Recording keeps every core for the model: the pyramids, half conversion and compression run
+  // on the model's threads between its steps, and the I/O thread only writes.
+  const LoadOptions load = load_options(args);
   const auto model = Model::load(path, load);
   const std::int64_t n = static_cast<std::int64_t>(prompt.ids.size());
   if (n + max_new > model->config().max_position_embeddings)
@@ -154,7 +153,7 @@ int run_capture(int argc, char** argv) {
   const bool tty = isatty(STDERR_FILENO) != 0;
   std::fprintf(stderr, "attention: %s\n", describe_modes(luka).c_str());
   if (record)
-    std::fprintf(stderr, "recording %zu layers x %zu heads (%s) of %lld prompt tokens + %lld decode steps to %s: up to %s before compression\n",
+    std::fprintf(stderr, "recording %zu layers x %zu heads (%s) of %lld prompt tokens + %lld decode steps to %s: %s of data before compression\n",
                  layout.layers.size(), layout.heads.size(), spec.to_string().c_str(), static_cast<long long>(n),
                  static_cast<long long>(max_new - 1), out.string().c_str(),
                  megabytes(capture::estimate_bytes(layout, max_new - 1)).c_str());
@@ -165,6 +164,7 @@ int run_capture(int argc, char** argv) {
   if (record) {
     writer.emplace(out);
     session.emplace(std::vector<capture::CaptureSink*>{&*writer});
+    session->set_parallel(capture::model_parallel_for());
     std::vector<capture::Token> prompt_tokens;
     for (std::int64_t i = 0; i < n; ++i)
       prompt_tokens.push_back({prompt.ids[static_cast<std::size_t>(i)], tokenizer.token_bytes(prompt.ids[static_cast<std::size_t>(i)]),

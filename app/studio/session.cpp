@@ -278,6 +278,7 @@ void Session::run_job(RunRequest r) {
   manifest.record = spec.to_string();
   auto live = std::make_shared<capture::LiveCapture>();
   auto pipeline = std::make_unique<capture::CaptureSession>(std::vector<capture::CaptureSink*>{live.get()});
+  pipeline->set_parallel(capture::model_parallel_for());
   std::vector<capture::Token> prompt_tokens;
   for (std::int64_t i = 0; i < n; ++i)
     prompt_tokens.push_back({prompt.ids[static_cast<std::size_t>(i)], tok.token_bytes(prompt.ids[static_cast<std::size_t>(i)]), false,

@@ -83,12 +83,15 @@ def main():
         check(steps == a.expect_steps, "complete_steps = %d, expected %d" % (steps, a.expect_steps))
     ids = f["tokens/id"][:]
     check(ids.dtype == np.int32 and len(ids) >= n + steps, "tokens/id too short")
-    gen = f["tokens/generated"][:]
+    # While a run is written, token lists are allocated ahead: only prompt + complete steps are valid.
+    ntok = len(ids) if finished else n + steps
+    ids = ids[:ntok]
+    gen = f["tokens/generated"][:ntok]
     check(not gen[:n].any() and gen[n:n + steps].all(), "tokens/generated flags")
-    prob = f["tokens/prob"][:]
+    prob = f["tokens/prob"][:ntok]
     check(prob.dtype == np.float32 and np.isnan(prob[:n]).all(), "tokens/prob: prompt tokens must be NaN")
     check(np.all((prob[n:] > 0) & (prob[n:] <= 1)), "tokens/prob: generated tokens need a probability in (0, 1]")
-    seg = f["tokens/segment"][:]
+    seg = f["tokens/segment"][:ntok]
     for i, (b, e) in enumerate(zip(f["segments/begin"][:], f["segments/end"][:])):
         check(0 <= b <= e <= n and (seg[b:e] == i).sum() > 0 if e > b else True, "segment %d span" % i)
     step_T = f["decode/tokens"][:steps]
