@@ -17,11 +17,16 @@ mkdir -p "$work" "$root/bench/results"
 out=$root/bench/results/captures-cpu.md
 py=$root/.venv/bin/python
 
-run() {  # args: label, extra capture flags...; prints seconds
+reps=${LUKA_BENCH_REPS:-3}
+run() {  # args: label, extra capture flags...; prints the median seconds of $reps runs
   local label=$1; shift
-  "$build/luka" capture --prompt-file "$text" --max-prompt-tokens 1024 --max-new-tokens 65 --quiet "$@" \
-    2> "$work/$label.err" > /dev/null
-  sed -n 's/.*, \([0-9.]*\) s$/\1/p' "$work/$label.err" | tail -1
+  local times=()
+  for ((i = 0; i < reps; i++)); do
+    "$build/luka" capture --prompt-file "$text" --max-prompt-tokens 1024 --max-new-tokens 65 --quiet "$@" \
+      2> "$work/$label.err" > /dev/null
+    times+=("$(sed -n 's/.*, \([0-9.]*\) s$/\1/p' "$work/$label.err" | tail -1)")
+  done
+  printf '%s\n' "${times[@]}" | sort -n | sed -n "$(((reps + 1) / 2))p"
 }
 parts() {  # file -> "stored_MB uncompressed_MB"
   "$build/luka" inspect "$1" --json | "$py" -c 'import json,sys; p=json.load(sys.stdin)["parts"]; s=sum(v["stored"] for v in p.values()); u=sum(v["uncompressed"] for v in p.values()); print("%.1f %.1f" % (s/1e6, u/1e6))'
@@ -33,7 +38,8 @@ parts() {  # file -> "stored_MB uncompressed_MB"
   echo "Command: \`bench/run_capture_bench.sh\`. Default model, fp32; prompt = the first 1,024 tokens of"
   echo "$(basename "$text"); 65 new tokens = 64 decode steps; all 30 layers x 9 heads recorded (maps: levels"
   echo "0-4 of the 1024 x 1024 prefill map; per step: effective rows, covers, page states, metrics)."
-  echo "Time = prefill + decode + draining the writer, from one run each; ratio = with / without recording."
+  echo "Time = prefill + decode + draining the writer, median of $reps runs (LUKA_BENCH_REPS); ratio = with / without"
+  echo "recording. The model uses every core in both (the \`--threads\` default)."
   echo
   echo "| preset | recording | seconds | ratio | file MB | uncompressed MB | compression |"
   echo "|---|---|---|---|---|---|---|"

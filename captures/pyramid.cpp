@@ -15,8 +15,9 @@ inline std::uint16_t half_max(std::uint16_t a, std::uint16_t b) { return order_k
 }  // namespace
 
 PyramidBuilder::PyramidBuilder(int layer, int heads, std::int64_t n, std::vector<int> stored,
-                               std::function<std::int64_t(int)> band_rows, std::function<void(MapRows&&)> emit)
-    : layer_(layer), heads_(heads), n_(n), emit_(std::move(emit)) {
+                               std::function<std::int64_t(int)> band_rows, std::function<void(MapRows&&)> emit,
+                               ParallelFor parallel)
+    : layer_(layer), heads_(heads), n_(n), emit_(std::move(emit)), parallel_(std::move(parallel)) {
   if (stored.empty() || n <= 0) fail("pyramid", "nothing to build");
   top_ = *std::max_element(stored.begin(), stored.end());
   levels_.resize(static_cast<std::size_t>(top_) + 1);
@@ -44,6 +45,12 @@ void PyramidBuilder::add_rows(std::int64_t row0, std::int64_t m, const float* da
   add_rows(row0, m, halves.data());
 }
 
+void PyramidBuilder::for_heads(const std::function<void(int)>& body) const {
+  parallel_(heads_, [&](std::int64_t b, std::int64_t e) {
+    for (std::int64_t h = b; h < e; ++h) body(static_cast<int>(h));
+  });
+}
+
 void PyramidBuilder::flush_band(int k) {
   Level& L = levels_[k];
   if (L.band_fill == 0) return;
@@ -54,9 +61,10 @@ void PyramidBuilder::flush_band(int k) {
   out.rows = L.band_fill;
   out.cols = std::min(L.size, L.band_row0 + L.band_fill);
   out.data.resize(static_cast<std::size_t>(heads_ * out.rows * out.cols));
-  for (int h = 0; h < heads_; ++h)
+  for_heads([&](int h) {
     for (std::int64_t r = 0; r < out.rows; ++r)
       std::copy_n(L.band_buf.data() + (h * L.band + r) * L.size, out.cols, out.data.data() + (h * out.rows + r) * out.cols);
+  });
   L.band_row0 += L.band_fill;
   L.band_fill = 0;
   emit_(std::move(out));
@@ -68,8 +76,7 @@ void PyramidBuilder::push(int k, std::int64_t m, const std::uint16_t* data) {
   if (L.stored) {
     for (std::int64_t done = 0; done < m;) {
       const std::int64_t take = std::min(m - done, L.band - L.band_fill);
-      for (int h = 0; h < heads_; ++h)
-        std::copy_n(data + (h * m + done) * S, take * S, L.band_buf.data() + (h * L.band + L.band_fill) * S);
+      for_heads([&](int h) { std::copy_n(data + (h * m + done) * S, take * S, L.band_buf.data() + (h * L.band + L.band_fill) * S); });
       L.band_fill += take;
       done += take;
       if (L.band_fill == L.band) flush_band(k);
@@ -87,7 +94,7 @@ void PyramidBuilder::push(int k, std::int64_t m, const std::uint16_t* data) {
   std::vector<std::uint16_t>& next = L.next;
   next.resize(static_cast<std::size_t>(heads_ * std::max<std::int64_t>(out_rows, 0) * S2));
   (void)first_row;
-  for (int h = 0; h < heads_; ++h) {
+  for_heads([&](int h) {
     // The i-th input row of this block, counting the carried row first.
     const auto row = [&](std::int64_t i) -> const std::uint16_t* {
       if (L.has_carry) return i == 0 ? L.carry.data() + h * S : data + (h * m + i - 1) * S;
@@ -105,7 +112,7 @@ void PyramidBuilder::push(int k, std::int64_t m, const std::uint16_t* data) {
       }
       if (pairs < S2) o[pairs] = b ? half_max(a[S - 1], b[S - 1]) : a[S - 1];  // odd size: the last column alone
     }
-  }
+  });
   const bool odd_left = !last_block && (avail % 2 == 1);
   if (odd_left) {
     for (int h = 0; h < heads_; ++h) {

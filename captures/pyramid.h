@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "captures/capture.h"
+#include "captures/chunk_codec.h"
 
 namespace luka::capture {
 
@@ -19,8 +20,9 @@ class PyramidBuilder {
  public:
   // `band_rows(level)`: rows per emitted band (the dataset's chunk rows). Bands carry only the
   // columns left of the band's last row + 1: everything right of the diagonal is zero.
+  // `parallel` runs the per-head work (copies, pooling) on several threads.
   PyramidBuilder(int layer, int heads, std::int64_t n, std::vector<int> stored, std::function<std::int64_t(int)> band_rows,
-                 std::function<void(MapRows&&)> emit);
+                 std::function<void(MapRows&&)> emit, ParallelFor parallel = serial_for);
 
   // Rows [row0, row0 + m) of level 0, [heads][m][n] IEEE half; rows must arrive in order, without gaps.
   void add_rows(std::int64_t row0, std::int64_t m, const std::uint16_t* data);
@@ -45,12 +47,14 @@ class PyramidBuilder {
   };
   void push(int k, std::int64_t m, const std::uint16_t* data);  // m rows of level k, [heads][m][size_k]
   void flush_band(int k);
+  void for_heads(const std::function<void(int)>& body) const;
 
   int layer_, heads_;
   std::int64_t n_;
   int top_;  // the coarsest level computed
   std::vector<Level> levels_;
   std::function<void(MapRows&&)> emit_;
+  ParallelFor parallel_;
   std::int64_t next_row_ = 0;
 };
 

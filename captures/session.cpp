@@ -68,7 +68,7 @@ void CaptureSession::begin(Manifest manifest, Layout layout, std::vector<Token> 
       pyramids_[i] = std::make_unique<PyramidBuilder>(
           layout_.layers[i], static_cast<int>(layout_.heads.size()), layout_.prompt_tokens, layout_.levels,
           [this, index](int level) { return map_chunk(layout_, index, level); },
-          [this, index](MapRows&& rows) { emit_band(index, std::move(rows)); });
+          [this, index](MapRows&& rows) { emit_band(index, std::move(rows)); }, parallel_);
     }
   }
   push(Begin{std::move(manifest), std::move(layout), std::move(prompt), std::move(segments)});

@@ -2,6 +2,8 @@
 // at::max_pool2d, both independent of the code under test.
 #include <gtest/gtest.h>
 
+#include <thread>
+
 #include <ATen/ATen.h>
 #include <c10/util/Half.h>
 
@@ -76,7 +78,15 @@ at::Tensor causal_map(int H, std::int64_t n, std::uint64_t seed) {
   return at::softmax(s, -1).contiguous();
 }
 
-void check_pyramid(std::int64_t n, std::int64_t cap, std::int64_t min, std::vector<std::int64_t> chunks, std::int64_t band) {
+// Per-head work on real threads (two ranges), as on the model's thread pool.
+void two_threads(std::int64_t n, const std::function<void(std::int64_t, std::int64_t)>& body) {
+  std::thread t([&] { body(0, n / 2); });
+  body(n / 2, n);
+  t.join();
+}
+
+void check_pyramid(std::int64_t n, std::int64_t cap, std::int64_t min, std::vector<std::int64_t> chunks, std::int64_t band,
+                   ParallelFor parallel = serial_for) {
   const int H = 3;
   const at::Tensor map = causal_map(H, n, static_cast<std::uint64_t>(n));
   const auto levels = stored_levels(n, cap, min);
@@ -90,7 +100,7 @@ void check_pyramid(std::int64_t n, std::int64_t cap, std::int64_t min, std::vect
     at::Tensor dst = got[r.level].narrow(1, r.row0, r.rows);
     dst.fill_(0.f);
     dst.narrow(2, 0, r.cols).copy_(t);
-  });
+  }, parallel);
   std::int64_t row = 0;
   for (std::size_t i = 0; row < n; ++i) {
     const std::int64_t m = std::min(chunks[i % chunks.size()], n - row);
@@ -121,6 +131,7 @@ TEST(Pyramid, EveryLevelIsTheMaxPoolOfTheOneBelow) {
   check_pyramid(301, 1000, 4, {7, 1, 33, 2}, 16);    // irregular row chunks
   check_pyramid(1000, 200, 40, {256}, 64);           // level 0 above the cap: coarser levels only
   check_pyramid(5, 1000, 64, {5}, 256);              // small: level 0 alone
+  check_pyramid(301, 1000, 4, {7, 1, 33, 2}, 16, two_threads);  // heads split across threads
 }
 
 TEST(Pyramid, StoredLevels) {
