@@ -161,9 +161,9 @@ void CaptureSession::step(Step step) {
           case 3: if (P) c.page_state = encode_row(ls.page_state.data(), 1, H, P, kPageChunk, level); break;
           case 4: if (P) c.summary_mass = encode_row(ls.summary_mass.data(), 2, H, P, kPageChunk, level); break;
         }
-        c.encoded = true;
       }
     });
+    for (LayerStep& ls : step.layers) ls.chunks.encoded = true;
   }
   push(std::move(step));
 }

@@ -8,7 +8,6 @@
 #include <cstdio>
 #include <ctime>
 #include <optional>
-#include <thread>
 #include <string>
 #include <vector>
 

@@ -289,6 +289,18 @@ void three_threads(std::int64_t n, const std::function<void(std::int64_t, std::i
   for (auto& x : t) x.join();
 }
 
+// Writes the synthetic run's first `steps` steps to `file` through a session (writer plus a sink
+// that keeps the map bands) and returns the bands.
+std::vector<MapRows> write_run(const fs::path& file, const Synthetic& s, int steps, ParallelFor parallel = serial_for) {
+  CaptureWriter writer(file);
+  RecordingSink rec;
+  CaptureSession session({&writer, &rec});
+  session.set_parallel(std::move(parallel));
+  feed(session, s, steps);
+  session.finish(s.trailing);
+  return rec.bands;
+}
+
 TEST(ChunkCodec, BytesAreShuffleThenAZlibStream) {
   std::mt19937 rng(7);
   std::vector<std::uint16_t> v(256 * 256);
@@ -325,18 +337,11 @@ TEST(CaptureFile, EncodedMapChunksReadBackAtEveryDeflateSetting) {
     align_pages(s);
     s.layout.deflate = level;
     const fs::path file = work_dir() / ("run" + std::to_string(level) + ".h5");
-    CaptureWriter writer(file);
-    RecordingSink rec;
-    {
-      CaptureSession session({&writer, &rec});
-      session.set_parallel(three_threads);
-      feed(session, s, 2);
-      session.finish(s.trailing);
-    }
-    for (const MapRows& b : rec.bands) EXPECT_FALSE(b.chunks.empty());  // the writer asked for them
+    const std::vector<MapRows> bands = write_run(file, s, 2, three_threads);
+    for (const MapRows& b : bands) EXPECT_FALSE(b.chunks.empty());  // the writer asked for them
     const auto f = CaptureFile::open(file);
     EXPECT_EQ(f->summary().layout.deflate, level);
-    expect_same(*f, s, rec.bands, 2, true);
+    expect_same(*f, s, bands, 2, true);
   }
 }
 
@@ -346,16 +351,9 @@ TEST(CaptureFile, EncodedStepRowsSpanTokenChunks) {
   align_pages(s);
   s.layout.levels = {3, 4};
   const fs::path file = work_dir() / "run.h5";
-  CaptureWriter writer(file);
-  RecordingSink rec;
-  {
-    CaptureSession session({&writer, &rec});
-    session.set_parallel(three_threads);
-    feed(session, s, 3);
-    session.finish(s.trailing);
-  }
+  const std::vector<MapRows> bands = write_run(file, s, 3, three_threads);
   const auto f = CaptureFile::open(file);
-  expect_same(*f, s, rec.bands, 3, true);
+  expect_same(*f, s, bands, 3, true);
   EXPECT_EQ(f->row(3, 3, 2).size(), 1033u);
 }
 
@@ -368,12 +366,7 @@ TEST(CaptureFile, EstimateMatchesTheStoredChunksWithoutCompression) {
   for (Step& st : s.steps)
     for (LayerStep& ls : st.layers) ls.dense.clear();  // dense-shadow rows are not part of the estimate
   const fs::path file = work_dir() / "run.h5";
-  CaptureWriter writer(file);
-  {
-    CaptureSession session({&writer});
-    feed(session, s, 4);
-    session.finish(s.trailing);
-  }
+  write_run(file, s, 4);
   const auto parts = CaptureFile::open(file)->storage();
   Layout maps_only = s.layout;
   maps_only.rows = maps_only.covers = false;
