@@ -6,6 +6,7 @@
 
 #include <libdeflate.h>
 
+#include "captures/rle_deflate.h"
 #include "core/util/error.h"
 
 namespace luka::capture {
@@ -57,6 +58,12 @@ std::vector<std::uint8_t> encode_chunk(const void* data, std::size_t count, std:
   thread_local std::vector<std::uint8_t> shuffled;
   shuffled.resize(nbytes);
   shuffle(in, shuffled.data(), count, element_size);
+  if (level == 1) {
+    std::vector<std::uint8_t> out;
+    out.reserve(nbytes / 2);
+    rle_zlib_compress(shuffled.data(), nbytes, count, out);
+    return out;
+  }
   libdeflate_compressor* c = compressor(level);
   std::vector<std::uint8_t> out(libdeflate_zlib_compress_bound(c, nbytes));
   const std::size_t n = libdeflate_zlib_compress(c, shuffled.data(), nbytes, out.data(), out.size());

@@ -3,7 +3,8 @@
 // followed by the deflate filter (a zlib stream), or the raw bytes when a dataset has no filters.
 // The writer hands these bytes to H5Dwrite_chunk, so compression can run wherever there are cores
 // (the model's thread pool) and the I/O thread only writes; any HDF5 reader (h5py included)
-// decodes them with its own filters. Compression uses libdeflate, which emits standard zlib streams.
+// decodes them with its own filters. Level 1 uses rle_deflate (runs + Huffman, made for shuffled
+// maps); levels 0 and 2-9 use libdeflate. Both emit standard zlib streams.
 #pragma once
 
 #include <cstddef>

@@ -68,7 +68,7 @@ int run_capture(int argc, char** argv) {
       .option("max-prompt-tokens", "N", "keep only the first N prompt tokens (segments are clipped)")
       .option("record", "SPEC", "what to record: all, maps, rows, covers, none (run only), or e.g.\n"
               "\"layers=0-3,8;heads=0,2;parts=maps,covers;map_cap=2048;map_min=64\"", "all")
-      .option("deflate", "LEVEL", "compression: shuffle + deflate level 0-9, or none", "1")
+      .option("deflate", "LEVEL", "compression: shuffle + deflate level 0-9 (1: fast run-length + Huffman), or none", "1")
       .option("schedule", "SPEC", "LuKA mode changes during decoding (as for luka generate)")
       .flag("quiet", "no progress line")
       .option("dtype", "fp32|bf16", "compute dtype", "fp32")

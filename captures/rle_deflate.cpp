@@ -1,0 +1,421 @@
+#include "captures/rle_deflate.h"
+
+#include <algorithm>
+#include <array>
+#include <cstring>
+
+#include <libdeflate.h>
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
+
+namespace luka::capture {
+namespace {
+
+constexpr std::size_t kMaxBlock = std::size_t{1} << 16;  // input bytes per block
+constexpr std::size_t kMaxStored = 65535;                 // bytes per stored block (RFC 1951 §3.2.4)
+constexpr int kMaxBits = 15;                              // literal/length and distance codes
+constexpr int kMaxCodeLengthBits = 7;                     // the code-length code
+constexpr int kEndOfBlock = 256;
+constexpr int kLitLenSymbols = 286;
+constexpr int kDistanceSymbols = 2;  // only distance 1 (code 0) is used; code 1 completes the code
+constexpr int kCodeLengthSymbols = 19;
+constexpr int kCodeLengthOrder[kCodeLengthSymbols] = {16, 17, 18, 0, 8, 7, 9, 6, 10, 5, 11, 4, 12, 3, 13, 2, 14, 1, 15};
+
+constexpr int kLengthExtraBits[29] = {0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3, 4, 4, 4, 4, 5, 5, 5, 5, 0};
+
+// The length symbol, its extra bits and their value for each match length 3..258 (§3.2.5).
+struct LengthCode {
+  std::uint16_t symbol = 0;
+  std::uint8_t extra_bits = 0;
+  std::uint8_t extra = 0;
+};
+const std::array<LengthCode, 259>& length_codes() {
+  static const std::array<LengthCode, 259> table = [] {
+    constexpr int base[29] = {3,  4,  5,  6,  7,  8,  9,  10, 11,  13,  15,  17,  19,  23, 27,
+                              31, 35, 43, 51, 59, 67, 83, 99, 115, 131, 163, 195, 227, 258};
+    std::array<LengthCode, 259> t{};
+    for (int k = 0; k < 29; ++k) {
+      const int end = k == 28 ? 259 : k == 27 ? 258 : base[k + 1];  // 258 has its own symbol (285)
+      for (int len = base[k]; len < end; ++len)
+        t[static_cast<std::size_t>(len)] = {static_cast<std::uint16_t>(257 + k), static_cast<std::uint8_t>(kLengthExtraBits[k]),
+                                            static_cast<std::uint8_t>(len - base[k])};
+    }
+    return t;
+  }();
+  return table;
+}
+
+// Depths of a Huffman tree for the used symbols of `freq` (two-queue construction over the
+// leaves sorted by frequency); returns the largest depth. A single used symbol gets depth 1.
+int huffman_depths(const std::uint32_t* freq, int n, std::uint8_t* depth) {
+  std::array<std::uint16_t, kLitLenSymbols> leaves{};
+  int m = 0;
+  for (int s = 0; s < n; ++s) {
+    depth[s] = 0;
+    if (freq[s]) leaves[static_cast<std::size_t>(m++)] = static_cast<std::uint16_t>(s);
+  }
+  if (m == 0) return 0;
+  if (m == 1) {
+    depth[leaves[0]] = 1;
+    return 1;
+  }
+  std::sort(leaves.begin(), leaves.begin() + m, [&](std::uint16_t a, std::uint16_t b) {
+    return freq[a] != freq[b] ? freq[a] < freq[b] : a < b;
+  });
+  // Nodes 0..m-1 are the sorted leaves, m..2m-2 the internal nodes in creation order (their
+  // weights never decrease, so the two smallest are always at the fronts of the two queues).
+  std::array<std::uint64_t, 2 * kLitLenSymbols> weight{};
+  std::array<std::uint16_t, 2 * kLitLenSymbols> parent{};
+  for (int i = 0; i < m; ++i) weight[static_cast<std::size_t>(i)] = freq[leaves[static_cast<std::size_t>(i)]];
+  int next_leaf = 0, next_internal = m;
+  auto take = [&](int created) {
+    if (next_leaf < m && (next_internal >= created || weight[static_cast<std::size_t>(next_leaf)] <= weight[static_cast<std::size_t>(next_internal)]))
+      return next_leaf++;
+    return next_internal++;
+  };
+  for (int k = m; k < 2 * m - 1; ++k) {
+    const int a = take(k), b = take(k);
+    weight[static_cast<std::size_t>(k)] = weight[static_cast<std::size_t>(a)] + weight[static_cast<std::size_t>(b)];
+    parent[static_cast<std::size_t>(a)] = parent[static_cast<std::size_t>(b)] = static_cast<std::uint16_t>(k);
+  }
+  std::array<std::uint16_t, 2 * kLitLenSymbols> d{};
+  int deepest = 0;
+  for (int k = 2 * m - 3; k >= 0; --k) {
+    d[static_cast<std::size_t>(k)] = static_cast<std::uint16_t>(d[parent[static_cast<std::size_t>(k)]] + 1);
+    if (k < m) {
+      depth[leaves[static_cast<std::size_t>(k)]] = static_cast<std::uint8_t>(d[static_cast<std::size_t>(k)]);
+      deepest = std::max(deepest, static_cast<int>(d[static_cast<std::size_t>(k)]));
+    }
+  }
+  return deepest;
+}
+
+// Code lengths of a prefix code for `freq` no longer than `max_bits`: Huffman's, with the
+// frequencies flattened (halved, kept non-zero) until the tree fits. A single used symbol is
+// paired with an unused one so that every code is complete.
+void code_lengths(const std::uint32_t* freq, int n, int max_bits, std::uint8_t* lengths) {
+  std::array<std::uint32_t, kLitLenSymbols> f{};
+  std::copy(freq, freq + n, f.begin());
+  while (huffman_depths(f.data(), n, lengths) > max_bits)
+    for (int s = 0; s < n; ++s)
+      if (f[static_cast<std::size_t>(s)]) f[static_cast<std::size_t>(s)] = (f[static_cast<std::size_t>(s)] + 1) / 2;
+  int used = 0, only = 0;
+  for (int s = 0; s < n; ++s)
+    if (lengths[s]) ++used, only = s;
+  if (used == 1) lengths[only == 0 ? 1 : 0] = 1;
+}
+
+// Canonical codes (§3.2.2), bit-reversed because deflate sends Huffman codes from their first bit.
+void canonical_codes(const std::uint8_t* lengths, int n, std::uint16_t* codes) {
+  int count[kMaxBits + 1] = {};
+  for (int s = 0; s < n; ++s) ++count[lengths[s]];
+  count[0] = 0;
+  int next[kMaxBits + 1] = {};
+  for (int bits = 1, code = 0; bits <= kMaxBits; ++bits) {
+    code = (code + count[bits - 1]) << 1;
+    next[bits] = code;
+  }
+  for (int s = 0; s < n; ++s) {
+    const int len = lengths[s];
+    if (!len) continue;
+    int code = next[len]++, reversed = 0;
+    for (int b = 0; b < len; ++b) reversed |= ((code >> b) & 1) << (len - 1 - b);
+    codes[s] = static_cast<std::uint16_t>(reversed);
+  }
+}
+
+// Deflate's bit order: least significant bit first. Every put stores the whole 64-bit buffer
+// (little-endian) and advances by the complete bytes in it, so there is no branch per code; the
+// output needs 8 bytes of slack.
+class BitWriter {
+ public:
+  explicit BitWriter(std::uint8_t* out) : out_(out) {}
+  void put(std::uint64_t bits, int n) {  // n <= 56: at most 63 bits pending
+    buf_ |= bits << fill_;
+    fill_ += n;
+    store();
+  }
+  // Pads to a byte boundary with zero bits.
+  void align() {
+    if (fill_ > 0) fill_ = 8;
+    store();
+  }
+  void bytes(const std::uint8_t* p, std::size_t n) {  // only when aligned
+    std::memcpy(out_ + pos_, p, n);
+    pos_ += n;
+  }
+  int fill() const { return fill_; }
+  std::size_t size() const { return pos_; }
+
+ private:
+  void store() {
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+    std::memcpy(out_ + pos_, &buf_, 8);
+#else
+    for (int b = 0; b < 8; ++b) out_[pos_ + static_cast<std::size_t>(b)] = static_cast<std::uint8_t>(buf_ >> (8 * b));
+#endif
+    const int whole = fill_ >> 3;
+    pos_ += static_cast<std::size_t>(whole);
+    buf_ >>= 8 * whole;
+    fill_ &= 7;
+  }
+  std::uint8_t* out_;
+  std::size_t pos_ = 0;
+  std::uint64_t buf_ = 0;
+  int fill_ = 0;
+};
+
+// A run: `length` copies of the byte before `at` (a match at distance 1, length 3..258).
+struct Match {
+  std::uint32_t at;
+  std::uint32_t length;
+};
+
+// Byte counts of p[0, n), four interleaved tables so that repeated bytes do not wait on each
+// other's increments.
+void histogram(const std::uint8_t* p, std::size_t n, std::uint32_t* freq) {
+  std::uint32_t part[4][256] = {};
+  std::size_t i = 0;
+  for (; i + 4 <= n; i += 4) {
+    ++part[0][p[i]];
+    ++part[1][p[i + 1]];
+    ++part[2][p[i + 2]];
+    ++part[3][p[i + 3]];
+  }
+  for (; i < n; ++i) ++part[0][p[i]];
+  for (int b = 0; b < 256; ++b) freq[b] += part[0][b] + part[1][b] + part[2][b] + part[3][b];
+}
+
+// Length of the run of `value` starting at p, at most `longest`.
+std::size_t run_length(const std::uint8_t* p, std::uint8_t value, std::size_t longest) {
+  std::size_t len = 0;
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+  const std::uint64_t pattern = 0x0101010101010101ull * value;
+  for (; len + 8 <= longest; len += 8) {
+    std::uint64_t word;
+    std::memcpy(&word, p + len, 8);
+    if (const std::uint64_t diff = word ^ pattern) return len + static_cast<std::size_t>(__builtin_ctzll(diff)) / 8;
+  }
+#endif
+  while (len < longest && p[len] == value) ++len;
+  return len;
+}
+
+// The matches of in[begin, end) and the symbol counts of the block: a match wherever at least
+// three bytes repeat the byte before them (so a run costs one literal, then matches); every
+// other byte is a literal. Matches stay inside the block.
+void find_matches(const std::uint8_t* in, std::size_t begin, std::size_t end, std::vector<Match>& matches,
+                  std::uint32_t* freq) {
+  const auto& lengths = length_codes();
+  matches.clear();
+  histogram(in + begin, end - begin, freq);
+  std::size_t i = std::max<std::size_t>(begin, 1);
+  while (i + 3 <= end) {
+#if defined(__SSE2__)
+    // Sixteen candidate starts at once: bit k says in[i+k-1] == in[i+k] == in[i+k+1] == in[i+k+2].
+    if (i + 18 <= end) {
+      const __m128i a = _mm_loadu_si128(reinterpret_cast<const __m128i*>(in + i - 1));
+      const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(in + i));
+      const __m128i c = _mm_loadu_si128(reinterpret_cast<const __m128i*>(in + i + 1));
+      const __m128i d = _mm_loadu_si128(reinterpret_cast<const __m128i*>(in + i + 2));
+      const int mask = _mm_movemask_epi8(_mm_and_si128(_mm_and_si128(_mm_cmpeq_epi8(a, b), _mm_cmpeq_epi8(b, c)), _mm_cmpeq_epi8(c, d)));
+      if (mask == 0) {
+        i += 16;
+        continue;
+      }
+      i += static_cast<std::size_t>(__builtin_ctz(static_cast<unsigned>(mask)));
+    } else
+#endif
+    if (!(in[i] == in[i - 1] && in[i + 1] == in[i - 1] && in[i + 2] == in[i - 1])) {
+      ++i;
+      continue;
+    }
+    const std::uint8_t value = in[i - 1];
+    const std::size_t len = 3 + run_length(in + i + 3, value, std::min<std::size_t>(258, end - i) - 3);
+    matches.push_back({static_cast<std::uint32_t>(i - begin), static_cast<std::uint32_t>(len)});
+    freq[value] -= static_cast<std::uint32_t>(len);  // the histogram counted them as literals
+    ++freq[lengths[len].symbol];
+    i += len;
+  }
+}
+
+// Bits of a stored block (or blocks, above 65,535 bytes) of n bytes starting at bit offset `fill`.
+std::uint64_t stored_bits(std::size_t n, int fill) {
+  std::uint64_t bits = 0;
+  do {
+    const std::size_t piece = std::min(n, kMaxStored);
+    bits += 3 + static_cast<std::uint64_t>((8 - (fill + 3) % 8) % 8) + 32 + 8 * static_cast<std::uint64_t>(piece);
+    fill = 0;
+    n -= piece;
+  } while (n > 0);
+  return bits;
+}
+
+void put_stored(BitWriter& w, const std::uint8_t* p, std::size_t n, bool last) {
+  do {
+    const std::size_t piece = std::min(n, kMaxStored);
+    n -= piece;
+    w.put(last && n == 0 ? 1 : 0, 1);
+    w.put(0, 2);
+    w.align();
+    const std::uint8_t header[4] = {static_cast<std::uint8_t>(piece), static_cast<std::uint8_t>(piece >> 8),
+                                    static_cast<std::uint8_t>(~piece), static_cast<std::uint8_t>(~piece >> 8)};
+    w.bytes(header, 4);
+    w.bytes(p, piece);
+    p += piece;
+  } while (n > 0);
+}
+
+// The code lengths of both alphabets as code-length symbols (§3.2.7): 0-15 literally, 16 repeats
+// the previous length 3-6 times, 17 and 18 give 3-10 and 11-138 zeros.
+struct CodeLengthSymbol {
+  std::uint8_t symbol;
+  std::uint8_t extra;
+};
+std::size_t run_length_code_lengths(const std::uint8_t* lengths, int n, CodeLengthSymbol* out) {
+  std::size_t k = 0;
+  for (int i = 0; i < n;) {
+    const std::uint8_t v = lengths[i];
+    int run = 1;
+    while (i + run < n && lengths[i + run] == v) ++run;
+    i += run;
+    if (v == 0) {
+      while (run >= 11) {
+        const int r = std::min(run, 138);
+        out[k++] = {18, static_cast<std::uint8_t>(r - 11)};
+        run -= r;
+      }
+      if (run >= 3) {
+        out[k++] = {17, static_cast<std::uint8_t>(run - 3)};
+        run = 0;
+      }
+    } else {
+      out[k++] = {v, 0};
+      --run;
+      while (run >= 3) {
+        const int r = std::min(run, 6);
+        out[k++] = {16, static_cast<std::uint8_t>(r - 3)};
+        run -= r;
+      }
+    }
+    while (run-- > 0) out[k++] = {v, 0};
+  }
+  return k;
+}
+
+constexpr int kCodeLengthExtraBits[kCodeLengthSymbols] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2, 3, 7};
+
+// One block of in[begin, end): a dynamic-Huffman block, or a stored one when that is no larger.
+void put_block(BitWriter& w, const std::uint8_t* in, std::size_t begin, std::size_t end, bool last,
+               std::vector<Match>& matches) {
+  const std::size_t n = end - begin;
+  std::array<std::uint32_t, kLitLenSymbols> freq{};
+  find_matches(in, begin, end, matches, freq.data());
+  freq[kEndOfBlock] = 1;
+
+  std::uint8_t lengths[kLitLenSymbols + kDistanceSymbols] = {};
+  code_lengths(freq.data(), kLitLenSymbols, kMaxBits, lengths);
+  lengths[kLitLenSymbols + 0] = 1;  // distance 1
+  lengths[kLitLenSymbols + 1] = 1;  // unused; makes the distance code complete, as inflate requires
+  int lit_count = kLitLenSymbols;
+  while (lit_count > 257 && lengths[lit_count - 1] == 0) --lit_count;
+  // The two alphabets' lengths form one sequence for the run-length code.
+  std::uint8_t sequence[kLitLenSymbols + kDistanceSymbols];
+  std::copy(lengths, lengths + lit_count, sequence);
+  std::copy(lengths + kLitLenSymbols, lengths + kLitLenSymbols + kDistanceSymbols, sequence + lit_count);
+  CodeLengthSymbol cl[kLitLenSymbols + kDistanceSymbols];
+  const std::size_t cl_count = run_length_code_lengths(sequence, lit_count + kDistanceSymbols, cl);
+  std::array<std::uint32_t, kCodeLengthSymbols> cl_freq{};
+  for (std::size_t k = 0; k < cl_count; ++k) ++cl_freq[cl[k].symbol];
+  std::uint8_t cl_lengths[kCodeLengthSymbols] = {};
+  code_lengths(cl_freq.data(), kCodeLengthSymbols, kMaxCodeLengthBits, cl_lengths);
+  int cl_sent = kCodeLengthSymbols;
+  while (cl_sent > 4 && cl_lengths[kCodeLengthOrder[cl_sent - 1]] == 0) --cl_sent;
+
+  const auto& lc = length_codes();
+  std::uint64_t bits = 3 + 5 + 5 + 4 + 3 * static_cast<std::uint64_t>(cl_sent);
+  for (int s = 0; s < kCodeLengthSymbols; ++s)
+    bits += cl_freq[static_cast<std::size_t>(s)] * static_cast<std::uint64_t>(cl_lengths[s] + kCodeLengthExtraBits[s]);
+  for (int s = 0; s < kLitLenSymbols; ++s) bits += freq[static_cast<std::size_t>(s)] * static_cast<std::uint64_t>(lengths[s]);
+  for (int k = 0; k < 29; ++k)  // extra bits of the length symbols, plus one bit for the distance
+    bits += freq[static_cast<std::size_t>(257 + k)] * static_cast<std::uint64_t>(kLengthExtraBits[k] + 1);
+  if (bits >= stored_bits(n, w.fill())) {
+    put_stored(w, in + begin, n, last);
+    return;
+  }
+
+  std::uint16_t codes[kLitLenSymbols] = {};
+  canonical_codes(lengths, kLitLenSymbols, codes);
+  std::uint16_t cl_codes[kCodeLengthSymbols] = {};
+  canonical_codes(cl_lengths, kCodeLengthSymbols, cl_codes);
+  w.put(last ? 1 : 0, 1);
+  w.put(2, 2);  // dynamic Huffman
+  w.put(static_cast<std::uint64_t>(lit_count - 257), 5);
+  w.put(kDistanceSymbols - 1, 5);
+  w.put(static_cast<std::uint64_t>(cl_sent - 4), 4);
+  for (int k = 0; k < cl_sent; ++k) w.put(cl_lengths[kCodeLengthOrder[k]], 3);
+  for (std::size_t k = 0; k < cl_count; ++k) {
+    w.put(cl_codes[cl[k].symbol], cl_lengths[cl[k].symbol]);
+    if (const int extra = kCodeLengthExtraBits[cl[k].symbol]) w.put(cl[k].extra, extra);
+  }
+  // Literals two to a write (at most 30 bits); a match as one write: length code, its extra
+  // bits, then distance code 0 (canonical code 0, one bit).
+  std::uint32_t literal[256];  // code | length << 16
+  for (int v = 0; v < 256; ++v) literal[v] = codes[v] | static_cast<std::uint32_t>(lengths[v]) << 16;
+  const std::uint8_t* p = in + begin;
+  std::size_t at = 0;
+  auto put_literals = [&](std::size_t stop) {
+    for (; at + 2 <= stop; at += 2) {
+      const std::uint32_t a = literal[p[at]], b = literal[p[at + 1]];
+      const int la = static_cast<int>(a >> 16);
+      w.put((a & 0xffff) | (std::uint64_t{b & 0xffff} << la), la + static_cast<int>(b >> 16));
+    }
+    if (at < stop) {
+      w.put(literal[p[at]] & 0xffff, static_cast<int>(literal[p[at]] >> 16));
+      ++at;
+    }
+  };
+  for (const Match& m : matches) {
+    put_literals(m.at);
+    const LengthCode& c = lc[m.length];
+    const int code_len = lengths[c.symbol];
+    w.put(codes[c.symbol] | (static_cast<std::uint64_t>(c.extra) << code_len), code_len + c.extra_bits + 1);
+    at += m.length;
+  }
+  put_literals(n);
+  w.put(codes[kEndOfBlock], lengths[kEndOfBlock]);
+}
+
+}  // namespace
+
+void rle_zlib_compress(const std::uint8_t* in, std::size_t n, std::size_t plane, std::vector<std::uint8_t>& out) {
+  if (plane == 0) plane = n;
+  // Each block is at most its stored size (up to two stored pieces of 6 bytes' overhead); 8 bytes of slack for the writer's whole-word stores.
+  const std::size_t blocks = n / kMaxBlock + n / plane + 2;
+  const std::size_t bound = 2 + n + 12 * blocks + 4 + 8;
+  const std::size_t at = out.size();
+  out.resize(at + bound);
+  BitWriter w(out.data() + at);
+  const std::uint8_t header[2] = {0x78, 0x01};  // deflate, 32 KiB window, fastest; (0x7801 % 31 == 0)
+  w.bytes(header, 2);
+  thread_local std::vector<Match> matches;
+  if (n == 0) {
+    put_stored(w, in, 0, true);
+  } else {
+    for (std::size_t begin = 0; begin < n;) {
+      const std::size_t plane_end = std::min(n, (begin / plane + 1) * plane);
+      const std::size_t end = std::min(plane_end, begin + kMaxBlock);
+      put_block(w, in, begin, end, end == n, matches);
+      begin = end;
+    }
+  }
+  w.align();
+  const std::uint32_t adler = libdeflate_adler32(1, in, n);
+  const std::uint8_t trailer[4] = {static_cast<std::uint8_t>(adler >> 24), static_cast<std::uint8_t>(adler >> 16),
+                                   static_cast<std::uint8_t>(adler >> 8), static_cast<std::uint8_t>(adler)};
+  w.bytes(trailer, 4);
+  out.resize(at + w.size());
+}
+
+}  // namespace luka::capture

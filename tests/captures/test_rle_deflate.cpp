@@ -1,0 +1,115 @@
+// The run-length + Huffman deflate encoder against zlib's own inflate: every stream decodes to
+// its input exactly, on inputs that exercise each part of the format (runs of every length,
+// runs across block and plane boundaries, incompressible data, skewed frequencies that need the
+// code-length limit, empty and one-byte inputs).
+#include <gtest/gtest.h>
+#include <zlib.h>
+
+#include <cstdint>
+#include <random>
+#include <vector>
+
+#include "captures/rle_deflate.h"
+
+namespace luka::capture {
+namespace {
+
+std::vector<std::uint8_t> inflate_all(const std::vector<std::uint8_t>& z, std::size_t expected) {
+  std::vector<std::uint8_t> out(expected + 1);  // one spare byte: a longer stream is an error too
+  uLongf got = static_cast<uLongf>(out.size());
+  const int rc = uncompress(out.data(), &got, z.data(), static_cast<uLong>(z.size()));
+  EXPECT_EQ(rc, Z_OK);
+  out.resize(rc == Z_OK ? got : 0);
+  return out;
+}
+
+std::vector<std::uint8_t> round_trip(const std::vector<std::uint8_t>& in, std::size_t plane = 0) {
+  std::vector<std::uint8_t> z;
+  rle_zlib_compress(in.data(), in.size(), plane, z);
+  return inflate_all(z, in.size());
+}
+
+TEST(RleDeflate, EmptyAndSingleBytes) {
+  EXPECT_EQ(round_trip({}), std::vector<std::uint8_t>{});
+  for (const int b : {0, 1, 127, 255}) {
+    const std::vector<std::uint8_t> one{static_cast<std::uint8_t>(b)};
+    EXPECT_EQ(round_trip(one), one) << b;
+  }
+}
+
+TEST(RleDeflate, RunsOfEveryLengthUpToTwoMatches) {
+  // Each run length 1..600 after a different byte: covers every length symbol and its extra
+  // bits, runs split into several matches (over 258), and runs of 1-3 that stay literals.
+  std::vector<std::uint8_t> in;
+  for (int len = 1; len <= 600; ++len) {
+    in.push_back(static_cast<std::uint8_t>(len * 7));
+    in.insert(in.end(), static_cast<std::size_t>(len), static_cast<std::uint8_t>(len % 3 == 0 ? 0 : len));
+  }
+  EXPECT_EQ(round_trip(in), in);
+  std::vector<std::uint8_t> z;
+  rle_zlib_compress(in.data(), in.size(), 0, z);
+  EXPECT_LT(z.size() * 20, in.size()) << "runs should compress well";
+}
+
+TEST(RleDeflate, RandomBytesAreStoredNotExpanded) {
+  std::mt19937 rng(3);
+  std::vector<std::uint8_t> in(200000);
+  for (auto& b : in) b = static_cast<std::uint8_t>(rng());
+  std::vector<std::uint8_t> z;
+  rle_zlib_compress(in.data(), in.size(), 0, z);
+  EXPECT_EQ(inflate_all(z, in.size()), in);
+  // Stored: a 64 KiB block is two stored blocks of 5 bytes' overhead; plus the zlib header and checksum.
+  EXPECT_LE(z.size(), in.size() + 6 + 10 * (in.size() / 65536 + 1));
+}
+
+TEST(RleDeflate, SkewedFrequenciesNeedTheLengthLimit) {
+  // Fibonacci-like counts make an unlimited Huffman tree deeper than 15 bits.
+  std::vector<std::uint8_t> in;
+  std::uint64_t a = 1, b = 1;
+  for (int s = 0; s < 24; ++s) {
+    for (std::uint64_t k = 0; k < a; ++k) {
+      in.push_back(static_cast<std::uint8_t>(s));
+      in.push_back(static_cast<std::uint8_t>(200 - s));  // no runs: every byte is a literal
+    }
+    const std::uint64_t c = a + b;
+    a = b;
+    b = c;
+    if (in.size() > 60000) break;
+  }
+  EXPECT_EQ(round_trip(in), in);
+}
+
+TEST(RleDeflate, ShuffledHalfPlanesAndMatchesAcrossBlocks) {
+  // Plane-shaped data like a shuffled map chunk: a low plane of noisy mantissas with zero
+  // stretches, a high plane of a few exponents and long zero runs; runs cross the plane and
+  // 64 KiB block boundaries. Several plane lengths, odd ones included.
+  std::mt19937 rng(11);
+  for (const std::size_t count : {std::size_t{1}, std::size_t{77}, std::size_t{65536}, std::size_t{100003}}) {
+    std::vector<std::uint8_t> in(2 * count);
+    for (std::size_t i = 0; i < count; ++i) {
+      const bool zero = (i / 300) % 3 == 0;
+      in[i] = zero ? 0 : static_cast<std::uint8_t>(rng());
+      in[count + i] = zero ? 0 : static_cast<std::uint8_t>(0x10 + rng() % 6);
+    }
+    EXPECT_EQ(round_trip(in, count), in) << count;
+  }
+  std::vector<std::uint8_t> zeros(3 * 65536 + 5, 0);
+  EXPECT_EQ(round_trip(zeros, 65536), zeros);
+}
+
+TEST(RleDeflate, ManyRandomInputs) {
+  std::mt19937 rng(5);
+  for (int trial = 0; trial < 200; ++trial) {
+    const std::size_t n = rng() % 5000;
+    const int alphabet = 1 + static_cast<int>(rng() % 40);
+    const int run_bias = static_cast<int>(rng() % 4);
+    std::vector<std::uint8_t> in(n);
+    for (std::size_t i = 0; i < n; ++i)
+      in[i] = i > 0 && static_cast<int>(rng() % 4) < run_bias ? in[i - 1] : static_cast<std::uint8_t>(rng() % static_cast<unsigned>(alphabet));
+    const std::size_t plane = n ? 1 + rng() % n : 0;
+    ASSERT_EQ(round_trip(in, plane), in) << "trial " << trial;
+  }
+}
+
+}  // namespace
+}  // namespace luka::capture
