@@ -23,6 +23,12 @@ void serial_for(std::int64_t n, const std::function<void(std::int64_t, std::int6
 // shuffle + deflate(`level`) (level 0-9), or copied unchanged for level < 0 (no filters).
 std::vector<std::uint8_t> encode_chunk(const void* data, std::size_t count, std::size_t element_size, int level);
 
+// The same for a chunk of [chunk_rows][chunk_cols] elements whose top-left [rows][cols] block is
+// read from `src` with a row stride of `stride` elements and the rest is zero padding: gathered
+// and byte-shuffled in one pass, without a copy of the block.
+std::vector<std::uint8_t> encode_tile(const void* src, std::size_t element_size, std::int64_t rows, std::int64_t cols,
+                                      std::int64_t stride, std::int64_t chunk_rows, std::int64_t chunk_cols, int level);
+
 // The inverse, for tests and tools: undoes deflate and shuffle (level >= 0) or copies.
 std::vector<std::uint8_t> decode_chunk(const std::uint8_t* bytes, std::size_t size, std::size_t count,
                                        std::size_t element_size, int level);

@@ -15,7 +15,7 @@ inline std::uint16_t half_max(std::uint16_t a, std::uint16_t b) { return order_k
 }  // namespace
 
 PyramidBuilder::PyramidBuilder(int layer, int heads, std::int64_t n, std::vector<int> stored,
-                               std::function<std::int64_t(int)> band_rows, std::function<void(MapRows&&)> emit,
+                               std::function<std::int64_t(int)> band_rows, std::function<void(const BandView&)> emit,
                                ParallelFor parallel)
     : layer_(layer), heads_(heads), n_(n), emit_(std::move(emit)), parallel_(std::move(parallel)) {
   if (stored.empty() || n <= 0) fail("pyramid", "nothing to build");
@@ -51,23 +51,17 @@ void PyramidBuilder::for_heads(const std::function<void(int)>& body) const {
   });
 }
 
+void PyramidBuilder::emit(int k, std::int64_t row0, std::int64_t rows, const std::uint16_t* data, std::int64_t head_stride) {
+  const std::int64_t S = levels_[k].size;
+  emit_(BandView{k, row0, rows, std::min(S, row0 + rows), data, head_stride, S});
+}
+
 void PyramidBuilder::flush_band(int k) {
   Level& L = levels_[k];
   if (L.band_fill == 0) return;
-  MapRows out;
-  out.layer = layer_;
-  out.level = k;
-  out.row0 = L.band_row0;
-  out.rows = L.band_fill;
-  out.cols = std::min(L.size, L.band_row0 + L.band_fill);
-  out.data.resize(static_cast<std::size_t>(heads_ * out.rows * out.cols));
-  for_heads([&](int h) {
-    for (std::int64_t r = 0; r < out.rows; ++r)
-      std::copy_n(L.band_buf.data() + (h * L.band + r) * L.size, out.cols, out.data.data() + (h * out.rows + r) * out.cols);
-  });
+  emit(k, L.band_row0, L.band_fill, L.band_buf.data(), L.band * L.size);
   L.band_row0 += L.band_fill;
   L.band_fill = 0;
-  emit_(std::move(out));
 }
 
 void PyramidBuilder::push(int k, std::int64_t m, const std::uint16_t* data) {
@@ -75,6 +69,12 @@ void PyramidBuilder::push(int k, std::int64_t m, const std::uint16_t* data) {
   const std::int64_t S = L.size;
   if (L.stored) {
     for (std::int64_t done = 0; done < m;) {
+      if (L.band_fill == 0 && m - done >= L.band) {  // a whole band straight from the input
+        emit(k, L.band_row0, L.band, data + done * S, m * S);
+        L.band_row0 += L.band;
+        done += L.band;
+        continue;
+      }
       const std::int64_t take = std::min(m - done, L.band - L.band_fill);
       for_heads([&](int h) { std::copy_n(data + (h * m + done) * S, take * S, L.band_buf.data() + (h * L.band + L.band_fill) * S); });
       L.band_fill += take;
@@ -82,18 +82,17 @@ void PyramidBuilder::push(int k, std::int64_t m, const std::uint16_t* data) {
       if (L.band_fill == L.band) flush_band(k);
     }
   }
-  const std::int64_t first_row = L.rows_in;
   L.rows_in += m;
   if (k == top_) return;
 
   // Pair rows (2i, 2i+1) into row i of level k+1; the last row of an odd-sized level stands alone.
-  const std::int64_t S2 = levels_[k + 1].size;
+  // Output row R is zero right of column R (causal input), so only columns 0..R are pooled.
+  const std::int64_t S2 = levels_[k + 1].size, R0 = levels_[k + 1].rows_in;
   const bool last_block = L.rows_in == S;
   std::int64_t avail = m + (L.has_carry ? 1 : 0);
   const std::int64_t out_rows = last_block ? (avail + 1) / 2 : avail / 2;
   std::vector<std::uint16_t>& next = L.next;
   next.resize(static_cast<std::size_t>(heads_ * std::max<std::int64_t>(out_rows, 0) * S2));
-  (void)first_row;
   for_heads([&](int h) {
     // The i-th input row of this block, counting the carried row first.
     const auto row = [&](std::int64_t i) -> const std::uint16_t* {
@@ -104,13 +103,15 @@ void PyramidBuilder::push(int k, std::int64_t m, const std::uint16_t* data) {
       const std::uint16_t* a = row(2 * i);
       const std::uint16_t* b = 2 * i + 1 < avail ? row(2 * i + 1) : nullptr;
       std::uint16_t* o = next.data() + (h * out_rows + i) * S2;
-      const std::int64_t pairs = S / 2;  // output columns with both inputs present
+      const std::int64_t cols = std::min(S2, R0 + i + 1);
+      const std::int64_t pairs = std::min(S / 2, cols);  // output columns with both inputs present
       if (b) {
         for (std::int64_t j = 0; j < pairs; ++j) o[j] = half_max(half_max(a[2 * j], a[2 * j + 1]), half_max(b[2 * j], b[2 * j + 1]));
       } else {
         for (std::int64_t j = 0; j < pairs; ++j) o[j] = half_max(a[2 * j], a[2 * j + 1]);
       }
-      if (pairs < S2) o[pairs] = b ? half_max(a[S - 1], b[S - 1]) : a[S - 1];  // odd size: the last column alone
+      if (pairs < cols) o[pairs] = b ? half_max(a[S - 1], b[S - 1]) : a[S - 1];  // odd size: the last column alone
+      std::fill(o + cols, o + S2, std::uint16_t{0});
     }
   });
   const bool odd_left = !last_block && (avail % 2 == 1);

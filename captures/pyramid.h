@@ -4,7 +4,9 @@
 // this is the max of what exists). Max, not mean, so attention sinks and needles survive zooming
 // out. Only the stored levels are emitted, in bands of whole chunk rows.
 // Works on IEEE halves: rounding to half is monotone, so the max of rounded values is the rounded
-// max, and every level equals the half rounding of the fp32 max-pool.
+// max, and every level equals the half rounding of the fp32 max-pool. The map must be causal
+// (zero right of the diagonal, as attention probabilities are): the builder pools only the
+// columns up to the diagonal and writes zeros right of it.
 #pragma once
 
 #include <cstdint>
@@ -16,13 +18,22 @@
 
 namespace luka::capture {
 
+// A band of rows of one level, as the builder holds it (no copy), valid during the emit call
+// only: head h, row row0 + r, column c is data[h * head_stride + r * row_stride + c], c < cols.
+struct BandView {
+  int level = 0;
+  std::int64_t row0 = 0, rows = 0, cols = 0;
+  const std::uint16_t* data = nullptr;
+  std::int64_t head_stride = 0, row_stride = 0;
+};
+
 class PyramidBuilder {
  public:
   // `band_rows(level)`: rows per emitted band (the dataset's chunk rows). Bands carry only the
   // columns left of the band's last row + 1: everything right of the diagonal is zero.
   // `parallel` runs the per-head work (copies, pooling) on several threads.
   PyramidBuilder(int layer, int heads, std::int64_t n, std::vector<int> stored, std::function<std::int64_t(int)> band_rows,
-                 std::function<void(MapRows&&)> emit, ParallelFor parallel = serial_for);
+                 std::function<void(const BandView&)> emit, ParallelFor parallel = serial_for);
 
   // Rows [row0, row0 + m) of level 0, [heads][m][n] IEEE half; rows must arrive in order, without gaps.
   void add_rows(std::int64_t row0, std::int64_t m, const std::uint16_t* data);
@@ -47,13 +58,14 @@ class PyramidBuilder {
   };
   void push(int k, std::int64_t m, const std::uint16_t* data);  // m rows of level k, [heads][m][size_k]
   void flush_band(int k);
+  void emit(int k, std::int64_t row0, std::int64_t rows, const std::uint16_t* data, std::int64_t head_stride);
   void for_heads(const std::function<void(int)>& body) const;
 
   int layer_, heads_;
   std::int64_t n_;
   int top_;  // the coarsest level computed
   std::vector<Level> levels_;
-  std::function<void(MapRows&&)> emit_;
+  std::function<void(const BandView&)> emit_;
   ParallelFor parallel_;
   std::int64_t next_row_ = 0;
 };

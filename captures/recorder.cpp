@@ -143,24 +143,31 @@ void CaptureRecorder::start_prefill() {
   const std::vector<int> heads = layout_.heads;
   for (const int x : layout_.layers) {
     layers_[static_cast<std::size_t>(x)]->set_prefill_observer(
-        [this, n, heads](int layer, std::int64_t q0, const at::Tensor& probs) {
-          const std::int64_t m = probs.size(1), T = probs.size(2);
-          if (T != n || q0 + m > n) return;  // not the recorded prompt
-          // The recorded heads' rows, rounded to half on the model's threads.
+        [this, n, heads, last = heads.empty() ? -1 : *std::max_element(heads.begin(), heads.end())](
+            int layer, std::int64_t q0, std::int64_t head0, const at::Tensor& probs) {
+          const std::int64_t G = probs.size(0), m = probs.size(1), T = probs.size(2);
+          if (T != n || q0 + m > n || heads.empty()) return;  // not the recorded prompt
+          // The recorded heads of this group, rounded to half on the model's threads. Row q0 + r
+          // is zero right of its diagonal: only columns 0 .. q0 + r are converted.
           const at::Tensor p = probs.contiguous();
           const std::size_t per_head = static_cast<std::size_t>(m * T);
           halves_.resize(heads.size() * per_head);
+          std::vector<std::size_t> slots;  // (index in `heads`) for the heads of this group
+          for (std::size_t j = 0; j < heads.size(); ++j)
+            if (heads[j] >= head0 && heads[j] < head0 + G) slots.push_back(j);
           const float* src = p.const_data_ptr<float>();
           std::uint16_t* dst = halves_.data();
-          const std::int64_t parts = static_cast<std::int64_t>(heads.size()) * m;  // one per head and row
+          const std::int64_t parts = static_cast<std::int64_t>(slots.size()) * m;  // one per head and row
           session_.parallel()(parts, [&](std::int64_t b, std::int64_t e) {
             for (std::int64_t t = b; t < e; ++t) {
-              const std::size_t j = static_cast<std::size_t>(t / m), r = static_cast<std::size_t>(t % m);
-              floats_to_halves(src + static_cast<std::size_t>(heads[j]) * per_head + r * static_cast<std::size_t>(T),
-                               dst + j * per_head + r * static_cast<std::size_t>(T), static_cast<std::size_t>(T));
+              const std::size_t j = slots[static_cast<std::size_t>(t / m)], r = static_cast<std::size_t>(t % m);
+              const std::size_t cols = std::min(static_cast<std::size_t>(T), static_cast<std::size_t>(q0) + r + 1);
+              std::uint16_t* row = dst + j * per_head + r * static_cast<std::size_t>(T);
+              floats_to_halves(src + static_cast<std::size_t>(heads[j] - head0) * per_head + r * static_cast<std::size_t>(T), row, cols);
+              std::fill(row + cols, row + T, std::uint16_t{0});
             }
           });
-          session_.prefill_rows(layer, q0, m, halves_);
+          if (head0 + G > last) session_.prefill_rows(layer, q0, m, halves_);  // the block's last recorded head
         });
   }
 }

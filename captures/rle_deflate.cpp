@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <array>
 #include <cstring>
+#include <vector>
 
 #include <libdeflate.h>
 #if defined(__SSE2__)
@@ -389,14 +390,17 @@ void put_block(BitWriter& w, const std::uint8_t* in, std::size_t begin, std::siz
 
 }  // namespace
 
-void rle_zlib_compress(const std::uint8_t* in, std::size_t n, std::size_t plane, std::vector<std::uint8_t>& out) {
-  if (plane == 0) plane = n;
-  // Each block is at most its stored size (up to two stored pieces of 6 bytes' overhead); 8 bytes of slack for the writer's whole-word stores.
+std::size_t rle_zlib_bound(std::size_t n, std::size_t plane) {
+  if (plane == 0) plane = std::max<std::size_t>(n, 1);
+  // Each block is at most its stored size (up to two stored pieces of 6 bytes' overhead), plus
+  // the zlib header and checksum and 8 bytes of slack for the writer's whole-word stores.
   const std::size_t blocks = n / kMaxBlock + n / plane + 2;
-  const std::size_t bound = 2 + n + 12 * blocks + 4 + 8;
-  const std::size_t at = out.size();
-  out.resize(at + bound);
-  BitWriter w(out.data() + at);
+  return 2 + n + 12 * blocks + 4 + 8;
+}
+
+std::size_t rle_zlib_compress(const std::uint8_t* in, std::size_t n, std::size_t plane, std::uint8_t* out) {
+  if (plane == 0) plane = std::max<std::size_t>(n, 1);
+  BitWriter w(out);
   const std::uint8_t header[2] = {0x78, 0x01};  // deflate, 32 KiB window, fastest; (0x7801 % 31 == 0)
   w.bytes(header, 2);
   thread_local std::vector<Match> matches;
@@ -415,7 +419,7 @@ void rle_zlib_compress(const std::uint8_t* in, std::size_t n, std::size_t plane,
   const std::uint8_t trailer[4] = {static_cast<std::uint8_t>(adler >> 24), static_cast<std::uint8_t>(adler >> 16),
                                    static_cast<std::uint8_t>(adler >> 8), static_cast<std::uint8_t>(adler)};
   w.bytes(trailer, 4);
-  out.resize(at + w.size());
+  return w.size();
 }
 
 }  // namespace luka::capture

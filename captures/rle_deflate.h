@@ -12,13 +12,14 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <vector>
 
 namespace luka::capture {
 
-// Appends the zlib stream of `in[0, n)` to `out`. `plane`: the byte-plane length (element count
-// of a shuffled chunk; n for unshuffled data) — no block spans two planes. A block whose code
-// would not beat storing it is stored.
-void rle_zlib_compress(const std::uint8_t* in, std::size_t n, std::size_t plane, std::vector<std::uint8_t>& out);
+// Writes the zlib stream of `in[0, n)` to `out`, which must hold rle_zlib_bound(n, plane) bytes,
+// and returns its length. `plane`: the byte-plane length (element count of a shuffled chunk; n
+// or 0 for unshuffled data) — no block spans two planes. A block whose code would not beat
+// storing it is stored.
+std::size_t rle_zlib_compress(const std::uint8_t* in, std::size_t n, std::size_t plane, std::uint8_t* out);
+std::size_t rle_zlib_bound(std::size_t n, std::size_t plane);
 
 }  // namespace luka::capture

@@ -68,32 +68,40 @@ void CaptureSession::begin(Manifest manifest, Layout layout, std::vector<Token> 
       pyramids_[i] = std::make_unique<PyramidBuilder>(
           layout_.layers[i], static_cast<int>(layout_.heads.size()), layout_.prompt_tokens, layout_.levels,
           [this, index](int level) { return map_chunk(layout_, index, level); },
-          [this, index](MapRows&& rows) { emit_band(index, std::move(rows)); }, parallel_);
+          [this, index](const BandView& band) { emit_band(index, band); }, parallel_);
     }
   }
   push(Begin{std::move(manifest), std::move(layout), std::move(prompt), std::move(segments)});
 }
 
-void CaptureSession::emit_band(int layer_index, MapRows&& r) {
-  if (encode_) {
-    const std::int64_t c = map_chunk(layout_, layer_index, r.level);
-    const std::int64_t H = static_cast<std::int64_t>(layout_.heads.size());
-    const std::int64_t per_head = (r.cols + c - 1) / c;
+void CaptureSession::emit_band(int layer_index, const BandView& v) {
+  const std::int64_t H = static_cast<std::int64_t>(layout_.heads.size());
+  MapRows r;
+  r.layer = layout_.layers[static_cast<std::size_t>(layer_index)];
+  r.level = v.level;
+  r.row0 = v.row0;
+  r.rows = v.rows;
+  r.cols = v.cols;
+  if (encode_) {  // each chunk gathered, shuffled and compressed straight from the builder's rows
+    const std::int64_t c = map_chunk(layout_, layer_index, v.level);
+    const std::int64_t per_head = (v.cols + c - 1) / c;
     r.chunk = c;
     r.chunks.assign(static_cast<std::size_t>(H * per_head), {});
     const int level = layout_.deflate;
     parallel_(H * per_head, [&](std::int64_t begin, std::int64_t end) {
-      std::vector<std::uint16_t> buf(static_cast<std::size_t>(c * c));
       for (std::int64_t t = begin; t < end; ++t) {
         const std::int64_t h = t / per_head, c0 = (t % per_head) * c;
-        const std::int64_t w = std::min(c, r.cols - c0);
-        std::fill(buf.begin(), buf.end(), std::uint16_t{0});  // edges and right of the diagonal
-        for (std::int64_t i = 0; i < r.rows; ++i)
-          std::copy_n(r.data.data() + (h * r.rows + i) * r.cols + c0, w, buf.data() + i * c);
-        r.chunks[static_cast<std::size_t>(t)] = encode_chunk(buf.data(), buf.size(), sizeof(std::uint16_t), level);
+        r.chunks[static_cast<std::size_t>(t)] = encode_tile(v.data + h * v.head_stride + c0, sizeof(std::uint16_t), v.rows,
+                                                            std::min(c, v.cols - c0), v.row_stride, c, c, level);
       }
     });
-    if (!keep_halves_) std::vector<std::uint16_t>().swap(r.data);
+  }
+  if (keep_halves_) {
+    r.data.resize(static_cast<std::size_t>(H * v.rows * v.cols));
+    parallel_(H * v.rows, [&](std::int64_t begin, std::int64_t end) {
+      for (std::int64_t t = begin; t < end; ++t)
+        std::copy_n(v.data + (t / v.rows) * v.head_stride + (t % v.rows) * v.row_stride, v.cols, r.data.data() + t * v.cols);
+    });
   }
   push(std::move(r));
 }
@@ -126,16 +134,10 @@ std::vector<std::vector<std::uint8_t>> encode_row(const void* data, std::size_t 
                                                   std::int64_t w, int level) {
   const std::int64_t n = (T + w - 1) / w;
   std::vector<std::vector<std::uint8_t>> out(static_cast<std::size_t>(n));
-  std::vector<std::uint8_t> buf(static_cast<std::size_t>(H * w) * elem);
   const auto* src = static_cast<const std::uint8_t*>(data);
-  for (std::int64_t k = 0; k < n; ++k) {
-    std::fill(buf.begin(), buf.end(), std::uint8_t{0});
-    const std::int64_t c0 = k * w, width = std::min(w, T - c0);
-    for (std::int64_t h = 0; h < H; ++h)
-      std::memcpy(buf.data() + static_cast<std::size_t>(h * w) * elem, src + static_cast<std::size_t>(h * T + c0) * elem,
-                  static_cast<std::size_t>(width) * elem);
-    out[static_cast<std::size_t>(k)] = encode_chunk(buf.data(), static_cast<std::size_t>(H * w), elem, level);
-  }
+  for (std::int64_t k = 0; k < n; ++k)
+    out[static_cast<std::size_t>(k)] =
+        encode_tile(src + static_cast<std::size_t>(k * w) * elem, elem, H, std::min(w, T - k * w), T, H, w, level);
   return out;
 }
 

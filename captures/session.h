@@ -57,7 +57,7 @@ class CaptureSession {
   static std::size_t bytes_of(const Message& m);
 
   void push(Message m);
-  void emit_band(int layer_index, MapRows&& rows);  // producer side: encode, then queue
+  void emit_band(int layer_index, const BandView& band);  // producer side: encode, then queue
   void run();
   void handle(Message& m);
   void rethrow();

@@ -240,15 +240,13 @@ at::Tensor LukaAttention::prefill(const AttentionInputs& in) {
                                  : config_.lined.window;
       hidden = hidden.logical_or(key_pos.ge(32).logical_and(key_pos.le(query_pos - W)));
     }
-    at::Tensor observed;
-    if (prefill_observer_) observed = at::empty({H, m, T}, at::kFloat);
     for (std::int64_t g = 0; g < KV; ++g) {
       const at::Tensor qg = qf.narrow(0, g * G, G).narrow(1, i0, m);                    // [G, m, D]
       at::Tensor scores = at::matmul(qg, kf[g].transpose(0, 1)).mul_(in.scale);         // [G, m, T]
       scores.masked_fill_(hidden.unsqueeze(0), kNegInf);
       const at::Tensor probs = at::softmax(scores, -1);
       out.narrow(0, g * G, G).narrow(1, i0, m).copy_(at::matmul(probs, vf[g]));
-      if (observed.defined()) observed.narrow(0, g * G, G).copy_(probs);
+      if (prefill_observer_) prefill_observer_(layer_, in.q_pos0 + i0, g * G, probs);
       importance_[g].narrow(0, 0, T).add_(probs.sum(at::IntArrayRef{0, 1}));
       for (std::int64_t j = 0; j < G; ++j) {
         at::Tensor h2o = h2o_[g * G + j].narrow(0, 0, T);
@@ -259,7 +257,6 @@ at::Tensor LukaAttention::prefill(const AttentionInputs& in) {
         }
       }
     }
-    if (observed.defined()) prefill_observer_(layer_, in.q_pos0 + i0, observed);
   }
   return out.transpose(0, 1).reshape({n, H * D}).to(in.q.scalar_type());
 }

@@ -76,10 +76,11 @@ class LukaAttention final : public LayerAttention {
   at::Tensor spread() const;           // [KV, paged_end]: how an unrefined page's mass spreads (sums to 1 per page)
   const LukaStep& last_step() const { return last_; }
 
-  // Called during prefill with each chunk of attention probabilities, for captures: `probs` is
-  // [H, m, T] fp32 for queries q0 .. q0+m-1 over the T keys of the cache (zeros above the
-  // diagonal), valid only during the call. Empty function: off (the default).
-  using PrefillObserver = std::function<void(int layer, std::int64_t q0, const at::Tensor& probs)>;
+  // Called during prefill with each block of attention probabilities, for captures: `probs` is
+  // [G, m, T] fp32 (contiguous) for heads head0 .. head0+G-1 (one KV group), queries q0 .. q0+m-1
+  // over the T keys of the cache (zeros above the diagonal), valid only during the call. The
+  // groups of a query block arrive in head order. Empty function: off (the default).
+  using PrefillObserver = std::function<void(int layer, std::int64_t q0, std::int64_t head0, const at::Tensor& probs)>;
   void set_prefill_observer(PrefillObserver observer) { prefill_observer_ = std::move(observer); }
   int layer() const { return layer_; }
 

@@ -92,14 +92,16 @@ void check_pyramid(std::int64_t n, std::int64_t cap, std::int64_t min, std::vect
   const auto levels = stored_levels(n, cap, min);
   std::map<int, at::Tensor> got;
   for (const int k : levels) got[k] = at::full({H, level_size(n, k), level_size(n, k)}, -1.f);
-  PyramidBuilder b(0, H, n, levels, [&](int) { return band; }, [&](MapRows&& r) {
+  PyramidBuilder b(0, H, n, levels, [&](int) { return band; }, [&](const BandView& r) {
     ASSERT_EQ(r.cols, std::min(level_size(n, r.level), r.row0 + r.rows));
-    std::vector<float> f(r.data.size());
-    halves_to_floats(r.data.data(), f.data(), f.size());
-    const at::Tensor t = at::from_blob(f.data(), {H, r.rows, r.cols}).clone();
     at::Tensor dst = got[r.level].narrow(1, r.row0, r.rows);
     dst.fill_(0.f);
-    dst.narrow(2, 0, r.cols).copy_(t);
+    for (int h = 0; h < H; ++h)
+      for (std::int64_t i = 0; i < r.rows; ++i) {
+        std::vector<float> f(static_cast<std::size_t>(r.cols));
+        halves_to_floats(r.data + h * r.head_stride + i * r.row_stride, f.data(), f.size());
+        dst[h][i].narrow(0, 0, r.cols).copy_(at::from_blob(f.data(), {r.cols}));
+      }
   }, parallel);
   std::int64_t row = 0;
   for (std::size_t i = 0; row < n; ++i) {

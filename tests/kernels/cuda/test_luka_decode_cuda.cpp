@@ -530,8 +530,8 @@ TEST(LukaDecodeCuda, PrefillMatchesTheCpuAndPoolsTheMap) {
       SCOPED_TRACE("pool " + std::to_string(pool));
       LukaAttention cpu(0, LayerConfig{});
       at::Tensor probs;  // the current call's [H, queries, tokens]
-      cpu.set_prefill_observer([&](int, std::int64_t q0, const at::Tensor& p) {
-        probs.narrow(1, q0 - (probs.size(2) - probs.size(1)), p.size(1)).copy_(p);
+      cpu.set_prefill_observer([&](int, std::int64_t q0, std::int64_t head0, const at::Tensor& p) {
+        probs.narrow(0, head0, p.size(0)).narrow(1, q0 - (probs.size(2) - probs.size(1)), p.size(1)).copy_(p);
       });
       const at::Tensor imp0 = at::rand({KV, n}), h2o0 = at::rand({H, n});
       const Dev imp(imp0), h2o(h2o0);
