@@ -86,20 +86,24 @@ void CaptureWriter::begin(const Manifest& m, const Layout& layout, const std::ve
     }
   }
   const int deflate = layout.deflate;
+  // Token lists, per-step scalars and page tables are small and rewritten at every step (a step
+  // appends to a chunk already on disk): without filters such a chunk is rewritten in place,
+  // where a compressed one would be recompressed and moved at every flush.
+  const int plain = -1;
   {
     h5::Handle g = h5::create_group(file_, "tokens", name_);
-    tok_id_ = h5::create_dataset(g, "id", H5T_STD_I32LE, {{0}, {kUnlimited}, {4096}, deflate}, name_);
-    tok_generated_ = h5::create_dataset(g, "generated", H5T_STD_U8LE, {{0}, {kUnlimited}, {4096}, deflate}, name_);
-    tok_segment_ = h5::create_dataset(g, "segment", H5T_STD_I32LE, {{0}, {kUnlimited}, {4096}, deflate}, name_);
-    tok_prob_ = h5::create_dataset(g, "prob", H5T_IEEE_F32LE, {{0}, {kUnlimited}, {4096}, deflate}, name_);
-    tok_piece_end_ = h5::create_dataset(g, "piece_end", H5T_STD_I64LE, {{0}, {kUnlimited}, {4096}, deflate}, name_);
-    tok_piece_bytes_ = h5::create_dataset(g, "piece_bytes", H5T_STD_U8LE, {{0}, {kUnlimited}, {16384}, deflate}, name_);
+    tok_id_ = h5::create_dataset(g, "id", H5T_STD_I32LE, {{0}, {kUnlimited}, {4096}, plain}, name_);
+    tok_generated_ = h5::create_dataset(g, "generated", H5T_STD_U8LE, {{0}, {kUnlimited}, {4096}, plain}, name_);
+    tok_segment_ = h5::create_dataset(g, "segment", H5T_STD_I32LE, {{0}, {kUnlimited}, {4096}, plain}, name_);
+    tok_prob_ = h5::create_dataset(g, "prob", H5T_IEEE_F32LE, {{0}, {kUnlimited}, {4096}, plain}, name_);
+    tok_piece_end_ = h5::create_dataset(g, "piece_end", H5T_STD_I64LE, {{0}, {kUnlimited}, {4096}, plain}, name_);
+    tok_piece_bytes_ = h5::create_dataset(g, "piece_bytes", H5T_STD_U8LE, {{0}, {kUnlimited}, {16384}, plain}, name_);
   }
   const hsize_t H = layout.heads.size();
   h5::Handle prefill = h5::create_group(file_, "prefill", name_);
   h5::Handle decode = h5::create_group(file_, "decode", name_);
   h5::Handle pages = h5::create_group(file_, "pages", name_);
-  step_tokens_ = h5::create_dataset(decode, "tokens", H5T_STD_I64LE, {{0}, {kUnlimited}, {64}, deflate}, name_);
+  step_tokens_ = h5::create_dataset(decode, "tokens", H5T_STD_I64LE, {{0}, {kUnlimited}, {64}, plain}, name_);
   complete_ = h5::create_dataset(file_, "complete_steps", H5T_STD_I64LE, {{1}, {1}, {}, -1}, name_);
   const std::int64_t zero = 0;
   h5::write(complete_, H5T_NATIVE_INT64, {0}, {1}, &zero, name_);
@@ -118,11 +122,11 @@ void CaptureWriter::begin(const Manifest& m, const Layout& layout, const std::ve
       }
     }
     h5::Handle g = h5::create_group(decode, lg, name_);
-    L.mode = h5::create_dataset(g, "mode", H5T_STD_I8LE, {{0}, {kUnlimited}, {64}, deflate}, name_);
-    L.paged_end = h5::create_dataset(g, "paged_end", H5T_STD_I64LE, {{0}, {kUnlimited}, {64}, deflate}, name_);
-    L.seconds = h5::create_dataset(g, "seconds", H5T_IEEE_F64LE, {{0}, {kUnlimited}, {64}, deflate}, name_);
-    L.cover_size = h5::create_dataset(g, "cover_size", H5T_STD_I32LE, {{0, H}, {kUnlimited, H}, {16, H}, deflate}, name_);
-    L.fidelity = h5::create_dataset(g, "fidelity", H5T_IEEE_F32LE, {{0, H, 4}, {kUnlimited, H, 4}, {16, H, 4}, deflate}, name_);
+    L.mode = h5::create_dataset(g, "mode", H5T_STD_I8LE, {{0}, {kUnlimited}, {64}, plain}, name_);
+    L.paged_end = h5::create_dataset(g, "paged_end", H5T_STD_I64LE, {{0}, {kUnlimited}, {64}, plain}, name_);
+    L.seconds = h5::create_dataset(g, "seconds", H5T_IEEE_F64LE, {{0}, {kUnlimited}, {64}, plain}, name_);
+    L.cover_size = h5::create_dataset(g, "cover_size", H5T_STD_I32LE, {{0, H}, {kUnlimited, H}, {16, H}, plain}, name_);
+    L.fidelity = h5::create_dataset(g, "fidelity", H5T_IEEE_F32LE, {{0, H, 4}, {kUnlimited, H, 4}, {16, H, 4}, plain}, name_);
     const hsize_t ct = static_cast<hsize_t>(token_chunk(layout, static_cast<int>(i)));
     if (layout.rows) {
       L.effective = h5::create_dataset(g, "effective", h5::half_type(), {{0, H, 0}, {kUnlimited, H, kUnlimited}, {1, H, ct}, deflate}, name_);
@@ -135,9 +139,9 @@ void CaptureWriter::begin(const Manifest& m, const Layout& layout, const std::ve
       L.summary_mass = h5::create_dataset(g, "summary_mass", h5::half_type(), {{0, H, 0}, {kUnlimited, H, kUnlimited}, {1, H, static_cast<hsize_t>(kPageChunk)}, deflate}, name_);
     }
     h5::Handle pg = h5::create_group(pages, lg, name_);
-    L.page_start = h5::create_dataset(pg, "start", H5T_STD_I64LE, {{0}, {kUnlimited}, {1024}, deflate}, name_);
-    L.page_end = h5::create_dataset(pg, "end", H5T_STD_I64LE, {{0}, {kUnlimited}, {1024}, deflate}, name_);
-    L.page_created = h5::create_dataset(pg, "created_step", H5T_STD_I64LE, {{0}, {kUnlimited}, {1024}, deflate}, name_);
+    L.page_start = h5::create_dataset(pg, "start", H5T_STD_I64LE, {{0}, {kUnlimited}, {1024}, plain}, name_);
+    L.page_end = h5::create_dataset(pg, "end", H5T_STD_I64LE, {{0}, {kUnlimited}, {1024}, plain}, name_);
+    L.page_created = h5::create_dataset(pg, "created_step", H5T_STD_I64LE, {{0}, {kUnlimited}, {1024}, plain}, name_);
   }
   append_tokens(prompt);
   // From here on only appends: SWMR keeps the file consistent on disk between flushes.
