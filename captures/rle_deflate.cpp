@@ -174,20 +174,24 @@ struct Match {
   std::uint32_t length;
 };
 
-// Byte counts of p[0, n), four interleaved tables so that repeated bytes do not wait on each
-// other's increments.
-void histogram(const std::uint8_t* p, std::size_t n, std::uint32_t* freq) {
+// Byte counts in four interleaved tables, so that repeated bytes do not wait on each other's
+// increments.
+struct ByteCounts {
   std::uint32_t part[4][256] = {};
-  std::size_t i = 0;
-  for (; i + 4 <= n; i += 4) {
-    ++part[0][p[i]];
-    ++part[1][p[i + 1]];
-    ++part[2][p[i + 2]];
-    ++part[3][p[i + 3]];
+  void add(const std::uint8_t* p, std::size_t n) {
+    std::size_t i = 0;
+    for (; i + 4 <= n; i += 4) {
+      ++part[0][p[i]];
+      ++part[1][p[i + 1]];
+      ++part[2][p[i + 2]];
+      ++part[3][p[i + 3]];
+    }
+    for (; i < n; ++i) ++part[0][p[i]];
   }
-  for (; i < n; ++i) ++part[0][p[i]];
-  for (int b = 0; b < 256; ++b) freq[b] += part[0][b] + part[1][b] + part[2][b] + part[3][b];
-}
+  void sum_into(std::uint32_t* freq) const {
+    for (int b = 0; b < 256; ++b) freq[b] += part[0][b] + part[1][b] + part[2][b] + part[3][b];
+  }
+};
 
 // Length of the run of `value` starting at p, at most `longest`.
 std::size_t run_length(const std::uint8_t* p, std::uint8_t value, std::size_t longest) {
@@ -206,12 +210,11 @@ std::size_t run_length(const std::uint8_t* p, std::uint8_t value, std::size_t lo
 
 // The matches of in[begin, end) and the symbol counts of the block: a match wherever at least
 // three bytes repeat the byte before them (so a run costs one literal, then matches); every
-// other byte is a literal. Matches stay inside the block.
+// other byte is a literal, counted between the matches. Matches stay inside the block.
 void find_matches(const std::uint8_t* in, std::size_t begin, std::size_t end, std::vector<Match>& matches,
                   std::uint32_t* freq) {
   const auto& lengths = length_codes();
   matches.clear();
-  histogram(in + begin, end - begin, freq);
   std::size_t i = std::max<std::size_t>(begin, 1);
   while (i + 3 <= end) {
 #if defined(__SSE2__)
@@ -236,10 +239,17 @@ void find_matches(const std::uint8_t* in, std::size_t begin, std::size_t end, st
     const std::uint8_t value = in[i - 1];
     const std::size_t len = 3 + run_length(in + i + 3, value, std::min<std::size_t>(258, end - i) - 3);
     matches.push_back({static_cast<std::uint32_t>(i - begin), static_cast<std::uint32_t>(len)});
-    freq[value] -= static_cast<std::uint32_t>(len);  // the histogram counted them as literals
     ++freq[lengths[len].symbol];
     i += len;
   }
+  ByteCounts literals;
+  std::size_t at = begin;
+  for (const Match& m : matches) {
+    literals.add(in + at, begin + m.at - at);
+    at = begin + m.at + m.length;
+  }
+  literals.add(in + at, end - at);
+  literals.sum_into(freq);
 }
 
 // Bits of a stored block (or blocks, above 65,535 bytes) of n bytes starting at bit offset `fill`.
