@@ -18,16 +18,14 @@ out=$root/bench/results/captures-cpu.md
 py=$root/.venv/bin/python
 
 reps=${LUKA_BENCH_REPS:-3}
-run() {  # args: label, extra capture flags...; prints the median seconds of $reps runs
+once() {  # args: label, extra capture flags...; prints the seconds of one run
   local label=$1; shift
-  local times=()
-  for ((i = 0; i < reps; i++)); do
-    "$build/luka" capture --prompt-file "$text" --max-prompt-tokens 1024 --max-new-tokens 65 --quiet "$@" \
-      2> "$work/$label.err" > /dev/null
-    times+=("$(sed -n 's/.*, \([0-9.]*\) s$/\1/p' "$work/$label.err" | tail -1)")
-  done
-  printf '%s\n' "${times[@]}" | sort -n | sed -n "$(((reps + 1) / 2))p"
+  sync  # the previous run's writeback does not overlap this one
+  "$build/luka" capture --prompt-file "$text" --max-prompt-tokens 1024 --max-new-tokens 65 --quiet "$@" \
+    2> "$work/$label.err" > /dev/null
+  sed -n 's/.*, \([0-9.]*\) s$/\1/p' "$work/$label.err" | tail -1
 }
+median() { printf '%s\n' "$@" | sort -n | sed -n "$((($# + 1) / 2))p"; }
 parts() {  # file -> "stored_MB uncompressed_MB"
   "$build/luka" inspect "$1" --json | "$py" -c 'import json,sys; p=json.load(sys.stdin)["parts"]; s=sum(v["stored"] for v in p.values()); u=sum(v["uncompressed"] for v in p.values()); print("%.1f %.1f" % (s/1e6, u/1e6))'
 }
@@ -38,19 +36,32 @@ parts() {  # file -> "stored_MB uncompressed_MB"
   echo "Command: \`bench/run_capture_bench.sh\`. Default model, fp32; prompt = the first 1,024 tokens of"
   echo "$(basename "$text"); 65 new tokens = 64 decode steps; all 30 layers x 9 heads recorded (maps: levels"
   echo "0-4 of the 1024 x 1024 prefill map; per step: effective rows, covers, page states, metrics)."
-  echo "Time = prefill + decode + draining the writer, median of $reps runs (LUKA_BENCH_REPS); ratio = with / without"
-  echo "recording. The model uses every core in both (the \`--threads\` default)."
+  echo "Time = prefill + decode + draining the writer, median of $reps runs (LUKA_BENCH_REPS); ratio = the median over"
+  echo "those repetitions of with / without recording, each pair run back to back. The model uses every core in both"
+  echo "(the \`--threads\` default)."
   echo
   echo "| preset | recording | seconds | ratio | file MB | uncompressed MB | compression |"
   echo "|---|---|---|---|---|---|---|"
   for preset in dense paper; do
-    base=$(run "$preset-none" --preset "$preset" --record none)
-    echo "| $preset | none | $base | 1.00 | | | |"
+    # Each repetition runs the plain run and then every recording back to back, so that a ratio
+    # compares runs made under the same conditions on a machine whose speed drifts.
+    base_times=(); declare -A times=() ratios=()
+    for ((i = 0; i < reps; i++)); do
+      base=$(once "$preset-none" --preset "$preset" --record none)
+      base_times+=("$base")
+      for level in 1 4 none; do
+        f=$work/$preset-$level.h5
+        rm -f "$f"
+        t=$(once "$preset-$level" --preset "$preset" --deflate "$level" --out "$f")
+        times[$level]+=" $t"
+        ratios[$level]+=" $("$py" -c "print('%.3f' % ($t / $base))")"
+      done
+    done
+    echo "| $preset | none | $(median "${base_times[@]}") | 1.00 | | | |"
     for level in 1 4 none; do
-      f=$work/$preset-$level.h5
-      t=$(run "$preset-$level" --preset "$preset" --deflate "$level" --out "$f")
-      read -r stored raw <<< "$(parts "$f")"
-      echo "| $preset | all, deflate $level | $t | $("$py" -c "print('%.2f' % ($t / $base))") | $stored | $raw | $("$py" -c "print('%.1fx' % ($raw / $stored))") |"
+      read -r stored raw <<< "$(parts "$work/$preset-$level.h5")"
+      # shellcheck disable=SC2086  # the lists are space-separated numbers
+      echo "| $preset | all, deflate $level | $(median ${times[$level]}) | $(median ${ratios[$level]}) | $stored | $raw | $("$py" -c "print('%.1fx' % ($raw / $stored))") |"
     done
   done
   echo

@@ -400,16 +400,19 @@ void put_block(BitWriter& w, const std::uint8_t* in, std::size_t begin, std::siz
   // bits, then distance code 0 (canonical code 0, one bit).
   std::uint32_t literal[256];  // code | length << 16
   for (int v = 0; v < 256; ++v) literal[v] = codes[v] | static_cast<std::uint32_t>(lengths[v]) << 16;
+  // The writer's state lives in a local copy for the loop: its byte stores cannot alias a local
+  // whose address is not taken, so the state stays in registers.
+  BitWriter lw = w;
   const std::uint8_t* p = in + begin;
   std::size_t at = 0;
   auto put_literals = [&](std::size_t stop) {
     for (; at + 2 <= stop; at += 2) {
       const std::uint32_t a = literal[p[at]], b = literal[p[at + 1]];
       const int la = static_cast<int>(a >> 16);
-      w.put((a & 0xffff) | (std::uint64_t{b & 0xffff} << la), la + static_cast<int>(b >> 16));
+      lw.put((a & 0xffff) | (std::uint64_t{b & 0xffff} << la), la + static_cast<int>(b >> 16));
     }
     if (at < stop) {
-      w.put(literal[p[at]] & 0xffff, static_cast<int>(literal[p[at]] >> 16));
+      lw.put(literal[p[at]] & 0xffff, static_cast<int>(literal[p[at]] >> 16));
       ++at;
     }
   };
@@ -417,11 +420,12 @@ void put_block(BitWriter& w, const std::uint8_t* in, std::size_t begin, std::siz
     put_literals(m.at);
     const LengthCode& c = lc[m.length];
     const int code_len = lengths[c.symbol];
-    w.put(codes[c.symbol] | (static_cast<std::uint64_t>(c.extra) << code_len), code_len + c.extra_bits + 1);
+    lw.put(codes[c.symbol] | (static_cast<std::uint64_t>(c.extra) << code_len), code_len + c.extra_bits + 1);
     at += m.length;
   }
   put_literals(n);
-  w.put(codes[kEndOfBlock], lengths[kEndOfBlock]);
+  lw.put(codes[kEndOfBlock], lengths[kEndOfBlock]);
+  w = lw;
 }
 
 }  // namespace
