@@ -14,10 +14,10 @@ inline std::uint16_t half_max(std::uint16_t a, std::uint16_t b) { return order_k
 
 }  // namespace
 
-PyramidBuilder::PyramidBuilder(int layer, int heads, std::int64_t n, std::vector<int> stored,
+PyramidBuilder::PyramidBuilder(int heads, std::int64_t n, std::vector<int> stored,
                                std::function<std::int64_t(int)> band_rows, std::function<void(const BandView&)> emit,
                                ParallelFor parallel)
-    : layer_(layer), heads_(heads), n_(n), emit_(std::move(emit)), parallel_(std::move(parallel)) {
+    : heads_(heads), n_(n), emit_(std::move(emit)), parallel_(std::move(parallel)) {
   if (stored.empty() || n <= 0) fail("pyramid", "nothing to build");
   top_ = *std::max_element(stored.begin(), stored.end());
   levels_.resize(static_cast<std::size_t>(top_) + 1);

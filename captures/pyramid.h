@@ -32,7 +32,7 @@ class PyramidBuilder {
   // `band_rows(level)`: rows per emitted band (the dataset's chunk rows). Bands carry only the
   // columns left of the band's last row + 1: everything right of the diagonal is zero.
   // `parallel` runs the per-head work (copies, pooling) on several threads.
-  PyramidBuilder(int layer, int heads, std::int64_t n, std::vector<int> stored, std::function<std::int64_t(int)> band_rows,
+  PyramidBuilder(int heads, std::int64_t n, std::vector<int> stored, std::function<std::int64_t(int)> band_rows,
                  std::function<void(const BandView&)> emit, ParallelFor parallel = serial_for);
 
   // Rows [row0, row0 + m) of level 0, [heads][m][n] IEEE half; rows must arrive in order, without gaps.
@@ -61,7 +61,7 @@ class PyramidBuilder {
   void emit(int k, std::int64_t row0, std::int64_t rows, const std::uint16_t* data, std::int64_t head_stride);
   void for_heads(const std::function<void(int)>& body) const;
 
-  int layer_, heads_;
+  int heads_;
   std::int64_t n_;
   int top_;  // the coarsest level computed
   std::vector<Level> levels_;

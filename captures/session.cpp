@@ -1,7 +1,6 @@
 #include "captures/session.h"
 
 #include <algorithm>
-#include <cstring>
 
 #include "captures/half.h"
 #include "core/util/error.h"
@@ -66,7 +65,7 @@ void CaptureSession::begin(Manifest manifest, Layout layout, std::vector<Token> 
     for (std::size_t i = 0; i < layout_.layers.size(); ++i) {
       const int index = static_cast<int>(i);
       pyramids_[i] = std::make_unique<PyramidBuilder>(
-          layout_.layers[i], static_cast<int>(layout_.heads.size()), layout_.prompt_tokens, layout_.levels,
+          static_cast<int>(layout_.heads.size()), layout_.prompt_tokens, layout_.levels,
           [this, index](int level) { return map_chunk(layout_, index, level); },
           [this, index](const BandView& band) { emit_band(index, band); }, parallel_);
     }

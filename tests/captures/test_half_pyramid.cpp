@@ -92,7 +92,7 @@ void check_pyramid(std::int64_t n, std::int64_t cap, std::int64_t min, std::vect
   const auto levels = stored_levels(n, cap, min);
   std::map<int, at::Tensor> got;
   for (const int k : levels) got[k] = at::full({H, level_size(n, k), level_size(n, k)}, -1.f);
-  PyramidBuilder b(0, H, n, levels, [&](int) { return band; }, [&](const BandView& r) {
+  PyramidBuilder b(H, n, levels, [&](int) { return band; }, [&](const BandView& r) {
     ASSERT_EQ(r.cols, std::min(level_size(n, r.level), r.row0 + r.rows));
     at::Tensor dst = got[r.level].narrow(1, r.row0, r.rows);
     dst.fill_(0.f);
