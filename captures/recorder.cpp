@@ -1,6 +1,7 @@
 #include "captures/recorder.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <fstream>
 #include <limits>
@@ -105,8 +106,20 @@ Layout make_layout(const Model& model, const LukaConfig& config, const RecordSpe
 }
 
 ParallelFor model_parallel_for() {
+  // Items are handed out one at a time from a shared counter rather than in equal contiguous
+  // ranges: their costs differ (diagonal chunks, heads of a group), and a thread that finishes
+  // early takes the next item instead of waiting at the region's end for the other.
   return [](std::int64_t n, const std::function<void(std::int64_t, std::int64_t)>& body) {
-    at::parallel_for(0, n, 1, [&](std::int64_t b, std::int64_t e) { body(b, e); });
+    const std::int64_t threads = std::min<std::int64_t>(n, at::get_num_threads());
+    if (threads <= 1) {
+      if (n > 0) body(0, n);
+      return;
+    }
+    std::atomic<std::int64_t> next{0};
+    at::parallel_for(0, threads, 1, [&](std::int64_t, std::int64_t) {
+      for (std::int64_t i = next.fetch_add(1, std::memory_order_relaxed); i < n; i = next.fetch_add(1, std::memory_order_relaxed))
+        body(i, i + 1);
+    });
   };
 }
 
