@@ -195,7 +195,10 @@ std::int64_t map_chunk(const Layout& layout, int layer_index, int level) {
 
 std::int64_t token_chunk(const Layout& layout, int layer_index) {
   const std::int64_t page = std::max<std::int64_t>(1, layout.page_size.at(static_cast<std::size_t>(layer_index)));
-  return page * ((1024 + page - 1) / page);
+  // A run's whole row in one chunk where it reaches at most 4,096 tokens: one chunk per row and
+  // step to compress and index, and no padding chunk once T passes a chunk boundary.
+  const std::int64_t tokens = layout.max_tokens > 0 ? std::min<std::int64_t>(layout.max_tokens, 4096) : 1024;
+  return page * ((tokens + page - 1) / page);
 }
 
 std::uint64_t estimate_bytes(const Layout& layout, std::int64_t steps) {

@@ -80,6 +80,7 @@ struct Layout {
   std::vector<int> levels;            // stored pyramid levels (empty: no maps)
   bool rows = true, covers = true;
   int deflate = 1;
+  std::int64_t max_tokens = 0;        // the most tokens the run can reach (prompt + new); 0: not known
 };
 
 struct Token {

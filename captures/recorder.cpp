@@ -81,7 +81,8 @@ std::string config_json(const ModelConfig& c) {
 
 }  // namespace
 
-Layout make_layout(const Model& model, const LukaConfig& config, const RecordSpec& spec, std::int64_t prompt_tokens) {
+Layout make_layout(const Model& model, const LukaConfig& config, const RecordSpec& spec, std::int64_t prompt_tokens,
+                   std::int64_t max_tokens) {
   const ModelConfig& c = model.config();
   Layout l;
   l.num_layers = static_cast<int>(c.num_layers);
@@ -98,6 +99,7 @@ Layout make_layout(const Model& model, const LukaConfig& config, const RecordSpe
   if (config.layers.size() != static_cast<std::size_t>(l.num_layers)) fail("capture", "LuKA config does not match the model's layers");
   for (const int x : l.layers) l.page_size.push_back(config.layers[static_cast<std::size_t>(x)].clustered.page_size);
   l.prompt_tokens = prompt_tokens;
+  l.max_tokens = max_tokens;
   if (spec.maps) l.levels = stored_levels(prompt_tokens, spec.map_cap, spec.map_min);
   l.rows = spec.rows;
   l.covers = spec.covers;

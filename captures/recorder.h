@@ -20,8 +20,10 @@ class Tokenizer;
 
 namespace luka::capture {
 
-// The recorded layers, heads and levels for a model, a LuKA config and a prompt length.
-Layout make_layout(const Model& model, const LukaConfig& config, const RecordSpec& spec, std::int64_t prompt_tokens);
+// The recorded layers, heads and levels for a model, a LuKA config and a prompt length;
+// `max_tokens` (prompt + new tokens, 0 if not known) sets the chunking of the step rows.
+Layout make_layout(const Model& model, const LukaConfig& config, const RecordSpec& spec, std::int64_t prompt_tokens,
+                   std::int64_t max_tokens = 0);
 
 // Model identity for the manifest: path, architecture, config JSON, hashes of the weights'
 // headers and the tokenizer source, dtype; the caller fills generation, seed, record and device.

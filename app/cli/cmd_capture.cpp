@@ -146,7 +146,7 @@ int run_capture(int argc, char** argv) {
     g["schedule"] = args.get("schedule", "");
     manifest.generation = g.dump();
   }
-  const capture::Layout layout = capture::make_layout(*model, luka, spec, n);
+  const capture::Layout layout = capture::make_layout(*model, luka, spec, n, n + max_new);
 
   const bool quiet = args.get_flag("quiet");
   const bool tty = isatty(STDERR_FILENO) != 0;

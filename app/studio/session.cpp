@@ -271,7 +271,7 @@ void Session::run_job(RunRequest r) {
   }
   capture::RecordSpec spec;
   spec.map_cap = 4096;
-  const capture::Layout layout = capture::make_layout(model, cfg, spec, n);
+  const capture::Layout layout = capture::make_layout(model, cfg, spec, n, n + r.max_new_tokens);
   capture::Manifest manifest = capture::make_manifest(model, tok, cfg);
   manifest.tool_version = LUKA_VERSION;
   manifest.git_revision = git_revision();

@@ -357,6 +357,44 @@ TEST(CaptureFile, EncodedStepRowsSpanTokenChunks) {
   EXPECT_EQ(f->row(3, 3, 2).size(), 1033u);
 }
 
+// Told the run's length, the writer keeps each step row in one chunk: the chunk spans the most
+// tokens the run reaches (in whole pages, at most 4,096), and the rows still read back exactly.
+TEST(CaptureFile, StepRowsOfAKnownRunLengthAreOneChunk) {
+  Layout l;
+  l.page_size = {16, 7};
+  l.max_tokens = 1089;
+  EXPECT_EQ(token_chunk(l, 0), 1104);  // 69 pages of 16
+  EXPECT_EQ(token_chunk(l, 1), 1092);  // 156 pages of 7
+  l.max_tokens = 50000;
+  EXPECT_EQ(token_chunk(l, 0), 4096);
+  l.max_tokens = 0;
+  EXPECT_EQ(token_chunk(l, 0), 1024);
+
+  Synthetic s = make_synthetic(1030, 3, 14);
+  align_pages(s);
+  s.layout.levels = {3, 4};
+  s.layout.max_tokens = 1033;
+  const fs::path file = work_dir() / "run.h5";
+  const std::vector<MapRows> bands = write_run(file, s, 3, three_threads);
+  const auto f = CaptureFile::open(file);
+  expect_same(*f, s, bands, 3, true);
+  for (int i = 0; i < 2; ++i) {
+    const std::string name = i == 0 ? "/decode/layer_03/effective" : "/decode/layer_03/cover";
+    const hid_t h5 = H5Fopen(file.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
+    ASSERT_GE(h5, 0);
+    const hid_t ds = H5Dopen2(h5, name.c_str(), H5P_DEFAULT);
+    ASSERT_GE(ds, 0) << name;
+    const hid_t dcpl = H5Dget_create_plist(ds);
+    hsize_t chunk[3] = {};
+    ASSERT_EQ(H5Pget_chunk(dcpl, 3, chunk), 3);
+    EXPECT_EQ(chunk[2], static_cast<hsize_t>(token_chunk(s.layout, 1))) << name;  // layer 3 is the second recorded
+    EXPECT_GE(chunk[2], 1033u) << name;  // the longest row (T = 1030 + 3) fits one chunk
+    H5Pclose(dcpl);
+    H5Dclose(ds);
+    H5Fclose(h5);
+  }
+}
+
 // The size announced before a run: without compression, the chunks stored match the estimate
 // (maps exactly; the whole within the allowance for token pieces, whose bytes are not known ahead).
 TEST(CaptureFile, EstimateMatchesTheStoredChunksWithoutCompression) {
