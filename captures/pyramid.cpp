@@ -1,6 +1,9 @@
 #include "captures/pyramid.h"
 
 #include <algorithm>
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
 
 #include "captures/half.h"
 #include "core/util/error.h"
@@ -11,6 +14,31 @@ namespace {
 // Halves ordered as the numbers they encode: flip negatives, set the sign bit of positives.
 inline std::uint16_t order_key(std::uint16_t h) { return (h & 0x8000u) ? static_cast<std::uint16_t>(~h) : static_cast<std::uint16_t>(h | 0x8000u); }
 inline std::uint16_t half_max(std::uint16_t a, std::uint16_t b) { return order_key(a) >= order_key(b) ? a : b; }
+
+// o[j] = max(a[2j], a[2j+1], b[2j], b[2j+1]) for j < pairs (b == a: a row without a partner).
+void pool_pairs(const std::uint16_t* a, const std::uint16_t* b, std::uint16_t* o, std::int64_t pairs) {
+  std::int64_t j = 0;
+#if defined(__SSE2__)
+  // Halves without the sign bit order as the signed 16-bit integers of their bits (NaNs above
+  // infinity, as order_key has it), so eight outputs at a time take integer maxima. A negative
+  // input sends the row back to the ordered maximum below.
+  __m128i signs = _mm_setzero_si128();
+  for (; j + 8 <= pairs; j += 8) {
+    const __m128i a0 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(a + 2 * j));
+    const __m128i a1 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(a + 2 * j + 8));
+    const __m128i b0 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b + 2 * j));
+    const __m128i b1 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b + 2 * j + 8));
+    signs = _mm_or_si128(signs, _mm_or_si128(_mm_or_si128(a0, a1), _mm_or_si128(b0, b1)));
+    const __m128i m0 = _mm_max_epi16(a0, b0), m1 = _mm_max_epi16(a1, b1);
+    // Each 32-bit lane holds a column pair: the max of its two halves, zero-extended.
+    const __m128i p0 = _mm_max_epi16(_mm_srli_epi32(_mm_slli_epi32(m0, 16), 16), _mm_srli_epi32(m0, 16));
+    const __m128i p1 = _mm_max_epi16(_mm_srli_epi32(_mm_slli_epi32(m1, 16), 16), _mm_srli_epi32(m1, 16));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(o + j), _mm_packs_epi32(p0, p1));  // values < 0x8000: exact
+  }
+  if (_mm_movemask_epi8(signs) & 0xAAAA) j = 0;  // the high byte of a lane had its sign bit set
+#endif
+  for (; j < pairs; ++j) o[j] = half_max(half_max(a[2 * j], a[2 * j + 1]), half_max(b[2 * j], b[2 * j + 1]));
+}
 
 }  // namespace
 
@@ -105,11 +133,7 @@ void PyramidBuilder::push(int k, std::int64_t m, const std::uint16_t* data) {
       std::uint16_t* o = next.data() + (h * out_rows + i) * S2;
       const std::int64_t cols = std::min(S2, R0 + i + 1);
       const std::int64_t pairs = std::min(S / 2, cols);  // output columns with both inputs present
-      if (b) {
-        for (std::int64_t j = 0; j < pairs; ++j) o[j] = half_max(half_max(a[2 * j], a[2 * j + 1]), half_max(b[2 * j], b[2 * j + 1]));
-      } else {
-        for (std::int64_t j = 0; j < pairs; ++j) o[j] = half_max(a[2 * j], a[2 * j + 1]);
-      }
+      pool_pairs(a, b ? b : a, o, pairs);
       if (pairs < cols) o[pairs] = b ? half_max(a[S - 1], b[S - 1]) : a[S - 1];  // odd size: the last column alone
       std::fill(o + cols, o + S2, std::uint16_t{0});
     }

@@ -86,9 +86,13 @@ void two_threads(std::int64_t n, const std::function<void(std::int64_t, std::int
 }
 
 void check_pyramid(std::int64_t n, std::int64_t cap, std::int64_t min, std::vector<std::int64_t> chunks, std::int64_t band,
-                   ParallelFor parallel = serial_for) {
+                   ParallelFor parallel = serial_for, bool with_negatives = false) {
   const int H = 3;
-  const at::Tensor map = causal_map(H, n, static_cast<std::uint64_t>(n));
+  at::Tensor map = causal_map(H, n, static_cast<std::uint64_t>(n));
+  if (with_negatives) {  // random signs (the pooling's integer fast path holds for non-negative halves only)
+    at::manual_seed(static_cast<std::uint64_t>(n) + 1);
+    map = (map * at::where(at::rand({H, n, n}) < 0.3, -1.f, 1.f)).contiguous();
+  }
   const auto levels = stored_levels(n, cap, min);
   std::map<int, at::Tensor> got;
   for (const int k : levels) got[k] = at::full({H, level_size(n, k), level_size(n, k)}, -1.f);
@@ -134,6 +138,7 @@ TEST(Pyramid, EveryLevelIsTheMaxPoolOfTheOneBelow) {
   check_pyramid(1000, 200, 40, {256}, 64);           // level 0 above the cap: coarser levels only
   check_pyramid(5, 1000, 64, {5}, 256);              // small: level 0 alone
   check_pyramid(301, 1000, 4, {7, 1, 33, 2}, 16, two_threads);  // heads split across threads
+  check_pyramid(203, 1000, 8, {64}, 32, serial_for, true);    // negative values: the ordered maximum
 }
 
 TEST(Pyramid, StoredLevels) {
