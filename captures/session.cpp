@@ -126,6 +126,7 @@ void CaptureSession::end_prefill() {
     if (p && p->rows_done() != layout_.prompt_tokens) fail("capture", "the prefill map is incomplete");
   push(EndPrefill{});
 }
+
 namespace {
 
 // A [H][T] array of `elem`-byte values as the chunks [H][w] of its row in a dataset, zero-padded.
@@ -168,6 +169,7 @@ void CaptureSession::step(Step step) {
   }
   push(std::move(step));
 }
+
 void CaptureSession::finish(std::vector<Token> trailing) {
   push(Finish{std::move(trailing)});
   drain();
