@@ -1065,13 +1065,15 @@ struct ClusteredPlan {
   std::size_t bytes = 0;
 };
 
-ClusteredPlan plan_clustered(const ClusteredDecodeArgs& a, void* workspace) {
+// Every size below grows with P, E and R, so a plan for the largest of each bounds the workspace
+// of any step up to them (clustered_workspace_bound).
+ClusteredPlan plan_clustered(const ClusteredDecodeArgs& a, std::int64_t P, std::int64_t E, std::int64_t R, void* workspace) {
   ClusteredPlan pl;
   const DecodeCommon& c = a.c;
   const std::int64_t H = c.heads, D = c.kv.head_dim, G = c.heads / std::max<std::int64_t>(c.kv.kv_heads, 1);
-  pl.P = static_cast<int>(a.s.pages);
-  pl.E = static_cast<int>(a.s.paged_end);
-  pl.R = static_cast<int>(c.kv.tokens - a.s.paged_end);
+  pl.P = static_cast<int>(P);
+  pl.E = static_cast<int>(E);
+  pl.R = static_cast<int>(R);
   pl.n = pl.P + pl.R;
   pl.splits = choose_splits(pl.n, c.splits);
   pl.per_split = (pl.n + pl.splits - 1) / pl.splits;
@@ -1106,6 +1108,10 @@ ClusteredPlan plan_clustered(const ClusteredDecodeArgs& a, void* workspace) {
   return pl;
 }
 
+ClusteredPlan plan_clustered(const ClusteredDecodeArgs& a, void* workspace) {
+  return plan_clustered(a, a.s.pages, a.s.paged_end, a.c.kv.tokens - a.s.paged_end, workspace);
+}
+
 struct LinedPlan {
   int outside = 0, m = 0, n = 0, splits = 0, per_split = 0, units = 0;
   float *score = nullptr, *logit_tok = nullptr, *parts = nullptr, *norm = nullptr;
@@ -1113,13 +1119,16 @@ struct LinedPlan {
   std::size_t bytes = 0;
 };
 
-LinedPlan plan_lined(const LinedDecodeArgs& a, void* workspace) {
+// outside = tokens - window, m = heavy hitters, n = m + window; every size grows with T,
+// outside, m and n (lined_workspace_bound).
+LinedPlan plan_lined(const LinedDecodeArgs& a, std::int64_t T, std::int64_t outside, std::int64_t m, std::int64_t n,
+                     void* workspace) {
   LinedPlan pl;
   const DecodeCommon& c = a.c;
-  const std::int64_t H = c.heads, D = c.kv.head_dim, T = c.kv.tokens;
-  pl.outside = static_cast<int>(T - a.window);
-  pl.m = static_cast<int>(a.heavy);
-  pl.n = pl.m + static_cast<int>(a.window);
+  const std::int64_t H = c.heads, D = c.kv.head_dim;
+  pl.outside = static_cast<int>(outside);
+  pl.m = static_cast<int>(m);
+  pl.n = static_cast<int>(n);
   pl.splits = choose_splits(pl.n, c.splits);
   pl.per_split = (pl.n + pl.splits - 1) / pl.splits;
   pl.units = a.share == Share::kHead ? static_cast<int>(H) : a.share == Share::kGroup ? static_cast<int>(c.kv.kv_heads) : 1;
@@ -1131,6 +1140,11 @@ LinedPlan plan_lined(const LinedDecodeArgs& a, void* workspace) {
   pl.norm = b.take<float>(2 * H);
   pl.bytes = b.bytes();
   return pl;
+}
+
+LinedPlan plan_lined(const LinedDecodeArgs& a, void* workspace) {
+  const std::int64_t T = a.c.kv.tokens;
+  return plan_lined(a, T, T - a.window, a.heavy, a.heavy + a.window, workspace);
 }
 
 }  // namespace
@@ -1175,6 +1189,10 @@ std::string luka_dense_decode(const DecodeCommon& a, void* workspace, std::size_
 
 std::size_t lined_workspace_bytes(const LinedDecodeArgs& a) { return plan_lined(a, nullptr).bytes; }
 
+std::size_t lined_workspace_bound(const LinedDecodeArgs& a, std::int64_t tokens) {
+  return plan_lined(a, tokens, tokens, tokens, tokens, nullptr).bytes;
+}
+
 std::string lined_decode(const LinedDecodeArgs& a, void* workspace, std::size_t workspace_bytes, void* stream) {
   const DecodeCommon& c = a.c;
   if (std::string e = check_common(c); !e.empty()) return e;
@@ -1214,6 +1232,10 @@ std::string lined_decode(const LinedDecodeArgs& a, void* workspace, std::size_t 
 
 std::int64_t clustered_max_refined(const ClusteredDecodeArgs& a) { return plan_clustered(a, nullptr).max_refined; }
 std::size_t clustered_workspace_bytes(const ClusteredDecodeArgs& a) { return plan_clustered(a, nullptr).bytes; }
+
+std::size_t clustered_workspace_bound(const ClusteredDecodeArgs& a, std::int64_t tokens, std::int64_t pages) {
+  return plan_clustered(a, pages, tokens, tokens, nullptr).bytes;
+}
 
 std::string clustered_decode(const ClusteredDecodeArgs& a, void* workspace, std::size_t workspace_bytes, void* stream) {
   const DecodeCommon& c = a.c;

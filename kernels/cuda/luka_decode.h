@@ -64,6 +64,8 @@ struct LinedDecodeArgs {
   int* heavy_out = nullptr;       // optional [H, heavy]: each head's heavy hitters, ascending
 };
 std::size_t lined_workspace_bytes(const LinedDecodeArgs& a);
+// At least lined_workspace_bytes of any step of these settings over at most `tokens` positions.
+std::size_t lined_workspace_bound(const LinedDecodeArgs& a, std::int64_t tokens);
 std::string lined_decode(const LinedDecodeArgs& a, void* workspace, std::size_t workspace_bytes, void* stream);
 
 // ---- clustered --------------------------------------------------------------------------------
@@ -102,6 +104,9 @@ struct ClusteredDecodeArgs {
 // Slots per head for refined pages: a bound the host knows without reading the device.
 std::int64_t clustered_max_refined(const ClusteredDecodeArgs& a);
 std::size_t clustered_workspace_bytes(const ClusteredDecodeArgs& a);
+// At least clustered_workspace_bytes of any step of these settings over at most `tokens`
+// positions and `pages` pages.
+std::size_t clustered_workspace_bound(const ClusteredDecodeArgs& a, std::int64_t tokens, std::int64_t pages);
 std::string clustered_decode(const ClusteredDecodeArgs& a, void* workspace, std::size_t workspace_bytes, void* stream);
 
 // ---- page compression -------------------------------------------------------------------------

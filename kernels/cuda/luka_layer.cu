@@ -63,19 +63,29 @@ std::int64_t LayerState::heavy_count(std::int64_t T) const {
   return std::min<std::int64_t>(T - window(T), static_cast<std::int64_t>(std::ceil(params_.rho * T - 1e-9)));
 }
 
-std::int64_t LayerState::max_refined(std::int64_t T) const {
+ClusteredDecodeArgs LayerState::clustered_args(const DecodeCommon& c) const {
   ClusteredDecodeArgs a;
-  a.c.heads = H_;
-  a.c.kv.kv_heads = KV_;
-  a.c.kv.head_dim = D_;
-  a.c.kv.tokens = T;
-  a.s.pages = static_cast<std::int64_t>(pages_.size());
-  a.s.paged_end = paged_end();
+  a.c = c;
+  a.s = Summaries{summary_type_, sum_k_, sum_v_, sum_bias_, pcap_, static_cast<std::int64_t>(pages_.size()), page_start_,
+                  paged_end(), spread_, cap_};
   a.rule = params_.rule;
+  a.math = params_.math;
+  a.share = params_.share;
+  a.epsilon = params_.epsilon;
   a.top_k = params_.top_k;
   a.top_frac = params_.top_frac;
+  a.top_p = params_.top_p;
   a.always_refine_first = params_.always_refine_first;
-  return clustered_max_refined(a);
+  return a;
+}
+
+std::int64_t LayerState::max_refined(std::int64_t T) const {
+  DecodeCommon c;
+  c.heads = H_;
+  c.kv.kv_heads = KV_;
+  c.kv.head_dim = D_;
+  c.kv.tokens = T;
+  return clustered_max_refined(clustered_args(c));
 }
 
 std::string LayerState::grow_tokens(std::int64_t tokens, void* stream) {
@@ -118,8 +128,21 @@ std::string LayerState::grow_workspace(std::size_t bytes, void* stream) {
 
 std::string LayerState::reserve(std::int64_t tokens, void* stream) {
   if (std::string e = grow_tokens(tokens, stream); !e.empty()) return e;
-  const std::int64_t ps = std::max<std::int64_t>(params_.page_size, 1);
-  return grow_pages(tokens / ps + 1, stream);
+  const std::int64_t pages = tokens / std::max<std::int64_t>(params_.page_size, 1) + 1;
+  if (std::string e = grow_pages(pages, stream); !e.empty()) return e;
+  // The largest workspace a step of any mode with these parameters needs up to `tokens`.
+  DecodeCommon c;
+  c.heads = H_;
+  c.kv.kv_heads = KV_;
+  c.kv.head_dim = D_;
+  c.kv.tokens = tokens;
+  c.splits = params_.splits;
+  LinedDecodeArgs lined;
+  lined.c = c;
+  lined.share = params_.lined_share;
+  return grow_workspace(std::max({luka_dense_workspace_bytes(c), lined_workspace_bound(lined, tokens),
+                                  clustered_workspace_bound(clustered_args(c), tokens, pages)}),
+                        stream);
 }
 
 std::string LayerState::load_prefill(const float* importance, const float* h2o, std::int64_t ld, const KvView& kv, void* stream) {
@@ -210,18 +233,7 @@ std::string LayerState::decode(const void* q, void* out, const KvView& kv, float
     if (!(err = grow_workspace(lined_workspace_bytes(a), stream)).empty()) return err;
     err = lined_decode(a, workspace_, workspace_bytes_, stream);
   } else {
-    ClusteredDecodeArgs a;
-    a.c = c;
-    a.s = Summaries{summary_type_, sum_k_, sum_v_, sum_bias_, pcap_, static_cast<std::int64_t>(pages_.size()), page_start_,
-                    paged_end(), spread_, cap_};
-    a.rule = params_.rule;
-    a.math = params_.math;
-    a.share = params_.share;
-    a.epsilon = params_.epsilon;
-    a.top_k = params_.top_k;
-    a.top_frac = params_.top_frac;
-    a.top_p = params_.top_p;
-    a.always_refine_first = params_.always_refine_first;
+    ClusteredDecodeArgs a = clustered_args(c);
     a.summary_mass = o.summary_mass;
     a.refined = o.refined;
     a.refined_count = o.refined_count;

@@ -64,7 +64,9 @@ class LayerState {
   void set_params(const LayerParams& p) { params_ = p; }  // takes effect at the next step
   const LayerParams& params() const { return params_; }
 
-  // Allocates for `tokens` positions ahead, so later steps up to it allocate nothing.
+  // Allocates for `tokens` positions ahead (state and the workspace of any mode's step with the
+  // current parameters), so later steps up to it allocate nothing and can be captured into a
+  // CUDA graph.
   std::string reserve(std::int64_t tokens, void* stream);
 
   // After a prefill computed elsewhere: its accumulators (device [KV, ld] and [H, ld] with
@@ -99,6 +101,7 @@ class LayerState {
   std::string grow_pages(std::int64_t pages, void* stream);
   std::string grow_workspace(std::size_t bytes, void* stream);
   std::string create_pages(const KvView& kv, void* stream);
+  ClusteredDecodeArgs clustered_args(const DecodeCommon& c) const;
 
   int layer_;
   std::int64_t H_, KV_, D_;

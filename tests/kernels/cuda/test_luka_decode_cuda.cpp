@@ -183,8 +183,12 @@ void run_case(const Case& c) {
     const std::int64_t T = cpu.tokens(), ld = gpu.ld();
     const at::Tensor imp = download(gpu.importance(), {c.KV, ld}, at::kFloat).narrow(1, 0, T);
     const at::Tensor h2o = download(gpu.h2o(), {c.H, ld}, at::kFloat).narrow(1, 0, T);
-    EXPECT_LT(max_rel(imp, cpu.importance()), 1e-4);
-    EXPECT_LT(max_rel(h2o, cpu.h2o_score()), 1e-4);
+    // The CPU keeps fp32 summaries. bf16 summaries on the GPU move each summary logit by up to
+    // about 2^-9 of |q|·|k|, and with it every probability of the row: accumulators then agree
+    // to 2e-3 relative rather than fp32's 1e-4.
+    const double acc_tol = c.summary_type == cuda::ElemType::kF32 ? 1e-4 : 2e-3;
+    EXPECT_LT(max_rel(imp, cpu.importance()), acc_tol);
+    EXPECT_LT(max_rel(h2o, cpu.h2o_score()), acc_tol);
     ASSERT_EQ(gpu.pages().size(), cpu.pages().size());
     for (std::size_t i = 0; i < cpu.pages().size(); ++i) {
       EXPECT_EQ(gpu.pages()[i].first, cpu.pages()[i].start);
@@ -412,10 +416,10 @@ TEST(LukaDecodeCuda, ClusteredCompressorsBiasesAndOptions) {
     g.splits = 4;
     cases.push_back(g);
   }
-  Case bf16_summaries;  // nothing refined (ε above any mass), so rounding cannot flip a selection
+  Case bf16_summaries;  // nothing refined (no page holds more than all the mass), so rounding cannot flip a selection
   bf16_summaries.name = "clustered with bf16 summaries";
   bf16_summaries.config = clustered(RefineRule::kThreshold, RefineMath::kMassPreserving, Selection::kPerHead);
-  bf16_summaries.config.clustered.epsilon = 1.1;
+  bf16_summaries.config.clustered.epsilon = 1.0;  // a page refines when its mass exceeds ε
   bf16_summaries.type = at::kBFloat16;
   bf16_summaries.summary_type = cuda::ElemType::kBF16;
   cases.push_back(bf16_summaries);
@@ -623,7 +627,7 @@ TEST(LukaDecodeCuda, DecodeStepsCaptureIntoCudaGraphs) {
       const std::int64_t step = pos - prompt + 1;
       SCOPED_TRACE("step " + std::to_string(step));
       const void* qp = static_cast<const char*>(dq.p) + pos * H * D * 2;
-      if (step <= 2) {  // plain steps first: the workspace reaches its size outside any graph
+      if (step == 1) {  // one plain step, then graphs: reserve() sized everything, so none allocates
         ASSERT_EQ(gpu.decode(qp, out.p, kv(pos + 1), static_cast<float>(scale), stream), "");
       } else {
         cudaGraph_t graph;
