@@ -194,7 +194,7 @@ int main(int argc, char** argv) {
       dense.head_stride = T * D;
       dense.token_stride = D;
       dense.scale = scale;
-      dense.workspace = alloc<float>(decode_attention_workspace_floats(H, D, T, 0));
+      dense.workspace = alloc<float>(decode_attention_workspace_floats(H, KV, D, T, 0));
 
       DecodeCommon common;
       common.kv = kv;

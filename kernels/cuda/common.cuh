@@ -6,6 +6,7 @@
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cfloat>
 #include <cstddef>
 #include <cstdint>
@@ -38,6 +39,70 @@ __device__ __forceinline__ float warp_max(float x) {
 // Online-softmax state of one query head: running max m, sum l and weighted values acc.
 // Partials live in workspaces as (m, l, acc[D]) records of D + 2 floats.
 constexpr float kEmptyMax = -FLT_MAX;
+
+// Split-K splits for `entries` keys (or cover entries) when each split is `rows` blocks (one per
+// KV head or head): at least one per `per_split` entries, and more while each keeps
+// kMinPerSplit entries until about kTargetBlocks blocks run (two waves of a 132-SM GPU), at most
+// max_splits. A requested count (> 0) is used as given, capped at the entries and at
+// kMaxRequestedSplits. The automatic count never decreases as entries grow: workspace bounds
+// for a whole run rely on that.
+constexpr int kTargetBlocks = 264;
+constexpr int kMinPerSplit = 32;
+constexpr int kMaxRequestedSplits = 4096;
+inline int split_count(std::int64_t entries, int requested, std::int64_t rows, int per_split, int max_splits) {
+  const std::int64_t n = entries > 1 ? entries : 1;
+  if (requested > 0) return static_cast<int>(std::min<std::int64_t>({requested, n, kMaxRequestedSplits}));
+  const std::int64_t by_size = (n + per_split - 1) / per_split;
+  const std::int64_t by_blocks = std::min<std::int64_t>((kTargetBlocks + rows - 1) / std::max<std::int64_t>(rows, 1),
+                                                        (n + kMinPerSplit - 1) / kMinPerSplit);
+  return static_cast<int>(std::clamp<std::int64_t>(std::max(by_size, by_blocks), 1, max_splits));
+}
+
+// Block-wide: merges `splits` partials (m, l, acc[D]) at `base` (records of D + 2 floats) into
+// out[0, D) and, when `norm` is given, norm[0] = max, norm[1] = 1 / sum. `sh` is splits + 2
+// floats of shared memory: warp 0 puts the max and sum in sh[0..1] and each split's weight
+// exp(m_s − M) in sh[2 + s] (0 for an empty split, l_s = 0); then every thread sums its dims.
+// Shared memory combine_splits needs, in bytes (rounded up to 16).
+inline std::size_t combine_shared_bytes(int splits) { return static_cast<std::size_t>((splits + 2 + 3) / 4) * 4 * sizeof(float); }
+
+template <class T>
+__device__ void combine_splits(const float* __restrict__ base, int splits, int D, T* __restrict__ out, float* __restrict__ norm,
+                               float* sh) {
+  const int tid = threadIdx.x, lane = tid % 32;
+  float* f = sh + 2;
+  if (tid < 32) {
+    float M = kEmptyMax;
+    for (int s = lane; s < splits; s += 32) M = fmaxf(M, base[static_cast<long long>(s) * (D + 2)]);
+    M = warp_max(M);
+    float L = 0.f;
+    for (int s = lane; s < splits; s += 32) {
+      const float* part = base + static_cast<long long>(s) * (D + 2);
+      const float w = part[1] != 0.f ? __expf(part[0] - M) : 0.f;
+      f[s] = w;
+      L += part[1] * w;
+    }
+    L = warp_sum(L);
+    if (lane == 0) {
+      sh[0] = M;
+      sh[1] = L;
+    }
+  }
+  __syncthreads();
+  const float L = sh[1];
+  const volatile float* weight = f;  // one load per split: no paired loads past the last one
+  for (int d = tid; d < D; d += blockDim.x) {
+    float acc = 0.f;
+    for (int s = 0; s < splits; ++s) {
+      const float w = weight[s];
+      if (w != 0.f) acc += base[static_cast<long long>(s) * (D + 2) + 2 + d] * w;
+    }
+    out[d] = from_float<T>(acc / L);
+  }
+  if (norm && tid == 0) {
+    norm[0] = sh[0];
+    norm[1] = 1.f / L;
+  }
+}
 
 // Carves aligned sub-buffers out of one workspace; `bytes()` is what a dry run needs.
 class Bump {

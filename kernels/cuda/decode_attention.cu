@@ -12,6 +12,7 @@ constexpr int kWarps = 4;          // warps per block in the split kernel
 constexpr int kMaxGroup = 8;       // query heads per KV head
 constexpr int kTokensPerSplit = 256;
 constexpr int kMaxSplits = 64;
+constexpr int kUnroll = 4;         // tokens whose K/V rows a warp loads at once
 
 using detail::from_float;
 using detail::to_float;
@@ -21,7 +22,9 @@ using detail::warp_sum;
 // every kWarps-th token; lane l holds dims l, l+32, ... (PER = D / 32 of them). Each warp keeps
 // an online softmax per query head (running max m, sum l, weighted values acc); the warps are
 // merged through shared memory and the split's partials (m, l, acc[D]) go to the workspace.
-template <class T, int PER>
+// MAXG ≥ group sizes the per-head register arrays: a small group leaves registers for more
+// resident blocks.
+template <class T, int PER, int MAXG>
 __global__ void split_kernel(const T* __restrict__ q, const T* __restrict__ k, const T* __restrict__ v, float* __restrict__ ws,
                              float* __restrict__ logits, int heads, int group, int tokens, int splits, long long head_stride,
                              long long token_stride, float scale) {
@@ -31,43 +34,54 @@ __global__ void split_kernel(const T* __restrict__ q, const T* __restrict__ k, c
   const int per_split = (tokens + splits - 1) / splits;
   const int t0 = split * per_split, t1 = min(tokens, t0 + per_split);
 
-  float qr[kMaxGroup][PER];
+  float qr[MAXG][PER];
 #pragma unroll
-  for (int g = 0; g < kMaxGroup; ++g)
+  for (int g = 0; g < MAXG; ++g)
     for (int i = 0; i < PER; ++i) qr[g][i] = g < group ? to_float(q[(kv * group + g) * D + lane + 32 * i]) * scale : 0.f;
-  float m[kMaxGroup], l[kMaxGroup], acc[kMaxGroup][PER];
-  for (int g = 0; g < kMaxGroup; ++g) {
+  float m[MAXG], l[MAXG], acc[MAXG][PER];
+  for (int g = 0; g < MAXG; ++g) {
     m[g] = -FLT_MAX;
     l[g] = 0.f;
     for (int i = 0; i < PER; ++i) acc[g][i] = 0.f;
   }
   const T* kh = k + kv * head_stride;
   const T* vh = v + kv * head_stride;
-  for (int t = t0 + warp; t < t1; t += kWarps) {
-    float kr[PER], vr[PER];
-    for (int i = 0; i < PER; ++i) {
-      kr[i] = to_float(kh[t * token_stride + lane + 32 * i]);
-      vr[i] = to_float(vh[t * token_stride + lane + 32 * i]);
+  // kUnroll tokens' rows are loaded before any is used, so their loads are in flight together;
+  // each warp still takes its tokens in ascending order.
+  for (int t = t0 + warp; t < t1; t += kUnroll * kWarps) {
+    float kr[kUnroll][PER], vr[kUnroll][PER];
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      const long long tu = t + u * kWarps;
+      for (int i = 0; i < PER; ++i) {
+        kr[u][i] = tu < t1 ? to_float(kh[tu * token_stride + lane + 32 * i]) : 0.f;
+        vr[u][i] = tu < t1 ? to_float(vh[tu * token_stride + lane + 32 * i]) : 0.f;
+      }
     }
 #pragma unroll
-    for (int g = 0; g < kMaxGroup; ++g) {  // unrolled so the per-head arrays stay in registers
-      if (g >= group) break;
-      float s = 0.f;
-      for (int i = 0; i < PER; ++i) s += qr[g][i] * kr[i];
-      s = warp_sum(s);
-      if (logits && lane == 0) logits[static_cast<long long>(kv * group + g) * tokens + t] = s;
-      const float mn = fmaxf(m[g], s);
-      const float corr = __expf(m[g] - mn), p = __expf(s - mn);
-      l[g] = l[g] * corr + p;
-      for (int i = 0; i < PER; ++i) acc[g][i] = acc[g][i] * corr + p * vr[i];
-      m[g] = mn;
+    for (int u = 0; u < kUnroll; ++u) {
+      const int tu = t + u * kWarps;
+      if (tu >= t1) break;
+#pragma unroll
+      for (int g = 0; g < MAXG; ++g) {  // unrolled so the per-head arrays stay in registers
+        if (g >= group) break;
+        float s = 0.f;
+        for (int i = 0; i < PER; ++i) s += qr[g][i] * kr[u][i];
+        s = warp_sum(s);
+        if (logits && lane == 0) logits[static_cast<long long>(kv * group + g) * tokens + tu] = s;
+        const float mn = fmaxf(m[g], s);
+        const float corr = __expf(m[g] - mn), p = __expf(s - mn);
+        l[g] = l[g] * corr + p;
+        for (int i = 0; i < PER; ++i) acc[g][i] = acc[g][i] * corr + p * vr[u][i];
+        m[g] = mn;
+      }
     }
   }
   // Merge the warps: warp 0 folds in the others' states.
   __shared__ float sm[kWarps][kMaxGroup], sl[kWarps][kMaxGroup];
   __shared__ float sacc[kWarps][kMaxGroup][D];
 #pragma unroll
-  for (int g = 0; g < kMaxGroup; ++g) {
+  for (int g = 0; g < MAXG; ++g) {
     if (g >= group) break;
     if (lane == 0) {
       sm[warp][g] = m[g];
@@ -97,49 +111,39 @@ __global__ void split_kernel(const T* __restrict__ q, const T* __restrict__ k, c
   }
 }
 
-// Block h: merges the splits of query head h and writes out[h, :].
+// Block h: merges the splits of query head h and writes out[h, :] (and norm[2h .. 2h+1]).
+// Dynamic shared memory: combine_shared_bytes(splits).
 template <class T>
 __global__ void combine_kernel(const float* __restrict__ ws, T* __restrict__ out, float* __restrict__ norm, int splits, int D) {
+  extern __shared__ float weight[];
   const int h = blockIdx.x;
-  const float* base = ws + static_cast<long long>(h) * splits * (D + 2);
-  float M = -FLT_MAX;
-  for (int s = 0; s < splits; ++s) M = fmaxf(M, base[s * (D + 2)]);
-  if (norm && threadIdx.x == 0) {
-    float L = 0.f;
-    for (int s = 0; s < splits; ++s)
-      if (base[s * (D + 2) + 1] != 0.f) L += base[s * (D + 2) + 1] * __expf(base[s * (D + 2)] - M);
-    norm[2 * h] = M;
-    norm[2 * h + 1] = 1.f / L;
-  }
-  for (int d = threadIdx.x; d < D; d += blockDim.x) {
-    float L = 0.f, acc = 0.f;
-    for (int s = 0; s < splits; ++s) {
-      const float* part = base + s * (D + 2);
-      if (part[1] == 0.f) continue;  // an empty split
-      const float f = __expf(part[0] - M);
-      L += part[1] * f;
-      acc += part[2 + d] * f;
-    }
-    out[h * D + d] = from_float<T>(acc / L);
-  }
+  detail::combine_splits<T>(ws + static_cast<long long>(h) * splits * (D + 2), splits, D, out + h * D, norm ? norm + 2 * h : nullptr,
+                            weight);
 }
 
-int choose_splits(std::int64_t tokens, int requested) {
-  if (requested > 0) return std::min<int>(requested, static_cast<int>(std::max<std::int64_t>(tokens, 1)));
-  const std::int64_t s = (tokens + kTokensPerSplit - 1) / kTokensPerSplit;
-  return static_cast<int>(std::clamp<std::int64_t>(s, 1, kMaxSplits));
+int choose_splits(std::int64_t tokens, int requested, std::int64_t kv_heads) {
+  return detail::split_count(tokens, requested, kv_heads, kTokensPerSplit, kMaxSplits);
+}
+
+template <class T, int PER, int MAXG>
+void launch_split(const DecodeAttentionArgs& a, int splits, cudaStream_t stream) {
+  const int group = static_cast<int>(a.heads / a.kv_heads);
+  dim3 grid(static_cast<unsigned>(a.kv_heads), static_cast<unsigned>(splits));
+  split_kernel<T, PER, MAXG><<<grid, kWarps * 32, 0, stream>>>(static_cast<const T*>(a.q), static_cast<const T*>(a.k),
+                                                               static_cast<const T*>(a.v), a.workspace, a.logits,
+                                                               static_cast<int>(a.heads), group, static_cast<int>(a.tokens),
+                                                               splits, a.head_stride, a.token_stride, a.scale);
 }
 
 template <class T, int PER>
 std::string launch(const DecodeAttentionArgs& a, int splits, cudaStream_t stream) {
-  const int group = static_cast<int>(a.heads / a.kv_heads);
-  dim3 grid(static_cast<unsigned>(a.kv_heads), static_cast<unsigned>(splits));
-  split_kernel<T, PER><<<grid, kWarps * 32, 0, stream>>>(static_cast<const T*>(a.q), static_cast<const T*>(a.k),
-                                                         static_cast<const T*>(a.v), a.workspace, a.logits, static_cast<int>(a.heads),
-                                                         group, static_cast<int>(a.tokens), splits, a.head_stride,
-                                                         a.token_stride, a.scale);
-  combine_kernel<T><<<static_cast<unsigned>(a.heads), 128, 0, stream>>>(a.workspace, static_cast<T*>(a.out), a.norm, splits,
-                                                                       static_cast<int>(a.head_dim));
+  const std::int64_t group = a.heads / a.kv_heads;
+  if (group <= 1) launch_split<T, PER, 1>(a, splits, stream);
+  else if (group <= 2) launch_split<T, PER, 2>(a, splits, stream);
+  else if (group <= 4) launch_split<T, PER, 4>(a, splits, stream);
+  else launch_split<T, PER, kMaxGroup>(a, splits, stream);
+  combine_kernel<T><<<static_cast<unsigned>(a.heads), 128, detail::combine_shared_bytes(splits), stream>>>(
+      a.workspace, static_cast<T*>(a.out), a.norm, splits, static_cast<int>(a.head_dim));
   const cudaError_t err = cudaGetLastError();
   return err == cudaSuccess ? std::string() : std::string(cudaGetErrorString(err));
 }
@@ -158,8 +162,9 @@ std::string dispatch_dim(const DecodeAttentionArgs& a, int splits, cudaStream_t 
 
 }  // namespace
 
-std::int64_t decode_attention_workspace_floats(std::int64_t heads, std::int64_t head_dim, std::int64_t tokens, int splits) {
-  return heads * choose_splits(tokens, splits) * (head_dim + 2);
+std::int64_t decode_attention_workspace_floats(std::int64_t heads, std::int64_t kv_heads, std::int64_t head_dim, std::int64_t tokens,
+                                               int splits) {
+  return heads * choose_splits(tokens, splits, kv_heads) * (head_dim + 2);
 }
 
 std::string dense_decode_attention(const DecodeAttentionArgs& a, void* stream) {
@@ -168,7 +173,7 @@ std::string dense_decode_attention(const DecodeAttentionArgs& a, void* stream) {
   if (a.heads / a.kv_heads > kMaxGroup) return "more than 8 query heads per KV head";
   if (!a.q || !a.k || !a.v || !a.out || !a.workspace) return "a null pointer";
   if (a.tokens > (std::int64_t{1} << 30)) return "too many tokens";
-  const int splits = choose_splits(a.tokens, a.splits);
+  const int splits = choose_splits(a.tokens, a.splits, a.kv_heads);
   const auto s = static_cast<cudaStream_t>(stream);
   switch (a.type) {
     case ElemType::kF32: return dispatch_dim<float>(a, splits, s);

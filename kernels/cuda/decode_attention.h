@@ -20,7 +20,7 @@ struct DecodeAttentionArgs {
   std::int64_t heads = 0, kv_heads = 0, tokens = 0, head_dim = 0;
   std::int64_t head_stride = 0, token_stride = 0;  // in elements
   float scale = 1.0f;
-  int splits = 0;                   // 0: chosen from the length (about 256 tokens each, at most 64)
+  int splits = 0;                   // 0: chosen from the length and KV heads (common.cuh split_count)
   float* workspace = nullptr;       // decode_attention_workspace_floats(...) floats of device memory
   // Optional outputs for LuKA's dense mode: the logits s·q·k [H, tokens] and, per head, the
   // softmax's (max, 1 / sum) [H, 2], from which luka_decode.h's accumulation rebuilds the row.
@@ -29,7 +29,8 @@ struct DecodeAttentionArgs {
 };
 
 // Floats of workspace the call needs for these sizes and splits (0 = automatic).
-std::int64_t decode_attention_workspace_floats(std::int64_t heads, std::int64_t head_dim, std::int64_t tokens, int splits);
+std::int64_t decode_attention_workspace_floats(std::int64_t heads, std::int64_t kv_heads, std::int64_t head_dim, std::int64_t tokens,
+                                               int splits);
 
 // Launches the two kernels on `stream` (a cudaStream_t; nullptr = default). Supports head_dim
 // up to 256 (a multiple of 32) and up to 8 query heads per KV head. Returns "" on success, else

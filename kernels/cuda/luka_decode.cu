@@ -21,6 +21,7 @@ constexpr int kWarps = 4;             // warps per block in the attention kernel
 constexpr int kMaxGroup = 8;          // query heads per KV head
 constexpr int kEntriesPerSplit = 256;
 constexpr int kMaxSplits = 64;
+constexpr int kUnroll = 4;            // cover entries whose K/V rows a warp loads at once
 constexpr int kMaxCand = 8;           // split-local top-k candidates per head (fast top_k path)
 constexpr int kMaxUnitHeads = 128;    // heads sharing one selection
 constexpr int kSelectThreads = 256;
@@ -29,10 +30,9 @@ constexpr int kChunk = 256;           // tokens per block in the accumulation ke
 
 __device__ __forceinline__ float neg_inf() { return __int_as_float(0xff800000); }
 
-int choose_splits(std::int64_t entries, int requested) {
-  const std::int64_t n = std::max<std::int64_t>(entries, 1);
-  if (requested > 0) return static_cast<int>(std::min<std::int64_t>(requested, n));
-  return static_cast<int>(std::clamp<std::int64_t>((n + kEntriesPerSplit - 1) / kEntriesPerSplit, 1, kMaxSplits));
+// rows: the blocks of one split (KV heads for clustered, heads for lined).
+int choose_splits(std::int64_t entries, int requested, std::int64_t rows) {
+  return detail::split_count(entries, requested, rows, kEntriesPerSplit, kMaxSplits);
 }
 
 // --- accumulators ---------------------------------------------------------------------------
@@ -106,11 +106,11 @@ struct WarpMerge {
   float m[kWarps][kMaxGroup], l[kWarps][kMaxGroup], acc[kWarps][kMaxGroup][D];
 };
 
-template <int PER>
+template <int PER, int MAXG = kMaxGroup>
 __device__ __forceinline__ void store_state(WarpMerge<PER>& sm, int group, const float* m, const float* l, const float (*acc)[PER]) {
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
 #pragma unroll
-  for (int g = 0; g < kMaxGroup; ++g) {
+  for (int g = 0; g < MAXG; ++g) {
     if (g >= group) break;
     if (lane == 0) {
       sm.m[warp][g] = m[g];
@@ -148,28 +148,13 @@ __device__ __forceinline__ void online_update(float s, const float* vr, float& m
   m = mn;
 }
 
-// Block h: merges the splits of head h into out[h, :] and norm[h] = (max, 1/sum).
+// Block h: merges the splits of head h into out[h, :] and norm[h] = (max, 1/sum). Dynamic
+// shared memory: combine_shared_bytes(splits).
 template <class T>
 __global__ void combine_kernel(const float* __restrict__ parts, T* __restrict__ out, float* __restrict__ norm, int splits, int D) {
+  extern __shared__ float weight[];
   const int h = blockIdx.x;
-  const float* base = parts + static_cast<long long>(h) * splits * (D + 2);
-  float M = kEmptyMax;
-  for (int s = 0; s < splits; ++s) M = fmaxf(M, base[s * (D + 2)]);
-  float L = 0.f;
-  for (int s = 0; s < splits; ++s)
-    if (base[s * (D + 2) + 1] != 0.f) L += base[s * (D + 2) + 1] * __expf(base[s * (D + 2)] - M);
-  for (int d = threadIdx.x; d < D; d += blockDim.x) {
-    float acc = 0.f;
-    for (int s = 0; s < splits; ++s) {
-      const float* part = base + s * (D + 2);
-      if (part[1] != 0.f) acc += part[2 + d] * __expf(part[0] - M);
-    }
-    out[h * D + d] = from_float<T>(acc / L);
-  }
-  if (threadIdx.x == 0) {
-    norm[2 * h] = M;
-    norm[2 * h + 1] = 1.f / L;
-  }
+  detail::combine_splits<T>(parts + static_cast<long long>(h) * splits * (D + 2), splits, D, out + h * D, norm + 2 * h, weight);
 }
 
 // ===== clustered ============================================================================
@@ -192,16 +177,17 @@ struct ClusteredSplitParams {
 
 // Block (KV head, split) over cover entries [j0, j1): summaries j < P, raw token E + j − P after.
 // Each warp takes every kWarps-th entry; a KV head's summaries and tail are read once for its G
-// query heads. With K > 0 each head then keeps the split's K largest summary logits.
-template <class T, class S, int PER>
+// query heads. With K > 0 each head then keeps the split's K largest summary logits. MAXG ≥
+// group sizes the per-head register arrays.
+template <class T, class S, int PER, int MAXG>
 __global__ void __launch_bounds__(kWarps * 32) clustered_split_kernel(ClusteredSplitParams p) {
   constexpr int D = PER * 32;
   const int g = blockIdx.x, split = blockIdx.y;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int j0 = split * p.per_split, j1 = min(p.n, j0 + p.per_split);
   const T* q = static_cast<const T*>(p.q);
-  float qr[kMaxGroup][PER], m[kMaxGroup], l[kMaxGroup], acc[kMaxGroup][PER];
-  for (int gg = 0; gg < kMaxGroup; ++gg) {
+  float qr[MAXG][PER], m[MAXG], l[MAXG], acc[MAXG][PER];
+  for (int gg = 0; gg < MAXG; ++gg) {
     m[gg] = kEmptyMax;
     l[gg] = 0.f;
     for (int i = 0; i < PER; ++i) {
@@ -213,33 +199,47 @@ __global__ void __launch_bounds__(kWarps * 32) clustered_split_kernel(ClusteredS
   const T* vh = static_cast<const T*>(p.v) + g * p.hs;
   const S* skh = static_cast<const S*>(p.sk) + g * p.pcap * D;
   const S* svh = static_cast<const S*>(p.sv) + g * p.pcap * D;
-  for (int j = j0 + warp; j < j1; j += kWarps) {
-    float kr[PER], vr[PER], bias = 0.f;
-    if (j < p.P) {
-      for (int i = 0; i < PER; ++i) {
-        kr[i] = to_float(skh[static_cast<long long>(j) * D + lane + 32 * i]);
-        vr[i] = to_float(svh[static_cast<long long>(j) * D + lane + 32 * i]);
-      }
-      bias = p.sb[g * p.pcap + j];
-    } else {
-      const long long t = p.E + (j - p.P);
-      for (int i = 0; i < PER; ++i) {
-        kr[i] = to_float(kh[t * p.ts + lane + 32 * i]);
-        vr[i] = to_float(vh[t * p.ts + lane + 32 * i]);
+  // kUnroll entries' rows are loaded before any is used, so their loads are in flight together;
+  // each warp still takes its entries in ascending order.
+  for (int j = j0 + warp; j < j1; j += kUnroll * kWarps) {
+    float kr[kUnroll][PER], vr[kUnroll][PER], bias[kUnroll];
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      const int ju = j + u * kWarps;
+      bias[u] = 0.f;
+      if (ju >= j1) {
+        for (int i = 0; i < PER; ++i) kr[u][i] = vr[u][i] = 0.f;
+      } else if (ju < p.P) {
+        for (int i = 0; i < PER; ++i) {
+          kr[u][i] = to_float(skh[static_cast<long long>(ju) * D + lane + 32 * i]);
+          vr[u][i] = to_float(svh[static_cast<long long>(ju) * D + lane + 32 * i]);
+        }
+        bias[u] = p.sb[g * p.pcap + ju];
+      } else {
+        const long long t = p.E + (ju - p.P);
+        for (int i = 0; i < PER; ++i) {
+          kr[u][i] = to_float(kh[t * p.ts + lane + 32 * i]);
+          vr[u][i] = to_float(vh[t * p.ts + lane + 32 * i]);
+        }
       }
     }
 #pragma unroll
-    for (int gg = 0; gg < kMaxGroup; ++gg) {  // unrolled so the per-head arrays stay in registers
-      if (gg >= p.group) break;
-      float s = 0.f;
-      for (int i = 0; i < PER; ++i) s += qr[gg][i] * kr[i];
-      s = warp_sum(s) + bias;
-      if (lane == 0) p.logits[static_cast<long long>(g * p.group + gg) * p.n + j] = s;
-      online_update(s, vr, m[gg], l[gg], acc[gg], PER);
+    for (int u = 0; u < kUnroll; ++u) {
+      const int ju = j + u * kWarps;
+      if (ju >= j1) break;
+#pragma unroll
+      for (int gg = 0; gg < MAXG; ++gg) {  // unrolled so the per-head arrays stay in registers
+        if (gg >= p.group) break;
+        float s = 0.f;
+        for (int i = 0; i < PER; ++i) s += qr[gg][i] * kr[u][i];
+        s = warp_sum(s) + bias[u];
+        if (lane == 0) p.logits[static_cast<long long>(g * p.group + gg) * p.n + ju] = s;
+        online_update(s, vr[u], m[gg], l[gg], acc[gg], PER);
+      }
     }
   }
   __shared__ WarpMerge<PER> sm;
-  store_state<PER>(sm, p.group, m, l, acc);
+  store_state<PER, MAXG>(sm, p.group, m, l, acc);
   __syncthreads();  // also makes the block's logits visible to all its threads
   if (warp == 0)
     for (int gg = 0; gg < p.group; ++gg)
@@ -478,18 +478,27 @@ __device__ void attend_one_head(const T* q, float scale, const T* kh, const T* v
     qr[i] = to_float(q[lane + 32 * i]) * scale;
     acc[0][i] = 0.f;
   }
-  for (int j = j0 + warp; j < j1; j += kWarps) {
-    const long long t = token(j);
-    float kr[PER], vr[PER];
-    for (int i = 0; i < PER; ++i) {
-      kr[i] = to_float(kh[t * ts + lane + 32 * i]);
-      vr[i] = to_float(vh[t * ts + lane + 32 * i]);
+  for (int j = j0 + warp; j < j1; j += kUnroll * kWarps) {  // loads of kUnroll entries in flight, as above
+    long long t[kUnroll];
+    float kr[kUnroll][PER], vr[kUnroll][PER];
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      const int ju = j + u * kWarps;
+      t[u] = ju < j1 ? token(ju) : 0;
+      for (int i = 0; i < PER; ++i) {
+        kr[u][i] = ju < j1 ? to_float(kh[t[u] * ts + lane + 32 * i]) : 0.f;
+        vr[u][i] = ju < j1 ? to_float(vh[t[u] * ts + lane + 32 * i]) : 0.f;
+      }
     }
-    float x = 0.f;
-    for (int i = 0; i < PER; ++i) x += qr[i] * kr[i];
-    x = warp_sum(x);
-    if (lane == 0) logit_out(t, x);
-    online_update(x, vr, m[0], l[0], acc[0], PER);
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      if (j + u * kWarps >= j1) break;
+      float x = 0.f;
+      for (int i = 0; i < PER; ++i) x += qr[i] * kr[u][i];
+      x = warp_sum(x);
+      if (lane == 0) logit_out(t[u], x);
+      online_update(x, vr[u], m[0], l[0], acc[0], PER);
+    }
   }
   __shared__ WarpMerge<PER> sm;
   store_state<PER>(sm, 1, m, l, acc);
@@ -1075,7 +1084,7 @@ ClusteredPlan plan_clustered(const ClusteredDecodeArgs& a, std::int64_t P, std::
   pl.E = static_cast<int>(E);
   pl.R = static_cast<int>(R);
   pl.n = pl.P + pl.R;
-  pl.splits = choose_splits(pl.n, c.splits);
+  pl.splits = choose_splits(pl.n, c.splits, c.kv.kv_heads);
   pl.per_split = (pl.n + pl.splits - 1) / pl.splits;
   pl.units = a.share == Share::kHead ? static_cast<int>(H) : a.share == Share::kGroup ? static_cast<int>(c.kv.kv_heads) : 1;
   const int first = static_cast<int>(std::min<std::int64_t>(a.always_refine_first, pl.P));
@@ -1129,7 +1138,7 @@ LinedPlan plan_lined(const LinedDecodeArgs& a, std::int64_t T, std::int64_t outs
   pl.outside = static_cast<int>(outside);
   pl.m = static_cast<int>(m);
   pl.n = static_cast<int>(n);
-  pl.splits = choose_splits(pl.n, c.splits);
+  pl.splits = choose_splits(pl.n, c.splits, c.heads);
   pl.per_split = (pl.n + pl.splits - 1) / pl.splits;
   pl.units = a.share == Share::kHead ? static_cast<int>(H) : a.share == Share::kGroup ? static_cast<int>(c.kv.kv_heads) : 1;
   Bump b(workspace);
@@ -1153,7 +1162,7 @@ LinedPlan plan_lined(const LinedDecodeArgs& a, void* workspace) {
 
 std::size_t luka_dense_workspace_bytes(const DecodeCommon& a) {
   Bump b(nullptr);
-  b.take<float>(decode_attention_workspace_floats(a.heads, a.kv.head_dim, a.kv.tokens, a.splits));
+  b.take<float>(decode_attention_workspace_floats(a.heads, a.kv.kv_heads, a.kv.head_dim, a.kv.tokens, a.splits));
   b.take<float>(a.heads * a.kv.tokens);
   b.take<float>(2 * a.heads);
   return b.bytes();
@@ -1177,7 +1186,7 @@ std::string luka_dense_decode(const DecodeCommon& a, void* workspace, std::size_
   d.token_stride = a.kv.token_stride;
   d.scale = a.scale;
   d.splits = a.splits;
-  d.workspace = b.take<float>(decode_attention_workspace_floats(a.heads, a.kv.head_dim, a.kv.tokens, a.splits));
+  d.workspace = b.take<float>(decode_attention_workspace_floats(a.heads, a.kv.kv_heads, a.kv.head_dim, a.kv.tokens, a.splits));
   d.logits = b.take<float>(a.heads * a.kv.tokens);
   d.norm = b.take<float>(2 * a.heads);
   if (std::string e = dense_decode_attention(d, stream); !e.empty()) return e;
@@ -1218,8 +1227,8 @@ std::string lined_decode(const LinedDecodeArgs& a, void* workspace, std::size_t 
     return by_dim(c.kv.head_dim, [&](auto per) {
       lined_attention_kernel<T_, decltype(per)::value>
           <<<dim3(static_cast<unsigned>(c.heads), static_cast<unsigned>(pl.splits)), kWarps * 32, 0, s>>>(ap);
-      combine_kernel<T_><<<static_cast<unsigned>(c.heads), 128, 0, s>>>(pl.parts, static_cast<T_*>(c.out), pl.norm, pl.splits,
-                                                                        static_cast<int>(c.kv.head_dim));
+      combine_kernel<T_><<<static_cast<unsigned>(c.heads), 128, detail::combine_shared_bytes(pl.splits), s>>>(
+          pl.parts, static_cast<T_*>(c.out), pl.norm, pl.splits, static_cast<int>(c.kv.head_dim));
       return std::string();
     });
   });
@@ -1303,7 +1312,10 @@ std::string clustered_decode(const ClusteredDecodeArgs& a, void* workspace, std:
       using S_ = decltype(stag);
       return by_dim(c.kv.head_dim, [&](auto per) {
         constexpr int PER = decltype(per)::value;
-        clustered_split_kernel<T_, S_, PER><<<dim3(static_cast<unsigned>(KV), static_cast<unsigned>(pl.splits)), kWarps * 32, 0, s>>>(sp);
+        const dim3 grid(static_cast<unsigned>(KV), static_cast<unsigned>(pl.splits));
+        if (G <= 2) clustered_split_kernel<T_, S_, PER, 2><<<grid, kWarps * 32, 0, s>>>(sp);
+        else if (G <= 4) clustered_split_kernel<T_, S_, PER, 4><<<grid, kWarps * 32, 0, s>>>(sp);
+        else clustered_split_kernel<T_, S_, PER, kMaxGroup><<<grid, kWarps * 32, 0, s>>>(sp);
         if (pl.P > 0) {
           if (sort_bytes > 48 * 1024) {
             const cudaError_t e = cudaFuncSetAttribute(clustered_select_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,

@@ -74,7 +74,7 @@ void run_case(const Case& c) {
   const std::size_t es = c.type == ElemType::kF32 ? 4 : 2;
   void *dq, *dk, *dv, *dout;
   float* ws;
-  const std::int64_t wsn = luka::cuda::decode_attention_workspace_floats(c.heads, D, T, c.splits);
+  const std::int64_t wsn = luka::cuda::decode_attention_workspace_floats(c.heads, c.kv_heads, D, T, c.splits);
   ASSERT_EQ(cudaMalloc(&dq, qb.size()), cudaSuccess);
   ASSERT_EQ(cudaMalloc(&dk, kb.size()), cudaSuccess);
   ASSERT_EQ(cudaMalloc(&dv, vb.size()), cudaSuccess);
@@ -149,7 +149,17 @@ TEST(CudaDecodeAttention, RejectsBadSizesWithoutADevice) {
   EXPECT_EQ(luka::cuda::dense_decode_attention(a, nullptr), "more than 8 query heads per KV head");
   a.heads = 8;
   EXPECT_EQ(luka::cuda::dense_decode_attention(a, nullptr), "a null pointer");
-  EXPECT_EQ(luka::cuda::decode_attention_workspace_floats(16, 128, 1000, 0), 16 * 4 * 130);
+  // Automatic splits: one per 256 tokens at least, more (each ≥ 32 tokens) towards 264 blocks of
+  // (KV head, split), at most 64; a requested count is used as given, up to the tokens.
+  const auto floats = [](std::int64_t kv_heads, std::int64_t tokens, int splits) {
+    return luka::cuda::decode_attention_workspace_floats(16, kv_heads, 128, tokens, splits);
+  };
+  EXPECT_EQ(floats(8, 1000, 0), 16 * 32 * 130);    // 264 / 8 → 33 blocks' worth, 1000 / 32 → 32
+  EXPECT_EQ(floats(8, 40, 0), 16 * 2 * 130);       // ≥ 32 tokens each
+  EXPECT_EQ(floats(1, 1000, 0), 16 * 32 * 130);    // 32 tokens each caps it
+  EXPECT_EQ(floats(8, 100000, 0), 16 * 64 * 130);  // 391 by length, capped at 64
+  EXPECT_EQ(floats(8, 1000, 5), 16 * 5 * 130);
+  EXPECT_EQ(floats(8, 3, 5), 16 * 3 * 130);
 }
 
 }  // namespace
