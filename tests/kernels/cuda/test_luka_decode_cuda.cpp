@@ -15,6 +15,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <set>
 #include <string>
@@ -105,7 +106,10 @@ struct QkvFixture {
 
 QkvFixture read_qkv_fixture() {
   QkvFixture f;
-  std::ifstream in(std::string(LUKA_SOURCE_DIR) + "/tests/fixtures/smollm2_qkv_layer12.bin", std::ios::binary);
+  // LUKA_SOURCE_DIR in the environment: the checkout on a GPU machine that runs binaries built
+  // elsewhere (scripts/gpu_pack.sh).
+  const char* root = std::getenv("LUKA_SOURCE_DIR");
+  std::ifstream in(std::string(root ? root : LUKA_SOURCE_DIR) + "/tests/fixtures/smollm2_qkv_layer12.bin", std::ios::binary);
   char magic[8] = {};
   in.read(magic, 8);
   if (!in || std::string(magic, 8) != "LUKAQKV1") return f;
