@@ -7,7 +7,12 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 what="${1:-all}"
-case "$what" in tests|sanitize|bench|all) ;; *) echo "usage: scripts/gpu_run.sh [tests|sanitize|bench|all]" >&2; exit 2 ;; esac
+usage="usage: scripts/gpu_run.sh [tests|sanitize|bench|all]   (default all; logs in \$LOG_DIR, default .gpubin/logs)"
+case "$what" in
+  tests|sanitize|bench|all) ;;
+  -h|--help) echo "$usage"; exit 0 ;;
+  *) echo "$usage" >&2; exit 2 ;;
+esac
 [ -x .gpubin/tests/test_cuda_luka_decode ] || { echo "gpu_run: .gpubin is missing (scripts/gpu_pack.sh)" >&2; exit 1; }
 py="${PYTHON:-python3}"
 have="$("$py" -c 'import torch; print(torch.__version__)' 2>/dev/null)" || { echo "gpu_run: $py has no torch" >&2; exit 1; }

@@ -58,13 +58,14 @@ inline int split_count(std::int64_t entries, int requested, std::int64_t rows, i
   return static_cast<int>(std::clamp<std::int64_t>(std::max(by_size, by_blocks), 1, max_splits));
 }
 
-// Block-wide: merges `splits` partials (m, l, acc[D]) at `base` (records of D + 2 floats) into
-// out[0, D) and, when `norm` is given, norm[0] = max, norm[1] = 1 / sum. `sh` is splits + 2
-// floats of shared memory: warp 0 puts the max and sum in sh[0..1] and each split's weight
-// exp(m_s − M) in sh[2 + s] (0 for an empty split, l_s = 0); then every thread sums its dims.
-// Shared memory combine_splits needs, in bytes (rounded up to 16).
+// Shared memory combine_splits needs, in bytes (splits + 2 floats, rounded up to 16 bytes).
 inline std::size_t combine_shared_bytes(int splits) { return static_cast<std::size_t>((splits + 2 + 3) / 4) * 4 * sizeof(float); }
 
+// Block-wide: merges `splits` partials (m, l, acc[D]) at `base` (records of D + 2 floats) into
+// out[0, D) and, when `norm` is given, norm[0] = max, norm[1] = 1 / sum. `sh` is
+// combine_shared_bytes(splits) of shared memory: warp 0 puts the max and sum in sh[0..1] and
+// each split's weight exp(m_s − M) in sh[2 + s] (0 for an empty split, l_s = 0); then every
+// thread sums its dims.
 template <class T>
 __device__ void combine_splits(const float* __restrict__ base, int splits, int D, T* __restrict__ out, float* __restrict__ norm,
                                float* sh) {

@@ -79,14 +79,17 @@ ClusteredDecodeArgs LayerState::clustered_args(const DecodeCommon& c) const {
   return a;
 }
 
-std::int64_t LayerState::max_refined(std::int64_t T) const {
+DecodeCommon LayerState::sizes(std::int64_t tokens) const {
   DecodeCommon c;
   c.heads = H_;
   c.kv.kv_heads = KV_;
   c.kv.head_dim = D_;
-  c.kv.tokens = T;
-  return clustered_max_refined(clustered_args(c));
+  c.kv.tokens = tokens;
+  c.splits = params_.splits;
+  return c;
 }
+
+std::int64_t LayerState::max_refined(std::int64_t T) const { return clustered_max_refined(clustered_args(sizes(T))); }
 
 std::string LayerState::grow_tokens(std::int64_t tokens, void* stream) {
   if (tokens <= cap_) return {};
@@ -131,12 +134,7 @@ std::string LayerState::reserve(std::int64_t tokens, void* stream) {
   const std::int64_t pages = tokens / std::max<std::int64_t>(params_.page_size, 1) + 1;
   if (std::string e = grow_pages(pages, stream); !e.empty()) return e;
   // The largest workspace a step of any mode with these parameters needs up to `tokens`.
-  DecodeCommon c;
-  c.heads = H_;
-  c.kv.kv_heads = KV_;
-  c.kv.head_dim = D_;
-  c.kv.tokens = tokens;
-  c.splits = params_.splits;
+  const DecodeCommon c = sizes(tokens);
   LinedDecodeArgs lined;
   lined.c = c;
   lined.share = params_.lined_share;

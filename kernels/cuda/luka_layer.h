@@ -101,6 +101,7 @@ class LayerState {
   std::string grow_pages(std::int64_t pages, void* stream);
   std::string grow_workspace(std::size_t bytes, void* stream);
   std::string create_pages(const KvView& kv, void* stream);
+  DecodeCommon sizes(std::int64_t tokens) const;  // the layer's shapes and splits, no pointers
   ClusteredDecodeArgs clustered_args(const DecodeCommon& c) const;
 
   int layer_;
