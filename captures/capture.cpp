@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <numeric>
 #include <sstream>
 
 #include "core/util/error.h"
@@ -193,12 +194,19 @@ std::int64_t map_chunk(const Layout& layout, int layer_index, int level) {
   return std::max<std::int64_t>(1, std::min(c, size));
 }
 
-std::int64_t token_chunk(const Layout& layout, int layer_index) {
-  const std::int64_t page = std::max<std::int64_t>(1, layout.page_size.at(static_cast<std::size_t>(layer_index)));
+std::int64_t token_chunk(const Layout& layout) {
+  std::int64_t pages = 1;  // tokens of a whole number of pages of every recorded layer
+  for (const std::int64_t p : layout.page_size) {
+    pages = std::lcm(pages, std::max<std::int64_t>(1, p));
+    if (pages > 4096) {  // page sizes without a small common multiple: chunks do not align
+      pages = 1;
+      break;
+    }
+  }
   // A run's whole row in one chunk where it reaches at most 4,096 tokens: one chunk per row and
   // step to compress and index, and no padding chunk once T passes a chunk boundary.
   const std::int64_t tokens = layout.max_tokens > 0 ? std::min<std::int64_t>(layout.max_tokens, 4096) : 1024;
-  return page * ((tokens + page - 1) / page);
+  return pages * ((tokens + pages - 1) / pages);
 }
 
 std::uint64_t estimate_bytes(const Layout& layout, std::int64_t steps) {
@@ -215,7 +223,7 @@ std::uint64_t estimate_bytes(const Layout& layout, std::int64_t steps) {
       const std::uint64_t R = static_cast<std::uint64_t>((size + c - 1) / c);
       bytes += H * (R * (R + 1) / 2) * static_cast<std::uint64_t>(c * c) * 2;
     }
-    const std::int64_t ct = token_chunk(layout, li), page = std::max<std::int64_t>(1, layout.page_size.at(i));
+    const std::int64_t ct = token_chunk(layout), page = std::max<std::int64_t>(1, layout.page_size.at(i));
     for (std::int64_t st = 1; st <= S; ++st) {
       const std::int64_t T = n + st;
       if (layout.rows) bytes += H * up(T, ct) * 2;                                  // effective (dense-shadow rows not counted)

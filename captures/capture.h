@@ -214,10 +214,12 @@ class CaptureSink {
   virtual void finish(const std::vector<Token>& trailing) = 0;  // tokens sampled after the last step
 };
 
-// Chunk shapes shared by the writer and the map builder. Token axes of a layer are chunked in
-// multiples of its page size, so chunk boundaries fall on page boundaries.
+// Chunk shapes shared by the writer and the map builder. A map's chunks are a whole number of
+// its layer's pages; the token axis of the step rows, shared by every recorded layer, is a whole
+// number of pages of each (their least common multiple, where that is at most 4,096 tokens), so
+// chunk boundaries fall on page boundaries.
 std::int64_t map_chunk(const Layout& layout, int layer_index, int level);  // rows = cols of a map chunk
-std::int64_t token_chunk(const Layout& layout, int layer_index);           // token-axis chunk of step rows
+std::int64_t token_chunk(const Layout& layout);                            // token-axis chunk of step rows
 constexpr std::int64_t kPageChunk = 256;                                   // page-axis chunk of step rows
 
 // Bytes a run would write without compression: maps, and per step rows, covers and metrics

@@ -122,9 +122,21 @@ std::unique_ptr<CaptureFile> CaptureFile::open(const std::filesystem::path& path
     s.num_tokens = n;
   }
   for (const int layer : s.layout.layers)
-    for (const char* group : {"decode", "pages"})
-      if (!h5::exists(file, f->layer_path(group, layer)))
-        fail(name, "damaged capture: missing group '/" + f->layer_path(group, layer) + "'");
+    if (!h5::exists(file, f->layer_path("pages", layer)))
+      fail(name, "damaged capture: missing group '/" + f->layer_path("pages", layer) + "'");
+  // The per-step arrays: a layer axis over the recorded layers, then (for most) the heads.
+  const hsize_t L = s.layout.layers.size(), H = s.layout.heads.size();
+  std::vector<std::pair<std::string, std::size_t>> per_step = {{"mode", 2}, {"paged_end", 2}, {"seconds", 2}, {"cover_size", 3}, {"fidelity", 4}};
+  if (s.layout.rows) per_step.push_back({"effective", 4});
+  if (s.layout.covers)
+    for (const char* part : {"cover", "page_state", "summary_mass"}) per_step.push_back({part, 4});
+  for (const auto& [part, rank] : per_step) {
+    const std::string path = "decode/" + part;
+    if (!h5::exists(file, path)) fail(name, "damaged capture: missing dataset '/" + path + "'");
+    const auto d = h5::dims(f->dataset(path), name);
+    if (d.size() != rank || d[0] < static_cast<hsize_t>(s.complete_steps) || d[1] != L || (rank > 2 && d[2] != H))
+      fail(name, "damaged capture: '/" + path + "' does not have the recorded layers and heads");
+  }
   return f;
 }
 
@@ -221,12 +233,12 @@ std::int64_t CaptureFile::step_tokens(std::int64_t step) const {
 std::vector<float> CaptureFile::half_row(const std::string& name, std::int64_t step, int layer, int head) const {
   std::lock_guard<std::recursive_mutex> lock(h5::lock());
   const std::int64_t T = step_tokens(step);
-  recorded_index(summary_.layout.layers, layer, "layer");
+  const int li = recorded_index(summary_.layout.layers, layer, "layer");
   const int hi = recorded_index(summary_.layout.heads, head, "head");
   if (!summary_.layout.rows) fail(name_, "effective rows were not recorded");
   std::vector<std::uint16_t> half(static_cast<std::size_t>(T));
-  h5::read(dataset(layer_path("decode", layer) + "/" + name), h5::half_type(),
-           {static_cast<hsize_t>(step - 1), static_cast<hsize_t>(hi), 0}, {1, 1, static_cast<hsize_t>(T)}, half.data(), name_);
+  h5::read(dataset("decode/" + name), h5::half_type(), {static_cast<hsize_t>(step - 1), static_cast<hsize_t>(li), static_cast<hsize_t>(hi), 0},
+           {1, 1, 1, static_cast<hsize_t>(T)}, half.data(), name_);
   std::vector<float> out(half.size());
   halves_to_floats(half.data(), out.data(), half.size());
   return out;
@@ -237,13 +249,13 @@ std::vector<float> CaptureFile::row(std::int64_t step, int layer, int head) cons
 std::vector<float> CaptureFile::dense_row(std::int64_t step, int layer, int head) const {
   std::lock_guard<std::recursive_mutex> lock(h5::lock());
   step_tokens(step);
-  recorded_index(summary_.layout.layers, layer, "layer");
+  const int li = recorded_index(summary_.layout.layers, layer, "layer");
   const int hi = recorded_index(summary_.layout.heads, head, "head");
   // The shadow ran at this step for this head when its KL is a number.
   float kl = std::numeric_limits<float>::quiet_NaN();
-  h5::read(dataset(layer_path("decode", layer) + "/fidelity"), H5T_NATIVE_FLOAT,
-           {static_cast<hsize_t>(step - 1), static_cast<hsize_t>(hi), 0}, {1, 1, 1}, &kl, name_);
-  if (std::isnan(kl) || !h5::exists(file_, layer_path("decode", layer) + "/dense"))
+  h5::read(dataset("decode/fidelity"), H5T_NATIVE_FLOAT, {static_cast<hsize_t>(step - 1), static_cast<hsize_t>(li), static_cast<hsize_t>(hi), 0},
+           {1, 1, 1, 1}, &kl, name_);
+  if (std::isnan(kl) || !h5::exists(file_, "decode/dense"))
     fail(name_, "no dense attention at step " + std::to_string(step) + " of layer " + std::to_string(layer) + " (the dense shadow was off)");
   return half_row("dense", step, layer, head);
 }
@@ -251,12 +263,12 @@ std::vector<float> CaptureFile::dense_row(std::int64_t step, int layer, int head
 std::vector<std::uint8_t> CaptureFile::cover(std::int64_t step, int layer, int head) const {
   std::lock_guard<std::recursive_mutex> lock(h5::lock());
   const std::int64_t T = step_tokens(step);
-  recorded_index(summary_.layout.layers, layer, "layer");
+  const int li = recorded_index(summary_.layout.layers, layer, "layer");
   const int hi = recorded_index(summary_.layout.heads, head, "head");
   if (!summary_.layout.covers) fail(name_, "covers were not recorded");
   std::vector<std::uint8_t> out(static_cast<std::size_t>(T));
-  h5::read(dataset(layer_path("decode", layer) + "/cover"), H5T_NATIVE_UINT8,
-           {static_cast<hsize_t>(step - 1), static_cast<hsize_t>(hi), 0}, {1, 1, static_cast<hsize_t>(T)}, out.data(), name_);
+  h5::read(dataset("decode/cover"), H5T_NATIVE_UINT8, {static_cast<hsize_t>(step - 1), static_cast<hsize_t>(li), static_cast<hsize_t>(hi), 0},
+           {1, 1, 1, static_cast<hsize_t>(T)}, out.data(), name_);
   return out;
 }
 
@@ -273,24 +285,28 @@ std::int64_t pages_at(const std::vector<PageInfo>& pages, std::int64_t step) {
 std::vector<std::uint8_t> CaptureFile::page_states(std::int64_t step, int layer, int head) const {
   std::lock_guard<std::recursive_mutex> lock(h5::lock());
   step_tokens(step);
+  const int li = recorded_index(summary_.layout.layers, layer, "layer");
   const int hi = recorded_index(summary_.layout.heads, head, "head");
   if (!summary_.layout.covers) fail(name_, "covers were not recorded");
   const std::int64_t P = pages_at(pages(layer), step);
   std::vector<std::uint8_t> out(static_cast<std::size_t>(P));
-  h5::read(dataset(layer_path("decode", layer) + "/page_state"), H5T_NATIVE_UINT8,
-           {static_cast<hsize_t>(step - 1), static_cast<hsize_t>(hi), 0}, {1, 1, static_cast<hsize_t>(P)}, out.data(), name_);
+  if (P > 0)
+    h5::read(dataset("decode/page_state"), H5T_NATIVE_UINT8, {static_cast<hsize_t>(step - 1), static_cast<hsize_t>(li), static_cast<hsize_t>(hi), 0},
+             {1, 1, 1, static_cast<hsize_t>(P)}, out.data(), name_);
   return out;
 }
 
 std::vector<float> CaptureFile::summary_mass(std::int64_t step, int layer, int head) const {
   std::lock_guard<std::recursive_mutex> lock(h5::lock());
   step_tokens(step);
+  const int li = recorded_index(summary_.layout.layers, layer, "layer");
   const int hi = recorded_index(summary_.layout.heads, head, "head");
   if (!summary_.layout.covers) fail(name_, "covers were not recorded");
   const std::int64_t P = pages_at(pages(layer), step);
   std::vector<std::uint16_t> half(static_cast<std::size_t>(P));
-  h5::read(dataset(layer_path("decode", layer) + "/summary_mass"), h5::half_type(),
-           {static_cast<hsize_t>(step - 1), static_cast<hsize_t>(hi), 0}, {1, 1, static_cast<hsize_t>(P)}, half.data(), name_);
+  if (P > 0)
+    h5::read(dataset("decode/summary_mass"), h5::half_type(), {static_cast<hsize_t>(step - 1), static_cast<hsize_t>(li), static_cast<hsize_t>(hi), 0},
+             {1, 1, 1, static_cast<hsize_t>(P)}, half.data(), name_);
   std::vector<float> out(half.size());
   halves_to_floats(half.data(), out.data(), half.size());
   return out;
@@ -317,16 +333,15 @@ StepMetrics CaptureFile::metrics(std::int64_t step, int layer) const {
   std::lock_guard<std::recursive_mutex> lock(h5::lock());
   StepMetrics m;
   m.tokens = step_tokens(step);
-  recorded_index(summary_.layout.layers, layer, "layer");
-  const std::string base = layer_path("decode", layer);
+  const hsize_t li = static_cast<hsize_t>(recorded_index(summary_.layout.layers, layer, "layer"));
   const hsize_t s = static_cast<hsize_t>(step - 1), H = summary_.layout.heads.size();
-  h5::read(dataset(base + "/mode"), H5T_NATIVE_INT8, {s}, {1}, &m.mode, name_);
-  h5::read(dataset(base + "/paged_end"), H5T_NATIVE_INT64, {s}, {1}, &m.paged_end, name_);
-  h5::read(dataset(base + "/seconds"), H5T_NATIVE_DOUBLE, {s}, {1}, &m.seconds, name_);
+  h5::read(dataset("decode/mode"), H5T_NATIVE_INT8, {s, li}, {1, 1}, &m.mode, name_);
+  h5::read(dataset("decode/paged_end"), H5T_NATIVE_INT64, {s, li}, {1, 1}, &m.paged_end, name_);
+  h5::read(dataset("decode/seconds"), H5T_NATIVE_DOUBLE, {s, li}, {1, 1}, &m.seconds, name_);
   m.cover_size.resize(H);
-  h5::read(dataset(base + "/cover_size"), H5T_NATIVE_INT32, {s, 0}, {1, H}, m.cover_size.data(), name_);
+  h5::read(dataset("decode/cover_size"), H5T_NATIVE_INT32, {s, li, 0}, {1, 1, H}, m.cover_size.data(), name_);
   m.fidelity.resize(H * 4);
-  h5::read(dataset(base + "/fidelity"), H5T_NATIVE_FLOAT, {s, 0, 0}, {1, H, 4}, m.fidelity.data(), name_);
+  h5::read(dataset("decode/fidelity"), H5T_NATIVE_FLOAT, {s, li, 0, 0}, {1, 1, H, 4}, m.fidelity.data(), name_);
   return m;
 }
 
@@ -358,19 +373,19 @@ std::map<std::string, CaptureFile::PartSize> CaptureFile::storage() const {
     out[part].logical += n;
   };
   for (const char* t : {"id", "generated", "segment", "prob", "piece_end", "piece_bytes"}) add("tokens", std::string("tokens/") + t);
+  const std::uint64_t L = summary_.layout.layers.size();
+  std::uint64_t page_steps = 0;  // over layers and steps, the pages each step has
   for (const int layer : summary_.layout.layers) {
     for (const int level : summary_.layout.levels) add("maps", "prefill/" + layer_name(layer) + "/level_" + std::to_string(level));
-    const std::string d = layer_path("decode", layer);
     const auto layer_pages = pages(layer);
-    std::uint64_t page_steps = 0;
     for (std::int64_t st = 1; st <= summary_.complete_steps; ++st) page_steps += static_cast<std::uint64_t>(pages_at(layer_pages, st));
-    add("rows", d + "/effective", H * token_steps);
-    add("rows", d + "/dense", H * token_steps);
-    add("covers", d + "/cover", H * token_steps);
-    for (const char* t : {"page_state", "summary_mass"}) add("covers", d + "/" + t, H * page_steps);
-    for (const char* t : {"mode", "paged_end", "seconds", "cover_size", "fidelity"}) add("metrics", d + "/" + t);
     for (const char* t : {"start", "end", "created_step"}) add("pages", layer_path("pages", layer) + "/" + t);
   }
+  add("rows", "decode/effective", L * H * token_steps);
+  add("rows", "decode/dense", L * H * token_steps);
+  add("covers", "decode/cover", L * H * token_steps);
+  for (const char* t : {"page_state", "summary_mass"}) add("covers", std::string("decode/") + t, H * page_steps);
+  for (const char* t : {"mode", "paged_end", "seconds", "cover_size", "fidelity"}) add("metrics", std::string("decode/") + t);
   return out;
 }
 

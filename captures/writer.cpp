@@ -27,8 +27,15 @@ CaptureWriter::CaptureWriter(std::filesystem::path path) : path_(std::move(path)
 
 CaptureWriter::~CaptureWriter() {
   std::lock_guard<std::recursive_mutex> lock(h5::lock());
+  close_datasets();
   file_.reset();
+}
+
+void CaptureWriter::close_datasets() {
   layers_.clear();
+  for (h5::Handle* h : {&tok_id_, &tok_generated_, &tok_segment_, &tok_prob_, &tok_piece_end_, &tok_piece_bytes_, &step_tokens_, &complete_,
+                        &mode_, &paged_end_, &seconds_, &cover_size_, &fidelity_, &effective_, &dense_, &cover_, &page_state_, &summary_mass_})
+    h->reset();
 }
 
 void CaptureWriter::begin(const Manifest& m, const Layout& layout, const std::vector<Token>& prompt,
@@ -108,40 +115,41 @@ void CaptureWriter::begin(const Manifest& m, const Layout& layout, const std::ve
   const std::int64_t zero = 0;
   h5::write(complete_, H5T_NATIVE_INT64, {0}, {1}, &zero, name_);
 
+  const hsize_t L = layout.layers.size();
+  mode_ = h5::create_dataset(decode, "mode", H5T_STD_I8LE, {{0, L}, {kUnlimited, L}, {64, L}, plain}, name_);
+  paged_end_ = h5::create_dataset(decode, "paged_end", H5T_STD_I64LE, {{0, L}, {kUnlimited, L}, {64, L}, plain}, name_);
+  seconds_ = h5::create_dataset(decode, "seconds", H5T_IEEE_F64LE, {{0, L}, {kUnlimited, L}, {64, L}, plain}, name_);
+  cover_size_ = h5::create_dataset(decode, "cover_size", H5T_STD_I32LE, {{0, L, H}, {kUnlimited, L, H}, {16, L, H}, plain}, name_);
+  fidelity_ = h5::create_dataset(decode, "fidelity", H5T_IEEE_F32LE, {{0, L, H, 4}, {kUnlimited, L, H, 4}, {16, L, H, 4}, plain}, name_);
+  const hsize_t ct = static_cast<hsize_t>(token_chunk(layout)), cp = static_cast<hsize_t>(kPageChunk);
+  const std::vector<hsize_t> rows0{0, L, H, 0}, rows_max{kUnlimited, L, H, kUnlimited}, token_rows{1, 1, H, ct}, page_rows{1, 1, H, cp};
+  if (layout.rows) {
+    effective_ = h5::create_dataset(decode, "effective", h5::half_type(), {rows0, rows_max, token_rows, deflate}, name_);
+    // Written at steps where the dense shadow ran; other steps' chunks are never written.
+    dense_ = h5::create_dataset(decode, "dense", h5::half_type(), {rows0, rows_max, token_rows, deflate}, name_);
+  }
+  if (layout.covers) {
+    cover_ = h5::create_dataset(decode, "cover", H5T_STD_U8LE, {rows0, rows_max, token_rows, deflate}, name_);
+    page_state_ = h5::create_dataset(decode, "page_state", H5T_STD_U8LE, {rows0, rows_max, page_rows, deflate}, name_);
+    summary_mass_ = h5::create_dataset(decode, "summary_mass", h5::half_type(), {rows0, rows_max, page_rows, deflate}, name_);
+  }
   layers_.resize(layout.layers.size());
   for (std::size_t i = 0; i < layout.layers.size(); ++i) {
     const std::string lg = layer_group(layout.layers[i]);
-    LayerSets& L = layers_[i];
+    LayerSets& ls = layers_[i];
     if (!layout.levels.empty()) {
       h5::Handle g = h5::create_group(prefill, lg, name_);
       for (const int level : layout.levels) {
         const hsize_t s = static_cast<hsize_t>(level_size(layout.prompt_tokens, level));
         const hsize_t c = static_cast<hsize_t>(map_chunk(layout, static_cast<int>(i), level));
-        L.levels.push_back(h5::create_dataset(g, "level_" + std::to_string(level), h5::half_type(),
-                                              {{H, s, s}, {H, s, s}, {1, c, c}, deflate}, name_));
+        ls.levels.push_back(h5::create_dataset(g, "level_" + std::to_string(level), h5::half_type(),
+                                               {{H, s, s}, {H, s, s}, {1, c, c}, deflate}, name_));
       }
     }
-    h5::Handle g = h5::create_group(decode, lg, name_);
-    L.mode = h5::create_dataset(g, "mode", H5T_STD_I8LE, {{0}, {kUnlimited}, {64}, plain}, name_);
-    L.paged_end = h5::create_dataset(g, "paged_end", H5T_STD_I64LE, {{0}, {kUnlimited}, {64}, plain}, name_);
-    L.seconds = h5::create_dataset(g, "seconds", H5T_IEEE_F64LE, {{0}, {kUnlimited}, {64}, plain}, name_);
-    L.cover_size = h5::create_dataset(g, "cover_size", H5T_STD_I32LE, {{0, H}, {kUnlimited, H}, {16, H}, plain}, name_);
-    L.fidelity = h5::create_dataset(g, "fidelity", H5T_IEEE_F32LE, {{0, H, 4}, {kUnlimited, H, 4}, {16, H, 4}, plain}, name_);
-    const hsize_t ct = static_cast<hsize_t>(token_chunk(layout, static_cast<int>(i)));
-    if (layout.rows) {
-      L.effective = h5::create_dataset(g, "effective", h5::half_type(), {{0, H, 0}, {kUnlimited, H, kUnlimited}, {1, H, ct}, deflate}, name_);
-      // Written at steps where the dense shadow ran; other steps' chunks are never written.
-      L.dense = h5::create_dataset(g, "dense", h5::half_type(), {{0, H, 0}, {kUnlimited, H, kUnlimited}, {1, H, ct}, deflate}, name_);
-    }
-    if (layout.covers) {
-      L.cover = h5::create_dataset(g, "cover", H5T_STD_U8LE, {{0, H, 0}, {kUnlimited, H, kUnlimited}, {1, H, ct}, deflate}, name_);
-      L.page_state = h5::create_dataset(g, "page_state", H5T_STD_U8LE, {{0, H, 0}, {kUnlimited, H, kUnlimited}, {1, H, static_cast<hsize_t>(kPageChunk)}, deflate}, name_);
-      L.summary_mass = h5::create_dataset(g, "summary_mass", h5::half_type(), {{0, H, 0}, {kUnlimited, H, kUnlimited}, {1, H, static_cast<hsize_t>(kPageChunk)}, deflate}, name_);
-    }
     h5::Handle pg = h5::create_group(pages, lg, name_);
-    L.page_start = h5::create_dataset(pg, "start", H5T_STD_I64LE, {{0}, {kUnlimited}, {1024}, plain}, name_);
-    L.page_end = h5::create_dataset(pg, "end", H5T_STD_I64LE, {{0}, {kUnlimited}, {1024}, plain}, name_);
-    L.page_created = h5::create_dataset(pg, "created_step", H5T_STD_I64LE, {{0}, {kUnlimited}, {1024}, plain}, name_);
+    ls.page_start = h5::create_dataset(pg, "start", H5T_STD_I64LE, {{0}, {kUnlimited}, {1024}, plain}, name_);
+    ls.page_end = h5::create_dataset(pg, "end", H5T_STD_I64LE, {{0}, {kUnlimited}, {1024}, plain}, name_);
+    ls.page_created = h5::create_dataset(pg, "created_step", H5T_STD_I64LE, {{0}, {kUnlimited}, {1024}, plain}, name_);
   }
   append_tokens(prompt);
   // From here on only appends: SWMR keeps the file consistent on disk between flushes.
@@ -225,80 +233,96 @@ void CaptureWriter::step(const Step& s) {
   if (s.step != complete_steps_ + 1) fail(name_, "decode steps out of order");
   if (s.layers.size() != layers_.size()) fail(name_, "a step record without every recorded layer");
   append_tokens(s.new_tokens);
-  const hsize_t si = static_cast<hsize_t>(complete_steps_), H = layout_.heads.size(), T = static_cast<hsize_t>(s.tokens);
+  const hsize_t si = static_cast<hsize_t>(complete_steps_), L = layers_.size(), H = layout_.heads.size(), T = static_cast<hsize_t>(s.tokens);
   // Step axes grow ahead in blocks, token and page axes in whole chunks: few extent changes, so a
   // step's flush rewrites little metadata. finish() trims the step axes to the steps written.
   const bool more_steps = static_cast<std::int64_t>(si) + 1 > step_cap_;
   if (more_steps) step_cap_ = round_up(static_cast<std::int64_t>(si) + 1, kGrowSteps);
   const hsize_t S = static_cast<hsize_t>(step_cap_);
-  if (more_steps) h5::set_extent(step_tokens_, {S}, name_);
+  if (more_steps) {
+    h5::set_extent(step_tokens_, {S}, name_);
+    for (hid_t ds : {mode_.get(), paged_end_.get(), seconds_.get()}) h5::set_extent(ds, {S, L}, name_);
+    h5::set_extent(cover_size_, {S, L, H}, name_);
+    h5::set_extent(fidelity_, {S, L, H, 4}, name_);
+  }
   h5::write(step_tokens_, H5T_NATIVE_INT64, {si}, {1}, &s.tokens, name_);
-  for (std::size_t i = 0; i < layers_.size(); ++i) {
-    LayerSets& L = layers_[i];
+
+  // The per-layer scalars and metrics of the step, one write per quantity.
+  std::vector<std::int8_t> mode(L);
+  std::vector<std::int64_t> paged_end(L);
+  std::vector<double> seconds(L);
+  std::vector<std::int32_t> cover_size(L * H);
+  std::vector<float> fidelity(L * H * 4);
+  hsize_t P = 0;  // the most pages of any layer
+  for (std::size_t i = 0; i < L; ++i) {
     const LayerStep& ls = s.layers[i];
-    if (more_steps) {
-      h5::set_extent(L.mode, {S}, name_);
-      h5::set_extent(L.paged_end, {S}, name_);
-      h5::set_extent(L.seconds, {S}, name_);
-      h5::set_extent(L.cover_size, {S, H}, name_);
-      h5::set_extent(L.fidelity, {S, H, 4}, name_);
-    }
-    h5::write(L.mode, H5T_NATIVE_INT8, {si}, {1}, &ls.mode, name_);
-    h5::write(L.paged_end, H5T_NATIVE_INT64, {si}, {1}, &ls.paged_end, name_);
-    h5::write(L.seconds, H5T_NATIVE_DOUBLE, {si}, {1}, &ls.seconds, name_);
-    h5::write(L.cover_size, H5T_NATIVE_INT32, {si, 0}, {1, H}, ls.cover_size.data(), name_);
-    h5::write(L.fidelity, H5T_NATIVE_FLOAT, {si, 0, 0}, {1, H, 4}, ls.fidelity.data(), name_);
-    const std::int64_t ct = token_chunk(layout_, static_cast<int>(i));
-    const bool more_tokens = more_steps || s.tokens > L.token_extent;
-    if (s.tokens > L.token_extent) L.token_extent = round_up(s.tokens, ct);
-    const hsize_t TE = static_cast<hsize_t>(L.token_extent);
+    if (ls.cover_size.size() != H || ls.fidelity.size() != H * 4) fail(name_, "a step record with the wrong number of heads");
+    mode[i] = ls.mode;
+    paged_end[i] = ls.paged_end;
+    seconds[i] = ls.seconds;
+    std::copy(ls.cover_size.begin(), ls.cover_size.end(), cover_size.begin() + static_cast<std::ptrdiff_t>(i * H));
+    std::copy(ls.fidelity.begin(), ls.fidelity.end(), fidelity.begin() + static_cast<std::ptrdiff_t>(i * H * 4));
+    P = std::max<hsize_t>(P, ls.page_state.size() / std::max<hsize_t>(H, 1));
+  }
+  h5::write(mode_, H5T_NATIVE_INT8, {si, 0}, {1, L}, mode.data(), name_);
+  h5::write(paged_end_, H5T_NATIVE_INT64, {si, 0}, {1, L}, paged_end.data(), name_);
+  h5::write(seconds_, H5T_NATIVE_DOUBLE, {si, 0}, {1, L}, seconds.data(), name_);
+  h5::write(cover_size_, H5T_NATIVE_INT32, {si, 0, 0}, {1, L, H}, cover_size.data(), name_);
+  h5::write(fidelity_, H5T_NATIVE_FLOAT, {si, 0, 0, 0}, {1, L, H, 4}, fidelity.data(), name_);
+
+  const std::int64_t ct = token_chunk(layout_);
+  const bool more_tokens = more_steps || s.tokens > token_extent_;
+  if (s.tokens > token_extent_) token_extent_ = round_up(s.tokens, ct);
+  const bool more_pages = more_steps || static_cast<std::int64_t>(P) > page_extent_;
+  if (static_cast<std::int64_t>(P) > page_extent_) page_extent_ = round_up(static_cast<std::int64_t>(P), kPageChunk);
+  const hsize_t TE = static_cast<hsize_t>(token_extent_), PE = static_cast<hsize_t>(page_extent_);
+  if (more_tokens)
+    for (hid_t ds : {effective_.get(), dense_.get(), cover_.get()})
+      if (ds >= 0) h5::set_extent(ds, {S, L, H, TE}, name_);
+  if (more_pages)
+    for (hid_t ds : {page_state_.get(), summary_mass_.get()})
+      if (ds >= 0) h5::set_extent(ds, {S, L, H, PE}, name_);
+
+  for (std::size_t i = 0; i < L; ++i) {
+    const LayerStep& ls = s.layers[i];
+    const hsize_t li = i;
     if (layout_.rows) {
-      if (more_tokens) {
-        h5::set_extent(L.effective, {S, H, TE}, name_);
-        h5::set_extent(L.dense, {S, H, TE}, name_);
-      }
       if (ls.chunks.encoded) {
-        write_chunks(L.effective, si, ct, ls.chunks.effective);
-        write_chunks(L.dense, si, ct, ls.chunks.dense);
+        write_chunks(effective_, si, li, ct, ls.chunks.effective);
+        write_chunks(dense_, si, li, ct, ls.chunks.dense);
       } else {
-        h5::write(L.effective, h5::half_type(), {si, 0, 0}, {1, H, T}, ls.effective.data(), name_);
-        if (!ls.dense.empty()) h5::write(L.dense, h5::half_type(), {si, 0, 0}, {1, H, T}, ls.dense.data(), name_);
+        h5::write(effective_, h5::half_type(), {si, li, 0, 0}, {1, 1, H, T}, ls.effective.data(), name_);
+        if (!ls.dense.empty()) h5::write(dense_, h5::half_type(), {si, li, 0, 0}, {1, 1, H, T}, ls.dense.data(), name_);
       }
     }
     if (layout_.covers) {
-      if (more_tokens) h5::set_extent(L.cover, {S, H, TE}, name_);
-      if (ls.chunks.encoded)
-        write_chunks(L.cover, si, ct, ls.chunks.cover);
-      else
-        h5::write(L.cover, H5T_NATIVE_UINT8, {si, 0, 0}, {1, H, T}, ls.cover.data(), name_);
-      const hsize_t P = ls.page_state.size() / std::max<hsize_t>(H, 1);
-      const bool more_pages = more_steps || static_cast<std::int64_t>(P) > L.page_extent;
-      if (static_cast<std::int64_t>(P) > L.page_extent) L.page_extent = round_up(static_cast<std::int64_t>(P), kPageChunk);
-      if (more_pages) {
-        h5::set_extent(L.page_state, {S, H, static_cast<hsize_t>(L.page_extent)}, name_);
-        h5::set_extent(L.summary_mass, {S, H, static_cast<hsize_t>(L.page_extent)}, name_);
-      }
+      const hsize_t Pi = ls.page_state.size() / std::max<hsize_t>(H, 1);
       if (ls.chunks.encoded) {
-        write_chunks(L.page_state, si, kPageChunk, ls.chunks.page_state);
-        write_chunks(L.summary_mass, si, kPageChunk, ls.chunks.summary_mass);
+        write_chunks(cover_, si, li, ct, ls.chunks.cover);
+        write_chunks(page_state_, si, li, kPageChunk, ls.chunks.page_state);
+        write_chunks(summary_mass_, si, li, kPageChunk, ls.chunks.summary_mass);
       } else {
-        h5::write(L.page_state, H5T_NATIVE_UINT8, {si, 0, 0}, {1, H, P}, ls.page_state.data(), name_);
-        h5::write(L.summary_mass, h5::half_type(), {si, 0, 0}, {1, H, P}, ls.summary_mass.data(), name_);
+        h5::write(cover_, H5T_NATIVE_UINT8, {si, li, 0, 0}, {1, 1, H, T}, ls.cover.data(), name_);
+        if (Pi) {
+          h5::write(page_state_, H5T_NATIVE_UINT8, {si, li, 0, 0}, {1, 1, H, Pi}, ls.page_state.data(), name_);
+          h5::write(summary_mass_, h5::half_type(), {si, li, 0, 0}, {1, 1, H, Pi}, ls.summary_mass.data(), name_);
+        }
       }
     }
     if (!ls.new_pages.empty()) {
-      const hsize_t p0 = static_cast<hsize_t>(L.pages), np = ls.new_pages.size();
+      LayerSets& Ls = layers_[i];
+      const hsize_t p0 = static_cast<hsize_t>(Ls.pages), np = ls.new_pages.size();
       std::vector<std::int64_t> a, b, c;
       for (const PageInfo& p : ls.new_pages) {
         a.push_back(p.start);
         b.push_back(p.end);
         c.push_back(p.created_step);
       }
-      for (hid_t ds : {L.page_start.get(), L.page_end.get(), L.page_created.get()}) h5::set_extent(ds, {p0 + np}, name_);
-      h5::write(L.page_start, H5T_NATIVE_INT64, {p0}, {np}, a.data(), name_);
-      h5::write(L.page_end, H5T_NATIVE_INT64, {p0}, {np}, b.data(), name_);
-      h5::write(L.page_created, H5T_NATIVE_INT64, {p0}, {np}, c.data(), name_);
-      L.pages += static_cast<std::int64_t>(np);
+      for (hid_t ds : {Ls.page_start.get(), Ls.page_end.get(), Ls.page_created.get()}) h5::set_extent(ds, {p0 + np}, name_);
+      h5::write(Ls.page_start, H5T_NATIVE_INT64, {p0}, {np}, a.data(), name_);
+      h5::write(Ls.page_end, H5T_NATIVE_INT64, {p0}, {np}, b.data(), name_);
+      h5::write(Ls.page_created, H5T_NATIVE_INT64, {p0}, {np}, c.data(), name_);
+      Ls.pages += static_cast<std::int64_t>(np);
     }
   }
   // The step's data reaches the disk before the counter that makes it visible.
@@ -308,9 +332,10 @@ void CaptureWriter::step(const Step& s) {
   flush();
 }
 
-void CaptureWriter::write_chunks(hid_t dataset, hsize_t step, std::int64_t width, const std::vector<std::vector<std::uint8_t>>& chunks) {
+void CaptureWriter::write_chunks(hid_t dataset, hsize_t step, hsize_t layer, std::int64_t width,
+                                 const std::vector<std::vector<std::uint8_t>>& chunks) {
   for (std::size_t k = 0; k < chunks.size(); ++k) {
-    const hsize_t offset[3] = {step, 0, static_cast<hsize_t>(k) * static_cast<hsize_t>(width)};
+    const hsize_t offset[4] = {step, layer, 0, static_cast<hsize_t>(k) * static_cast<hsize_t>(width)};
     h5::check_status(H5Dwrite_chunk(dataset, H5P_DEFAULT, 0, offset, chunks[k].size(), chunks[k].data()), name_,
                      "cannot write a step chunk");
   }
@@ -321,23 +346,20 @@ void CaptureWriter::finish(const std::vector<Token>& trailing) {
   if (finished_) return;
   append_tokens(trailing);
   // Trim the axes grown ahead to what was written.
-  const hsize_t S = static_cast<hsize_t>(complete_steps_), H = layout_.heads.size();
+  const hsize_t S = static_cast<hsize_t>(complete_steps_), L = layers_.size(), H = layout_.heads.size();
   h5::set_extent(step_tokens_, {S}, name_);
-  for (LayerSets& L : layers_) {
-    for (hid_t ds : {L.mode.get(), L.paged_end.get(), L.seconds.get()}) h5::set_extent(ds, {S}, name_);
-    h5::set_extent(L.cover_size, {S, H}, name_);
-    h5::set_extent(L.fidelity, {S, H, 4}, name_);
-    for (hid_t ds : {L.effective.get(), L.dense.get(), L.cover.get()})
-      if (ds >= 0) h5::set_extent(ds, {S, H, static_cast<hsize_t>(L.token_extent)}, name_);
-    for (hid_t ds : {L.page_state.get(), L.summary_mass.get()})
-      if (ds >= 0) h5::set_extent(ds, {S, H, static_cast<hsize_t>(L.page_extent)}, name_);
-  }
+  for (hid_t ds : {mode_.get(), paged_end_.get(), seconds_.get()}) h5::set_extent(ds, {S, L}, name_);
+  h5::set_extent(cover_size_, {S, L, H}, name_);
+  h5::set_extent(fidelity_, {S, L, H, 4}, name_);
+  for (hid_t ds : {effective_.get(), dense_.get(), cover_.get()})
+    if (ds >= 0) h5::set_extent(ds, {S, L, H, static_cast<hsize_t>(token_extent_)}, name_);
+  for (hid_t ds : {page_state_.get(), summary_mass_.get()})
+    if (ds >= 0) h5::set_extent(ds, {S, L, H, static_cast<hsize_t>(page_extent_)}, name_);
   for (hid_t ds : {tok_id_.get(), tok_generated_.get(), tok_segment_.get(), tok_prob_.get(), tok_piece_end_.get()})
     h5::set_extent(ds, {static_cast<hsize_t>(tokens_)}, name_);
   h5::set_extent(tok_piece_bytes_, {static_cast<hsize_t>(piece_bytes_)}, name_);
   flush();
-  layers_.clear();
-  for (h5::Handle* h : {&tok_id_, &tok_generated_, &tok_segment_, &tok_prob_, &tok_piece_end_, &tok_piece_bytes_, &step_tokens_, &complete_}) h->reset();
+  close_datasets();
   file_.reset();
   // Out of single-writer mode: mark the run as finished.
   h5::Handle f(h5::check(H5Fopen(name_.c_str(), H5F_ACC_RDWR, H5P_DEFAULT), name_, "cannot reopen the capture to finish it"));

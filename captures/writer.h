@@ -33,17 +33,15 @@ class CaptureWriter final : public CaptureSink {
 
  private:
   struct LayerSets {
-    h5::Handle mode, paged_end, seconds, cover_size, fidelity, effective, dense, cover, page_state, summary_mass;
     h5::Handle page_start, page_end, page_created;
     std::vector<h5::Handle> levels;  // per stored level
     std::int64_t pages = 0;          // rows of the page table
-    std::int64_t page_extent = 0;    // page axis of page_state / summary_mass
-    std::int64_t token_extent = 0;   // token axis of effective / cover
   };
   void append_tokens(const std::vector<Token>& tokens);
-  // Encoded chunks 0, 1, ... of row `step` of a [S, H, width * k] dataset.
-  void write_chunks(hid_t dataset, hsize_t step, std::int64_t width, const std::vector<std::vector<std::uint8_t>>& chunks);
+  // Encoded chunks 0, 1, ... of row (`step`, `layer`) of a [S, L, H, width * k] dataset.
+  void write_chunks(hid_t dataset, hsize_t step, hsize_t layer, std::int64_t width, const std::vector<std::vector<std::uint8_t>>& chunks);
   void flush();
+  void close_datasets();  // every handle but the file's
 
   std::filesystem::path path_;
   std::string name_;  // for messages
@@ -51,6 +49,11 @@ class CaptureWriter final : public CaptureSink {
   Layout layout_;
   h5::Handle tok_id_, tok_generated_, tok_segment_, tok_prob_, tok_piece_end_, tok_piece_bytes_;
   h5::Handle step_tokens_, complete_;
+  // Per-step arrays of every recorded layer: [S, L] scalars, [S, L, H] and [S, L, H, 4] metrics,
+  // [S, L, H, tokens or pages] rows. One dataset per quantity keeps a step's flush small.
+  h5::Handle mode_, paged_end_, seconds_, cover_size_, fidelity_, effective_, dense_, cover_, page_state_, summary_mass_;
+  std::int64_t page_extent_ = 0;   // page axis of page_state / summary_mass
+  std::int64_t token_extent_ = 0;  // token axis of effective / dense / cover
   std::vector<LayerSets> layers_;
   std::int64_t tokens_ = 0, piece_bytes_ = 0;
   std::int64_t token_cap_ = 0, piece_cap_ = 0, step_cap_ = 0;  // extents allocated ahead (trimmed by finish)

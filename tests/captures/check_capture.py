@@ -45,6 +45,28 @@ def doc_example():
     return scope["read_capture"]
 
 
+class LayerRows:
+    """One recorded layer's slice of the /decode arrays ([S, L, ...]): rows["effective"][s, :, :T]
+    reads /decode/effective[s, li, :, :T]."""
+
+    def __init__(self, decode, li):
+        self.decode, self.li = decode, li
+
+    def __contains__(self, part):
+        return part in self.decode
+
+    def __getitem__(self, part):
+        return LayerRows.Part(self.decode[part], self.li)
+
+    class Part:
+        def __init__(self, ds, li):
+            self.ds, self.li, self.dtype = ds, li, ds.dtype
+
+        def __getitem__(self, index):
+            index = index if isinstance(index, tuple) else (index,)
+            return self.ds[(index[0], self.li) + index[1:]]
+
+
 def maxpool(a):
     h, r, c = a.shape
     pad = np.zeros((h, r + r % 2, c + c % 2), dtype=a.dtype)
@@ -97,7 +119,15 @@ def main():
     step_T = f["decode/tokens"][:steps]
     check(list(step_T) == [n + s + 1 for s in range(steps)], "decode/tokens is not prompt + step")
 
-    for layer in layers:
+    dec = f["decode"]
+    L, H = len(layers), len(heads)
+    for part, rank in (("mode", 2), ("paged_end", 2), ("seconds", 2), ("cover_size", 3), ("fidelity", 4),
+                       ("effective", 4), ("dense", 4), ("cover", 4), ("page_state", 4), ("summary_mass", 4)):
+        if part in dec:
+            d = dec[part]
+            check(len(d.shape) == rank and d.shape[0] >= steps and d.shape[1] == L and (rank == 2 or d.shape[2] == H),
+                  "decode/%s shape %s: want [steps, %d layers, %d heads, ...]" % (part, d.shape, L, H))
+    for li, layer in enumerate(layers):
         lg = "layer_%02d" % layer
         prev = None
         for k in levels:
@@ -112,7 +142,7 @@ def main():
             if prev is not None and prev[0] == k - 1:
                 check(np.array_equal(maxpool(prev[1]), m), "%s: level %d is not the max-pool of level %d" % (lg, k, k - 1))
             prev = (k, m)
-        dd = f["decode/" + lg]
+        dd = LayerRows(dec, li)
         mode = dd["mode"][:steps]
         paged_end = dd["paged_end"][:steps]
         check(dd["fidelity"].dtype == np.float32 and dd["cover_size"].dtype == np.int32, "%s metric dtypes" % lg)
@@ -173,7 +203,7 @@ def compare_hf(f, model_path, layers, heads, levels, n, steps, ids, prob):
     with torch.no_grad():
         out = model(torch.tensor(ids[:total], dtype=torch.long)[None], output_attentions=True)
     worst = 0.0
-    for layer in layers:
+    for li, layer in enumerate(layers):
         lg = "layer_%02d" % layer
         att = out.attentions[layer][0].numpy()  # [heads, total, total]
         if 0 in levels:
@@ -182,7 +212,7 @@ def compare_hf(f, model_path, layers, heads, levels, n, steps, ids, prob):
             err = float(np.abs(mine - ref).max())
             worst = max(worst, err)
             check(err < 2e-3, "%s: prefill map differs from transformers by %.2e" % (lg, err))
-        dd = f["decode/" + lg]
+        dd = LayerRows(f["decode"], li)
         if "effective" not in dd:
             continue
         mode = dd["mode"][:steps]

@@ -358,17 +358,22 @@ TEST(CaptureFile, EncodedStepRowsSpanTokenChunks) {
 }
 
 // Told the run's length, the writer keeps each step row in one chunk: the chunk spans the most
-// tokens the run reaches (in whole pages, at most 4,096), and the rows still read back exactly.
+// tokens the run reaches (in whole pages of every recorded layer, at most 4,096), and the rows
+// still read back exactly.
 TEST(CaptureFile, StepRowsOfAKnownRunLengthAreOneChunk) {
   Layout l;
-  l.page_size = {16, 7};
+  l.page_size = {16};
   l.max_tokens = 1089;
-  EXPECT_EQ(token_chunk(l, 0), 1104);  // 69 pages of 16
-  EXPECT_EQ(token_chunk(l, 1), 1092);  // 156 pages of 7
+  EXPECT_EQ(token_chunk(l), 1104);  // 69 pages of 16
+  l.page_size = {16, 7};
+  EXPECT_EQ(token_chunk(l), 1120);  // 10 x 112: pages of 16 and of 7 both end on its boundaries
+  l.page_size = {16};
   l.max_tokens = 50000;
-  EXPECT_EQ(token_chunk(l, 0), 4096);
+  EXPECT_EQ(token_chunk(l), 4096);
   l.max_tokens = 0;
-  EXPECT_EQ(token_chunk(l, 0), 1024);
+  EXPECT_EQ(token_chunk(l), 1024);
+  l.page_size = {4093, 4091};  // no common multiple up to 4,096 tokens: no alignment
+  EXPECT_EQ(token_chunk(l), 1024);
 
   Synthetic s = make_synthetic(1030, 3, 14);
   align_pages(s);
@@ -379,16 +384,17 @@ TEST(CaptureFile, StepRowsOfAKnownRunLengthAreOneChunk) {
   const auto f = CaptureFile::open(file);
   expect_same(*f, s, bands, 3, true);
   for (int i = 0; i < 2; ++i) {
-    const std::string name = i == 0 ? "/decode/layer_03/effective" : "/decode/layer_03/cover";
+    const std::string name = i == 0 ? "/decode/effective" : "/decode/cover";
     const hid_t h5 = H5Fopen(file.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
     ASSERT_GE(h5, 0);
     const hid_t ds = H5Dopen2(h5, name.c_str(), H5P_DEFAULT);
     ASSERT_GE(ds, 0) << name;
     const hid_t dcpl = H5Dget_create_plist(ds);
-    hsize_t chunk[3] = {};
-    ASSERT_EQ(H5Pget_chunk(dcpl, 3, chunk), 3);
-    EXPECT_EQ(chunk[2], static_cast<hsize_t>(token_chunk(s.layout, 1))) << name;  // layer 3 is the second recorded
-    EXPECT_GE(chunk[2], 1033u) << name;  // the longest row (T = 1030 + 3) fits one chunk
+    hsize_t chunk[4] = {};
+    ASSERT_EQ(H5Pget_chunk(dcpl, 4, chunk), 4);
+    const hsize_t want[4] = {1, 1, s.layout.heads.size(), static_cast<hsize_t>(token_chunk(s.layout))};
+    for (int k = 0; k < 4; ++k) EXPECT_EQ(chunk[k], want[k]) << name << " axis " << k;  // one step, layer and row
+    EXPECT_GE(chunk[3], 1033u) << name;  // the longest row (T = 1030 + 3) fits one chunk
     H5Pclose(dcpl);
     H5Dclose(ds);
     H5Fclose(h5);
