@@ -125,6 +125,9 @@ std::unique_ptr<CaptureFile> CaptureFile::open(const std::filesystem::path& path
     if (!h5::exists(file, f->layer_path("pages", layer)))
       fail(name, "damaged capture: missing group '/" + f->layer_path("pages", layer) + "'");
   // The per-step arrays: a layer axis over the recorded layers, then (for most) the heads.
+  if (!h5::exists(file, "decode/mode") && !s.layout.layers.empty() && h5::exists(file, f->layer_path("decode", s.layout.layers[0])))
+    fail(name, "written by an earlier build, with one /decode group per layer; this build reads the per-step arrays of all "
+               "layers in /decode (docs/capture-format.md): record the run again");
   const hsize_t L = s.layout.layers.size(), H = s.layout.heads.size();
   std::vector<std::pair<std::string, std::size_t>> per_step = {{"mode", 2}, {"paged_end", 2}, {"seconds", 2}, {"cover_size", 3}, {"fidelity", 4}};
   if (s.layout.rows) per_step.push_back({"effective", 4});

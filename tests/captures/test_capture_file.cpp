@@ -9,6 +9,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <random>
 #include <thread>
 
@@ -555,6 +556,33 @@ TEST(CaptureFile, BadFilesGiveClearErrors) {
     }
     EXPECT_NE(err.find(cut.string()), std::string::npos) << "truncated to " << keep << ": " << err;
   }
+
+  // Per-step arrays missing or of the wrong shape; and the earlier layout, one /decode group per layer.
+  const auto edited = [&](const std::string& file, const std::function<void(hid_t)>& edit) {
+    const fs::path p = dir / file;
+    fs::copy_file(good, p, fs::copy_options::overwrite_existing);
+    const hid_t f = H5Fopen(p.c_str(), H5F_ACC_RDWR, H5P_DEFAULT);
+    EXPECT_GE(f, 0);
+    edit(f);
+    H5Fclose(f);
+    return open_error(p);
+  };
+  EXPECT_NE(edited("no_cover.h5", [](hid_t f) { H5Ldelete(f, "decode/cover", H5P_DEFAULT); }).find("missing dataset '/decode/cover'"),
+            std::string::npos);
+  const std::string shape = edited("short_layers.h5", [](hid_t f) {
+    H5Ldelete(f, "decode/mode", H5P_DEFAULT);
+    const hsize_t dims[2] = {3, 1};  // one layer where two are recorded
+    const hid_t space = H5Screate_simple(2, dims, nullptr);
+    H5Dclose(H5Dcreate2(f, "decode/mode", H5T_STD_I8LE, space, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT));
+    H5Sclose(space);
+  });
+  EXPECT_NE(shape.find("'/decode/mode' does not have the recorded layers and heads"), std::string::npos) << shape;
+  const std::string old = edited("per_layer.h5", [](hid_t f) {
+    for (const char* part : {"mode", "paged_end", "seconds", "cover_size", "fidelity", "effective", "dense", "cover", "page_state", "summary_mass"})
+      H5Ldelete(f, (std::string("decode/") + part).c_str(), H5P_DEFAULT);
+    for (const char* group : {"decode/layer_01", "decode/layer_03"}) H5Gclose(H5Gcreate2(f, group, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT));
+  });
+  EXPECT_NE(old.find("written by an earlier build, with one /decode group per layer"), std::string::npos) << old;
 }
 
 TEST(RecordSpec, ParsesAndRejects) {
