@@ -215,6 +215,7 @@ std::uint64_t estimate_bytes(const Layout& layout, std::int64_t steps) {
   const std::uint64_t H = layout.heads.size();
   const std::int64_t n = layout.prompt_tokens, S = std::max<std::int64_t>(steps, 0);
   const auto up = [](std::int64_t v, std::int64_t m) { return static_cast<std::uint64_t>((v + m - 1) / m * m); };
+  const std::int64_t ct = token_chunk(layout);
   std::uint64_t bytes = 0;
   for (std::size_t i = 0; i < layout.layers.size(); ++i) {
     const int li = static_cast<int>(i);
@@ -223,7 +224,7 @@ std::uint64_t estimate_bytes(const Layout& layout, std::int64_t steps) {
       const std::uint64_t R = static_cast<std::uint64_t>((size + c - 1) / c);
       bytes += H * (R * (R + 1) / 2) * static_cast<std::uint64_t>(c * c) * 2;
     }
-    const std::int64_t ct = token_chunk(layout), page = std::max<std::int64_t>(1, layout.page_size.at(i));
+    const std::int64_t page = std::max<std::int64_t>(1, layout.page_size.at(i));
     for (std::int64_t st = 1; st <= S; ++st) {
       const std::int64_t T = n + st;
       if (layout.rows) bytes += H * up(T, ct) * 2;                                  // effective (dense-shadow rows not counted)

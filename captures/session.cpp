@@ -149,13 +149,13 @@ void CaptureSession::step(Step step) {
   if (encode_) {
     const std::int64_t H = static_cast<std::int64_t>(layout_.heads.size());
     constexpr std::int64_t kParts = 5;  // effective, dense, cover, page_state, summary_mass
-    const std::int64_t n = static_cast<std::int64_t>(step.layers.size()) * kParts;
+    const std::int64_t n = static_cast<std::int64_t>(step.layers.size()) * kParts, ct = token_chunk(layout_);
     parallel_(n, [&](std::int64_t begin, std::int64_t end) {
       for (std::int64_t t = begin; t < end; ++t) {
         const std::size_t i = static_cast<std::size_t>(t / kParts);
         LayerStep& ls = step.layers[i];
         LayerStep::Chunks& c = ls.chunks;
-        const std::int64_t ct = token_chunk(layout_), T = step.tokens;
+        const std::int64_t T = step.tokens;
         const std::int64_t P = H ? static_cast<std::int64_t>(ls.page_state.size()) / H : 0;
         const int level = layout_.deflate;
         switch (t % kParts) {
