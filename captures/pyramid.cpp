@@ -53,10 +53,7 @@ PyramidBuilder::PyramidBuilder(int heads, std::int64_t n, std::vector<int> store
     Level& L = levels_[k];
     L.size = level_size(n, k);
     L.stored = std::find(stored.begin(), stored.end(), k) != stored.end();
-    if (L.stored) {
-      L.band = std::max<std::int64_t>(1, std::min(band_rows(k), L.size));
-      L.band_buf.assign(static_cast<std::size_t>(heads_ * L.band * L.size), 0);
-    }
+    if (L.stored) L.band = std::max<std::int64_t>(1, std::min(band_rows(k), L.size));
     if (k < top_) L.carry.assign(static_cast<std::size_t>(heads_ * L.size), 0);
   }
 }
@@ -104,6 +101,7 @@ void PyramidBuilder::push(int k, std::int64_t m, const std::uint16_t* data) {
         continue;
       }
       const std::int64_t take = std::min(m - done, L.band - L.band_fill);
+      L.band_buf.resize(static_cast<std::size_t>(heads_ * L.band * L.size));  // only for bands split across calls
       for_heads([&](int h) { std::copy_n(data + (h * m + done) * S, take * S, L.band_buf.data() + (h * L.band + L.band_fill) * S); });
       L.band_fill += take;
       done += take;
@@ -152,8 +150,10 @@ void PyramidBuilder::push(int k, std::int64_t m, const std::uint16_t* data) {
 
 void PyramidBuilder::finish() {
   if (next_row_ != n_) fail("pyramid", "finish before all rows arrived");
-  for (int k = 0; k <= top_; ++k)
+  for (int k = 0; k <= top_; ++k) {
     if (levels_[k].stored) flush_band(k);
+    for (std::vector<std::uint16_t>* v : {&levels_[k].band_buf, &levels_[k].carry, &levels_[k].next}) std::vector<std::uint16_t>().swap(*v);
+  }
 }
 
 }  // namespace luka::capture
