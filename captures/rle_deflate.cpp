@@ -10,13 +10,17 @@
 #if defined(__SSE2__)
 #include <emmintrin.h>
 #endif
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
 
 namespace luka::capture {
 namespace {
 
 constexpr std::size_t kMaxBlock = std::size_t{1} << 16;  // input bytes per block
 constexpr std::size_t kMaxStored = 65535;                 // bytes per stored block (RFC 1951 §3.2.4)
-constexpr int kMaxBits = 15;                              // literal/length and distance codes
+constexpr int kMaxBits = 15;                              // code lengths in deflate
+constexpr int kMaxLiteralBits = 14;                       // ours for literal/length codes: four fit one 56-bit write
 constexpr int kMaxCodeLengthBits = 7;                     // the code-length code
 constexpr int kEndOfBlock = 256;
 constexpr int kLitLenSymbols = 286;
@@ -48,27 +52,28 @@ const std::array<LengthCode, 259>& length_codes() {
   return table;
 }
 
-// Depths of a Huffman tree for the used symbols of `freq` (two-queue construction over the
-// leaves sorted by frequency); returns the largest depth and sets `used` to the number of used
-// symbols. A single used symbol gets depth 1.
-int huffman_depths(const std::uint32_t* freq, int n, std::uint8_t* depth, int& used) {
+// Code lengths of a prefix code for `freq` no longer than `max_bits`: Huffman's code (a
+// two-queue construction over the used symbols sorted by frequency), and where that is deeper,
+// lengths capped at max_bits with the code made complete again by lengthening the longest codes
+// that still fit (the least frequent symbols keep the longest codes). A single used symbol is
+// paired with an unused one so that every code is complete.
+void code_lengths(const std::uint32_t* freq, int n, int max_bits, std::uint8_t* lengths) {
   // The used symbols sorted by (frequency, symbol), as one 64-bit key each.
   std::array<std::uint64_t, kLitLenSymbols> keys;
   int m = 0;
   for (int s = 0; s < n; ++s) {  // without a branch: an unused symbol's key is overwritten by the next
-    depth[s] = 0;
+    lengths[s] = 0;
     keys[static_cast<std::size_t>(m)] = std::uint64_t{freq[s]} << 16 | static_cast<std::uint64_t>(s);
     m += freq[s] != 0;
   }
-  used = m;
-  if (m == 0) return 0;
+  if (m == 0) return;
   if (m == 1) {
-    depth[keys[0] & 0xffff] = 1;
-    return 1;
+    const int s = static_cast<int>(keys[0] & 0xffff);
+    lengths[s] = 1;
+    lengths[s == 0 ? 1 : 0] = 1;
+    return;
   }
   std::sort(keys.begin(), keys.begin() + m);
-  std::array<std::uint16_t, kLitLenSymbols> leaves;
-  for (int i = 0; i < m; ++i) leaves[static_cast<std::size_t>(i)] = static_cast<std::uint16_t>(keys[static_cast<std::size_t>(i)] & 0xffff);
   // Nodes 0..m-1 are the sorted leaves, m..2m-2 the internal nodes in creation order (their
   // weights never decrease, so the two smallest are always at the fronts of the two queues).
   std::array<std::uint64_t, 2 * kLitLenSymbols> weight;  // nodes 0 .. 2m-2 are all written
@@ -85,29 +90,38 @@ int huffman_depths(const std::uint32_t* freq, int n, std::uint8_t* depth, int& u
     weight[static_cast<std::size_t>(k)] = weight[static_cast<std::size_t>(a)] + weight[static_cast<std::size_t>(b)];
     parent[static_cast<std::size_t>(a)] = parent[static_cast<std::size_t>(b)] = static_cast<std::uint16_t>(k);
   }
+  // Depths from the root down; leaves counted per depth (capped at max_bits).
   std::array<std::uint16_t, 2 * kLitLenSymbols> d{};
-  int deepest = 0;
+  int count[kMaxBits + 1] = {};
+  bool capped = false;
   for (int k = 2 * m - 3; k >= 0; --k) {
     d[static_cast<std::size_t>(k)] = static_cast<std::uint16_t>(d[parent[static_cast<std::size_t>(k)]] + 1);
     if (k < m) {
-      depth[leaves[static_cast<std::size_t>(k)]] = static_cast<std::uint8_t>(d[static_cast<std::size_t>(k)]);
-      deepest = std::max(deepest, static_cast<int>(d[static_cast<std::size_t>(k)]));
+      const int depth = d[static_cast<std::size_t>(k)];
+      capped |= depth > max_bits;
+      ++count[std::min(depth, max_bits)];
     }
   }
-  return deepest;
-}
-
-// Code lengths of a prefix code for `freq` no longer than `max_bits`: Huffman's, with the
-// frequencies flattened (halved, kept non-zero) until the tree fits. A single used symbol is
-// paired with an unused one so that every code is complete.
-void code_lengths(const std::uint32_t* freq, int n, int max_bits, std::uint8_t* lengths) {
-  std::array<std::uint32_t, kLitLenSymbols> f{};
-  std::copy(freq, freq + n, f.begin());
-  int used = 0;
-  while (huffman_depths(f.data(), n, lengths, used) > max_bits)
-    for (int s = 0; s < n; ++s)
-      if (f[static_cast<std::size_t>(s)]) f[static_cast<std::size_t>(s)] = (f[static_cast<std::size_t>(s)] + 1) / 2;
-  if (used == 1) lengths[lengths[0] ? 1 : 0] = 1;
+  if (capped) {
+    // Capping made the Kraft sum exceed 1. Each step lowers it by one unit of 2^-max_bits and
+    // keeps the leaf count: a leaf leaves length max_bits, and the longest shorter code becomes
+    // two codes one bit longer.
+    std::uint64_t kraft = 0;  // in units of 2^-max_bits
+    for (int len = 1; len <= max_bits; ++len) kraft += static_cast<std::uint64_t>(count[len]) << (max_bits - len);
+    while (kraft > (std::uint64_t{1} << max_bits)) {
+      --count[max_bits];
+      for (int len = max_bits - 1; len > 0; --len)
+        if (count[len]) {
+          --count[len];
+          count[len + 1] += 2;
+          break;
+        }
+      --kraft;
+    }
+  }
+  // The least frequent leaves (first in sorted order) take the longest lengths.
+  for (int len = max_bits, i = 0; len >= 1; --len)
+    for (int c = 0; c < count[len]; ++c, ++i) lengths[keys[static_cast<std::size_t>(i)] & 0xffff] = static_cast<std::uint8_t>(len);
 }
 
 constexpr std::array<std::uint8_t, 256> kReversedByte = [] {
@@ -176,6 +190,58 @@ class BitWriter {
   std::uint64_t buf_ = 0;
   int fill_ = 0;
 };
+
+#if defined(__x86_64__)
+// GCC 12 warns about the undefined pass-through operand inside AVX-512 shift intrinsics.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+// Literal codes for AVX-512 (VBMI): the low and high code bytes and the length of each byte
+// value, as three 256-byte tables in four registers each.
+struct alignas(64) LiteralTables {
+  std::uint8_t lo[256], hi[256], len[256];
+};
+
+__attribute__((target("avx512f,avx512bw,avx512vbmi"))) inline __m512i lookup256(__m512i x, __mmask64 upper, const std::uint8_t* t) {
+  const __m512i a = _mm512_permutex2var_epi8(_mm512_load_si512(t), x, _mm512_load_si512(t + 64));
+  const __m512i b = _mm512_permutex2var_epi8(_mm512_load_si512(t + 128), x, _mm512_load_si512(t + 192));
+  return _mm512_mask_blend_epi8(upper, a, b);
+}
+
+// Four codes per 64-bit lane: c0 | c1 << l0 | c2 << (l0 + l1) | c3 << (l0 + l1 + l2), from the
+// codes and lengths of four symbols as 16-bit words of each lane.
+__attribute__((target("avx512f,avx512bw"))) inline void join_four(__m512i code, __m512i len, __m512i& bits, __m512i& count) {
+  const __m512i low16 = _mm512_set1_epi32(0xffff), low32 = _mm512_set1_epi64(0xffffffff);
+  const __m512i len_even = _mm512_and_si512(len, low16);
+  const __m512i pair_len = _mm512_add_epi32(len_even, _mm512_srli_epi32(len, 16));
+  const __m512i pair = _mm512_or_si512(_mm512_and_si512(code, low16), _mm512_sllv_epi32(_mm512_srli_epi32(code, 16), len_even));
+  const __m512i pair_len_even = _mm512_and_si512(pair_len, low32);
+  count = _mm512_add_epi64(pair_len_even, _mm512_srli_epi64(pair_len, 32));
+  bits = _mm512_or_si512(_mm512_and_si512(pair, low32), _mm512_sllv_epi64(_mm512_srli_epi64(pair, 32), pair_len_even));
+}
+
+// The literal codes of p[0, n) (n <= 64) as 16 groups of four, in order: bits[k] holds the codes
+// of p[4k .. 4k+3] (none past n), count[k] their total length.
+__attribute__((target("avx512f,avx512bw,avx512vbmi"))) inline void literal_groups(const std::uint8_t* p, std::size_t n, const LiteralTables& t,
+                                                                              std::uint64_t* bits, std::uint8_t* count) {
+  const __mmask64 valid = n >= 64 ? ~__mmask64{0} : (__mmask64{1} << n) - 1;
+  const __m512i x = _mm512_maskz_loadu_epi8(valid, p);
+  const __mmask64 upper = _mm512_movepi8_mask(x);
+  // Past n: no code and no length.
+  const __m512i lo = _mm512_maskz_mov_epi8(valid, lookup256(x, upper, t.lo)), hi = _mm512_maskz_mov_epi8(valid, lookup256(x, upper, t.hi));
+  const __m512i len = _mm512_maskz_mov_epi8(valid, lookup256(x, upper, t.len));
+  const __m512i zero = _mm512_setzero_si512();
+  // Unpacking works within 128-bit lanes: `a` holds symbols 16j + 0..7 of lane j, `b` 16j + 8..15.
+  __m512i bits_a, count_a, bits_b, count_b;
+  join_four(_mm512_unpacklo_epi8(lo, hi), _mm512_unpacklo_epi8(len, zero), bits_a, count_a);
+  join_four(_mm512_unpackhi_epi8(lo, hi), _mm512_unpackhi_epi8(len, zero), bits_b, count_b);
+  const __m512i first = _mm512_set_epi64(11, 10, 3, 2, 9, 8, 1, 0), second = _mm512_set_epi64(15, 14, 7, 6, 13, 12, 5, 4);
+  _mm512_storeu_si512(bits, _mm512_permutex2var_epi64(bits_a, first, bits_b));
+  _mm512_storeu_si512(bits + 8, _mm512_permutex2var_epi64(bits_a, second, bits_b));
+  _mm_storel_epi64(reinterpret_cast<__m128i*>(count), _mm512_cvtepi64_epi8(_mm512_permutex2var_epi64(count_a, first, count_b)));
+  _mm_storel_epi64(reinterpret_cast<__m128i*>(count + 8), _mm512_cvtepi64_epi8(_mm512_permutex2var_epi64(count_a, second, count_b)));
+}
+#pragma GCC diagnostic pop
+#endif
 
 // A run: `length` copies of the byte before `at` (a match at distance 1, length 3..258).
 struct Match {
@@ -288,6 +354,109 @@ void put_stored(BitWriter& w, const std::uint8_t* p, std::size_t n, bool last) {
   } while (n > 0);
 }
 
+// A match as one write: length code, its extra bits, then distance code 0 (canonical code 0,
+// one bit).
+inline void put_match(BitWriter& w, std::uint32_t length, const std::uint16_t* codes, const std::uint8_t* lengths) {
+  const LengthCode& c = length_codes()[length];
+  const int code_len = lengths[c.symbol];
+  w.put(codes[c.symbol] | (static_cast<std::uint64_t>(c.extra) << code_len), code_len + c.extra_bits + 1);
+}
+
+// Literals two to a write (at most 28 bits).
+inline void put_literals(BitWriter& w, const std::uint8_t* p, std::size_t n, const std::uint32_t* literal) {
+  std::size_t at = 0;
+  for (; at + 2 <= n; at += 2) {
+    const std::uint32_t a = literal[p[at]], b = literal[p[at + 1]];
+    const int la = static_cast<int>(a >> 16);
+    w.put((a & 0xffff) | (std::uint64_t{b & 0xffff} << la), la + static_cast<int>(b >> 16));
+  }
+  if (at < n) w.put(literal[p[at]] & 0xffff, static_cast<int>(literal[p[at]] >> 16));
+}
+
+// The block's symbols after its header: literals and matches in order, then the end of block.
+// The writer's state lives in a local copy for the loop: its byte stores cannot alias a local
+// whose address is not taken, so the state stays in registers.
+void put_symbols(BitWriter& w, const std::uint8_t* p, std::size_t n, const std::vector<Match>& matches, const std::uint16_t* codes,
+                 const std::uint8_t* lengths) {
+  std::uint32_t literal[256];  // code | length << 16
+  for (int v = 0; v < 256; ++v) literal[v] = codes[v] | static_cast<std::uint32_t>(lengths[v]) << 16;
+  BitWriter lw = w;
+  std::size_t at = 0;
+  for (const Match& m : matches) {
+    put_literals(lw, p + at, m.at - at, literal);
+    put_match(lw, m.length, codes, lengths);
+    at = m.at + m.length;
+  }
+  put_literals(lw, p + at, n - at, literal);
+  lw.put(codes[kEndOfBlock], lengths[kEndOfBlock]);
+  w = lw;
+}
+
+#if defined(__x86_64__)
+// Literals 64 at a time: codes looked up in registers and joined four to a write (at most 56
+// bits, since literal codes are at most 14 bits); short stretches as in put_literals.
+__attribute__((target("avx512f,avx512bw,avx512vbmi,bmi2"))) inline void put_literals_avx512(BitWriter& w, const std::uint8_t* p, std::size_t n,
+                                                                                        const LiteralTables& t, const std::uint32_t* literal) {
+  if (n < 16) {
+    put_literals(w, p, n, literal);
+    return;
+  }
+  alignas(64) std::uint64_t bits[16];
+  std::uint8_t count[16];
+  for (std::size_t at = 0; at < n; at += 64) {
+    const std::size_t k = std::min<std::size_t>(64, n - at);
+    literal_groups(p + at, k, t, bits, count);
+    // Read the groups back from memory rather than let the compiler extract each lane from the
+    // registers: the loads are cheaper than the extracts (about 5% of the whole encoder).
+    asm volatile("" : : "r"(bits), "r"(count) : "memory");
+    if (k == 64) {
+      for (int g = 0; g < 16; ++g) w.put(bits[g], count[g]);
+    } else {
+      for (std::size_t g = 0; g < (k + 3) / 4; ++g) w.put(bits[g], count[g]);
+    }
+  }
+}
+
+// put_symbols with the literals 64 at a time; the same bytes.
+__attribute__((target("avx512f,avx512bw,avx512vbmi,bmi2"))) void put_symbols_avx512(BitWriter& w, const std::uint8_t* p, std::size_t n,
+                                                                                const std::vector<Match>& matches,
+                                                                                const std::uint16_t* codes, const std::uint8_t* lengths) {
+  LiteralTables t;
+  std::uint32_t literal[256];
+  for (int v = 0; v < 256; ++v) {
+    t.lo[v] = static_cast<std::uint8_t>(codes[v]);
+    t.hi[v] = static_cast<std::uint8_t>(codes[v] >> 8);
+    t.len[v] = lengths[v];
+    literal[v] = codes[v] | static_cast<std::uint32_t>(lengths[v]) << 16;
+  }
+  BitWriter lw = w;
+  std::size_t at = 0;
+  for (const Match& m : matches) {
+    put_literals_avx512(lw, p + at, m.at - at, t, literal);
+    put_match(lw, m.length, codes, lengths);
+    at = m.at + m.length;
+  }
+  put_literals_avx512(lw, p + at, n - at, t, literal);
+  lw.put(codes[kEndOfBlock], lengths[kEndOfBlock]);
+  w = lw;
+}
+
+bool cpu_has_avx512() {
+  static const bool yes = [] {
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vbmi") &&
+           __builtin_cpu_supports("bmi2");
+  }();
+  return yes;
+}
+#else
+bool cpu_has_avx512() { return false; }
+void put_symbols_avx512(BitWriter& w, const std::uint8_t* p, std::size_t n, const std::vector<Match>& matches, const std::uint16_t* codes,
+                        const std::uint8_t* lengths) {
+  put_symbols(w, p, n, matches, codes, lengths);
+}
+#endif
+
 // The code lengths of both alphabets as code-length symbols (§3.2.7): 0-15 literally, 16 repeats
 // the previous length 3-6 times, 17 and 18 give 3-10 and 11-138 zeros.
 struct CodeLengthSymbol {
@@ -360,7 +529,7 @@ bool looks_incompressible(const std::uint8_t* p, std::size_t n) {
 // One block of in[begin, end): a dynamic-Huffman block, or a stored one when that is no larger
 // (or when a sample says it would barely be smaller).
 void put_block(BitWriter& w, const std::uint8_t* in, std::size_t begin, std::size_t end, bool last,
-               std::vector<Match>& matches) {
+               std::vector<Match>& matches, bool avx512) {
   const std::size_t n = end - begin;
   if (looks_incompressible(in + begin, n)) {
     put_stored(w, in + begin, n, last);
@@ -371,7 +540,7 @@ void put_block(BitWriter& w, const std::uint8_t* in, std::size_t begin, std::siz
   freq[kEndOfBlock] = 1;
 
   std::uint8_t lengths[kLitLenSymbols + kDistanceSymbols] = {};
-  code_lengths(freq.data(), kLitLenSymbols, kMaxBits, lengths);
+  code_lengths(freq.data(), kLitLenSymbols, kMaxLiteralBits, lengths);
   lengths[kLitLenSymbols + 0] = 1;  // distance 1
   lengths[kLitLenSymbols + 1] = 1;  // unused; makes the distance code complete, as inflate requires
   int lit_count = kLitLenSymbols;
@@ -389,7 +558,6 @@ void put_block(BitWriter& w, const std::uint8_t* in, std::size_t begin, std::siz
   int cl_sent = kCodeLengthSymbols;
   while (cl_sent > 4 && cl_lengths[kCodeLengthOrder[cl_sent - 1]] == 0) --cl_sent;
 
-  const auto& lc = length_codes();
   std::uint64_t bits = 3 + 5 + 5 + 4 + 3 * static_cast<std::uint64_t>(cl_sent);
   for (int s = 0; s < kCodeLengthSymbols; ++s)
     bits += cl_freq[static_cast<std::size_t>(s)] * static_cast<std::uint64_t>(cl_lengths[s] + kCodeLengthExtraBits[s]);
@@ -415,36 +583,10 @@ void put_block(BitWriter& w, const std::uint8_t* in, std::size_t begin, std::siz
     w.put(cl_codes[cl[k].symbol], cl_lengths[cl[k].symbol]);
     if (const int extra = kCodeLengthExtraBits[cl[k].symbol]) w.put(cl[k].extra, extra);
   }
-  // Literals two to a write (at most 30 bits); a match as one write: length code, its extra
-  // bits, then distance code 0 (canonical code 0, one bit).
-  std::uint32_t literal[256];  // code | length << 16
-  for (int v = 0; v < 256; ++v) literal[v] = codes[v] | static_cast<std::uint32_t>(lengths[v]) << 16;
-  // The writer's state lives in a local copy for the loop: its byte stores cannot alias a local
-  // whose address is not taken, so the state stays in registers.
-  BitWriter lw = w;
-  const std::uint8_t* p = in + begin;
-  std::size_t at = 0;
-  auto put_literals = [&](std::size_t stop) {
-    for (; at + 2 <= stop; at += 2) {
-      const std::uint32_t a = literal[p[at]], b = literal[p[at + 1]];
-      const int la = static_cast<int>(a >> 16);
-      lw.put((a & 0xffff) | (std::uint64_t{b & 0xffff} << la), la + static_cast<int>(b >> 16));
-    }
-    if (at < stop) {
-      lw.put(literal[p[at]] & 0xffff, static_cast<int>(literal[p[at]] >> 16));
-      ++at;
-    }
-  };
-  for (const Match& m : matches) {
-    put_literals(m.at);
-    const LengthCode& c = lc[m.length];
-    const int code_len = lengths[c.symbol];
-    lw.put(codes[c.symbol] | (static_cast<std::uint64_t>(c.extra) << code_len), code_len + c.extra_bits + 1);
-    at += m.length;
-  }
-  put_literals(n);
-  lw.put(codes[kEndOfBlock], lengths[kEndOfBlock]);
-  w = lw;
+  if (avx512)
+    put_symbols_avx512(w, in + begin, n, matches, codes, lengths);
+  else
+    put_symbols(w, in + begin, n, matches, codes, lengths);
 }
 
 }  // namespace
@@ -457,7 +599,10 @@ std::size_t rle_zlib_bound(std::size_t n, std::size_t plane) {
   return 2 + n + 12 * blocks + 4 + 8;
 }
 
-std::size_t rle_zlib_compress(const std::uint8_t* in, std::size_t n, std::size_t plane, std::uint8_t* out) {
+bool rle_avx512_available() { return cpu_has_avx512(); }
+
+std::size_t rle_zlib_compress(const std::uint8_t* in, std::size_t n, std::size_t plane, std::uint8_t* out, bool allow_avx512) {
+  const bool avx512 = allow_avx512 && cpu_has_avx512();
   if (plane == 0) plane = std::max<std::size_t>(n, 1);
   BitWriter w(out);
   const std::uint8_t header[2] = {0x78, 0x01};  // deflate, 32 KiB window, fastest; (0x7801 % 31 == 0)
@@ -469,7 +614,7 @@ std::size_t rle_zlib_compress(const std::uint8_t* in, std::size_t n, std::size_t
     for (std::size_t begin = 0; begin < n;) {
       const std::size_t plane_end = std::min(n, (begin / plane + 1) * plane);
       const std::size_t end = std::min(plane_end, begin + kMaxBlock);
-      put_block(w, in, begin, end, end == n, matches);
+      put_block(w, in, begin, end, end == n, matches, avx512);
       begin = end;
     }
   }

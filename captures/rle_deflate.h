@@ -19,7 +19,13 @@ namespace luka::capture {
 // and returns its length. `plane`: the byte-plane length (element count of a shuffled chunk; n
 // or 0 for unshuffled data) — no block spans two planes. A block whose code would not beat
 // storing it is stored.
-std::size_t rle_zlib_compress(const std::uint8_t* in, std::size_t n, std::size_t plane, std::uint8_t* out);
+// Literals are written 64 at a time with AVX-512 (VBMI) where the CPU has it and
+// `allow_avx512` is set; the portable writer emits the same bytes (tests compare the two).
+std::size_t rle_zlib_compress(const std::uint8_t* in, std::size_t n, std::size_t plane, std::uint8_t* out,
+                              bool allow_avx512 = true);
 std::size_t rle_zlib_bound(std::size_t n, std::size_t plane);
+
+// Whether this CPU runs the AVX-512 literal writer.
+bool rle_avx512_available();
 
 }  // namespace luka::capture
