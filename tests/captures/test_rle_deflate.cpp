@@ -47,8 +47,9 @@ TEST(RleDeflate, EmptyAndSingleBytes) {
 }
 
 TEST(RleDeflate, RunsOfEveryLengthUpToTwoMatches) {
-  // Each run length 1..600 after a different byte: covers every length symbol and its extra
-  // bits, runs split into several matches (over 258), and runs of 1-3 that stay literals.
+  // Each run length 1..600 after a different byte: covers every length symbol from 8 up and
+  // its extra bits, runs split into several matches (over 258), and runs of 1-7 that stay
+  // literals.
   std::vector<std::uint8_t> in;
   for (int len = 1; len <= 600; ++len) {
     in.push_back(static_cast<std::uint8_t>(len * 7));
