@@ -231,7 +231,7 @@ std::uint64_t estimate_bytes(const Layout& layout, std::int64_t steps) {
       if (layout.covers) bytes += H * up(T / page, kPageChunk) * 3 + H * up(T, ct);  // page states and mass, cover
     }
     bytes += up(S, 64) * 17 + H * up(S, 16) * 20;   // mode, paged_end, seconds; cover sizes, fidelity
-    bytes += up((n + S) / page, 1024) * 3 * 8;      // the page table
+    bytes += up((n + S) / page, kPageTableChunk) * 3 * 8;  // the page table
   }
   // Token lists (id, generated, segment, prob, piece_end; piece bytes at about 4 per token) and step lengths.
   return bytes + up(n + S + 1, 4096) * 21 + up(4 * (n + S + 1), 16384) + up(S, 64) * 8;

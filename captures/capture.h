@@ -221,6 +221,7 @@ class CaptureSink {
 std::int64_t map_chunk(const Layout& layout, int layer_index, int level);  // rows = cols of a map chunk
 std::int64_t token_chunk(const Layout& layout);                            // token-axis chunk of step rows
 constexpr std::int64_t kPageChunk = 256;                                   // page-axis chunk of step rows
+constexpr std::int64_t kPageTableChunk = 128;                              // chunk of each page table
 
 // Bytes a run would write without compression: maps, and per step rows, covers and metrics
 // for `steps` decode steps (an upper bound before a run; compression shrinks it).

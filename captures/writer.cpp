@@ -147,9 +147,9 @@ void CaptureWriter::begin(const Manifest& m, const Layout& layout, const std::ve
       }
     }
     h5::Handle pg = h5::create_group(pages, lg, name_);
-    ls.page_start = h5::create_dataset(pg, "start", H5T_STD_I64LE, {{0}, {kUnlimited}, {1024}, plain}, name_);
-    ls.page_end = h5::create_dataset(pg, "end", H5T_STD_I64LE, {{0}, {kUnlimited}, {1024}, plain}, name_);
-    ls.page_created = h5::create_dataset(pg, "created_step", H5T_STD_I64LE, {{0}, {kUnlimited}, {1024}, plain}, name_);
+    ls.page_start = h5::create_dataset(pg, "start", H5T_STD_I64LE, {{0}, {kUnlimited}, {static_cast<hsize_t>(kPageTableChunk)}, plain}, name_);
+    ls.page_end = h5::create_dataset(pg, "end", H5T_STD_I64LE, {{0}, {kUnlimited}, {static_cast<hsize_t>(kPageTableChunk)}, plain}, name_);
+    ls.page_created = h5::create_dataset(pg, "created_step", H5T_STD_I64LE, {{0}, {kUnlimited}, {static_cast<hsize_t>(kPageTableChunk)}, plain}, name_);
   }
   append_tokens(prompt);
   // From here on only appends: SWMR keeps the file consistent on disk between flushes.
