@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 
 #include "core/util/error.h"
 
@@ -44,6 +45,12 @@ void CaptureWriter::begin(const Manifest& m, const Layout& layout, const std::ve
   layout_ = layout;
   h5::Handle fapl(h5::check(H5Pcreate(H5P_FILE_ACCESS), name_, "file properties"));
   h5::check_status(H5Pset_libver_bounds(fapl, H5F_LIBVER_LATEST, H5F_LIBVER_LATEST), name_, "file format");
+  // A file already at the path is removed, not truncated: a reader that has it open (a replay in
+  // the Studio) keeps reading the old capture, where HDF5 refuses to truncate an open file; and
+  // ext4 does not start writing back a truncated, rewritten file when it is closed (0.1-0.2 s for
+  // a 300 MB capture). A link is truncated through, as before, so its target stays where it is.
+  std::error_code ec;
+  if (std::filesystem::is_regular_file(std::filesystem::symlink_status(name_, ec))) std::filesystem::remove(name_, ec);
   file_ = h5::Handle(h5::check(H5Fcreate(name_.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, fapl), name_, "cannot create the capture file"));
 
   h5::write_attr(file_, "format", std::string(kFormatName), name_);

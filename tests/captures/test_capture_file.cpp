@@ -425,6 +425,32 @@ TEST(CaptureFile, EstimateMatchesTheStoredChunksWithoutCompression) {
   EXPECT_GE(static_cast<double>(stored), 0.97 * static_cast<double>(estimate));
 }
 
+TEST(CaptureFile, ANewRunReplacesAFileThatIsOpenForReading) {
+  // Recording over a capture that is being replayed: the new run gets a new file at the path,
+  // and the open reader keeps reading the old one (map windows are read lazily, from the file).
+  const fs::path file = work_dir() / "run.h5";
+  Synthetic a = make_synthetic(150, 2, 21), b = make_synthetic(200, 3, 22);
+  align_pages(a);
+  align_pages(b);
+  write_run(file, a, 2);
+  const auto old = CaptureFile::open(file);
+  const int level = a.layout.levels.front();
+  const MapWindow before = old->map_window(3, 2, level, 0, 0, 32, 32);
+  const std::vector<Token> tokens = old->tokens();
+  write_run(file, b, 3);
+  EXPECT_EQ(old->summary().layout.prompt_tokens, 150);
+  EXPECT_EQ(old->summary().complete_steps, 2);
+  const MapWindow after = old->map_window(3, 2, level, 0, 0, 32, 32);
+  ASSERT_GT(after.values.size(), 0u);
+  EXPECT_EQ(after.values, before.values);
+  const std::vector<Token> again = old->tokens();
+  ASSERT_EQ(again.size(), tokens.size());
+  for (std::size_t i = 0; i < tokens.size(); ++i) EXPECT_EQ(again[i].id, tokens[i].id);
+  const auto now = CaptureFile::open(file);
+  EXPECT_EQ(now->summary().layout.prompt_tokens, 200);
+  EXPECT_EQ(now->summary().complete_steps, 3);
+}
+
 TEST(CaptureFile, WindowsClipAndSpanChunks) {
   Synthetic s = make_synthetic(300, 1, 2);
   align_pages(s);
