@@ -50,7 +50,7 @@ void CaptureWriter::begin(const Manifest& m, const Layout& layout, const std::ve
   // ext4 does not start writing back a truncated, rewritten file when it is closed (0.1-0.2 s for
   // a 300 MB capture). A link is truncated through, as before, so its target stays where it is.
   std::error_code ec;
-  if (std::filesystem::is_regular_file(std::filesystem::symlink_status(name_, ec))) std::filesystem::remove(name_, ec);
+  if (std::filesystem::is_regular_file(std::filesystem::symlink_status(path_, ec))) std::filesystem::remove(path_, ec);
   file_ = h5::Handle(h5::check(H5Fcreate(name_.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, fapl), name_, "cannot create the capture file"));
 
   h5::write_attr(file_, "format", std::string(kFormatName), name_);

@@ -48,8 +48,8 @@ TEST(RleDeflate, EmptyAndSingleBytes) {
 
 TEST(RleDeflate, RunsOfEveryLengthUpToTwoMatches) {
   // Each run length 1..600 after a different byte: covers every length symbol from 8 up and
-  // its extra bits, runs split into several matches (over 258), and runs of 1-7 that stay
-  // literals.
+  // its extra bits, runs split into several matches (over 258), and runs of 1-8 bytes that stay
+  // literals (a run's first byte is a literal; a match repeats it 8 times or more).
   std::vector<std::uint8_t> in;
   for (int len = 1; len <= 600; ++len) {
     in.push_back(static_cast<std::uint8_t>(len * 7));
@@ -121,8 +121,8 @@ TEST(RleDeflate, ManyRandomInputs) {
 
 TEST(RleDeflate, AvxLiteralWriterEmitsThePortableBytes) {
   if (!rle_avx512_available()) GTEST_SKIP() << "this CPU has no AVX-512 VBMI: only the portable literal writer runs here";
-  // Literal stretches of every length 0..200 between runs (the vector writer takes 64 at a time
-  // and a masked tail), over small and full alphabets. The other tests compare the two writers
+  // Literal stretches of every length 0..200 between runs long enough to be matches (the vector
+  // writer takes 64 at a time and a masked tail), over small and full alphabets. The other tests compare the two writers
   // too, through round_trip (skewed codes up to the 14-bit limit, shuffled planes, random inputs).
   std::mt19937 rng(17);
   for (const int alphabet : {2, 7, 60, 256}) {
@@ -133,7 +133,7 @@ TEST(RleDeflate, AvxLiteralWriterEmitsThePortableBytes) {
         if (!in.empty() && b == in.back()) b = static_cast<std::uint8_t>(b ^ 1);  // no accidental runs
         in.push_back(b);
       }
-      in.insert(in.end(), 5 + static_cast<std::size_t>(len % 7), std::uint8_t{0});
+      in.insert(in.end(), 9 + static_cast<std::size_t>(len % 7), std::uint8_t{0});  // a literal, then a match of 8+
     }
     EXPECT_EQ(round_trip(in), in) << "alphabet " << alphabet;  // round_trip compares the writers' bytes
   }
