@@ -7,6 +7,7 @@
 
 #include "app/cli/args.h"
 #include "app/cli/commands.h"
+#include "core/util/allocator.h"
 #include "core/util/error.h"
 
 namespace {
@@ -45,6 +46,7 @@ void print_usage(std::FILE* out) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  luka::tune_allocator_for_inference();
   if (argc < 2) {
     print_usage(stderr);
     return 2;
