@@ -209,29 +209,43 @@ std::int64_t token_chunk(const Layout& layout) {
   return pages * ((tokens + pages - 1) / pages);
 }
 
+std::int64_t layer_chunk(const Layout& layout) {
+  const std::int64_t L = static_cast<std::int64_t>(layout.layers.size());
+  const std::int64_t per_layer = std::max<std::int64_t>(1, static_cast<std::int64_t>(layout.heads.size()) * token_chunk(layout) * 2);
+  const std::int64_t fit = std::max<std::int64_t>(1, kStepChunkBytes / per_layer);  // layers in one chunk at most
+  if (L <= 1) return 1;
+  const std::int64_t groups = (L + fit - 1) / fit;
+  return (L + groups - 1) / groups;  // the same count in every chunk, as far as the layers allow
+}
+
 std::uint64_t estimate_bytes(const Layout& layout, std::int64_t steps) {
   // Whole chunks, as stored without compression: the map chunks on and left of the diagonal, and
-  // per step each row's chunks along the token (page) axis, the last one padded.
+  // per step each row's chunks (a group of layers, padded to the layer chunk, by the token or
+  // page chunk, the last one padded).
   const std::uint64_t H = layout.heads.size();
   const std::int64_t n = layout.prompt_tokens, S = std::max<std::int64_t>(steps, 0);
   const auto up = [](std::int64_t v, std::int64_t m) { return static_cast<std::uint64_t>((v + m - 1) / m * m); };
-  const std::int64_t ct = token_chunk(layout);
+  const std::int64_t ct = token_chunk(layout), L = static_cast<std::int64_t>(layout.layers.size()), Lc = layer_chunk(layout);
+  const auto page_of = [&](std::int64_t i) { return std::max<std::int64_t>(1, layout.page_size.at(static_cast<std::size_t>(i))); };
   std::uint64_t bytes = 0;
-  for (std::size_t i = 0; i < layout.layers.size(); ++i) {
-    const int li = static_cast<int>(i);
+  for (std::int64_t i = 0; i < L; ++i) {
     for (const int level : layout.levels) {
-      const std::int64_t size = level_size(n, level), c = map_chunk(layout, li, level);
+      const std::int64_t size = level_size(n, level), c = map_chunk(layout, static_cast<int>(i), level);
       const std::uint64_t R = static_cast<std::uint64_t>((size + c - 1) / c);
       bytes += H * (R * (R + 1) / 2) * static_cast<std::uint64_t>(c * c) * 2;
     }
-    const std::int64_t page = std::max<std::int64_t>(1, layout.page_size.at(i));
+    bytes += up(S, 64) * 17 + H * up(S, 16) * 20;   // mode, paged_end, seconds; cover sizes, fidelity
+    bytes += up((n + S) / page_of(i), kPageTableChunk) * 3 * 8;  // the page table
+  }
+  const std::uint64_t rows = static_cast<std::uint64_t>(Lc) * H;  // chunk rows: layers x heads
+  for (std::int64_t g0 = 0; g0 < L; g0 += Lc) {
+    std::int64_t page = page_of(g0);  // the smallest page of the group: the most pages
+    for (std::int64_t i = g0; i < std::min(L, g0 + Lc); ++i) page = std::min(page, page_of(i));
     for (std::int64_t st = 1; st <= S; ++st) {
       const std::int64_t T = n + st;
-      if (layout.rows) bytes += H * up(T, ct) * 2;                                  // effective (dense-shadow rows not counted)
-      if (layout.covers) bytes += H * up(T / page, kPageChunk) * 3 + H * up(T, ct);  // page states and mass, cover
+      if (layout.rows) bytes += rows * up(T, ct) * 2;                                     // effective (dense-shadow rows not counted)
+      if (layout.covers) bytes += rows * up(T / page, kPageChunk) * 3 + rows * up(T, ct);  // page states and mass, cover
     }
-    bytes += up(S, 64) * 17 + H * up(S, 16) * 20;   // mode, paged_end, seconds; cover sizes, fidelity
-    bytes += up((n + S) / page, kPageTableChunk) * 3 * 8;  // the page table
   }
   // Token lists (id, generated, segment, prob, piece_end; piece bytes at about 4 per token) and step lengths.
   return bytes + up(n + S + 1, 4096) * 21 + up(4 * (n + S + 1), 16384) + up(S, 64) * 8;

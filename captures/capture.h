@@ -115,12 +115,6 @@ struct LayerStep {
   std::vector<std::uint8_t> page_state;  // [heads][P] PageState (covers)
   std::vector<std::uint16_t> summary_mass;  // [heads][P] IEEE half: α of each page before refinement (covers)
   std::vector<PageInfo> new_pages;       // pages created since the previous record
-  // The per-token and per-page arrays above as their datasets' chunks along the token (page) axis,
-  // encoded for the filters (chunk_codec.h) on the producer's threads; for sinks that take chunks.
-  struct Chunks {
-    bool encoded = false;
-    std::vector<std::vector<std::uint8_t>> effective, dense, cover, page_state, summary_mass;
-  } chunks;
 };
 
 struct Step {
@@ -128,6 +122,16 @@ struct Step {
   std::int64_t tokens = 0;  // T: keys attended, including the step's query token
   std::vector<Token> new_tokens;  // tokens appended since the previous record (the query token first)
   std::vector<LayerStep> layers;  // per recorded layer
+  // The layers' per-token and per-page arrays as their datasets' chunks, encoded for the filters
+  // (chunk_codec.h) on the producer's threads; for sinks that take chunks. A chunk holds
+  // layer_chunk() recorded layers: chunk (g, k) of a part covers layers [g * Lc, (g + 1) * Lc)
+  // and tokens (pages) [k * w, (k + 1) * w), at index g * n + k of its list (n chunks per row).
+  // A `dense` chunk of layers without the shadow at this step is empty (not written).
+  struct Chunks {
+    bool encoded = false;
+    std::int64_t token_chunks = 0, page_chunks = 0;  // n of the token and page parts
+    std::vector<std::vector<std::uint8_t>> effective, dense, cover, page_state, summary_mass;
+  } chunks;
 };
 
 // A band of rows of one pyramid level of one recorded layer: [heads][rows][cols] IEEE half,
@@ -217,11 +221,15 @@ class CaptureSink {
 // Chunk shapes shared by the writer and the map builder. A map's chunks are a whole number of
 // its layer's pages; the token axis of the step rows, shared by every recorded layer, is a whole
 // number of pages of each (their least common multiple, where that is at most 4,096 tokens), so
-// chunk boundaries fall on page boundaries.
+// chunk boundaries fall on page boundaries. A step row's chunk spans several recorded layers
+// (as many as fit kStepChunkBytes of halves at the full token chunk, spread evenly over the
+// layers), so that a step is a few chunks to compress, write and index rather than a few per layer.
 std::int64_t map_chunk(const Layout& layout, int layer_index, int level);  // rows = cols of a map chunk
 std::int64_t token_chunk(const Layout& layout);                            // token-axis chunk of step rows
+std::int64_t layer_chunk(const Layout& layout);                            // layer-axis chunk of step rows
 constexpr std::int64_t kPageChunk = 256;                                   // page-axis chunk of step rows
 constexpr std::int64_t kPageTableChunk = 128;                              // chunk of each page table
+constexpr std::int64_t kStepChunkBytes = 256 * 1024;  // most bytes of a half step-row chunk across layers
 
 // Bytes a run would write without compression: maps, and per step rows, covers and metrics
 // for `steps` decode steps (an upper bound before a run; compression shrinks it).

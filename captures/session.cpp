@@ -29,11 +29,10 @@ std::size_t CaptureSession::bytes_of(const Message& m) {
   }
   if (const auto* s = std::get_if<Step>(&m)) {
     std::size_t b = 0;
-    for (const LayerStep& l : s->layers) {
-      b += (l.effective.size() + l.dense.size()) * 2 + l.cover.size() + l.page_state.size() * 3;
-      for (const auto* part : {&l.chunks.effective, &l.chunks.dense, &l.chunks.cover, &l.chunks.page_state, &l.chunks.summary_mass})
-        for (const auto& c : *part) b += c.size();
-    }
+    for (const LayerStep& l : s->layers) b += (l.effective.size() + l.dense.size()) * 2 + l.cover.size() + l.page_state.size() * 3;
+    const Step::Chunks& c = s->chunks;
+    for (const auto* part : {&c.effective, &c.dense, &c.cover, &c.page_state, &c.summary_mass})
+      for (const auto& chunk : *part) b += chunk.size();
     return b;
   }
   return 0;
@@ -131,15 +130,34 @@ void CaptureSession::end_prefill() {
 
 namespace {
 
-// A [H][T] array of `elem`-byte values as the chunks [H][w] of its row in a dataset, zero-padded.
-std::vector<std::vector<std::uint8_t>> encode_row(const void* data, std::size_t elem, std::int64_t H, std::int64_t T,
-                                                  std::int64_t w, int level) {
-  const std::int64_t n = (T + w - 1) / w;
-  std::vector<std::vector<std::uint8_t>> out(static_cast<std::size_t>(n));
-  const auto* src = static_cast<const std::uint8_t*>(data);
-  for (std::int64_t k = 0; k < n; ++k)
-    out[static_cast<std::size_t>(k)] =
-        encode_tile(src + static_cast<std::size_t>(k * w) * elem, elem, H, std::min(w, T - k * w), T, H, w, level);
+// One part of layers [g0, g0 + Lc) of a step (`part` of each LayerStep: [H][X] with X its
+// tokens or pages, or empty) as the chunks [Lc * H][w] of the dataset's step row, k = 0 .. n - 1
+// along the token (page) axis, zero-padded: the rows of layer g0 + j, head h at row j * H + h.
+// A chunk without any layer's data stays empty (it is not written and reads as 0).
+template <class T>
+std::vector<std::vector<std::uint8_t>> encode_layers(const std::vector<LayerStep>& layers, const std::vector<T> LayerStep::*part,
+                                                     std::size_t g0, std::size_t Lc, std::size_t H, std::int64_t w, std::int64_t n,
+                                                     int level) {
+  std::vector<std::vector<std::uint8_t>> out(static_cast<std::size_t>(std::max<std::int64_t>(n, 0)));
+  const std::size_t g1 = std::min(layers.size(), g0 + Lc), width = static_cast<std::size_t>(w);
+  thread_local std::vector<T> block;
+  for (std::int64_t k = 0; k < n; ++k) {
+    bool any = false;
+    for (std::size_t i = g0; i < g1 && H; ++i) {
+      const std::vector<T>& v = layers[i].*part;
+      const std::int64_t X = static_cast<std::int64_t>(v.size() / H);
+      if (X <= k * w) continue;
+      if (!any) block.assign(Lc * H * width, T{});
+      any = true;
+      const std::size_t c0 = static_cast<std::size_t>(k * w), cols = static_cast<std::size_t>(std::min(X - k * w, w));
+      for (std::size_t h = 0; h < H; ++h)
+        std::copy_n(v.data() + h * static_cast<std::size_t>(X) + c0, cols, block.data() + ((i - g0) * H + h) * width);
+    }
+    if (any) {
+      const auto rows = static_cast<std::int64_t>(Lc * H);
+      out[static_cast<std::size_t>(k)] = encode_tile(block.data(), sizeof(T), rows, w, w, rows, w, level);
+    }
+  }
   return out;
 }
 
@@ -147,27 +165,36 @@ std::vector<std::vector<std::uint8_t>> encode_row(const void* data, std::size_t 
 
 void CaptureSession::step(Step step) {
   if (encode_) {
-    const std::int64_t H = static_cast<std::int64_t>(layout_.heads.size());
+    const std::size_t H = layout_.heads.size(), L = step.layers.size();
+    const std::size_t Lc = static_cast<std::size_t>(layer_chunk(layout_));
+    const std::int64_t ct = token_chunk(layout_);
+    std::int64_t P = 0;  // the most pages of any layer
+    for (const LayerStep& ls : step.layers) P = std::max<std::int64_t>(P, H ? static_cast<std::int64_t>(ls.page_state.size() / H) : 0);
+    Step::Chunks& c = step.chunks;
+    c.token_chunks = (step.tokens + ct - 1) / ct;
+    c.page_chunks = (P + kPageChunk - 1) / kPageChunk;
+    const std::int64_t groups = static_cast<std::int64_t>((L + Lc - 1) / Lc);
+    for (auto* part : {&c.effective, &c.dense, &c.cover}) part->assign(static_cast<std::size_t>(groups * c.token_chunks), {});
+    for (auto* part : {&c.page_state, &c.summary_mass}) part->assign(static_cast<std::size_t>(groups * c.page_chunks), {});
     constexpr std::int64_t kParts = 5;  // effective, dense, cover, page_state, summary_mass
-    const std::int64_t n = static_cast<std::int64_t>(step.layers.size()) * kParts, ct = token_chunk(layout_);
-    parallel_(n, [&](std::int64_t begin, std::int64_t end) {
+    const int level = layout_.deflate;
+    parallel_(groups * kParts, [&](std::int64_t begin, std::int64_t end) {
       for (std::int64_t t = begin; t < end; ++t) {
-        const std::size_t i = static_cast<std::size_t>(t / kParts);
-        LayerStep& ls = step.layers[i];
-        LayerStep::Chunks& c = ls.chunks;
-        const std::int64_t T = step.tokens;
-        const std::int64_t P = H ? static_cast<std::int64_t>(ls.page_state.size()) / H : 0;
-        const int level = layout_.deflate;
+        const std::int64_t g = t / kParts;
+        const std::size_t g0 = static_cast<std::size_t>(g) * Lc;
+        const auto place = [&](std::vector<std::vector<std::uint8_t>>& dst, std::int64_t n, std::vector<std::vector<std::uint8_t>> chunks) {
+          std::move(chunks.begin(), chunks.end(), dst.begin() + g * n);
+        };
         switch (t % kParts) {
-          case 0: if (!ls.effective.empty()) c.effective = encode_row(ls.effective.data(), 2, H, T, ct, level); break;
-          case 1: if (!ls.dense.empty()) c.dense = encode_row(ls.dense.data(), 2, H, T, ct, level); break;
-          case 2: if (!ls.cover.empty()) c.cover = encode_row(ls.cover.data(), 1, H, T, ct, level); break;
-          case 3: if (P) c.page_state = encode_row(ls.page_state.data(), 1, H, P, kPageChunk, level); break;
-          case 4: if (P) c.summary_mass = encode_row(ls.summary_mass.data(), 2, H, P, kPageChunk, level); break;
+          case 0: place(c.effective, c.token_chunks, encode_layers(step.layers, &LayerStep::effective, g0, Lc, H, ct, c.token_chunks, level)); break;
+          case 1: place(c.dense, c.token_chunks, encode_layers(step.layers, &LayerStep::dense, g0, Lc, H, ct, c.token_chunks, level)); break;
+          case 2: place(c.cover, c.token_chunks, encode_layers(step.layers, &LayerStep::cover, g0, Lc, H, ct, c.token_chunks, level)); break;
+          case 3: place(c.page_state, c.page_chunks, encode_layers(step.layers, &LayerStep::page_state, g0, Lc, H, kPageChunk, c.page_chunks, level)); break;
+          case 4: place(c.summary_mass, c.page_chunks, encode_layers(step.layers, &LayerStep::summary_mass, g0, Lc, H, kPageChunk, c.page_chunks, level)); break;
         }
       }
     });
-    for (LayerStep& ls : step.layers) ls.chunks.encoded = true;
+    c.encoded = true;
   }
   push(std::move(step));
 }

@@ -129,7 +129,8 @@ void CaptureWriter::begin(const Manifest& m, const Layout& layout, const std::ve
   cover_size_ = h5::create_dataset(decode, "cover_size", H5T_STD_I32LE, {{0, L, H}, {kUnlimited, L, H}, {16, L, H}, plain}, name_);
   fidelity_ = h5::create_dataset(decode, "fidelity", H5T_IEEE_F32LE, {{0, L, H, 4}, {kUnlimited, L, H, 4}, {16, L, H, 4}, plain}, name_);
   const hsize_t ct = static_cast<hsize_t>(token_chunk(layout)), cp = static_cast<hsize_t>(kPageChunk);
-  const std::vector<hsize_t> rows0{0, L, H, 0}, rows_max{kUnlimited, L, H, kUnlimited}, token_rows{1, 1, H, ct}, page_rows{1, 1, H, cp};
+  const hsize_t Lc = static_cast<hsize_t>(layer_chunk(layout));
+  const std::vector<hsize_t> rows0{0, L, H, 0}, rows_max{kUnlimited, L, H, kUnlimited}, token_rows{1, Lc, H, ct}, page_rows{1, Lc, H, cp};
   if (layout.rows) {
     effective_ = h5::create_dataset(decode, "effective", h5::half_type(), {rows0, rows_max, token_rows, deflate}, name_);
     // Written at steps where the dense shadow ran; other steps' chunks are never written.
@@ -290,30 +291,31 @@ void CaptureWriter::step(const Step& s) {
     for (hid_t ds : {page_state_.get(), summary_mass_.get()})
       if (ds >= 0) h5::set_extent(ds, {S, L, H, PE}, name_);
 
+  if (s.chunks.encoded) {  // a few chunks per part, each spanning a group of layers
+    const Step::Chunks& c = s.chunks;
+    if (layout_.rows) {
+      write_chunks(effective_, si, ct, c.token_chunks, c.effective);
+      write_chunks(dense_, si, ct, c.token_chunks, c.dense);
+    }
+    if (layout_.covers) {
+      write_chunks(cover_, si, ct, c.token_chunks, c.cover);
+      write_chunks(page_state_, si, kPageChunk, c.page_chunks, c.page_state);
+      write_chunks(summary_mass_, si, kPageChunk, c.page_chunks, c.summary_mass);
+    }
+  }
   for (std::size_t i = 0; i < L; ++i) {
     const LayerStep& ls = s.layers[i];
     const hsize_t li = i;
-    if (layout_.rows) {
-      if (ls.chunks.encoded) {
-        write_chunks(effective_, si, li, ct, ls.chunks.effective);
-        write_chunks(dense_, si, li, ct, ls.chunks.dense);
-      } else {
-        h5::write(effective_, h5::half_type(), {si, li, 0, 0}, {1, 1, H, T}, ls.effective.data(), name_);
-        if (!ls.dense.empty()) h5::write(dense_, h5::half_type(), {si, li, 0, 0}, {1, 1, H, T}, ls.dense.data(), name_);
-      }
+    if (layout_.rows && !s.chunks.encoded) {
+      h5::write(effective_, h5::half_type(), {si, li, 0, 0}, {1, 1, H, T}, ls.effective.data(), name_);
+      if (!ls.dense.empty()) h5::write(dense_, h5::half_type(), {si, li, 0, 0}, {1, 1, H, T}, ls.dense.data(), name_);
     }
-    if (layout_.covers) {
+    if (layout_.covers && !s.chunks.encoded) {
       const hsize_t Pi = ls.page_state.size() / std::max<hsize_t>(H, 1);
-      if (ls.chunks.encoded) {
-        write_chunks(cover_, si, li, ct, ls.chunks.cover);
-        write_chunks(page_state_, si, li, kPageChunk, ls.chunks.page_state);
-        write_chunks(summary_mass_, si, li, kPageChunk, ls.chunks.summary_mass);
-      } else {
-        h5::write(cover_, H5T_NATIVE_UINT8, {si, li, 0, 0}, {1, 1, H, T}, ls.cover.data(), name_);
-        if (Pi) {
-          h5::write(page_state_, H5T_NATIVE_UINT8, {si, li, 0, 0}, {1, 1, H, Pi}, ls.page_state.data(), name_);
-          h5::write(summary_mass_, h5::half_type(), {si, li, 0, 0}, {1, 1, H, Pi}, ls.summary_mass.data(), name_);
-        }
+      h5::write(cover_, H5T_NATIVE_UINT8, {si, li, 0, 0}, {1, 1, H, T}, ls.cover.data(), name_);
+      if (Pi) {
+        h5::write(page_state_, H5T_NATIVE_UINT8, {si, li, 0, 0}, {1, 1, H, Pi}, ls.page_state.data(), name_);
+        h5::write(summary_mass_, h5::half_type(), {si, li, 0, 0}, {1, 1, H, Pi}, ls.summary_mass.data(), name_);
       }
     }
     if (!ls.new_pages.empty()) {
@@ -339,11 +341,17 @@ void CaptureWriter::step(const Step& s) {
   flush();
 }
 
-void CaptureWriter::write_chunks(hid_t dataset, hsize_t step, hsize_t layer, std::int64_t width,
+void CaptureWriter::write_chunks(hid_t dataset, hsize_t step, std::int64_t width, std::int64_t per_row,
                                  const std::vector<std::vector<std::uint8_t>>& chunks) {
-  for (std::size_t k = 0; k < chunks.size(); ++k) {
-    const hsize_t offset[4] = {step, layer, 0, static_cast<hsize_t>(k) * static_cast<hsize_t>(width)};
-    h5::check_status(H5Dwrite_chunk(dataset, H5P_DEFAULT, 0, offset, chunks[k].size(), chunks[k].data()), name_,
+  const hsize_t Lc = static_cast<hsize_t>(layer_chunk(layout_));
+  if (per_row <= 0) return;
+  if (chunks.size() % static_cast<std::size_t>(per_row) != 0 || chunks.size() / static_cast<std::size_t>(per_row) * Lc < layers_.size())
+    fail(name_, "step chunks do not match the dataset's chunking");
+  for (std::size_t j = 0; j < chunks.size(); ++j) {
+    if (chunks[j].empty()) continue;  // no layer of the group has this part at this step
+    const hsize_t g = j / static_cast<std::size_t>(per_row), k = j % static_cast<std::size_t>(per_row);
+    const hsize_t offset[4] = {step, g * Lc, 0, k * static_cast<hsize_t>(width)};
+    h5::check_status(H5Dwrite_chunk(dataset, H5P_DEFAULT, 0, offset, chunks[j].size(), chunks[j].data()), name_,
                      "cannot write a step chunk");
   }
 }

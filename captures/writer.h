@@ -38,8 +38,9 @@ class CaptureWriter final : public CaptureSink {
     std::int64_t pages = 0;          // rows of the page table
   };
   void append_tokens(const std::vector<Token>& tokens);
-  // Encoded chunks 0, 1, ... of row (`step`, `layer`) of a [S, L, H, width * k] dataset.
-  void write_chunks(hid_t dataset, hsize_t step, hsize_t layer, std::int64_t width, const std::vector<std::vector<std::uint8_t>>& chunks);
+  // A step's encoded chunks of one part (Step::Chunks): `per_row` chunks of `width` along the
+  // token (page) axis for each group of layer_chunk() layers; empty ones are skipped.
+  void write_chunks(hid_t dataset, hsize_t step, std::int64_t width, std::int64_t per_row, const std::vector<std::vector<std::uint8_t>>& chunks);
   void flush();
   void close_datasets();  // every handle but the file's
 

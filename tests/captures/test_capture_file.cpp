@@ -5,6 +5,7 @@
 
 #include <hdf5.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
@@ -55,7 +56,9 @@ struct Synthetic {
 
 std::uint16_t h(float f) { return float_to_half(f); }
 
-Synthetic make_synthetic(std::int64_t n, int steps, std::uint32_t seed) {
+// A run of n prompt tokens and `steps` decode steps recording model layers `layers` and heads
+// `heads` (page sizes alternate 8, 16 over the recorded layers).
+Synthetic make_synthetic(std::int64_t n, int steps, std::uint32_t seed, std::vector<int> layers = {1, 3}, std::vector<int> heads = {0, 2}) {
   std::mt19937 rng(seed);
   std::uniform_real_distribution<float> u(0.f, 1.f);
   Synthetic s;
@@ -75,12 +78,12 @@ Synthetic make_synthetic(std::int64_t n, int steps, std::uint32_t seed) {
   m.created = "2026-11-22T00:00:00Z";
   m.record = "layers=1,3;heads=0,2;parts=maps,rows,covers;map_cap=64;map_min=8;deflate=4";
   Layout& l = s.layout;
-  l.num_layers = 4;
-  l.num_heads = 4;
+  l.num_layers = std::max(4, *std::max_element(layers.begin(), layers.end()) + 1);
+  l.num_heads = std::max(4, (*std::max_element(heads.begin(), heads.end()) + 2) / 2 * 2);
   l.num_kv_heads = 2;
-  l.layers = {1, 3};
-  l.heads = {0, 2};
-  l.page_size = {8, 16};
+  l.layers = std::move(layers);
+  l.heads = std::move(heads);
+  for (std::size_t i = 0; i < l.layers.size(); ++i) l.page_size.push_back(i % 2 ? 16 : 8);
   l.prompt_tokens = n;
   l.levels = stored_levels(n, 64, 8);
   l.deflate = 4;
@@ -393,13 +396,62 @@ TEST(CaptureFile, StepRowsOfAKnownRunLengthAreOneChunk) {
     const hid_t dcpl = H5Dget_create_plist(ds);
     hsize_t chunk[4] = {};
     ASSERT_EQ(H5Pget_chunk(dcpl, 4, chunk), 4);
-    const hsize_t want[4] = {1, 1, s.layout.heads.size(), static_cast<hsize_t>(token_chunk(s.layout))};
-    for (int k = 0; k < 4; ++k) EXPECT_EQ(chunk[k], want[k]) << name << " axis " << k;  // one step, layer and row
+    const hsize_t want[4] = {1, 2, s.layout.heads.size(), static_cast<hsize_t>(token_chunk(s.layout))};
+    for (int k = 0; k < 4; ++k) EXPECT_EQ(chunk[k], want[k]) << name << " axis " << k;  // one step, both layers, whole rows
     EXPECT_GE(chunk[3], 1033u) << name;  // the longest row (T = 1030 + 3) fits one chunk
     H5Pclose(dcpl);
     H5Dclose(ds);
     H5Fclose(h5);
   }
+}
+
+// The step rows of a group of layers share a chunk [1, Lc, H, ct]: the last group is padded with
+// zero rows, and a group none of whose layers ran the dense shadow at a step has no dense chunk
+// there. Every row still reads back exactly.
+TEST(CaptureFile, StepRowsOfALayerGroupShareAChunk) {
+  std::vector<int> heads(16);
+  for (int i = 0; i < 16; ++i) heads[static_cast<std::size_t>(i)] = i;
+  Synthetic s = make_synthetic(40, 3, 15, {0, 1, 2, 3, 5}, heads);
+  align_pages(s);
+  s.layout.max_tokens = 4096;  // 16 heads x 4,096 halves: 128 KiB a layer, two to a chunk
+  ASSERT_EQ(token_chunk(s.layout), 4096);
+  ASSERT_EQ(layer_chunk(s.layout), 2);  // groups: recorded layers {0, 1}, {2, 3}, {4 and a padding row}
+  // At step 2 (whose dense shadow ran in every layer) take it away from the middle group.
+  for (const std::size_t li : {2u, 3u}) {
+    LayerStep& ls = s.steps[1].layers[li];
+    ls.dense.clear();
+    std::fill(ls.fidelity.begin(), ls.fidelity.end(), std::nanf(""));
+  }
+  const fs::path file = work_dir() / "run.h5";
+  const std::vector<MapRows> bands = write_run(file, s, 3, three_threads);
+  expect_same(*CaptureFile::open(file), s, bands, 3, true);
+
+  const hid_t h5 = H5Fopen(file.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
+  ASSERT_GE(h5, 0);
+  const hid_t ds = H5Dopen2(h5, "/decode/dense", H5P_DEFAULT);
+  ASSERT_GE(ds, 0);
+  const hid_t dcpl = H5Dget_create_plist(ds);
+  hsize_t chunk[4] = {};
+  ASSERT_EQ(H5Pget_chunk(dcpl, 4, chunk), 4);
+  EXPECT_EQ(chunk[0], 1u);
+  EXPECT_EQ(chunk[1], 2u);
+  EXPECT_EQ(chunk[2], 16u);
+  EXPECT_EQ(chunk[3], 4096u);
+  // Step 2 (index 1): chunks of groups 0 and 2 were written, that of group 1 was not.
+  const auto stored = [&](hsize_t group) {
+    const hsize_t offset[4] = {1, 2 * group, 0, 0};
+    unsigned mask = 0;
+    haddr_t addr = 0;
+    hsize_t size = 0;
+    if (H5Dget_chunk_info_by_coord(ds, offset, &mask, &addr, &size) < 0) return false;
+    return addr != HADDR_UNDEF && size > 0;
+  };
+  EXPECT_TRUE(stored(0));
+  EXPECT_FALSE(stored(1));
+  EXPECT_TRUE(stored(2));
+  H5Pclose(dcpl);
+  H5Dclose(ds);
+  H5Fclose(h5);
 }
 
 // The size announced before a run: without compression, the chunks stored match the estimate
