@@ -210,7 +210,7 @@ class CaptureSink {
   virtual void begin(const Manifest& manifest, const Layout& layout, const std::vector<Token>& prompt,
                      const std::vector<Segment>& segments) = 0;
   virtual void map_rows(const MapRows& rows) = 0;
-  // True when the sink wants MapRows::chunks and LayerStep::chunks (encoded on the producer's
+  // True when the sink wants MapRows::chunks and Step::chunks (encoded on the producer's
   // threads); the plain arrays still arrive alongside.
   virtual bool takes_chunks() const { return false; }
   virtual void end_prefill() = 0;  // all map bands delivered
