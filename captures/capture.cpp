@@ -211,9 +211,9 @@ std::int64_t token_chunk(const Layout& layout) {
 
 std::int64_t layer_chunk(const Layout& layout) {
   const std::int64_t L = static_cast<std::int64_t>(layout.layers.size());
+  if (L <= 1) return 1;
   const std::int64_t per_layer = std::max<std::int64_t>(1, static_cast<std::int64_t>(layout.heads.size()) * token_chunk(layout) * 2);
   const std::int64_t fit = std::max<std::int64_t>(1, kStepChunkBytes / per_layer);  // layers in one chunk at most
-  if (L <= 1) return 1;
   const std::int64_t groups = (L + fit - 1) / fit;
   return (L + groups - 1) / groups;  // the same count in every chunk, as far as the layers allow
 }

@@ -131,19 +131,18 @@ void CaptureSession::end_prefill() {
 namespace {
 
 // One part of layers [g0, g0 + Lc) of a step (`part` of each LayerStep: [H][X] with X its
-// tokens or pages, or empty) as the chunks [Lc * H][w] of the dataset's step row, k = 0 .. n - 1
-// along the token (page) axis, zero-padded: the rows of layer g0 + j, head h at row j * H + h.
-// A chunk without any layer's data stays empty (it is not written and reads as 0).
+// tokens or pages, or empty) as the chunks [Lc * H][w] of the dataset's step row, written to
+// out[0 .. n - 1] along the token (page) axis, zero-padded: the rows of layer g0 + j, head h at
+// row j * H + h. A chunk without any layer's data stays empty (it is not written and reads as 0).
 template <class T>
-std::vector<std::vector<std::uint8_t>> encode_layers(const std::vector<LayerStep>& layers, const std::vector<T> LayerStep::*part,
-                                                     std::size_t g0, std::size_t Lc, std::size_t H, std::int64_t w, std::int64_t n,
-                                                     int level) {
-  std::vector<std::vector<std::uint8_t>> out(static_cast<std::size_t>(std::max<std::int64_t>(n, 0)));
+void encode_layers(const std::vector<LayerStep>& layers, const std::vector<T> LayerStep::*part, std::size_t g0, std::size_t Lc,
+                   std::size_t H, std::int64_t w, std::int64_t n, int level, std::vector<std::uint8_t>* out) {
+  if (H == 0) return;
   const std::size_t g1 = std::min(layers.size(), g0 + Lc), width = static_cast<std::size_t>(w);
   thread_local std::vector<T> block;
   for (std::int64_t k = 0; k < n; ++k) {
     bool any = false;
-    for (std::size_t i = g0; i < g1 && H; ++i) {
+    for (std::size_t i = g0; i < g1; ++i) {
       const std::vector<T>& v = layers[i].*part;
       const std::int64_t X = static_cast<std::int64_t>(v.size() / H);
       if (X <= k * w) continue;
@@ -155,10 +154,9 @@ std::vector<std::vector<std::uint8_t>> encode_layers(const std::vector<LayerStep
     }
     if (any) {
       const auto rows = static_cast<std::int64_t>(Lc * H);
-      out[static_cast<std::size_t>(k)] = encode_tile(block.data(), sizeof(T), rows, w, w, rows, w, level);
+      out[k] = encode_tile(block.data(), sizeof(T), rows, w, w, rows, w, level);
     }
   }
-  return out;
 }
 
 }  // namespace
@@ -180,17 +178,15 @@ void CaptureSession::step(Step step) {
     const int level = layout_.deflate;
     parallel_(groups * kParts, [&](std::int64_t begin, std::int64_t end) {
       for (std::int64_t t = begin; t < end; ++t) {
-        const std::int64_t g = t / kParts;
+        const std::int64_t g = t / kParts, nt = c.token_chunks, np = c.page_chunks;
         const std::size_t g0 = static_cast<std::size_t>(g) * Lc;
-        const auto place = [&](std::vector<std::vector<std::uint8_t>>& dst, std::int64_t n, std::vector<std::vector<std::uint8_t>> chunks) {
-          std::move(chunks.begin(), chunks.end(), dst.begin() + g * n);
-        };
+        const auto& ls = step.layers;
         switch (t % kParts) {
-          case 0: place(c.effective, c.token_chunks, encode_layers(step.layers, &LayerStep::effective, g0, Lc, H, ct, c.token_chunks, level)); break;
-          case 1: place(c.dense, c.token_chunks, encode_layers(step.layers, &LayerStep::dense, g0, Lc, H, ct, c.token_chunks, level)); break;
-          case 2: place(c.cover, c.token_chunks, encode_layers(step.layers, &LayerStep::cover, g0, Lc, H, ct, c.token_chunks, level)); break;
-          case 3: place(c.page_state, c.page_chunks, encode_layers(step.layers, &LayerStep::page_state, g0, Lc, H, kPageChunk, c.page_chunks, level)); break;
-          case 4: place(c.summary_mass, c.page_chunks, encode_layers(step.layers, &LayerStep::summary_mass, g0, Lc, H, kPageChunk, c.page_chunks, level)); break;
+          case 0: encode_layers(ls, &LayerStep::effective, g0, Lc, H, ct, nt, level, c.effective.data() + g * nt); break;
+          case 1: encode_layers(ls, &LayerStep::dense, g0, Lc, H, ct, nt, level, c.dense.data() + g * nt); break;
+          case 2: encode_layers(ls, &LayerStep::cover, g0, Lc, H, ct, nt, level, c.cover.data() + g * nt); break;
+          case 3: encode_layers(ls, &LayerStep::page_state, g0, Lc, H, kPageChunk, np, level, c.page_state.data() + g * np); break;
+          case 4: encode_layers(ls, &LayerStep::summary_mass, g0, Lc, H, kPageChunk, np, level, c.summary_mass.data() + g * np); break;
         }
       }
     });

@@ -303,14 +303,15 @@ void CaptureWriter::step(const Step& s) {
       write_chunks(summary_mass_, si, kPageChunk, c.page_chunks, c.summary_mass);
     }
   }
+  const bool plain = !s.chunks.encoded;  // a sink fed without chunks: each layer's rows through HDF5's filters
   for (std::size_t i = 0; i < L; ++i) {
     const LayerStep& ls = s.layers[i];
     const hsize_t li = i;
-    if (layout_.rows && !s.chunks.encoded) {
+    if (layout_.rows && plain) {
       h5::write(effective_, h5::half_type(), {si, li, 0, 0}, {1, 1, H, T}, ls.effective.data(), name_);
       if (!ls.dense.empty()) h5::write(dense_, h5::half_type(), {si, li, 0, 0}, {1, 1, H, T}, ls.dense.data(), name_);
     }
-    if (layout_.covers && !s.chunks.encoded) {
+    if (layout_.covers && plain) {
       const hsize_t Pi = ls.page_state.size() / std::max<hsize_t>(H, 1);
       h5::write(cover_, H5T_NATIVE_UINT8, {si, li, 0, 0}, {1, 1, H, T}, ls.cover.data(), name_);
       if (Pi) {
