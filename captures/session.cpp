@@ -17,7 +17,7 @@ CaptureSession::~CaptureSession() {
     std::lock_guard<std::mutex> lock(mu_);
     stop_ = true;
   }
-  cv_.notify_all();
+  work_cv_.notify_all();
   thread_.join();
 }
 
@@ -42,17 +42,58 @@ void CaptureSession::rethrow() {
   if (error_) std::rethrow_exception(error_);
 }
 
-void CaptureSession::push(Message m) {
+void CaptureSession::push(Message m, bool wake) {
   const std::size_t b = bytes_of(m);
   std::unique_lock<std::mutex> lock(mu_);
   rethrow();
   // Wait for room (a single record larger than the budget goes through once the queue is empty).
-  cv_.wait(lock, [&] { return error_ || bytes_ == 0 || bytes_ + b <= budget_; });
+  const auto room = [&] { return error_ || bytes_ == 0 || bytes_ + b <= budget_; };
+  if (!room()) {
+    work_cv_.notify_one();  // what waits unwoken gets written now
+    cv_.wait(lock, room);
+  }
   rethrow();
   queue_.push_back(std::move(m));
   bytes_ += b;
   lock.unlock();
-  cv_.notify_all();
+  if (wake) work_cv_.notify_one();
+}
+
+CaptureSession::Message CaptureSession::take_front() {
+  Message m = std::move(queue_.front());
+  queue_.pop_front();
+  busy_ = true;
+  return m;
+}
+
+void CaptureSession::done_with(std::size_t b, std::exception_ptr err) {
+  bytes_ -= b;
+  busy_ = false;
+  if (err && !error_) error_ = err;
+  if (error_) {  // drop what is queued: the producer sees the error at its next call
+    queue_.clear();
+    bytes_ = 0;
+  }
+}
+
+void CaptureSession::help_inline() {
+  std::unique_lock<std::mutex> lock(mu_);
+  while (!busy_ && !error_ && !queue_.empty()) {
+    Message m = take_front();
+    lock.unlock();
+    const std::size_t b = bytes_of(m);
+    std::exception_ptr err;
+    try {
+      handle(m);
+    } catch (...) {
+      err = std::current_exception();
+    }
+    lock.lock();
+    done_with(b, err);
+  }
+  // The I/O thread is not woken for nothing: woken late, it would take the next record queued
+  // for the next region. (Records are pushed between regions, so none is left here as a rule.)
+  if (!busy_ && !queue_.empty()) work_cv_.notify_one();
 }
 
 void CaptureSession::begin(Manifest manifest, Layout layout, std::vector<Token> prompt, std::vector<Segment> segments) {
@@ -88,9 +129,15 @@ void CaptureSession::emit_band(int layer_index, const BandView& v) {
     r.chunk = c;
     r.chunks.assign(static_cast<std::size_t>(H * per_head), {});
     const int level = layout_.deflate;
-    parallel_(H * per_head, [&](std::int64_t begin, std::int64_t end) {
-      for (std::int64_t t = begin; t < end; ++t) {
-        const std::int64_t h = t / per_head, c0 = (t % per_head) * c;
+    // Work item 0 writes the bands queued before this one, on whichever model thread takes it,
+    // while the other encodes: the I/O thread is not woken to take a model thread's core.
+    parallel_(1 + H * per_head, [&](std::int64_t begin, std::int64_t end) {
+      for (std::int64_t i = begin; i < end; ++i) {
+        if (i == 0) {
+          help_inline();
+          continue;
+        }
+        const std::int64_t t = i - 1, h = t / per_head, c0 = (t % per_head) * c;
         r.chunks[static_cast<std::size_t>(t)] = encode_tile(v.data + h * v.head_stride + c0, sizeof(std::uint16_t), v.rows,
                                                             std::min(c, v.cols - c0), v.row_stride, c, c, level);
       }
@@ -103,7 +150,7 @@ void CaptureSession::emit_band(int layer_index, const BandView& v) {
         std::copy_n(v.data + (t / v.rows) * v.head_stride + (t % v.rows) * v.row_stride, v.cols, r.data.data() + t * v.cols);
     });
   }
-  push(std::move(r));
+  push(std::move(r), /*wake=*/!encode_);  // encoded bands: written by the next band's region
 }
 
 void CaptureSession::prefill_rows(int layer, std::int64_t row0, std::int64_t m, const std::vector<std::uint16_t>& halves) {
@@ -176,9 +223,15 @@ void CaptureSession::step(Step step) {
     for (auto* part : {&c.page_state, &c.summary_mass}) part->assign(static_cast<std::size_t>(groups * c.page_chunks), {});
     constexpr std::int64_t kParts = 5;  // effective, dense, cover, page_state, summary_mass
     const int level = layout_.deflate;
-    parallel_(groups * kParts, [&](std::int64_t begin, std::int64_t end) {
-      for (std::int64_t t = begin; t < end; ++t) {
-        const std::int64_t g = t / kParts, nt = c.token_chunks, np = c.page_chunks;
+    // Work item 0 writes the steps queued before this one (the previous step) inline, as for
+    // the map bands: the I/O thread is not woken to take a model thread's core during the step.
+    parallel_(1 + groups * kParts, [&](std::int64_t begin, std::int64_t end) {
+      for (std::int64_t i = begin; i < end; ++i) {
+        if (i == 0) {
+          help_inline();
+          continue;
+        }
+        const std::int64_t t = i - 1, g = t / kParts, nt = c.token_chunks, np = c.page_chunks;
         const std::size_t g0 = static_cast<std::size_t>(g) * Lc;
         const auto& ls = step.layers;
         switch (t % kParts) {
@@ -192,7 +245,7 @@ void CaptureSession::step(Step step) {
     });
     c.encoded = true;
   }
-  push(std::move(step));
+  push(std::move(step), /*wake=*/!encode_);  // encoded: written in the next step's region (or by finish)
 }
 
 void CaptureSession::finish(std::vector<Token> trailing) {
@@ -202,6 +255,7 @@ void CaptureSession::finish(std::vector<Token> trailing) {
 
 void CaptureSession::drain() {
   std::unique_lock<std::mutex> lock(mu_);
+  work_cv_.notify_one();  // for records queued without waking the I/O thread
   cv_.wait(lock, [&] { return error_ || (queue_.empty() && !busy_); });
   rethrow();
 }
@@ -217,11 +271,10 @@ void CaptureSession::run() {
     Message m;
     {
       std::unique_lock<std::mutex> lock(mu_);
-      cv_.wait(lock, [&] { return stop_ || !queue_.empty(); });
+      // Not while a producer thread handles a message inline: messages are handled in order.
+      work_cv_.wait(lock, [&] { return !busy_ && (stop_ || !queue_.empty()); });
       if (queue_.empty()) return;  // stop_ and nothing left
-      m = std::move(queue_.front());
-      queue_.pop_front();
-      busy_ = true;
+      m = take_front();
     }
     const std::size_t b = bytes_of(m);
     std::exception_ptr err;
@@ -232,13 +285,7 @@ void CaptureSession::run() {
     }
     {
       std::lock_guard<std::mutex> lock(mu_);
-      bytes_ -= b;
-      busy_ = false;
-      if (err && !error_) error_ = err;
-      if (error_) {  // drop what is queued: the producer sees the error at its next call
-        queue_.clear();
-        bytes_ = 0;
-      }
+      done_with(b, err);
     }
     cv_.notify_all();
   }

@@ -3,6 +3,10 @@
 // both). The prefill map pyramids are built, and their chunks compressed, on the producer's side
 // with its ParallelFor (the model's threads): that work then uses every core the model uses
 // instead of competing with it from a thread of its own, and the I/O thread is left with writing.
+// Encoded records (map bands, steps) do not wake the I/O thread: one work item of the next
+// band's or step's parallel region writes them while the other threads encode, so a woken I/O
+// thread does not take a core from the model mid-step. end_prefill, finish and drain wake it for
+// what is left, so a step's data lands during the next step (or at finish).
 // When the queue holds more than its byte budget the model thread waits, so a slow disk slows the
 // run instead of exhausting memory. An error on the I/O thread (disk full, ...) is rethrown to
 // the model thread at its next call.
@@ -56,16 +60,27 @@ class CaptureSession {
   using Message = std::variant<Begin, MapRows, EndPrefill, Step, Finish>;
   static std::size_t bytes_of(const Message& m);
 
-  void push(Message m);
+  // Queues m. `wake`: wake the I/O thread for it; without, m waits for the producer's next
+  // parallel region to handle it inline (help_inline), for the next woken push, or for the
+  // queue to fill up.
+  void push(Message m, bool wake = true);
   void emit_band(int layer_index, const BandView& band);  // producer side: encode, then queue
+  // Handles what is queued on the calling thread (a work item of the producer's parallel region)
+  // while the I/O thread is idle; returns at once when the I/O thread is busy.
+  void help_inline();
   void run();
+  // Takes the front message off the queue; mu_ held, the queue not empty, the caller handles it.
+  Message take_front();
+  // After handling a message of b bytes: error and queue bookkeeping; mu_ held.
+  void done_with(std::size_t b, std::exception_ptr err);
   void handle(Message& m);
   void rethrow();
 
   std::vector<CaptureSink*> sinks_;
   std::size_t budget_;
   mutable std::mutex mu_;
-  std::condition_variable cv_;
+  std::condition_variable cv_;       // the producer waits on it: room in the queue, drained
+  std::condition_variable work_cv_;  // the I/O thread waits on it: a record to handle, stop
   std::deque<Message> queue_;
   std::size_t bytes_ = 0;
   bool busy_ = false, stop_ = false;
