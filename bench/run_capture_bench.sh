@@ -26,6 +26,7 @@ once() {  # args: label, extra capture flags...; prints the seconds of one run
   sed -n 's/.*, \([0-9.]*\) s$/\1/p' "$work/$label.err" | tail -1
 }
 median() { printf '%s\n' "$@" | sort -n | sed -n "$((($# + 1) / 2))p"; }
+fastest() { printf '%s\n' "$@" | sort -n | head -1; }
 range() { printf '%s\n' "$@" | sort -n | sed -n '1h;${H;x;s/\n/–/;p}'; }  # smallest–largest
 parts() {  # file -> "stored_MB uncompressed_MB"
   "$build/luka" inspect "$1" --json | "$py" -c 'import json,sys; p=json.load(sys.stdin)["parts"]; s=sum(v["stored"] for v in p.values()); u=sum(v["uncompressed"] for v in p.values()); print("%.1f %.1f" % (s/1e6, u/1e6))'
@@ -38,11 +39,12 @@ parts() {  # file -> "stored_MB uncompressed_MB"
   echo "$(basename "$text"); 65 new tokens = 64 decode steps; all 30 layers x 9 heads recorded (maps: levels"
   echo "0-4 of the 1024 x 1024 prefill map; per step: effective rows, covers, page states, metrics)."
   echo "Time = prefill + decode + draining the writer, median of $reps runs (LUKA_BENCH_REPS); ratio = the median over"
-  echo "those repetitions of with / without recording, each pair run back to back. The model uses every core in both"
-  echo "(the \`--threads\` default)."
+  echo "those repetitions of with / without recording, each pair run back to back; fastest ratio = the fastest run"
+  echo "with recording / the fastest without (on a machine whose speed drifts during a run, the least disturbed"
+  echo "runs). The model uses every core in both (the \`--threads\` default)."
   echo
-  echo "| preset | recording | seconds | ratio | ratio range | file MB | uncompressed MB | compression |"
-  echo "|---|---|---|---|---|---|---|---|"
+  echo "| preset | recording | seconds | ratio | ratio range | fastest ratio | file MB | uncompressed MB | compression |"
+  echo "|---|---|---|---|---|---|---|---|---|"
   for preset in dense paper; do
     # Each repetition runs the plain run and then every recording back to back, so that a ratio
     # compares runs made under the same conditions on a machine whose speed drifts.
@@ -58,11 +60,11 @@ parts() {  # file -> "stored_MB uncompressed_MB"
         ratios[$level]+=" $("$py" -c "print('%.3f' % ($t / $base))")"
       done
     done
-    echo "| $preset | none | $(median "${base_times[@]}") | 1.00 | | | | |"
+    echo "| $preset | none | $(median "${base_times[@]}") | 1.00 | | | | | |"
     for level in 1 4 none; do
       read -r stored raw <<< "$(parts "$work/$preset-$level.h5")"
       # shellcheck disable=SC2086  # the lists are space-separated numbers
-      echo "| $preset | all, deflate $level | $(median ${times[$level]}) | $(median ${ratios[$level]}) | $(range ${ratios[$level]}) | $stored | $raw | $("$py" -c "print('%.1fx' % ($raw / $stored))") |"
+      echo "| $preset | all, deflate $level | $(median ${times[$level]}) | $(median ${ratios[$level]}) | $(range ${ratios[$level]}) | $("$py" -c "print('%.3f' % ($(fastest ${times[$level]}) / $(fastest "${base_times[@]}")))") | $stored | $raw | $("$py" -c "print('%.1fx' % ($raw / $stored))") |"
     done
   done
   echo
