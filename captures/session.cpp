@@ -96,6 +96,17 @@ void CaptureSession::help_inline() {
   if (!busy_ && !queue_.empty()) work_cv_.notify_one();
 }
 
+void CaptureSession::encode_and_write(std::int64_t n, const std::function<void(std::int64_t)>& item) {
+  parallel_(1 + n, [&](std::int64_t begin, std::int64_t end) {
+    for (std::int64_t i = begin; i < end; ++i) {
+      if (i == 0)
+        help_inline();
+      else
+        item(i - 1);
+    }
+  });
+}
+
 void CaptureSession::begin(Manifest manifest, Layout layout, std::vector<Token> prompt, std::vector<Segment> segments) {
   layout_ = layout;
   encode_ = false;
@@ -129,18 +140,10 @@ void CaptureSession::emit_band(int layer_index, const BandView& v) {
     r.chunk = c;
     r.chunks.assign(static_cast<std::size_t>(H * per_head), {});
     const int level = layout_.deflate;
-    // Work item 0 writes the bands queued before this one, on whichever model thread takes it,
-    // while the other encodes: the I/O thread is not woken to take a model thread's core.
-    parallel_(1 + H * per_head, [&](std::int64_t begin, std::int64_t end) {
-      for (std::int64_t i = begin; i < end; ++i) {
-        if (i == 0) {
-          help_inline();
-          continue;
-        }
-        const std::int64_t t = i - 1, h = t / per_head, c0 = (t % per_head) * c;
-        r.chunks[static_cast<std::size_t>(t)] = encode_tile(v.data + h * v.head_stride + c0, sizeof(std::uint16_t), v.rows,
-                                                            std::min(c, v.cols - c0), v.row_stride, c, c, level);
-      }
+    encode_and_write(H * per_head, [&](std::int64_t t) {
+      const std::int64_t h = t / per_head, c0 = (t % per_head) * c;
+      r.chunks[static_cast<std::size_t>(t)] = encode_tile(v.data + h * v.head_stride + c0, sizeof(std::uint16_t), v.rows,
+                                                          std::min(c, v.cols - c0), v.row_stride, c, c, level);
     });
   }
   if (keep_halves_) {
@@ -223,24 +226,16 @@ void CaptureSession::step(Step step) {
     for (auto* part : {&c.page_state, &c.summary_mass}) part->assign(static_cast<std::size_t>(groups * c.page_chunks), {});
     constexpr std::int64_t kParts = 5;  // effective, dense, cover, page_state, summary_mass
     const int level = layout_.deflate;
-    // Work item 0 writes the steps queued before this one (the previous step) inline, as for
-    // the map bands: the I/O thread is not woken to take a model thread's core during the step.
-    parallel_(1 + groups * kParts, [&](std::int64_t begin, std::int64_t end) {
-      for (std::int64_t i = begin; i < end; ++i) {
-        if (i == 0) {
-          help_inline();
-          continue;
-        }
-        const std::int64_t t = i - 1, g = t / kParts, nt = c.token_chunks, np = c.page_chunks;
-        const std::size_t g0 = static_cast<std::size_t>(g) * Lc;
-        const auto& ls = step.layers;
-        switch (t % kParts) {
-          case 0: encode_layers(ls, &LayerStep::effective, g0, Lc, H, ct, nt, level, c.effective.data() + g * nt); break;
-          case 1: encode_layers(ls, &LayerStep::dense, g0, Lc, H, ct, nt, level, c.dense.data() + g * nt); break;
-          case 2: encode_layers(ls, &LayerStep::cover, g0, Lc, H, ct, nt, level, c.cover.data() + g * nt); break;
-          case 3: encode_layers(ls, &LayerStep::page_state, g0, Lc, H, kPageChunk, np, level, c.page_state.data() + g * np); break;
-          case 4: encode_layers(ls, &LayerStep::summary_mass, g0, Lc, H, kPageChunk, np, level, c.summary_mass.data() + g * np); break;
-        }
+    encode_and_write(groups * kParts, [&](std::int64_t t) {
+      const std::int64_t g = t / kParts, nt = c.token_chunks, np = c.page_chunks;
+      const std::size_t g0 = static_cast<std::size_t>(g) * Lc;
+      const auto& ls = step.layers;
+      switch (t % kParts) {
+        case 0: encode_layers(ls, &LayerStep::effective, g0, Lc, H, ct, nt, level, c.effective.data() + g * nt); break;
+        case 1: encode_layers(ls, &LayerStep::dense, g0, Lc, H, ct, nt, level, c.dense.data() + g * nt); break;
+        case 2: encode_layers(ls, &LayerStep::cover, g0, Lc, H, ct, nt, level, c.cover.data() + g * nt); break;
+        case 3: encode_layers(ls, &LayerStep::page_state, g0, Lc, H, kPageChunk, np, level, c.page_state.data() + g * np); break;
+        case 4: encode_layers(ls, &LayerStep::summary_mass, g0, Lc, H, kPageChunk, np, level, c.summary_mass.data() + g * np); break;
       }
     });
     c.encoded = true;

@@ -68,6 +68,10 @@ class CaptureSession {
   // Handles what is queued on the calling thread (a work item of the producer's parallel region)
   // while the I/O thread is idle; returns at once when the I/O thread is busy.
   void help_inline();
+  // item(0 .. n-1) on the producer's threads, plus work item 0: help_inline, taken by whichever
+  // thread comes first while the others encode, so the records queued before (the previous band
+  // or step) are written without waking the I/O thread to take a model thread's core.
+  void encode_and_write(std::int64_t n, const std::function<void(std::int64_t)>& item);
   void run();
   // Takes the front message off the queue; mu_ held, the queue not empty, the caller handles it.
   Message take_front();
