@@ -196,41 +196,69 @@ void CaptureRecorder::record_step(std::int64_t step, std::vector<Token> new_toke
   Step s;
   s.step = step;
   s.new_tokens = std::move(new_tokens);
-  const std::size_t Hr = layout_.heads.size();
-  for (std::size_t i = 0; i < layout_.layers.size(); ++i) {
+  const std::size_t L = layout_.layers.size(), Hr = layout_.heads.size();
+  // Per layer, on this thread: the checks, the scalars and the new pages; the step's tensors in
+  // the layout the conversion below reads.
+  struct Source {
+    const LukaStep* step = nullptr;
+    const std::vector<Page>* pages = nullptr;
+    std::size_t pages_before = 0;  // pages that existed during this step's attention: made before it
+    at::Tensor effective, dense, mass;
+  };
+  std::vector<Source> src(L);
+  s.layers.resize(L);
+  for (std::size_t i = 0; i < L; ++i) {
     const LukaAttention& la = *layers_[static_cast<std::size_t>(layout_.layers[i])];
     const LukaStep& ls = la.last_step();
     if (ls.step != step || !ls.effective.defined()) fail("capture", "layer " + std::to_string(layout_.layers[i]) + " did not run decode step " + std::to_string(step));
-    const std::int64_t T = ls.tokens;
-    s.tokens = T;
-    LayerStep out;
+    s.tokens = ls.tokens;
+    LayerStep& out = s.layers[i];
     out.mode = mode_code(ls.mode);
     out.paged_end = ls.paged_end;
     out.seconds = ls.seconds;
-    for (const int h : layout_.heads) out.cover_size.push_back(static_cast<std::int32_t>(ls.cover_size.at(static_cast<std::size_t>(h))));
+    const std::size_t per_head = ls.mode == AttentionMode::kLined ? ls.heavy.size() : ls.mode == AttentionMode::kClustered ? ls.refined.size() : ls.cover_size.size();
+    for (const int h : layout_.heads) {
+      if (static_cast<std::size_t>(h) >= ls.cover_size.size() || static_cast<std::size_t>(h) >= per_head)
+        fail("capture", "layer " + std::to_string(layout_.layers[i]) + " has no head " + std::to_string(h) + " at step " + std::to_string(step));
+      out.cover_size.push_back(static_cast<std::int32_t>(ls.cover_size[static_cast<std::size_t>(h)]));
+    }
     out.fidelity.assign(Hr * 4, std::numeric_limits<float>::quiet_NaN());
     if (ls.fidelity.defined()) {
       const at::Tensor f = ls.fidelity.contiguous();  // [H, 4] fp32
       const float* fp = f.const_data_ptr<float>();
       for (std::size_t j = 0; j < Hr; ++j) std::copy_n(fp + layout_.heads[j] * 4, 4, out.fidelity.data() + j * 4);
     }
-    const at::Tensor eff = ls.effective.contiguous();
-    if (layout_.rows) {
-      out.effective.resize(Hr * static_cast<std::size_t>(T));
-      for (std::size_t j = 0; j < Hr; ++j)
-        floats_to_halves(eff.const_data_ptr<float>() + layout_.heads[j] * T, out.effective.data() + j * T, static_cast<std::size_t>(T));
-    }
-    if (layout_.rows && ls.dense.defined()) {
-      const at::Tensor d = ls.dense.contiguous();
-      out.dense.resize(Hr * static_cast<std::size_t>(T));
-      for (std::size_t j = 0; j < Hr; ++j)
-        floats_to_halves(d.const_data_ptr<float>() + layout_.heads[j] * T, out.dense.data() + j * T, static_cast<std::size_t>(T));
-    }
-    // Pages that existed during this step's attention: those made before it.
-    const auto& pages = la.pages();
-    std::size_t P = 0;
-    while (P < pages.size() && pages[P].created_step < step) ++P;
-    if (layout_.covers) {
+    Source& in = src[i];
+    in.step = &ls;
+    in.pages = &la.pages();
+    while (in.pages_before < in.pages->size() && (*in.pages)[in.pages_before].created_step < step) ++in.pages_before;
+    if (layout_.rows) in.effective = ls.effective.contiguous();
+    if (layout_.rows && ls.dense.defined()) in.dense = ls.dense.contiguous();
+    if (layout_.covers && ls.mode == AttentionMode::kClustered) in.mass = ls.summary_mass.contiguous();
+    for (std::size_t p = pages_reported_[i]; p < in.pages->size(); ++p)
+      out.new_pages.push_back({(*in.pages)[p].start, (*in.pages)[p].end, (*in.pages)[p].created_step});
+    pages_reported_[i] = in.pages->size();
+  }
+  // The rows, covers and page states of every layer, converted on the model's threads.
+  const std::int64_t T = s.tokens;
+  session_.parallel()(static_cast<std::int64_t>(L), [&](std::int64_t b, std::int64_t e) {
+    for (std::int64_t li = b; li < e; ++li) {
+      const Source& in = src[static_cast<std::size_t>(li)];
+      const LukaStep& ls = *in.step;
+      LayerStep& out = s.layers[static_cast<std::size_t>(li)];
+      if (in.effective.defined()) {
+        out.effective.resize(Hr * static_cast<std::size_t>(T));
+        for (std::size_t j = 0; j < Hr; ++j)
+          floats_to_halves(in.effective.const_data_ptr<float>() + layout_.heads[j] * T, out.effective.data() + j * T, static_cast<std::size_t>(T));
+      }
+      if (in.dense.defined()) {
+        out.dense.resize(Hr * static_cast<std::size_t>(T));
+        for (std::size_t j = 0; j < Hr; ++j)
+          floats_to_halves(in.dense.const_data_ptr<float>() + layout_.heads[j] * T, out.dense.data() + j * T, static_cast<std::size_t>(T));
+      }
+      if (!layout_.covers) continue;
+      const std::vector<Page>& pages = *in.pages;
+      const std::size_t P = in.pages_before;
       out.cover.assign(Hr * static_cast<std::size_t>(T), kRaw);
       out.page_state.assign(Hr * P, kNoPage);
       out.summary_mass.assign(Hr * P, 0);
@@ -239,27 +267,22 @@ void CaptureRecorder::record_step(std::int64_t step, std::vector<Token> new_toke
         std::uint8_t* cov = out.cover.data() + j * T;
         if (ls.mode == AttentionMode::kLined) {
           std::fill(cov, cov + ls.window_start, kDropped);
-          for (const std::int64_t t : ls.heavy.at(h)) cov[t] = kHeavy;
+          for (const std::int64_t t : ls.heavy[h]) cov[t] = kHeavy;
         } else if (ls.mode == AttentionMode::kClustered) {
           std::uint8_t* ps = out.page_state.data() + j * P;
           std::fill(cov, cov + ls.paged_end, kSummarized);
           std::fill(ps, ps + P, kPageSummarized);
-          for (const std::int64_t p : ls.refined.at(h)) {
+          for (const std::int64_t p : ls.refined[h]) {
             ps[p] = kPageRefined;
             std::fill(cov + pages[static_cast<std::size_t>(p)].start, cov + pages[static_cast<std::size_t>(p)].end, kRefined);
           }
-          const at::Tensor mass = ls.summary_mass.contiguous();
-          const std::int64_t np = std::min<std::int64_t>(static_cast<std::int64_t>(P), mass.size(1));
-          floats_to_halves(mass.const_data_ptr<float>() + static_cast<std::int64_t>(h) * mass.size(1), out.summary_mass.data() + j * P,
+          const std::int64_t np = std::min<std::int64_t>(static_cast<std::int64_t>(P), in.mass.size(1));
+          floats_to_halves(in.mass.const_data_ptr<float>() + static_cast<std::int64_t>(h) * in.mass.size(1), out.summary_mass.data() + j * P,
                            static_cast<std::size_t>(np));
         }
       }
     }
-    for (std::size_t p = pages_reported_[i]; p < pages.size(); ++p)
-      out.new_pages.push_back({pages[p].start, pages[p].end, pages[p].created_step});
-    pages_reported_[i] = pages.size();
-    s.layers.push_back(std::move(out));
-  }
+  });
   session_.step(std::move(s));
 }
 
