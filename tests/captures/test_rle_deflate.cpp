@@ -105,6 +105,26 @@ TEST(RleDeflate, ShuffledHalfPlanesAndMatchesAcrossBlocks) {
   EXPECT_EQ(round_trip(zeros, 65536), zeros);
 }
 
+TEST(RleDeflate, LargeBlocksCodeLiteralsTheSampleMissed) {
+  // Blocks of 16 KiB and more build their code from every fourth literal. Byte values that occur
+  // only between the sampled positions (here: only at odd positions, once or a few times, at the
+  // ends of the range and inside it, after runs that shift the sampling phase) must still get a
+  // code. Block sizes just below, at and above the threshold, in one plane and in two.
+  std::mt19937 rng(23);
+  for (const std::size_t n : {std::size_t{16383}, std::size_t{16384}, std::size_t{65536}, std::size_t{200001}}) {
+    std::vector<std::uint8_t> in(n);
+    for (std::size_t i = 0; i < n; ++i) in[i] = static_cast<std::uint8_t>(40 + rng() % 8);
+    for (std::size_t i = 1000; i < n; i += 4099) in[i] = static_cast<std::uint8_t>(i % 2 ? 3 : 250);  // rare, at the range's ends
+    in[n / 2 + 1] = 44;                                                                             // common value, moved
+    in[n / 3 | 1] = 100;                                                                            // once, inside the range
+    for (std::size_t i = 5000; i + 20 < n; i += 7919) std::fill_n(in.begin() + static_cast<std::ptrdiff_t>(i), 9 + i % 5, std::uint8_t{0});
+    EXPECT_EQ(round_trip(in), in) << n;
+    EXPECT_EQ(round_trip(in, n / 2), in) << n << ", two planes";
+    const std::vector<std::uint8_t> z = compress(in);
+    EXPECT_LT(z.size() * 10, in.size() * 6) << "about 3 bits per byte expected, " << z.size() << " bytes from " << n;
+  }
+}
+
 TEST(RleDeflate, ManyRandomInputs) {
   std::mt19937 rng(5);
   for (int trial = 0; trial < 200; ++trial) {
