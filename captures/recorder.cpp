@@ -172,14 +172,20 @@ void CaptureRecorder::start_prefill() {
             if (heads[j] >= head0 && heads[j] < head0 + G) slots.push_back(j);
           const float* src = p.const_data_ptr<float>();
           std::uint16_t* dst = halves_.data();
-          const std::int64_t parts = static_cast<std::int64_t>(slots.size()) * m;  // one per head and row
-          session_.parallel()(parts, [&](std::int64_t b, std::int64_t e) {
+          // One work item per head and 8 rows: enough items to balance the threads, few enough
+          // that taking one (an atomic on a line both cores use) costs little beside its work.
+          constexpr std::int64_t kRows = 8;
+          const std::int64_t groups = (m + kRows - 1) / kRows;
+          session_.parallel()(static_cast<std::int64_t>(slots.size()) * groups, [&](std::int64_t b, std::int64_t e) {
             for (std::int64_t t = b; t < e; ++t) {
-              const std::size_t j = slots[static_cast<std::size_t>(t / m)], r = static_cast<std::size_t>(t % m);
-              const std::size_t cols = std::min(static_cast<std::size_t>(T), static_cast<std::size_t>(q0) + r + 1);
-              std::uint16_t* row = dst + j * per_head + r * static_cast<std::size_t>(T);
-              floats_to_halves(src + static_cast<std::size_t>(heads[j] - head0) * per_head + r * static_cast<std::size_t>(T), row, cols);
-              std::fill(row + cols, row + T, std::uint16_t{0});
+              const std::size_t j = slots[static_cast<std::size_t>(t / groups)];
+              const std::int64_t r0 = (t % groups) * kRows;
+              for (std::size_t r = static_cast<std::size_t>(r0); r < static_cast<std::size_t>(std::min(m, r0 + kRows)); ++r) {
+                const std::size_t cols = std::min(static_cast<std::size_t>(T), static_cast<std::size_t>(q0) + r + 1);
+                std::uint16_t* row = dst + j * per_head + r * static_cast<std::size_t>(T);
+                floats_to_halves(src + static_cast<std::size_t>(heads[j] - head0) * per_head + r * static_cast<std::size_t>(T), row, cols);
+                std::fill(row + cols, row + T, std::uint16_t{0});
+              }
             }
           });
           if (head0 + G > last) session_.prefill_rows(layer, q0, m, halves_);  // the block's last recorded head
