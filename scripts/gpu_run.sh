@@ -52,15 +52,15 @@ if [ "$what" = sanitize ] || [ "$what" = all ]; then
   for j in "${jobs[@]}"; do
     wait "${j%%:*}"
     rc=$?
-    what="${j#*:}"
-    log="$logs/${what%% *}-${what#* }.log"
+    job="${j#*:}"
+    log="$logs/${job%% *}-${job#* }.log"
     # A test that never calls CUDA (argument checks) gives the sanitizer nothing to watch; it
     # exits non-zero for that alone. Such a test passed if gtest says so.
     if [ $rc -ne 0 ] && grep -q 'terminated before first instrumented API call' "$log" && grep -q '^\[  PASSED  \]' "$log"; then
-      echo "$what: passed, no CUDA call to check"
+      echo "$job: passed, no CUDA call to check"
       continue
     fi
-    echo "$what: exit $rc"
+    echo "$job: exit $rc"
     [ $rc -eq 0 ] || status=1
   done
 fi
