@@ -247,21 +247,18 @@ void CaptureRecorder::record_step(std::int64_t step, std::vector<Token> new_toke
   }
   // The rows, covers and page states of every layer, converted on the model's threads.
   const std::int64_t T = s.tokens;
+  const auto recorded_rows = [&](const at::Tensor& rows, std::vector<std::uint16_t>& out) {  // [H, T] fp32 -> [Hr, T] halves
+    out.resize(Hr * static_cast<std::size_t>(T));
+    for (std::size_t j = 0; j < Hr; ++j)
+      floats_to_halves(rows.const_data_ptr<float>() + layout_.heads[j] * T, out.data() + j * T, static_cast<std::size_t>(T));
+  };
   session_.parallel()(static_cast<std::int64_t>(L), [&](std::int64_t b, std::int64_t e) {
     for (std::int64_t li = b; li < e; ++li) {
       const Source& in = src[static_cast<std::size_t>(li)];
       const LukaStep& ls = *in.step;
       LayerStep& out = s.layers[static_cast<std::size_t>(li)];
-      if (in.effective.defined()) {
-        out.effective.resize(Hr * static_cast<std::size_t>(T));
-        for (std::size_t j = 0; j < Hr; ++j)
-          floats_to_halves(in.effective.const_data_ptr<float>() + layout_.heads[j] * T, out.effective.data() + j * T, static_cast<std::size_t>(T));
-      }
-      if (in.dense.defined()) {
-        out.dense.resize(Hr * static_cast<std::size_t>(T));
-        for (std::size_t j = 0; j < Hr; ++j)
-          floats_to_halves(in.dense.const_data_ptr<float>() + layout_.heads[j] * T, out.dense.data() + j * T, static_cast<std::size_t>(T));
-      }
+      if (in.effective.defined()) recorded_rows(in.effective, out.effective);
+      if (in.dense.defined()) recorded_rows(in.dense, out.dense);
       if (!layout_.covers) continue;
       const std::vector<Page>& pages = *in.pages;
       const std::size_t P = in.pages_before;

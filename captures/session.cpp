@@ -82,12 +82,7 @@ void CaptureSession::help_inline() {
     Message m = take_front();
     lock.unlock();
     const std::size_t b = bytes_of(m);
-    std::exception_ptr err;
-    try {
-      handle(m);
-    } catch (...) {
-      err = std::current_exception();
-    }
+    const std::exception_ptr err = handle_caught(m);
     lock.lock();
     done_with(b, err);
   }
@@ -272,18 +267,22 @@ void CaptureSession::run() {
       m = take_front();
     }
     const std::size_t b = bytes_of(m);
-    std::exception_ptr err;
-    try {
-      handle(m);
-    } catch (...) {
-      err = std::current_exception();
-    }
+    const std::exception_ptr err = handle_caught(m);
     {
       std::lock_guard<std::mutex> lock(mu_);
       done_with(b, err);
     }
     cv_.notify_all();
   }
+}
+
+std::exception_ptr CaptureSession::handle_caught(Message& m) {
+  try {
+    handle(m);
+  } catch (...) {
+    return std::current_exception();
+  }
+  return nullptr;
 }
 
 void CaptureSession::handle(Message& m) {

@@ -78,6 +78,7 @@ class CaptureSession {
   // After handling a message of b bytes: error and queue bookkeeping; mu_ held.
   void done_with(std::size_t b, std::exception_ptr err);
   void handle(Message& m);
+  std::exception_ptr handle_caught(Message& m);  // handle(m), mu_ not held; its error, if any
   void rethrow();
 
   std::vector<CaptureSink*> sinks_;
