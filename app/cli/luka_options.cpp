@@ -7,16 +7,21 @@
 namespace luka::cli {
 
 const char* const kLukaOptionsHelp =
-    "LuKA attention (default: dense everywhere):\n"
+    "LuKA attention (default: dense everywhere; every key in docs/luka-config.md):\n"
     "  --preset NAME         dense, lined, clustered, mixed(a,b), paper, authors_eval\n"
     "  --layers-config FILE  JSON: {\"preset\": ..., \"default\": {key: value}, \"layers\": {\"0-7\": {...}}}\n"
     "  --set SPEC            per-layer override, repeatable: \"layer=5,mode=lined,rho=0.25\",\n"
     "                        \"layers=0-7,mode=clustered,top_k=4\" (layers: N, A-B, A-B|C, all)\n"
-    "  keys: mode, dense_shadow, window, window_frac, rho, lined_selection (head|group|layer), decay,\n"
-    "        sparse_prefill, page_size, tail, interval, compressor (mean|attention_weighted|random),\n"
-    "        tau, seed, zero_v, bias (none|fixed|adaptive), rule (threshold|top_k|top_frac|top_p),\n"
-    "        epsilon, top_k, top_frac, top_p, always_refine_first, refine_selection (head|group|layer),\n"
-    "        refine_math (mass_preserving|exact)";
+    "  keys: mode, dense_shadow, importance_source (effective|cover);\n"
+    "    lined: window, window_frac, rho, lined_selection (head|group|layer), decay, sparse_prefill,\n"
+    "        sparse_prefill_window (sliding|fixed), lined_rounding (ceil|floor), heavy_late;\n"
+    "    pages: page_size, tail, interval, page_schedule (interval|authors), page_counter_start,\n"
+    "        page_bypass, max_pages, compressor (mean|attention_weighted|random), tau, seed, zero_v,\n"
+    "        bias (none|fixed|adaptive), bias_entropy (weights|importance_mean);\n"
+    "    refinement: rule (threshold|top_k|top_frac|top_p), epsilon, top_k, top_frac, top_p,\n"
+    "        always_refine_first, refine_selection (head|group|layer), refine_math\n"
+    "        (mass_preserving|exact), refine_on (biased|unbiased), page_rank (max|sum)\n"
+    "  authors_eval reproduces the LuKA authors' evaluation code: their tail_len T is tail T+1 here.";
 
 void add_luka_options(ArgParser& args) {
   args.option("preset", "NAME", "LuKA preset for every layer (see below)", "dense")

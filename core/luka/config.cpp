@@ -39,6 +39,17 @@ const std::pair<const char*, RefineRule> kRules[] = {{"threshold", RefineRule::k
                                                      {"top_p", RefineRule::kTopP}};
 const std::pair<const char*, RefineMath> kMaths[] = {{"mass_preserving", RefineMath::kMassPreserving},
                                                      {"exact", RefineMath::kExact}};
+const std::pair<const char*, ImportanceSource> kImportanceSources[] = {{"effective", ImportanceSource::kEffective},
+                                                                       {"cover", ImportanceSource::kCover}};
+const std::pair<const char*, BudgetRounding> kRoundings[] = {{"ceil", BudgetRounding::kCeil}, {"floor", BudgetRounding::kFloor}};
+const std::pair<const char*, PrefillWindow> kPrefillWindows[] = {{"sliding", PrefillWindow::kSliding},
+                                                                 {"fixed", PrefillWindow::kFixed}};
+const std::pair<const char*, PageSchedule> kSchedules[] = {{"interval", PageSchedule::kInterval},
+                                                           {"authors", PageSchedule::kAuthors}};
+const std::pair<const char*, BiasEntropy> kBiasEntropies[] = {{"weights", BiasEntropy::kWeights},
+                                                              {"importance_mean", BiasEntropy::kImportanceMean}};
+const std::pair<const char*, RefineOn> kRefineOns[] = {{"biased", RefineOn::kBiased}, {"unbiased", RefineOn::kUnbiased}};
+const std::pair<const char*, PageRank> kPageRanks[] = {{"max", PageRank::kMax}, {"sum", PageRank::kSum}};
 
 template <typename E, std::size_t N>
 const char* name_of(E e, const std::pair<const char*, E> (&names)[N]) {
@@ -83,38 +94,75 @@ bool parse_bool(const std::string& key, const std::string& value) {
   fail("luka config", key + " must be true or false, got '" + value + "'");
 }
 
+// Every per-layer key, once: its name, how a text value sets it, and its JSON value. --set, the
+// layers-config files and captures' stored configs all go through this table.
+struct Key {
+  const char* name;
+  void (*set)(LayerConfig&, const std::string& key, const std::string& value);
+  json (*get)(const LayerConfig&);
+};
+
+#define LUKA_KEY_INT(NAME, FIELD) \
+  {NAME, [](LayerConfig& c, const std::string& k, const std::string& v) { c.FIELD = parse_int(k, v); }, \
+   [](const LayerConfig& c) { return json(c.FIELD); }}
+#define LUKA_KEY_DOUBLE(NAME, FIELD) \
+  {NAME, [](LayerConfig& c, const std::string& k, const std::string& v) { c.FIELD = parse_double(k, v); }, \
+   [](const LayerConfig& c) { return json(c.FIELD); }}
+#define LUKA_KEY_BOOL(NAME, FIELD) \
+  {NAME, [](LayerConfig& c, const std::string& k, const std::string& v) { c.FIELD = parse_bool(k, v); }, \
+   [](const LayerConfig& c) { return json(c.FIELD); }}
+#define LUKA_KEY_ENUM(NAME, FIELD, TABLE) \
+  {NAME, [](LayerConfig& c, const std::string& k, const std::string& v) { c.FIELD = parse_enum(v, k, TABLE); }, \
+   [](const LayerConfig& c) { return json(name_of(c.FIELD, TABLE)); }}
+
+const Key kKeys[] = {
+    LUKA_KEY_ENUM("mode", mode, kModes),
+    LUKA_KEY_BOOL("dense_shadow", dense_shadow),
+    LUKA_KEY_ENUM("importance_source", importance_source, kImportanceSources),
+    LUKA_KEY_INT("window", lined.window),
+    LUKA_KEY_DOUBLE("window_frac", lined.window_frac),
+    LUKA_KEY_DOUBLE("rho", lined.rho),
+    LUKA_KEY_ENUM("lined_selection", lined.selection, kSelections),
+    LUKA_KEY_DOUBLE("decay", lined.decay),
+    LUKA_KEY_BOOL("sparse_prefill", lined.sparse_prefill),
+    LUKA_KEY_ENUM("sparse_prefill_window", lined.sparse_prefill_window, kPrefillWindows),
+    LUKA_KEY_ENUM("lined_rounding", lined.rounding, kRoundings),
+    LUKA_KEY_BOOL("heavy_late", lined.heavy_late),
+    LUKA_KEY_INT("page_size", clustered.page_size),
+    LUKA_KEY_INT("tail", clustered.tail),
+    LUKA_KEY_INT("interval", clustered.interval),
+    LUKA_KEY_ENUM("page_schedule", clustered.schedule, kSchedules),
+    LUKA_KEY_INT("page_counter_start", clustered.page_counter_start),
+    LUKA_KEY_BOOL("page_bypass", clustered.page_bypass),
+    LUKA_KEY_INT("max_pages", clustered.max_pages),
+    LUKA_KEY_ENUM("compressor", clustered.compressor, kCompressors),
+    LUKA_KEY_DOUBLE("tau", clustered.tau),
+    {"seed", [](LayerConfig& c, const std::string& k, const std::string& v) { c.clustered.seed = static_cast<std::uint64_t>(parse_int(k, v)); },
+     [](const LayerConfig& c) { return json(c.clustered.seed); }},
+    LUKA_KEY_BOOL("zero_v", clustered.zero_v),
+    LUKA_KEY_ENUM("bias", clustered.bias, kBiases),
+    LUKA_KEY_ENUM("bias_entropy", clustered.bias_entropy, kBiasEntropies),
+    LUKA_KEY_ENUM("rule", clustered.rule, kRules),
+    LUKA_KEY_DOUBLE("epsilon", clustered.epsilon),
+    LUKA_KEY_INT("top_k", clustered.top_k),
+    LUKA_KEY_DOUBLE("top_frac", clustered.top_frac),
+    LUKA_KEY_DOUBLE("top_p", clustered.top_p),
+    LUKA_KEY_INT("always_refine_first", clustered.always_refine_first),
+    LUKA_KEY_ENUM("refine_selection", clustered.selection, kSelections),
+    LUKA_KEY_ENUM("refine_math", clustered.math, kMaths),
+    LUKA_KEY_ENUM("refine_on", clustered.refine_on, kRefineOns),
+    LUKA_KEY_ENUM("page_rank", clustered.page_rank, kPageRanks),
+};
+
+#undef LUKA_KEY_INT
+#undef LUKA_KEY_DOUBLE
+#undef LUKA_KEY_BOOL
+#undef LUKA_KEY_ENUM
+
 void set_key(LayerConfig& c, const std::string& key, const std::string& v) {
-  LinedConfig& l = c.lined;
-  ClusteredConfig& k = c.clustered;
-  if (key == "mode") c.mode = parse_enum(v, key, kModes);
-  else if (key == "dense_shadow") c.dense_shadow = parse_bool(key, v);
-  else if (key == "window") l.window = parse_int(key, v);
-  else if (key == "window_frac") l.window_frac = parse_double(key, v);
-  else if (key == "rho") l.rho = parse_double(key, v);
-  else if (key == "lined_selection") l.selection = parse_enum(v, key, kSelections);
-  else if (key == "decay") l.decay = parse_double(key, v);
-  else if (key == "sparse_prefill") l.sparse_prefill = parse_bool(key, v);
-  else if (key == "page_size") k.page_size = parse_int(key, v);
-  else if (key == "tail") k.tail = parse_int(key, v);
-  else if (key == "interval") k.interval = parse_int(key, v);
-  else if (key == "compressor") k.compressor = parse_enum(v, key, kCompressors);
-  else if (key == "tau") k.tau = parse_double(key, v);
-  else if (key == "seed") k.seed = static_cast<std::uint64_t>(parse_int(key, v));
-  else if (key == "zero_v") k.zero_v = parse_bool(key, v);
-  else if (key == "bias") k.bias = parse_enum(v, key, kBiases);
-  else if (key == "rule") k.rule = parse_enum(v, key, kRules);
-  else if (key == "epsilon") k.epsilon = parse_double(key, v);
-  else if (key == "top_k") k.top_k = parse_int(key, v);
-  else if (key == "top_frac") k.top_frac = parse_double(key, v);
-  else if (key == "top_p") k.top_p = parse_double(key, v);
-  else if (key == "always_refine_first") k.always_refine_first = parse_int(key, v);
-  else if (key == "refine_selection") k.selection = parse_enum(v, key, kSelections);
-  else if (key == "refine_math") k.math = parse_enum(v, key, kMaths);
-  else
-    fail("luka config", "unknown key '" + key +
-                            "' (expected mode, dense_shadow, window, window_frac, rho, lined_selection, decay, "
-                            "sparse_prefill, page_size, tail, interval, compressor, tau, seed, zero_v, bias, rule, "
-                            "epsilon, top_k, top_frac, top_p, always_refine_first, refine_selection, refine_math)");
+  for (const Key& k : kKeys)
+    if (key == k.name) return k.set(c, key, v);
+  fail("luka config", "unknown key '" + key + "' (expected " + layer_config_keys() + ")");
 }
 
 std::string json_value_text(const json& v, const std::string& key, const std::string& where) {
@@ -138,6 +186,46 @@ const char* to_string(Compressor c) { return name_of(c, kCompressors); }
 const char* to_string(SummaryBias b) { return name_of(b, kBiases); }
 const char* to_string(RefineRule r) { return name_of(r, kRules); }
 const char* to_string(RefineMath m) { return name_of(m, kMaths); }
+const char* to_string(ImportanceSource s) { return name_of(s, kImportanceSources); }
+const char* to_string(BudgetRounding r) { return name_of(r, kRoundings); }
+const char* to_string(PrefillWindow w) { return name_of(w, kPrefillWindows); }
+const char* to_string(PageSchedule s) { return name_of(s, kSchedules); }
+const char* to_string(BiasEntropy b) { return name_of(b, kBiasEntropies); }
+const char* to_string(RefineOn r) { return name_of(r, kRefineOns); }
+const char* to_string(PageRank r) { return name_of(r, kPageRanks); }
+
+rules::LinedRule to_rule(const LinedConfig& c) {
+  rules::LinedRule r;
+  r.window = c.window;
+  r.window_frac = c.window_frac;
+  r.rho = c.rho;
+  r.rounding = c.rounding == BudgetRounding::kCeil ? rules::Rounding::kCeil : rules::Rounding::kFloor;
+  r.heavy_late = c.heavy_late;
+  return r;
+}
+
+rules::PageRule to_rule(const ClusteredConfig& c) {
+  rules::PageRule r;
+  r.page_size = c.page_size;
+  r.tail = c.tail;
+  r.interval = c.interval;
+  r.max_pages = c.max_pages;
+  r.authors = c.schedule == PageSchedule::kAuthors;
+  r.bypass = c.page_bypass;
+  return r;
+}
+
+std::vector<std::string> layer_config_key_names() {
+  std::vector<std::string> out;
+  for (const Key& k : kKeys) out.emplace_back(k.name);
+  return out;
+}
+
+std::string layer_config_keys() {
+  std::string out;
+  for (const Key& k : kKeys) out += (out.empty() ? "" : ", ") + std::string(k.name);
+  return out;
+}
 
 void validate(const LayerConfig& c, std::int64_t layer) {
   const std::string where = "luka config: layer " + std::to_string(layer);
@@ -156,6 +244,10 @@ void validate(const LayerConfig& c, std::int64_t layer) {
   if (!(k.top_frac > 0 && k.top_frac <= 1)) fail(where, "top_frac must be in (0, 1], got " + std::to_string(k.top_frac));
   if (!(k.top_p > 0 && k.top_p <= 1)) fail(where, "top_p must be in (0, 1], got " + std::to_string(k.top_p));
   if (k.always_refine_first < 0) fail(where, "always_refine_first must be >= 0");
+  if (k.page_counter_start < 0) fail(where, "page_counter_start must be >= 0");
+  if (k.max_pages < 0) fail(where, "max_pages must be >= 0 (0: no limit)");
+  if (k.schedule == PageSchedule::kAuthors && k.tail < 1)
+    fail(where, "page_schedule=authors needs tail >= 1 (their tail_len is tail - 1)");
 }
 
 std::vector<std::int64_t> LukaConfig::parse_layers(const std::string& spec) const {
@@ -262,21 +354,42 @@ LukaConfig LukaConfig::preset(const std::string& name, std::int64_t num_layers) 
     return c;
   }
   if (name == "authors_eval") {
-    // What the authors' evaluation code ran: pages of 8, tail 128, tau 7, adaptive bias, exact
-    // refinement selected per layer; lined with shared selection of 10% heavy hitters + 10%
-    // recent window and sparse prefill; layers 0-5 and the last 5 lined.
+    // What the authors' evaluation code ran (their LuKAQwenModel with run_all_evals.sh; DESIGN.md
+    // §5.6, docs/luka-config.md): pages of 8 with tail_len 128 (our tail 129) and at most 256 made
+    // at once under their controller's gate (every forward, a large cover skipping the gates),
+    // attention-weighted summaries at tau 7 with the adaptive bias from the entropy of
+    // softmax(importance) averaged over KV heads, importance from the cover softmax at raw slots,
+    // exact refinement of the top 3 pages selected per layer on the unbiased softmax; lined with
+    // one shared selection of max(1, floor(0.1 T)) heavy hitters picked after the previous step
+    // and the same recent window, the fixed-window sparse prefill; layers 0-5 and the last 5 lined.
     for (auto& l : c.layers) {
-      l.clustered.page_size = 8;
-      l.clustered.tail = 128;
-      l.clustered.compressor = Compressor::kAttentionWeighted;
-      l.clustered.tau = 7;
-      l.clustered.bias = SummaryBias::kAdaptive;
-      l.clustered.math = RefineMath::kExact;
-      l.clustered.selection = Selection::kPerLayer;
-      l.lined.selection = Selection::kPerLayer;
-      l.lined.rho = 0.1;
-      l.lined.window_frac = 0.1;
-      l.lined.sparse_prefill = true;
+      l.importance_source = ImportanceSource::kCover;
+      ClusteredConfig& k = l.clustered;
+      k.page_size = 8;
+      k.tail = 129;
+      k.interval = 1;
+      k.schedule = PageSchedule::kAuthors;
+      k.page_counter_start = 0;  // their reset() primes it to interval - 1
+      k.page_bypass = true;
+      k.max_pages = 256;
+      k.compressor = Compressor::kAttentionWeighted;
+      k.tau = 7;
+      k.bias = SummaryBias::kAdaptive;
+      k.bias_entropy = BiasEntropy::kImportanceMean;
+      k.rule = RefineRule::kTopK;
+      k.top_k = 3;
+      k.math = RefineMath::kExact;
+      k.selection = Selection::kPerLayer;
+      k.refine_on = RefineOn::kUnbiased;
+      k.page_rank = PageRank::kSum;
+      LinedConfig& n = l.lined;
+      n.selection = Selection::kPerLayer;
+      n.rho = 0.1;
+      n.window_frac = 0.1;
+      n.rounding = BudgetRounding::kFloor;
+      n.heavy_late = true;
+      n.sparse_prefill = true;
+      n.sparse_prefill_window = PrefillWindow::kFixed;
     }
     const std::int64_t first = std::min<std::int64_t>(6, num_layers);
     mixed(first, std::min<std::int64_t>(5, num_layers - first));
@@ -329,18 +442,9 @@ std::string LukaConfig::to_json() const {
   // the same names as --set.
   json layers_json = json::object();
   for (std::size_t i = 0; i < layers.size(); ++i) {
-    const LayerConfig& c = layers[i];
-    const LinedConfig& l = c.lined;
-    const ClusteredConfig& k = c.clustered;
-    layers_json[std::to_string(i)] = {
-        {"mode", to_string(c.mode)}, {"dense_shadow", c.dense_shadow},
-        {"window", l.window}, {"window_frac", l.window_frac}, {"rho", l.rho}, {"lined_selection", to_string(l.selection)},
-        {"decay", l.decay}, {"sparse_prefill", l.sparse_prefill},
-        {"page_size", k.page_size}, {"tail", k.tail}, {"interval", k.interval}, {"compressor", to_string(k.compressor)},
-        {"tau", k.tau}, {"seed", k.seed}, {"zero_v", k.zero_v}, {"bias", to_string(k.bias)}, {"rule", to_string(k.rule)},
-        {"epsilon", k.epsilon}, {"top_k", k.top_k}, {"top_frac", k.top_frac}, {"top_p", k.top_p},
-        {"always_refine_first", k.always_refine_first}, {"refine_selection", to_string(k.selection)},
-        {"refine_math", to_string(k.math)}};
+    json layer = json::object();
+    for (const Key& k : kKeys) layer[k.name] = k.get(layers[i]);
+    layers_json[std::to_string(i)] = std::move(layer);
   }
   return json({{"layers", layers_json}}).dump(2);
 }

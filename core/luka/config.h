@@ -6,6 +6,8 @@
 #include <string>
 #include <vector>
 
+#include "kernels/common/luka_rules.h"
+
 namespace luka {
 
 enum class AttentionMode { kDense, kLined, kClustered };
@@ -14,6 +16,15 @@ enum class Compressor { kMean, kAttentionWeighted, kRandom };
 enum class SummaryBias { kNone, kFixed, kAdaptive };          // 0, log|c|, log k_eff
 enum class RefineRule { kThreshold, kTopK, kTopFrac, kTopP };
 enum class RefineMath { kMassPreserving, kExact };
+// Which attention feeds `importance` and `h2o_score`: the effective distribution after refinement
+// (ours), or the cover softmax before refinement at raw slots only (the authors' code).
+enum class ImportanceSource { kEffective, kCover };
+enum class BudgetRounding { kCeil, kFloor };                  // ⌈x·T⌉, or max(1, ⌊x·T⌋)
+enum class PrefillWindow { kSliding, kFixed };                // lined sparse prefill
+enum class PageSchedule { kInterval, kAuthors };
+enum class BiasEntropy { kWeights, kImportanceMean };         // what the adaptive bias's entropy is of
+enum class RefineOn { kBiased, kUnbiased };                   // the α that selection ranks
+enum class PageRank { kMax, kSum };                           // top_frac / top_p over the heads that share
 
 const char* to_string(AttentionMode m);
 const char* to_string(Selection s);
@@ -21,6 +32,13 @@ const char* to_string(Compressor c);
 const char* to_string(SummaryBias b);
 const char* to_string(RefineRule r);
 const char* to_string(RefineMath m);
+const char* to_string(ImportanceSource s);
+const char* to_string(BudgetRounding r);
+const char* to_string(PrefillWindow w);
+const char* to_string(PageSchedule s);
+const char* to_string(BiasEntropy b);
+const char* to_string(RefineOn r);
+const char* to_string(PageRank r);
 
 // Lined (H2O): recent window ∪ the top ⌈rho·T⌉ tokens by h2o_score outside it.
 struct LinedConfig {
@@ -29,7 +47,12 @@ struct LinedConfig {
   double rho = 0.125;            // heavy-hitter fraction of the context, in (0, 1]
   Selection selection = Selection::kPerHead;
   double decay = 1.0;            // γ: h2o_score ← γ·h2o_score + attention (1 = none)
-  bool sparse_prefill = false;   // the reference implementation's prefill (first 32 + window)
+  bool sparse_prefill = false;   // the reference implementation's prefill (see sparse_prefill_window)
+  // sliding: a query sees keys < 32 and its own window; fixed (the authors' code): the last window
+  // of the prompt, causal within it, and queries before it a uniform row over that window.
+  PrefillWindow sparse_prefill_window = PrefillWindow::kSliding;
+  BudgetRounding rounding = BudgetRounding::kCeil;  // window_frac and rho budgets
+  bool heavy_late = false;       // the authors': heavy hitters picked after the previous step
 };
 
 // Clustered: pages of raw tokens summarized into one key/value per KV head, refined on demand.
@@ -37,11 +60,16 @@ struct ClusteredConfig {
   std::int64_t page_size = 16;   // fixed segmenter
   std::int64_t tail = 128;       // the last `tail` positions are never paged
   std::int64_t interval = 16;    // decode steps between page creations
+  PageSchedule schedule = PageSchedule::kInterval;
+  std::int64_t page_counter_start = 0;  // authors schedule: the forward counter's start
+  bool page_bypass = false;      // authors schedule: a large cover skips the interval gates
+  std::int64_t max_pages = 0;    // pages made at one time at most (0: no limit)
   Compressor compressor = Compressor::kMean;
   double tau = 1.0;              // attention_weighted: π = softmax(importance / τ)
   std::uint64_t seed = 0;        // random compressor
   bool zero_v = false;           // summary value 0 (the eviction ablation)
   SummaryBias bias = SummaryBias::kNone;
+  BiasEntropy bias_entropy = BiasEntropy::kWeights;  // adaptive: per KV head from π, or the authors'
   RefineRule rule = RefineRule::kTopK;
   double epsilon = 0.01;         // threshold
   std::int64_t top_k = 3;
@@ -50,6 +78,8 @@ struct ClusteredConfig {
   std::int64_t always_refine_first = 0;
   Selection selection = Selection::kPerHead;
   RefineMath math = RefineMath::kMassPreserving;
+  RefineOn refine_on = RefineOn::kBiased;
+  PageRank page_rank = PageRank::kMax;
 };
 
 struct LayerConfig {
@@ -57,6 +87,7 @@ struct LayerConfig {
   LinedConfig lined;
   ClusteredConfig clustered;
   bool dense_shadow = false;     // also run dense attention and report fidelity
+  ImportanceSource importance_source = ImportanceSource::kEffective;
 };
 
 struct LukaConfig {
@@ -87,5 +118,13 @@ struct LukaConfig {
 
 // Throws luka::Error when a layer's parameters are out of range (page size 0, rho outside (0, 1], ...).
 void validate(const LayerConfig& c, std::int64_t layer);
+
+// The rules (kernels/common/luka_rules.h) a layer's parameters select.
+rules::LinedRule to_rule(const LinedConfig& c);
+rules::PageRule to_rule(const ClusteredConfig& c);
+
+// The per-layer keys of --set and layers-config files, in the order to_json writes them.
+std::vector<std::string> layer_config_key_names();
+std::string layer_config_keys();  // the same, comma-separated
 
 }  // namespace luka

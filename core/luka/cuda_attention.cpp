@@ -125,7 +125,7 @@ at::Tensor CudaLukaAttention::prefill(const AttentionInputs& in) {
       scores.masked_fill_(hidden.unsqueeze(0), -std::numeric_limits<float>::infinity());
       const at::Tensor probs = at::softmax(scores, -1);  // [G, m, T]
       out.narrow(0, g * G, G).narrow(1, i0, m).copy_(at::matmul(probs, vf[g]));
-      importance[g].add_(probs.sum(at::IntArrayRef{0, 1}));
+      importance[g].add_(probs.sum(at::IntArrayRef{0, 1}).div_(static_cast<double>(G)));  // mean over the group
       for (std::int64_t j = 0; j < G; ++j) {
         at::Tensor row = h2o[g * G + j];
         if (decay == 1.0) {

@@ -1,6 +1,7 @@
 // LayerConfig → the GPU kernels' LayerParams (kernels/cuda/luka_layer.h). Only built with CUDA.
 // The CPU-only experiment switches (oracle summary logits, the dense shadow, lined sparse
-// prefill) have no GPU counterpart; to_cuda_params names the first one set.
+// prefill, the authors' variants other than their page schedule) have no GPU counterpart;
+// to_cuda_params names the first one set.
 #pragma once
 
 #include <string>
@@ -29,6 +30,10 @@ inline std::string to_cuda_params(const LayerConfig& c, cuda::LayerParams* out) 
   p.page_size = k.page_size;
   p.tail = k.tail;
   p.interval = k.interval;
+  p.max_pages = k.max_pages;
+  p.authors_schedule = k.schedule == PageSchedule::kAuthors;
+  p.page_counter_start = k.page_counter_start;
+  p.page_bypass = k.page_bypass;
   p.compressor = k.compressor == Compressor::kMean                ? cuda::Compressor::kMean
                  : k.compressor == Compressor::kAttentionWeighted ? cuda::Compressor::kAttentionWeighted
                                                                   : cuda::Compressor::kRandom;
@@ -53,6 +58,15 @@ inline std::string to_cuda_params(const LayerConfig& c, cuda::LayerParams* out) 
   if (c.dense_shadow) return "the dense shadow runs on the CPU path only";
   if (c.mode == AttentionMode::kLined && c.lined.sparse_prefill) return "lined sparse_prefill runs on the CPU path only";
   if (k.page_size > cuda::kMaxPageTokens) return "pages above 1024 tokens run on the CPU path only";
+  // The authors' variants (DESIGN.md §5.6) that change what the kernels compute.
+  if (c.importance_source != ImportanceSource::kEffective) return "importance_source=cover runs on the CPU path only";
+  if (k.bias == SummaryBias::kAdaptive && k.bias_entropy != BiasEntropy::kWeights)
+    return "bias_entropy=importance_mean runs on the CPU path only";
+  if (k.refine_on != RefineOn::kBiased && k.bias != SummaryBias::kNone) return "refine_on=unbiased runs on the CPU path only";
+  if (k.page_rank != PageRank::kMax && (k.rule == RefineRule::kTopFrac || k.rule == RefineRule::kTopP))
+    return "page_rank=sum runs on the CPU path only";
+  if (c.lined.rounding != BudgetRounding::kCeil) return "lined_rounding=floor runs on the CPU path only";
+  if (c.lined.heavy_late) return "heavy_late runs on the CPU path only";
   return {};
 }
 

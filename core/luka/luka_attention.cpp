@@ -12,6 +12,7 @@
 #include "core/util/error.h"
 #include "kernels/cpu/decode_attention.h"
 #include "kernels/cpu/vec.h"
+#include "kernels/common/luka_rules.h"
 
 namespace luka {
 
@@ -108,7 +109,6 @@ std::vector<std::vector<std::int64_t>> selection_units(Selection s, std::int64_t
   return units;
 }
 
-// Pages to refine from per-page scores (α, or the max of α over the unit's heads).
 }  // namespace
 
 std::vector<std::int64_t> select_pages(const ClusteredConfig& c, const std::vector<float>& score) {
@@ -122,13 +122,28 @@ std::vector<std::int64_t> select_pages(const ClusteredConfig& c, const std::vect
       for (auto p : top_indices(score.data(), P, c.top_k)) pick[p] = 1;
       break;
     case RefineRule::kTopFrac:
-      for (auto p : top_indices(score.data(), P, static_cast<std::int64_t>(std::ceil(c.top_frac * P - 1e-9)))) pick[p] = 1;
+      for (auto p : top_indices(score.data(), P, rules::top_frac_count(c.top_frac, P, c.page_rank == PageRank::kSum))) pick[p] = 1;
       break;
     case RefineRule::kTopP: {
-      // Pages in decreasing score until their cumulative score reaches p.
       std::vector<std::int64_t> sorted(static_cast<std::size_t>(P));
       std::iota(sorted.begin(), sorted.end(), 0);
       std::sort(sorted.begin(), sorted.end(), [&](auto a, auto b) { return score[a] != score[b] ? score[a] > score[b] : a < b; });
+      if (c.page_rank == PageRank::kSum) {
+        // The authors' rule: with c the running sums of the sorted scores and S their total, the
+        // first count(c <= p·S) + 1 pages (none when S is 0).
+        double total = 0;
+        for (const float x : score) total += x;
+        if (total <= 0) break;
+        std::int64_t n = 1;
+        double cum = 0;
+        for (const auto p : sorted) {
+          cum += score[p];
+          if (cum <= c.top_p * total) ++n;
+        }
+        for (std::int64_t i = 0; i < std::min(n, P); ++i) pick[sorted[i]] = 1;
+        break;
+      }
+      // Pages in decreasing score until their cumulative score reaches p.
       double cum = 0;
       for (auto p : sorted) {
         if (cum >= c.top_p) break;
@@ -151,6 +166,7 @@ std::int64_t grow(std::int64_t need, std::int64_t have) { return std::max({need,
 
 LukaAttention::LukaAttention(int layer, LayerConfig config) : layer_(layer), config_(std::move(config)) {
   validate(config_, layer_);
+  clock_.calls = config_.clustered.page_counter_start;
 }
 
 void LukaAttention::set_config(const LayerConfig& config) {
@@ -162,6 +178,7 @@ void LukaAttention::reset() {
   step_ = 0;
   tokens_ = 0;
   pages_.clear();
+  clock_ = rules::PageClock{config_.clustered.page_counter_start, 0};
   last_ = LukaStep{};
   if (importance_.defined()) {
     importance_.zero_();
@@ -212,42 +229,52 @@ at::Tensor LukaAttention::forward(const AttentionInputs& in) {
              std::to_string(T) + " with " + std::to_string(n) + " new)");
   ensure_capacity(T, in.q.size(0), in.k.size(0));
   c10::InferenceMode guard;
-  at::Tensor out = n == 1 && T > 1 ? decode(in) : prefill(in);
+  const bool is_decode = n == 1 && T > 1;
+  at::Tensor out = is_decode ? decode(in) : prefill(in);
   tokens_ = T;
-  if (n > 1 || T == 1) create_pages(in);
+  make_pages(in, is_decode ? step_ : 0);
   return out;
 }
 
-// Exact causal attention over the new queries (lined sparse_prefill: keys < 32 or inside the
-// window), in fp32, chunked over queries; every query's probabilities feed the accumulators.
+// Exact causal attention over the new queries, in fp32, chunked over queries; every query's
+// probabilities feed the accumulators. Lined sparse_prefill instead: `sliding`, a query sees keys
+// < 32 and its window; `fixed` (the authors' code), the last window of the cache, causal within
+// it, while a query before that window gets a uniform row over it (their masked logits all sit
+// at the dtype's minimum, which fp32 cannot tell apart).
 at::Tensor LukaAttention::prefill(const AttentionInputs& in) {
   const std::int64_t H = in.q.size(0), n = in.q.size(1), D = in.q.size(2), KV = in.k.size(0), T = in.k.size(1);
   const std::int64_t G = in.group_size;
-  const bool sparse = config_.mode == AttentionMode::kLined && config_.lined.sparse_prefill;
+  const LinedConfig& lc = config_.lined;
+  const bool sparse = config_.mode == AttentionMode::kLined && lc.sparse_prefill;
+  const bool fixed = sparse && lc.sparse_prefill_window == PrefillWindow::kFixed;
+  const std::int64_t window = sparse ? rules::lined_window(to_rule(lc), T) : 0;
   const at::Tensor qf = in.q.to(at::kFloat);
   const at::Tensor kf = in.k.to(at::kFloat), vf = in.v.to(at::kFloat);
   at::Tensor out = at::empty({H, n, D}, at::kFloat);
-  const double decay = config_.lined.decay;
+  const double decay = lc.decay;
   const at::Tensor key_pos = at::arange(T, at::kLong).view({1, T});
   constexpr std::int64_t kChunk = 256;
   for (std::int64_t i0 = 0; i0 < n; i0 += kChunk) {
     const std::int64_t m = std::min(kChunk, n - i0);
     const at::Tensor query_pos = at::arange(in.q_pos0 + i0, in.q_pos0 + i0 + m, at::kLong).view({m, 1});
     at::Tensor hidden = key_pos.gt(query_pos);  // [m, T]
-    if (sparse) {
-      const std::int64_t W = config_.lined.window_frac > 0
-                                 ? static_cast<std::int64_t>(std::ceil(config_.lined.window_frac * T))
-                                 : config_.lined.window;
-      hidden = hidden.logical_or(key_pos.ge(32).logical_and(key_pos.le(query_pos - W)));
+    at::Tensor uniform;                         // fixed window: [m, 1], rows that see nothing causally
+    if (fixed) {
+      const std::int64_t start = T - window;
+      uniform = query_pos.lt(start);
+      hidden = key_pos.lt(start).logical_or(hidden.logical_and(uniform.logical_not()));
+    } else if (sparse) {
+      hidden = hidden.logical_or(key_pos.ge(32).logical_and(key_pos.le(query_pos - window)));
     }
     for (std::int64_t g = 0; g < KV; ++g) {
       const at::Tensor qg = qf.narrow(0, g * G, G).narrow(1, i0, m);                    // [G, m, D]
       at::Tensor scores = at::matmul(qg, kf[g].transpose(0, 1)).mul_(in.scale);         // [G, m, T]
+      if (uniform.defined()) scores.masked_fill_(uniform.unsqueeze(0), 0.0);
       scores.masked_fill_(hidden.unsqueeze(0), kNegInf);
       const at::Tensor probs = at::softmax(scores, -1);
       out.narrow(0, g * G, G).narrow(1, i0, m).copy_(at::matmul(probs, vf[g]));
       if (prefill_observer_) prefill_observer_(layer_, in.q_pos0 + i0, g * G, probs);
-      importance_[g].narrow(0, 0, T).add_(probs.sum(at::IntArrayRef{0, 1}));
+      importance_[g].narrow(0, 0, T).add_(probs.sum(at::IntArrayRef{0, 1}).div_(static_cast<double>(G)));  // group mean
       for (std::int64_t j = 0; j < G; ++j) {
         at::Tensor h2o = h2o_[g * G + j].narrow(0, 0, T);
         if (decay == 1.0) {
@@ -261,144 +288,229 @@ at::Tensor LukaAttention::prefill(const AttentionInputs& in) {
   return out.transpose(0, 1).reshape({n, H * D}).to(in.q.scalar_type());
 }
 
-void LukaAttention::accumulate(const at::Tensor& eff, std::int64_t group) {
-  const std::int64_t H = eff.size(0), T = eff.size(1);
+// §5.1: h2o_score per query head (with decay), importance per KV head as the mean over its
+// group, both from `rows` [H, T]: the effective attention, or the cover softmax.
+void LukaAttention::accumulate(const at::Tensor& rows, std::int64_t group) {
+  const std::int64_t H = rows.size(0), T = rows.size(1);
   at::Tensor h2o = h2o_.narrow(1, 0, T);
   if (config_.lined.decay != 1.0) h2o.mul_(config_.lined.decay);
-  h2o.add_(eff);
-  importance_.narrow(1, 0, T).add_(eff.view({H / group, group, T}).sum(1));
+  h2o.add_(rows);
+  importance_.narrow(1, 0, T).add_(rows.view({H / group, group, T}).sum(1).div_(static_cast<double>(group)));  // group mean
 }
+
+namespace {
+
+// Calls f(K, V) with row accessors over the cache in its element type (fp32 or bf16).
+template <typename F>
+void with_rows(const AttentionInputs& in, int layer, F&& f) {
+  const std::int64_t D = in.k.size(2);
+  const auto run = [&](auto tag) {
+    using Elem = decltype(tag);
+    f(Rows<Elem>{in.k.const_data_ptr<Elem>(), in.k.stride(0), in.k.stride(1), D},
+      Rows<Elem>{in.v.const_data_ptr<Elem>(), in.v.stride(0), in.v.stride(1), D});
+  };
+  if (in.k.scalar_type() == at::kFloat) {
+    run(float{});
+  } else if (in.k.scalar_type() == at::kBFloat16) {
+    run(c10::BFloat16{});
+  } else {
+    fail("luka layer " + std::to_string(layer), std::string("unsupported cache dtype ") + c10::toString(in.k.scalar_type()));
+  }
+}
+
+}  // namespace
 
 at::Tensor LukaAttention::decode(const AttentionInputs& in) {
   const std::int64_t H = in.q.size(0), D = in.q.size(2), T = in.k.size(1), G = in.group_size;
   ++step_;
   const auto t0 = std::chrono::steady_clock::now();
   const at::Tensor qf = in.q.to(at::kFloat).contiguous().view({H, D});
-  const float* q = qf.const_data_ptr<float>();
-  const float scale = static_cast<float>(in.scale);
-  at::Tensor eff = at::zeros({H, T}, at::kFloat);
-  at::Tensor out = at::zeros({H, D}, at::kFloat);
-  float* e = eff.mutable_data_ptr<float>();
-  float* o = out.mutable_data_ptr<float>();
+  Step s{in, qf.const_data_ptr<float>(), static_cast<float>(in.scale), at::zeros({H, T}, at::kFloat), at::zeros({H, D}, at::kFloat)};
   last_ = LukaStep{};
   last_.mode = config_.mode;
   last_.step = step_;
   last_.tokens = T;
   last_.paged_end = paged_end();
+  last_.cover_size.assign(static_cast<std::size_t>(H), T);
 
-  const auto run = [&](auto tag) {
-    using Elem = decltype(tag);
-    const Rows<Elem> K{in.k.const_data_ptr<Elem>(), in.k.stride(0), in.k.stride(1), D};
-    const Rows<Elem> V{in.v.const_data_ptr<Elem>(), in.v.stride(0), in.v.stride(1), D};
+  at::Tensor cover_rows;  // the cover softmax at raw slots, when it differs from the effective rows
+  if (config_.mode == AttentionMode::kDense) {
+    decode_dense(s);
+  } else if (config_.mode == AttentionMode::kLined) {
+    decode_lined(s);
+  } else {
+    cover_rows = decode_clustered(s);
+  }
+  last_.effective = s.eff;
+  if (config_.dense_shadow) shadow(in, s.out);
+  accumulate(config_.importance_source == ImportanceSource::kCover && cover_rows.defined() ? cover_rows : s.eff, G);
+  last_.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return s.out.view({1, H * D}).to(in.q.scalar_type());
+}
 
-    if (config_.mode == AttentionMode::kDense) {
-      if (cpu::decode_attention_available(in.q.scalar_type())) {
-        at::Tensor probs;
-        out.copy_(cpu::dense_decode_attention(in.q, in.k, in.v, in.scale, &probs).view({H, D}));
-        eff.copy_(probs);
-        return;
+// Dense: the kernels/cpu decode attention where it covers the dtype, else the same formula here.
+void LukaAttention::decode_dense(Step& s) {
+  const AttentionInputs& in = s.in;
+  const std::int64_t H = in.q.size(0), D = in.q.size(2), T = in.k.size(1), G = in.group_size;
+  if (cpu::decode_attention_available(in.q.scalar_type())) {
+    at::Tensor probs;
+    s.out.copy_(cpu::dense_decode_attention(in.q, in.k, in.v, in.scale, &probs).view({H, D}));
+    s.eff.copy_(probs);
+    return;
+  }
+  float* e = s.eff.mutable_data_ptr<float>();
+  float* o = s.out.mutable_data_ptr<float>();
+  with_rows(in, layer_, [&](const auto& K, const auto& V) {
+    at::parallel_for(0, H, 1, [&](std::int64_t h0, std::int64_t h1) {
+      for (std::int64_t h = h0; h < h1; ++h) {
+        float* p = e + h * T;
+        for (std::int64_t t = 0; t < T; ++t) p[t] = s.scale * dot(s.q + h * D, K.row(h / G, t), D);
+        softmax_inplace(p, T);
+        for (std::int64_t t = 0; t < T; ++t) axpy(p[t], V.row(h / G, t), o + h * D, D);
       }
-      at::parallel_for(0, H, 1, [&](std::int64_t h0, std::int64_t h1) {
-        for (std::int64_t h = h0; h < h1; ++h) {
-          float* p = e + h * T;
-          for (std::int64_t t = 0; t < T; ++t) p[t] = scale * dot(q + h * D, K.row(h / G, t), D);
-          softmax_inplace(p, T);
-          for (std::int64_t t = 0; t < T; ++t) axpy(p[t], V.row(h / G, t), o + h * D, D);
-        }
-      });
-      return;
-    }
+    });
+  });
+}
 
-    if (config_.mode == AttentionMode::kLined) {
-      const LinedConfig& c = config_.lined;
-      const std::int64_t W = std::min<std::int64_t>(
-          T, c.window_frac > 0 ? static_cast<std::int64_t>(std::ceil(c.window_frac * T)) : c.window);
-      const std::int64_t outside = T - W;
-      last_.window_start = outside;
-      const std::int64_t m = std::min<std::int64_t>(outside, static_cast<std::int64_t>(std::ceil(c.rho * T - 1e-9)));
-      last_.heavy.assign(static_cast<std::size_t>(H), {});
-      const float* h2o = h2o_.const_data_ptr<float>();
-      const std::int64_t cap = h2o_.size(1);
-      const auto units = selection_units(c.selection, H, G);
-      at::parallel_for(0, static_cast<std::int64_t>(units.size()), 1, [&](std::int64_t u0, std::int64_t u1) {
-        for (std::int64_t u = u0; u < u1; ++u) {
-          const auto& unit = units[static_cast<std::size_t>(u)];
-          std::vector<std::int64_t> heavy;
-          if (unit.size() == 1) {
-            heavy = top_by_threshold(h2o + unit[0] * cap, outside, m);
-          } else {
-            std::vector<float> score(static_cast<std::size_t>(outside), 0.0f);
-            for (const std::int64_t h : unit)
-              for (std::int64_t t = 0; t < outside; ++t) score[t] += h2o[h * cap + t];
-            heavy = top_by_threshold(score.data(), outside, m);
-          }
-          for (const std::int64_t h : unit) last_.heavy[h] = heavy;
-        }
-      });
-      at::parallel_for(0, H, 1, [&](std::int64_t h0, std::int64_t h1) {
-        for (std::int64_t h = h0; h < h1; ++h) {
-          std::vector<std::int64_t> cover = last_.heavy[h];
-          for (std::int64_t t = outside; t < T; ++t) cover.push_back(t);
-          std::vector<float> p(cover.size());
-          for (std::size_t i = 0; i < cover.size(); ++i) p[i] = scale * dot(q + h * D, K.row(h / G, cover[i]), D);
-          softmax_inplace(p.data(), static_cast<std::int64_t>(p.size()));
-          for (std::size_t i = 0; i < cover.size(); ++i) {
-            e[h * T + cover[i]] = p[i];
-            axpy(p[i], V.row(h / G, cover[i]), o + h * D, D);
-          }
-        }
-      });
-      return;
+// Lined (§5.3): the recent window and the heavy hitters by h2o_score (rules::lined_cover), one
+// exact softmax over their union.
+void LukaAttention::decode_lined(Step& s) {
+  const AttentionInputs& in = s.in;
+  const std::int64_t H = in.q.size(0), D = in.q.size(2), T = in.k.size(1), G = in.group_size;
+  const LinedConfig& c = config_.lined;
+  const rules::LinedCover lc = rules::lined_cover(to_rule(c), T);
+  last_.window_start = lc.window_start;
+  last_.heavy.assign(static_cast<std::size_t>(H), {});
+  const float* h2o = h2o_.const_data_ptr<float>();
+  const std::int64_t cap = h2o_.size(1);
+  const auto units = selection_units(c.selection, H, G);
+  at::parallel_for(0, static_cast<std::int64_t>(units.size()), 1, [&](std::int64_t u0, std::int64_t u1) {
+    for (std::int64_t u = u0; u < u1; ++u) {
+      const auto& unit = units[static_cast<std::size_t>(u)];
+      std::vector<std::int64_t> heavy;
+      if (unit.size() == 1) {
+        heavy = top_by_threshold(h2o + unit[0] * cap, lc.select_end, lc.heavy);
+      } else {
+        std::vector<float> score(static_cast<std::size_t>(lc.select_end), 0.0f);
+        for (const std::int64_t h : unit)
+          for (std::int64_t t = 0; t < lc.select_end; ++t) score[t] += h2o[h * cap + t];
+        heavy = top_by_threshold(score.data(), lc.select_end, lc.heavy);
+      }
+      // A pick inside the window (only when the window is the whole context) is in the cover once.
+      heavy.erase(std::remove_if(heavy.begin(), heavy.end(), [&](std::int64_t t) { return t >= lc.window_start; }), heavy.end());
+      for (const std::int64_t h : unit) last_.heavy[h] = heavy;
     }
+  });
+  float* e = s.eff.mutable_data_ptr<float>();
+  float* o = s.out.mutable_data_ptr<float>();
+  with_rows(in, layer_, [&](const auto& K, const auto& V) {
+    at::parallel_for(0, H, 1, [&](std::int64_t h0, std::int64_t h1) {
+      for (std::int64_t h = h0; h < h1; ++h) {
+        std::vector<std::int64_t> cover = last_.heavy[h];
+        for (std::int64_t t = lc.window_start; t < T; ++t) cover.push_back(t);
+        std::vector<float> p(cover.size());
+        for (std::size_t i = 0; i < cover.size(); ++i) p[i] = s.scale * dot(s.q + h * D, K.row(h / G, cover[i]), D);
+        softmax_inplace(p.data(), static_cast<std::int64_t>(p.size()));
+        for (std::size_t i = 0; i < cover.size(); ++i) {
+          e[h * T + cover[i]] = p[i];
+          axpy(p[i], V.row(h / G, cover[i]), o + h * D, D);
+        }
+      }
+    });
+  });
+  for (std::int64_t h = 0; h < H; ++h)
+    last_.cover_size[static_cast<std::size_t>(h)] = static_cast<std::int64_t>(last_.heavy[h].size()) + (T - lc.window_start);
+}
 
-    // Clustered: cover = every page's summary ∪ the raw tokens past the pages.
-    const ClusteredConfig& c = config_.clustered;
-    const std::int64_t P = static_cast<std::int64_t>(pages_.size()), E = paged_end(), R = T - E;
-    const float* sk = P ? sum_k_.const_data_ptr<float>() : nullptr;
-    const float* sv = P ? sum_v_.const_data_ptr<float>() : nullptr;
-    const float* sb = P ? sum_bias_.const_data_ptr<float>() : nullptr;
-    const std::int64_t pcap = P ? sum_k_.size(1) : 0;
-    const float* spread = spread_.const_data_ptr<float>();
-    const std::int64_t scap = spread_.size(1);
-    at::Tensor alpha_t = at::empty({H, P + R}, at::kFloat);  // α over [summaries, raw tail]
-    float* alpha = alpha_t.mutable_data_ptr<float>();
-    at::Tensor child_t = at::empty({H, E}, at::kFloat);      // children logits, filled on demand
-    float* child = child_t.mutable_data_ptr<float>();
+// Clustered (§5.4): logits over the cover (every page's summary with its bias, then the raw tail),
+// α = their softmax, the pages to refine per selection unit, then the output and the effective
+// row under mass-preserving or exact refinement. Returns the cover rows [H, T] (α at the raw
+// tail, zero elsewhere) when importance_source is cover, else an undefined tensor.
+at::Tensor LukaAttention::decode_clustered(Step& s) {
+  const AttentionInputs& in = s.in;
+  const std::int64_t H = in.q.size(0), D = in.q.size(2), T = in.k.size(1), G = in.group_size;
+  const ClusteredConfig& c = config_.clustered;
+  const std::int64_t P = static_cast<std::int64_t>(pages_.size()), E = paged_end(), R = T - E, N = P + R;
+  const float* sk = P ? sum_k_.const_data_ptr<float>() : nullptr;
+  const float* sv = P ? sum_v_.const_data_ptr<float>() : nullptr;
+  const float* sb = P ? sum_bias_.const_data_ptr<float>() : nullptr;
+  const std::int64_t pcap = P ? sum_k_.size(1) : 0;
+  const float* spread = spread_.const_data_ptr<float>();
+  const std::int64_t scap = spread_.size(1);
+  const bool exact_math = c.math == RefineMath::kExact;
+  const float* q = s.q;
+  const float scale = s.scale;
+  float* e = s.eff.mutable_data_ptr<float>();
+  float* o = s.out.mutable_data_ptr<float>();
+  at::Tensor logits_t = at::empty({H, N}, at::kFloat);  // ℓ over [summaries, raw tail]
+  float* lg = logits_t.mutable_data_ptr<float>();
+  at::Tensor child_t = at::empty({H, E}, at::kFloat);   // children logits, filled on demand
+  float* child = child_t.mutable_data_ptr<float>();
+
+  with_rows(in, layer_, [&](const auto& K, const auto& /*V*/) {
+    // [logits] Summaries score with their bias (or, as an oracle, the log-sum-exp of their children).
     const auto page_logit = [&](std::int64_t h, std::int64_t p) {
       const std::int64_t g = h / G;
-      if (oracle_) {  // log-sum-exp of the children's logits
+      if (oracle_) {
         float mx = kNegInf;
         for (std::int64_t t = pages_[p].start; t < pages_[p].end; ++t) mx = std::max(mx, scale * dot(q + h * D, K.row(g, t), D));
-        double s = 0;
-        for (std::int64_t t = pages_[p].start; t < pages_[p].end; ++t) s += std::exp(scale * dot(q + h * D, K.row(g, t), D) - mx);
-        return mx + static_cast<float>(std::log(s));
+        double z = 0;
+        for (std::int64_t t = pages_[p].start; t < pages_[p].end; ++t) z += std::exp(scale * dot(q + h * D, K.row(g, t), D) - mx);
+        return mx + static_cast<float>(std::log(z));
       }
       return scale * dot(q + h * D, sk + (g * pcap + p) * D, D) + sb[g * pcap + p];
     };
     at::parallel_for(0, H, 1, [&](std::int64_t h0, std::int64_t h1) {
       for (std::int64_t h = h0; h < h1; ++h) {
-        float* a = alpha + h * (P + R);
-        for (std::int64_t p = 0; p < P; ++p) a[p] = page_logit(h, p);
-        for (std::int64_t t = 0; t < R; ++t) a[P + t] = scale * dot(q + h * D, K.row(h / G, E + t), D);
-        if (c.math == RefineMath::kMassPreserving) softmax_inplace(a, P + R);
+        float* l = lg + h * N;
+        for (std::int64_t p = 0; p < P; ++p) l[p] = page_logit(h, p);
+        for (std::int64_t t = 0; t < R; ++t) l[P + t] = scale * dot(q + h * D, K.row(h / G, E + t), D);
       }
     });
-    // Exact refinement selects on α too: softmax a copy.
-    at::Tensor sel_alpha = c.math == RefineMath::kExact ? at::softmax(alpha_t, -1) : alpha_t;
-    const float* sa = sel_alpha.const_data_ptr<float>();
-    last_.summary_mass = sel_alpha.narrow(1, 0, P).clone();
-    last_.refined.assign(static_cast<std::size_t>(H), {});
-    for (const auto& unit : selection_units(c.selection, H, G)) {
-      std::vector<float> score(static_cast<std::size_t>(P), 0.0f);
-      for (const std::int64_t h : unit)
-        for (std::int64_t p = 0; p < P; ++p) score[p] = std::max(score[p], sa[h * (P + R) + p]);
-      const auto refined = select_pages(c, score);
-      for (const std::int64_t h : unit) last_.refined[h] = refined;
-    }
+  });
+
+  // [cover softmax] α before refinement: the mass each page holds, what selection ranks (unless
+  // refine_on=unbiased asks for the softmax without the summary bias) and, under
+  // mass-preserving refinement, the weights of the output.
+  at::Tensor alpha_t;
+  if (exact_math) {
+    alpha_t = at::softmax(logits_t, -1);
+  } else {
+    alpha_t = logits_t.clone();
+    float* a = alpha_t.mutable_data_ptr<float>();
+    at::parallel_for(0, H, 1, [&](std::int64_t h0, std::int64_t h1) {
+      for (std::int64_t h = h0; h < h1; ++h) softmax_inplace(a + h * N, N);
+    });
+  }
+  const float* alpha = alpha_t.const_data_ptr<float>();
+  last_.summary_mass = alpha_t.narrow(1, 0, P).clone();
+
+  // [selection] Per unit of heads that share it, each page's score — the max of α over the unit,
+  // or for top_frac / top_p with page_rank=sum, the sum — then the rule.
+  at::Tensor select_t = alpha_t;
+  if (c.refine_on == RefineOn::kUnbiased && c.bias != SummaryBias::kNone && !oracle_ && P > 0) {
+    at::Tensor unbiased = logits_t.clone();
+    for (std::int64_t h = 0; h < H; ++h) unbiased[h].narrow(0, 0, P).sub_(sum_bias_[h / G].narrow(0, 0, P));
+    select_t = at::softmax(unbiased, -1);
+  }
+  const float* sa = select_t.const_data_ptr<float>();
+  const bool sum_rank = c.page_rank == PageRank::kSum && (c.rule == RefineRule::kTopFrac || c.rule == RefineRule::kTopP);
+  last_.refined.assign(static_cast<std::size_t>(H), {});
+  for (const auto& unit : selection_units(c.selection, H, G)) {
+    std::vector<float> score(static_cast<std::size_t>(P), 0.0f);
+    for (const std::int64_t h : unit)
+      for (std::int64_t p = 0; p < P; ++p) score[p] = sum_rank ? score[p] + sa[h * N + p] : std::max(score[p], sa[h * N + p]);
+    const auto refined = select_pages(c, score);
+    for (const std::int64_t h : unit) last_.refined[h] = refined;
+  }
+
+  // [refinement, finalize] Per head: the output and the effective row over raw tokens.
+  with_rows(in, layer_, [&](const auto& K, const auto& V) {
     at::parallel_for(0, H, 1, [&](std::int64_t h0, std::int64_t h1) {
       for (std::int64_t h = h0; h < h1; ++h) {
         const std::int64_t g = h / G;
-        float* a = alpha + h * (P + R);
+        const float* l = lg + h * N;
+        const float* a = alpha + h * N;
         float* eh = e + h * T;
         float* oh = o + h * D;
         const auto& refined = last_.refined[h];
@@ -406,7 +518,7 @@ at::Tensor LukaAttention::decode(const AttentionInputs& in) {
         for (auto p : refined) is_refined[p] = 1;
         for (auto p : refined)
           for (std::int64_t t = pages_[p].start; t < pages_[p].end; ++t) child[h * E + t] = scale * dot(q + h * D, K.row(g, t), D);
-        if (c.math == RefineMath::kMassPreserving) {
+        if (!exact_math) {
           for (std::int64_t p = 0; p < P; ++p) {
             const Page& pg = pages_[p];
             if (is_refined[p]) {  // children share the page's α by a local softmax
@@ -425,70 +537,51 @@ at::Tensor LukaAttention::decode(const AttentionInputs& in) {
             eh[E + t] = a[P + t];
             axpy(a[P + t], V.row(g, E + t), oh, D);
           }
-        } else {  // exact: one softmax over unrefined summaries, refined children and raw tokens
-          float mx = kNegInf;
-          for (std::int64_t p = 0; p < P; ++p)
-            if (!is_refined[p]) mx = std::max(mx, a[p]);
-          for (auto p : refined)
-            for (std::int64_t t = pages_[p].start; t < pages_[p].end; ++t) mx = std::max(mx, child[h * E + t]);
-          for (std::int64_t t = 0; t < R; ++t) mx = std::max(mx, a[P + t]);
-          double z = 0;
-          for (std::int64_t p = 0; p < P; ++p)
-            if (!is_refined[p]) z += std::exp(a[p] - mx);
-          for (auto p : refined)
-            for (std::int64_t t = pages_[p].start; t < pages_[p].end; ++t) z += std::exp(child[h * E + t] - mx);
-          for (std::int64_t t = 0; t < R; ++t) z += std::exp(a[P + t] - mx);
-          const float inv = static_cast<float>(1.0 / z);
-          for (std::int64_t p = 0; p < P; ++p) {
-            const Page& pg = pages_[p];
-            if (is_refined[p]) {
-              for (std::int64_t t = pg.start; t < pg.end; ++t) {
-                eh[t] = std::exp(child[h * E + t] - mx) * inv;
-                axpy(eh[t], V.row(g, t), oh, D);
-              }
-            } else {
-              const float w = std::exp(a[p] - mx) * inv;
-              axpy(w, sv + (g * pcap + p) * D, oh, D);
-              for (std::int64_t t = pg.start; t < pg.end; ++t) eh[t] = w * spread[g * scap + t];
+          continue;
+        }
+        // Exact: one softmax over unrefined summaries, refined children and raw tokens.
+        float mx = kNegInf;
+        for (std::int64_t p = 0; p < P; ++p)
+          if (!is_refined[p]) mx = std::max(mx, l[p]);
+        for (auto p : refined)
+          for (std::int64_t t = pages_[p].start; t < pages_[p].end; ++t) mx = std::max(mx, child[h * E + t]);
+        for (std::int64_t t = 0; t < R; ++t) mx = std::max(mx, l[P + t]);
+        double z = 0;
+        for (std::int64_t p = 0; p < P; ++p)
+          if (!is_refined[p]) z += std::exp(l[p] - mx);
+        for (auto p : refined)
+          for (std::int64_t t = pages_[p].start; t < pages_[p].end; ++t) z += std::exp(child[h * E + t] - mx);
+        for (std::int64_t t = 0; t < R; ++t) z += std::exp(l[P + t] - mx);
+        const float inv = static_cast<float>(1.0 / z);
+        for (std::int64_t p = 0; p < P; ++p) {
+          const Page& pg = pages_[p];
+          if (is_refined[p]) {
+            for (std::int64_t t = pg.start; t < pg.end; ++t) {
+              eh[t] = std::exp(child[h * E + t] - mx) * inv;
+              axpy(eh[t], V.row(g, t), oh, D);
             }
+          } else {
+            const float w = std::exp(l[p] - mx) * inv;
+            axpy(w, sv + (g * pcap + p) * D, oh, D);
+            for (std::int64_t t = pg.start; t < pg.end; ++t) eh[t] = w * spread[g * scap + t];
           }
-          for (std::int64_t t = 0; t < R; ++t) {
-            eh[E + t] = std::exp(a[P + t] - mx) * inv;
-            axpy(eh[E + t], V.row(g, E + t), oh, D);
-          }
+        }
+        for (std::int64_t t = 0; t < R; ++t) {
+          eh[E + t] = std::exp(l[P + t] - mx) * inv;
+          axpy(eh[E + t], V.row(g, E + t), oh, D);
         }
       }
     });
-  };
-  if (in.k.scalar_type() == at::kFloat) {
-    run(float{});
-  } else if (in.k.scalar_type() == at::kBFloat16) {
-    run(c10::BFloat16{});
-  } else {
-    fail("luka layer " + std::to_string(layer_), std::string("unsupported cache dtype ") + c10::toString(in.k.scalar_type()));
+  });
+  for (std::int64_t h = 0; h < H; ++h) {
+    std::int64_t children = 0;
+    for (const std::int64_t p : last_.refined[h]) children += pages_[p].end - pages_[p].start;
+    last_.cover_size[static_cast<std::size_t>(h)] = P - static_cast<std::int64_t>(last_.refined[h].size()) + children + R;
   }
-  last_.effective = eff;
-  last_.cover_size.assign(static_cast<std::size_t>(H), T);
-  if (last_.mode == AttentionMode::kLined) {
-    for (std::int64_t h = 0; h < H; ++h)
-      last_.cover_size[h] = static_cast<std::int64_t>(last_.heavy[h].size()) +
-                            std::min<std::int64_t>(T, config_.lined.window_frac > 0
-                                                          ? static_cast<std::int64_t>(std::ceil(config_.lined.window_frac * T))
-                                                          : config_.lined.window);
-  } else if (last_.mode == AttentionMode::kClustered) {
-    const std::int64_t P = static_cast<std::int64_t>(pages_.size());
-    for (std::int64_t h = 0; h < H; ++h) {
-      std::int64_t children = 0;
-      for (const std::int64_t p : last_.refined[h]) children += pages_[p].end - pages_[p].start;
-      last_.cover_size[h] = P - static_cast<std::int64_t>(last_.refined[h].size()) + children + (T - last_.paged_end);
-    }
-  }
-  if (config_.dense_shadow) shadow(in, out);
-  accumulate(eff, G);
-  last_.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  tokens_ = T;
-  if (step_ % config_.clustered.interval == 0) create_pages(in);
-  return out.view({1, H * D}).to(in.q.scalar_type());
+  if (config_.importance_source != ImportanceSource::kCover) return {};
+  at::Tensor rows = at::zeros({H, T}, at::kFloat);
+  rows.narrow(1, E, R).copy_(alpha_t.narrow(1, P, R));
+  return rows;
 }
 
 // Dense attention on the same inputs, compared with what the mode produced.
@@ -524,19 +617,25 @@ void LukaAttention::shadow(const AttentionInputs& in, const at::Tensor& out) {
   last_.dense = p.to(at::kFloat);
 }
 
-// Fixed segmenter: full pages of page_size from the oldest unpaged token, never within the last
-// `tail` positions. Compresses each into one key/value per KV head.
-void LukaAttention::create_pages(const AttentionInputs& in) {
+// The segmenter (§5.4, rules::pages_due): after a forward over the cache, as many full pages of
+// page_size as the schedule makes due, from the oldest unpaged token.
+void LukaAttention::make_pages(const AttentionInputs& in, std::int64_t decode_step) {
+  const std::int64_t count = rules::pages_due(to_rule(config_.clustered), &clock_, static_cast<std::int64_t>(pages_.size()),
+                                              paged_end(), in.k.size(1), decode_step);
+  if (count > 0) compress_pages(in, count);
+}
+
+// Compresses the next `count` pages into one key/value per KV head each, with its bias and the
+// spread of an unrefined page's mass over its tokens.
+void LukaAttention::compress_pages(const AttentionInputs& in, std::int64_t count) {
   const ClusteredConfig& c = config_.clustered;
-  const std::int64_t T = in.k.size(1), KV = in.k.size(0), D = in.k.size(2);
+  const std::int64_t KV = in.k.size(0), D = in.k.size(2), L = c.page_size;
   std::int64_t E = paged_end();
-  const std::int64_t limit = T - c.tail;
-  if (E + c.page_size > limit) return;
   // Only the tokens that become pages now are read (and widened to fp32).
   const std::int64_t first = E;
-  const at::Tensor kf = in.k.narrow(1, first, limit - first).to(at::kFloat);
-  const at::Tensor vf = in.v.narrow(1, first, limit - first).to(at::kFloat);
-  while (E + c.page_size <= limit) {
+  const at::Tensor kf = in.k.narrow(1, first, count * L).to(at::kFloat);
+  const at::Tensor vf = in.v.narrow(1, first, count * L).to(at::kFloat);
+  for (std::int64_t i = 0; i < count; ++i) {
     const std::int64_t P = static_cast<std::int64_t>(pages_.size());
     if (!sum_k_.defined() || P >= sum_k_.size(1)) {
       const std::int64_t n = grow(P + 1, sum_k_.defined() ? sum_k_.size(1) : 0);
@@ -550,7 +649,15 @@ void LukaAttention::create_pages(const AttentionInputs& in) {
       sum_v_ = v;
       sum_bias_ = b;
     }
-    const std::int64_t L = c.page_size;
+    // The authors' adaptive bias: the entropy of softmax(importance) (temperature 1) over the
+    // page, averaged over the KV heads; one bias for every head.
+    float shared_bias = 0;
+    const bool authors_bias = c.bias == SummaryBias::kAdaptive && c.bias_entropy == BiasEntropy::kImportanceMean;
+    if (authors_bias) {
+      const at::Tensor logp = at::log_softmax(importance_.narrow(0, 0, KV).narrow(1, E, L), 1);  // [KV, L]
+      const at::Tensor pr = logp.exp();
+      shared_bias = at::where(pr.gt(0), -pr * logp, at::zeros_like(pr)).sum(1).mean().item<float>();
+    }
     for (std::int64_t g = 0; g < KV; ++g) {
       at::Tensor w;  // compressor weights π over the page
       if (c.compressor == Compressor::kAttentionWeighted) {
@@ -572,6 +679,8 @@ void LukaAttention::create_pages(const AttentionInputs& in) {
       double bias = 0;
       if (c.bias == SummaryBias::kFixed) {
         bias = std::log(static_cast<double>(L));
+      } else if (authors_bias) {
+        bias = shared_bias;
       } else if (c.bias == SummaryBias::kAdaptive) {  // log k_eff = entropy of π
         const at::Tensor pos = w.clamp_min(1e-30);
         bias = -(w * pos.log()).sum().item<double>();

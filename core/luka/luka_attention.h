@@ -16,6 +16,7 @@
 
 #include "core/luka/config.h"
 #include "core/model/attention.h"
+#include "kernels/common/luka_rules.h"
 
 namespace luka {
 
@@ -89,12 +90,24 @@ class LukaAttention final : public LayerAttention {
   void set_oracle_summary_logits(bool on) { oracle_ = on; }
 
  private:
+  // One decode step's inputs and outputs: the query [H, D] in fp32, the effective rows [H, T]
+  // and the output [H, D] the mode fills.
+  struct Step {
+    const AttentionInputs& in;
+    const float* q;
+    float scale;
+    at::Tensor eff, out;
+  };
   void ensure_capacity(std::int64_t tokens, std::int64_t heads, std::int64_t kv_heads);
   at::Tensor prefill(const AttentionInputs& in);
   at::Tensor decode(const AttentionInputs& in);
-  void create_pages(const AttentionInputs& in);
-  void accumulate(const at::Tensor& effective_rows, std::int64_t group);  // [H, T] for one query
-  void shadow(const AttentionInputs& in, const at::Tensor& out);           // fills last_.fidelity
+  void decode_dense(Step& s);
+  void decode_lined(Step& s);
+  at::Tensor decode_clustered(Step& s);
+  void make_pages(const AttentionInputs& in, std::int64_t decode_step);
+  void compress_pages(const AttentionInputs& in, std::int64_t count);
+  void accumulate(const at::Tensor& rows, std::int64_t group);    // [H, T] for one query
+  void shadow(const AttentionInputs& in, const at::Tensor& out);  // fills last_.fidelity
 
   int layer_;
   LayerConfig config_;
@@ -102,6 +115,7 @@ class LukaAttention final : public LayerAttention {
   PrefillObserver prefill_observer_;
   std::int64_t step_ = 0;
   std::int64_t tokens_ = 0;
+  rules::PageClock clock_;  // the authors' page schedule
   std::vector<Page> pages_;
   at::Tensor importance_, h2o_, spread_;             // [KV, cap], [H, cap], [KV, cap] fp32
   at::Tensor sum_k_, sum_v_, sum_bias_;              // [KV, pcap, D], [KV, pcap, D], [KV, pcap]

@@ -4,6 +4,7 @@
 #include <climits>
 #include <cmath>
 
+#include "kernels/common/luka_rules.h"
 #include "kernels/cuda/common.cuh"
 
 namespace luka::cuda {
@@ -61,7 +62,7 @@ __global__ void softmax_accumulate_kernel(const float* __restrict__ logits, cons
     add_h2o(w, h, t, eff, tokens, h2o, ld, decay);
     sum = __fadd_rn(sum, w);
   }
-  importance[g * ld + t] = __fadd_rn(importance[g * ld + t], sum);
+  importance[g * ld + t] = __fadd_rn(importance[g * ld + t], __fdiv_rn(sum, static_cast<float>(group)));
 }
 
 __global__ void fill_kernel(float* __restrict__ x, long long n, float value) {
@@ -673,7 +674,7 @@ __global__ void clustered_scatter_kernel(ScatterParams p) {
     add_h2o(w, h, t, p.eff, p.tokens, p.h2o, p.ld, p.decay);
     sum = __fadd_rn(sum, w);
   }
-  p.importance[g * p.ld + t] = __fadd_rn(p.importance[g * p.ld + t], sum);
+  p.importance[g * p.ld + t] = __fadd_rn(p.importance[g * p.ld + t], __fdiv_rn(sum, static_cast<float>(p.group)));
 }
 
 // ===== lined ================================================================================
@@ -936,7 +937,7 @@ __global__ void __launch_bounds__(kWarps * 32) prefill_columns_kernel(PrefillPar
     *h = __fadd_rn(*h, sum);
     imp = __fadd_rn(imp, sum);
   }
-  p.importance[g * p.ld + t] = __fadd_rn(p.importance[g * p.ld + t], imp);
+  p.importance[g * p.ld + t] = __fadd_rn(p.importance[g * p.ld + t], __fdiv_rn(imp, static_cast<float>(p.group)));
 }
 
 // ===== page compression =====================================================================
@@ -1091,7 +1092,7 @@ ClusteredPlan plan_clustered(const ClusteredDecodeArgs& a, std::int64_t P, std::
   if (a.rule == Rule::kTopK) {
     pl.pick_count = static_cast<int>(std::min<std::int64_t>(a.top_k, pl.P));
   } else if (a.rule == Rule::kTopFrac) {
-    pl.pick_count = static_cast<int>(std::min<std::int64_t>(pl.P, static_cast<std::int64_t>(std::ceil(a.top_frac * pl.P - 1e-9))));
+    pl.pick_count = static_cast<int>(rules::top_frac_count(a.top_frac, pl.P, false));
   }
   pl.K = a.rule == Rule::kTopK && a.top_k <= kMaxCand ? std::max(pl.pick_count, 0) : 0;
   pl.sorted = pl.P > 0 && (a.rule == Rule::kTopP || (a.rule != Rule::kThreshold && pl.K == 0 && pl.pick_count > 0));

@@ -24,7 +24,7 @@ struct KvView {
 };
 
 // The per-layer accumulators every mode updates from the effective attention (§5.1):
-// importance [KV, ld] (summed over a KV group's query heads) and h2o_score [H, ld].
+// importance [KV, ld] (the mean over a KV group's query heads) and h2o_score [H, ld].
 // h2o ← decay·h2o + effective when decay ≠ 1, else h2o + effective.
 struct Accumulators {
   float* importance = nullptr;

@@ -54,14 +54,28 @@ LayerState::~LayerState() {
     if (p) cudaFree(p);
 }
 
-std::int64_t LayerState::window(std::int64_t T) const {
-  const std::int64_t w = params_.window_frac > 0 ? static_cast<std::int64_t>(std::ceil(params_.window_frac * T)) : params_.window;
-  return std::min(T, w);
+rules::LinedRule LayerState::lined_rule() const {
+  rules::LinedRule r;
+  r.window = params_.window;
+  r.window_frac = params_.window_frac;
+  r.rho = params_.rho;
+  return r;
 }
 
-std::int64_t LayerState::heavy_count(std::int64_t T) const {
-  return std::min<std::int64_t>(T - window(T), static_cast<std::int64_t>(std::ceil(params_.rho * T - 1e-9)));
+rules::PageRule LayerState::page_rule() const {
+  rules::PageRule r;
+  r.page_size = params_.page_size;
+  r.tail = params_.tail;
+  r.interval = params_.interval;
+  r.max_pages = params_.max_pages;
+  r.authors = params_.authors_schedule;
+  r.bypass = params_.page_bypass;
+  return r;
 }
+
+std::int64_t LayerState::window(std::int64_t T) const { return rules::lined_window(lined_rule(), T); }
+
+std::int64_t LayerState::heavy_count(std::int64_t T) const { return rules::lined_cover(lined_rule(), T).heavy; }
 
 ClusteredDecodeArgs LayerState::clustered_args(const DecodeCommon& c) const {
   ClusteredDecodeArgs a;
@@ -161,16 +175,18 @@ std::string LayerState::load_prefill(const float* importance, const float* h2o, 
     if (std::string e = api(cudaMemsetAsync(spread_, 0, static_cast<std::size_t>(KV_ * cap_) * 4, s), "cudaMemsetAsync"); !e.empty())
       return e;
   pages_.clear();
+  clock_ = rules::PageClock{params_.page_counter_start, 0};
   step_ = 0;
   tokens_ = T;
-  return create_pages(kv, stream);
+  return create_pages(kv, 0, stream);
 }
 
-std::string LayerState::create_pages(const KvView& kv, void* stream) {
+// The pages rules::pages_due makes due after a forward (decode_step 0: the prefill).
+std::string LayerState::create_pages(const KvView& kv, std::int64_t decode_step, void* stream) {
   const LayerParams& p = params_;
-  const std::int64_t T = kv.tokens, E = paged_end(), limit = T - p.tail, size = p.page_size;
-  if (size < 1 || E + size > limit) return {};
-  const std::int64_t count = (limit - E) / size, P = static_cast<std::int64_t>(pages_.size());
+  const std::int64_t T = kv.tokens, E = paged_end(), size = p.page_size, P = static_cast<std::int64_t>(pages_.size());
+  const std::int64_t count = rules::pages_due(page_rule(), &clock_, P, E, T, decode_step);
+  if (count < 1) return {};
   if (std::string e = grow_pages(P + count, stream); !e.empty()) return e;
   const auto s = static_cast<cudaStream_t>(stream);
   append_starts_kernel<<<static_cast<unsigned>((count + 127) / 128), 128, 0, s>>>(page_start_, static_cast<int>(P),
@@ -241,8 +257,7 @@ std::string LayerState::decode(const void* q, void* out, const KvView& kv, float
   if (!err.empty()) return "luka layer " + std::to_string(layer_) + ": " + err;
   ++step_;
   tokens_ = T;
-  if (params_.interval > 0 && step_ % params_.interval == 0) return create_pages(kv, stream);
-  return {};
+  return create_pages(kv, step_, stream);
 }
 
 }  // namespace luka::cuda

@@ -1,7 +1,7 @@
 // One layer's LuKA state on the GPU and the dispatch of a decode step to the dense, lined or
 // clustered kernels (luka_decode.h). It mirrors the CPU LukaAttention (core/luka): the same
-// accumulators, the same page schedule (full pages after prefill, then every `interval` decode
-// steps, never within the last `tail` positions), and a mode that may change before any step.
+// accumulators, the same rules (kernels/common/luka_rules.h: the lined window and budget, the page
+// schedule), and a mode that may change before any step.
 //
 // The raw K/V stay the caller's (the model's KV cache); this class owns the accumulators,
 // summaries, page boundaries and workspace, all device memory grown stream-ordered
@@ -14,6 +14,7 @@
 #include <utility>
 #include <vector>
 
+#include "kernels/common/luka_rules.h"
 #include "kernels/cuda/luka_decode.h"
 
 namespace luka::cuda {
@@ -31,6 +32,10 @@ struct LayerParams {
   float decay = 1.0f;
   // clustered
   std::int64_t page_size = 16, tail = 128, interval = 16;
+  std::int64_t max_pages = 0;          // pages made at one time at most (0: no limit)
+  bool authors_schedule = false;       // rules::pages_due's authors gate
+  std::int64_t page_counter_start = 0;
+  bool page_bypass = false;
   Compressor compressor = Compressor::kMean;
   float tau = 1.0f;
   std::uint64_t seed = 0;
@@ -100,7 +105,9 @@ class LayerState {
   std::string grow_tokens(std::int64_t tokens, void* stream);
   std::string grow_pages(std::int64_t pages, void* stream);
   std::string grow_workspace(std::size_t bytes, void* stream);
-  std::string create_pages(const KvView& kv, void* stream);
+  std::string create_pages(const KvView& kv, std::int64_t decode_step, void* stream);
+  rules::LinedRule lined_rule() const;
+  rules::PageRule page_rule() const;
   DecodeCommon sizes(std::int64_t tokens) const;  // the layer's shapes and splits, no pointers
   ClusteredDecodeArgs clustered_args(const DecodeCommon& c) const;
 
@@ -109,6 +116,7 @@ class LayerState {
   ElemType summary_type_;
   LayerParams params_;
   std::int64_t step_ = 0, tokens_ = 0;
+  rules::PageClock clock_;
   std::vector<std::pair<std::int64_t, std::int64_t>> pages_;
   std::int64_t cap_ = 0, pcap_ = 0;
   float *importance_ = nullptr, *h2o_ = nullptr, *spread_ = nullptr, *sum_bias_ = nullptr;

@@ -15,6 +15,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/luka/config.h"
 #include "core/util/npy.h"
 
 namespace fs = std::filesystem;
@@ -78,6 +79,26 @@ TEST(Cli, HelpForEveryCommand) {
   EXPECT_EQ(inspect.exit_code, 0);
   EXPECT_EQ(inspect.out.rfind("usage: luka inspect FILE", 0), 0u) << inspect.out;
   EXPECT_NE(top.out.find("inspect"), std::string::npos);
+}
+
+// Every per-layer LuKA key (the config's one key table) is named in the help of each command that
+// takes --set, and documented in docs/luka-config.md.
+TEST(Cli, HelpAndDocsNameEveryLukaKey) {
+  const std::string doc = read_file(fs::path(LUKA_SOURCE_DIR) / "docs" / "luka-config.md");
+  ASSERT_FALSE(doc.empty());
+  for (const char* cmd : {"generate", "forward", "perplexity", "capture", "info"}) {
+    const RunResult r = run_luka({cmd, "--help"});
+    ASSERT_EQ(r.exit_code, 0) << cmd;
+    for (const std::string& key : luka::layer_config_key_names()) {
+      // Whole words: "tail" must not be found inside "max_pages", nor "top_k" inside "top_k_x".
+      const auto named = [&](const std::string& text, const std::string& open, const std::string& close) {
+        return text.find(open + key + close) != std::string::npos;
+      };
+      EXPECT_TRUE(named(r.out, " ", ",") || named(r.out, " ", " ") || named(r.out, " ", ";") || named(r.out, " ", "\n"))
+          << cmd << " --help does not name '" << key << "'";
+      if (std::string(cmd) == "generate") EXPECT_TRUE(named(doc, "`", "`")) << "docs/luka-config.md does not name '" << key << "'";
+    }
+  }
 }
 
 TEST(Cli, UsageErrorsExitTwoWithOneLine) {

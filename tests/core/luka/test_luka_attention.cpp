@@ -368,9 +368,9 @@ TEST(LukaAttention, H2oDecayAccumulatesByTheRecurrence) {
     expect.narrow(1, 0, p + 1).add_(probs);
   }
   EXPECT_LE(max_diff(att.h2o_score(), expect), 1e-5);
-  // importance has no decay: the plain sum over the group's heads and every query.
+  // importance has no decay: the mean over the group's heads, summed over every query.
   at::Tensor imp = at::zeros({30}, at::kDouble);
-  for (std::int64_t p = 0; p < 30; ++p) imp.narrow(0, 0, p + 1).add_(s.dense(p).second.sum(0));
+  for (std::int64_t p = 0; p < 30; ++p) imp.narrow(0, 0, p + 1).add_(s.dense(p).second.mean(0));
   EXPECT_LE(max_diff(att.importance()[0], imp), 1e-5);
 }
 

@@ -1,0 +1,150 @@
+// The LuKA rules that decide *which* tokens a step attends to, defined once for the CPU core
+// (core/luka) and the CUDA dispatch (kernels/cuda): the lined window and heavy-hitter budget, when
+// pages are made and how many, and how many pages a fractional refinement rule picks. Plain C++
+// with no dependencies; the functions are host and device so a kernel may call them too.
+//
+// Each rule has our variant (DESIGN.md §5.3–5.4) and, where the LuKA authors' code differs, theirs
+// (DESIGN.md §5.6, docs/luka-config.md says what each reproduces).
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+
+#if defined(__CUDACC__)
+#define LUKA_HD __host__ __device__
+#else
+#define LUKA_HD
+#endif
+
+namespace luka::rules {
+
+LUKA_HD inline std::int64_t min64(std::int64_t a, std::int64_t b) { return a < b ? a : b; }
+LUKA_HD inline std::int64_t max64(std::int64_t a, std::int64_t b) { return a > b ? a : b; }
+
+// ===== lined (H2O) ============================================================================
+
+// Budgets are fractions of the context T: ours rounds up (⌈x·T⌉), the authors' code down with a
+// floor of one (max(1, ⌊x·T⌋), Python's int() of the product).
+enum class Rounding { kCeil, kFloor };
+
+struct LinedRule {
+  std::int64_t window = 128;  // recent tokens, when window_frac is 0
+  double window_frac = 0;     // > 0: the window is this fraction of T
+  double rho = 0.125;         // heavy hitters, as a fraction of T
+  Rounding rounding = Rounding::kCeil;
+  bool heavy_late = false;    // the authors': heavy hitters chosen at the end of the previous step
+};
+
+// The recent window's size at context T (at most T).
+LUKA_HD inline std::int64_t lined_window(const LinedRule& r, std::int64_t T) {
+  std::int64_t w = r.window;
+  if (r.window_frac > 0)
+    w = r.rounding == Rounding::kCeil ? static_cast<std::int64_t>(ceil(r.window_frac * static_cast<double>(T)))
+                                      : max64(1, static_cast<std::int64_t>(floor(r.window_frac * static_cast<double>(T))));
+  return min64(T, w);
+}
+
+// One lined step's cover: the recent window [window_start, T) and `heavy` heavy hitters chosen
+// among [0, select_end) by h2o_score (ties to the lower position).
+struct LinedCover {
+  std::int64_t window_start = 0;
+  std::int64_t select_end = 0;
+  std::int64_t heavy = 0;
+};
+
+// Heavy hitters for a selection made at context T: ours takes ⌈ρ·T⌉ from outside the window; the
+// authors' code takes max(1, ⌊ρ·T⌋), capped by what lies outside the window, and from the whole
+// context when the window is all of it (T = 1: the pick then lies in the window).
+LUKA_HD inline void lined_selection(const LinedRule& r, std::int64_t T, std::int64_t* select_end, std::int64_t* heavy) {
+  const std::int64_t W = lined_window(r, T);
+  if (r.rounding == Rounding::kCeil) {
+    *select_end = T - W;
+    *heavy = min64(T - W, static_cast<std::int64_t>(ceil(r.rho * static_cast<double>(T) - 1e-9)));
+    return;
+  }
+  const std::int64_t budget = max64(1, static_cast<std::int64_t>(floor(r.rho * static_cast<double>(T))));
+  *select_end = T > W ? T - W : T;
+  *heavy = max64(1, min64(T > W ? min64(budget, T - W) : budget, T));
+}
+
+// The cover of a decode step at context T (the new token included). With heavy_late the heavy
+// hitters are the ones the authors' code picks after the previous step, at context T - 1: its
+// budget and its excluded window, so a token can sit in neither set for one step.
+LUKA_HD inline LinedCover lined_cover(const LinedRule& r, std::int64_t T) {
+  LinedCover c;
+  c.window_start = T - lined_window(r, T);
+  const std::int64_t at = r.heavy_late ? T - 1 : T;
+  if (at >= 1) lined_selection(r, at, &c.select_end, &c.heavy);
+  return c;
+}
+
+// The fixed prefill window of the authors' sparse prefill: the last max(1, ⌊window_frac·n⌋) (or
+// `window`) of the n tokens in the cache, with the budget rounding of the rule.
+LUKA_HD inline std::int64_t fixed_prefill_window(const LinedRule& r, std::int64_t n) { return lined_window(r, n); }
+
+// ===== clustered: when pages are made ==========================================================
+
+struct PageRule {
+  std::int64_t page_size = 16;
+  std::int64_t tail = 128;      // raw positions never paged (ours); the authors' tail_len is tail - 1
+  std::int64_t interval = 16;   // decode steps between page creations
+  std::int64_t max_pages = 0;   // pages made at one time at most (0: no limit)
+  bool authors = false;         // the authors' controller gate instead of every `interval` steps
+  bool bypass = false;          // authors: a cover of 2·(tail_len + page_size) entries skips the gates
+};
+
+// The authors' controller counters: forwards seen (the prefill included) and forwards since the
+// last page was made. `calls` starts where the caller says (their reset() primes it to interval-1).
+struct PageClock {
+  std::int64_t calls = 0;
+  std::int64_t since = 0;
+};
+
+// How many full pages fit in the raw tokens [paged_end, T) leaving the tail raw (ours), capped by
+// max_pages.
+LUKA_HD inline std::int64_t pages_that_fit(const PageRule& r, std::int64_t paged_end, std::int64_t T) {
+  const std::int64_t room = T - r.tail - paged_end;
+  if (r.page_size < 1 || room < r.page_size) return 0;
+  const std::int64_t n = room / r.page_size;
+  return r.max_pages > 0 ? min64(n, r.max_pages) : n;
+}
+
+// Pages to make after a forward over context T, with `pages` pages covering [0, paged_end).
+// `decode_step` is the decode step just run (1 for the first), 0 after a prefill.
+//
+// Ours: after a prefill every page that fits, then every `interval` decode steps.
+// The authors' controller (their try_new_pages): every forward counts; with tail_len t = tail - 1
+// and cover = pages + raw tokens, nothing below a cover of t + P; unless the cover reaches
+// 2(t + P) with `bypass`, only on a forward whose count is a multiple of `interval` (when it is
+// above 1) and at least P forwards after the last pages; then, when the raw tokens R exceed
+// t + P, ⌊(R - t)/P⌋ pages (capped by max_pages).
+LUKA_HD inline std::int64_t pages_due(const PageRule& r, PageClock* clock, std::int64_t pages, std::int64_t paged_end,
+                                      std::int64_t T, std::int64_t decode_step) {
+  if (!r.authors) {
+    if (decode_step > 0 && (r.interval < 1 || decode_step % r.interval != 0)) return 0;
+    return pages_that_fit(r, paged_end, T);
+  }
+  ++clock->calls;
+  ++clock->since;
+  const std::int64_t t = r.tail - 1, P = r.page_size, raw = T - paged_end, cover = pages + raw, need = t + P;
+  if (P < 1 || t < 0 || cover < need) return 0;
+  const bool substantial = r.bypass && cover >= 2 * need;
+  if (r.interval > 1 && !substantial && clock->calls % r.interval != 0) return 0;
+  if (!substantial && clock->since < P) return 0;
+  if (raw <= need) return 0;
+  std::int64_t n = (raw - t) / P;
+  if (r.max_pages > 0) n = min64(n, r.max_pages);
+  if (n > 0) clock->since = 0;
+  return n;
+}
+
+// ===== clustered: refinement counts ============================================================
+
+// Pages the top_frac rule refines out of P: ours ⌈frac·P⌉ with a tolerance for products that land
+// a rounding error above an integer; the authors' code Python's math.ceil of the product.
+LUKA_HD inline std::int64_t top_frac_count(double frac, std::int64_t P, bool exact_ceil) {
+  const double x = frac * static_cast<double>(P);
+  return min64(P, static_cast<std::int64_t>(ceil(exact_ceil ? x : x - 1e-9)));
+}
+
+}  // namespace luka::rules
