@@ -2,11 +2,14 @@
 
 #include <c10/cuda/CUDAStream.h>
 
+#include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <limits>
 #include <string>
 
 #include "core/luka/cuda_params.h"
+#include "core/luka/luka_attention.h"
 #include "core/model/decoder.h"
 #include "core/model/model.h"
 #include "core/util/error.h"
@@ -61,6 +64,14 @@ void CudaLukaAttention::set_config(const LayerConfig& config) {
 void CudaLukaAttention::reset() {
   state_ = std::make_unique<cuda::LayerState>(layer_, heads_, kv_heads_, head_dim_, cuda::ElemType::kF32);
   state_->set_params(params_);
+  pages_.clear();
+  last_ = LukaStep{};
+}
+
+// Pages the state made since the last call, with the decode step that made them.
+void CudaLukaAttention::sync_pages() {
+  const auto& made = state_->pages();
+  for (std::size_t i = pages_.size(); i < made.size(); ++i) pages_.push_back(Page{made[i].first, made[i].second, state_->steps()});
 }
 
 at::Tensor CudaLukaAttention::forward(const AttentionInputs& in) {
@@ -72,13 +83,75 @@ at::Tensor CudaLukaAttention::forward(const AttentionInputs& in) {
     fail(where, "attention state out of step with the cache (state has " + std::to_string(state_->tokens()) +
                     " tokens, cache " + std::to_string(T) + " with " + std::to_string(n) + " new)");
   c10::InferenceMode guard;
-  if (n > 1 || T == 1) return prefill(in);
+  at::Tensor out = n > 1 || T == 1 ? prefill(in) : decode(in);
+  sync_pages();
+  return out;
+}
+
+// One decode step on the kernels; with records (or the dense shadow) the step's outputs come back
+// to the host as a LukaStep the CPU core would have made.
+at::Tensor CudaLukaAttention::decode(const AttentionInputs& in) {
+  const std::int64_t T = in.k.size(1), H = heads_;
+  const std::string where = "luka layer " + std::to_string(layer_);
+  const auto t0 = std::chrono::steady_clock::now();
   const at::Tensor q = in.q.contiguous();
-  at::Tensor out = at::empty({1, heads_ * head_dim_}, q.options());
+  at::Tensor out = at::empty({1, H * head_dim_}, q.options());
+  const bool records = records_ || config_.dense_shadow;
+  const std::int64_t P = static_cast<std::int64_t>(state_->pages().size()), E = state_->paged_end();
+  const at::TensorOptions floats = q.options().dtype(at::kFloat), ints = q.options().dtype(at::kInt);
+  at::Tensor eff, mass, refined, count, heavy;
+  cuda::StepOutputs o;
+  std::int64_t max_refined = 0, heavy_count = 0;
+  if (records) {
+    max_refined = std::max<std::int64_t>(state_->max_refined(T), 1);
+    heavy_count = std::max<std::int64_t>(state_->heavy_count(T), 0);
+    eff = at::empty({H, T}, floats);
+    mass = at::empty({H, std::max<std::int64_t>(P, 1)}, floats);
+    refined = at::empty({H, max_refined}, ints);
+    count = at::zeros({H}, ints);
+    heavy = at::empty({H, std::max<std::int64_t>(heavy_count, 1)}, ints);
+    o = cuda::StepOutputs{eff.mutable_data_ptr<float>(), mass.mutable_data_ptr<float>(), refined.mutable_data_ptr<int>(),
+                          count.mutable_data_ptr<int>(), heavy.mutable_data_ptr<int>()};
+  }
   if (const std::string e = state_->decode(q.const_data_ptr(), out.mutable_data_ptr(), kv_view(in, layer_),
-                                           static_cast<float>(in.scale), current_stream());
+                                           static_cast<float>(in.scale), current_stream(), o);
       !e.empty())
     fail(where, e);
+  last_ = LukaStep{};
+  last_.mode = config_.mode;
+  last_.step = state_->steps();
+  last_.tokens = T;
+  last_.paged_end = E;
+  last_.cover_size.assign(static_cast<std::size_t>(H), T);
+  if (!records) return out;
+  // The kernels' records, as the CPU core's LukaStep (DESIGN.md §5.5).
+  last_.effective = eff.cpu();
+  if (config_.mode == AttentionMode::kClustered) {
+    last_.summary_mass = mass.narrow(1, 0, P).cpu();
+    const at::Tensor r = refined.cpu(), c = count.cpu();
+    last_.refined.assign(static_cast<std::size_t>(H), {});
+    for (std::int64_t h = 0; h < H; ++h) {
+      auto& pages = last_.refined[static_cast<std::size_t>(h)];
+      for (int i = 0; i < c[h].item<int>(); ++i) pages.push_back(r[h][i].item<int>());
+      std::sort(pages.begin(), pages.end());
+      std::int64_t children = 0;
+      for (const std::int64_t p : pages) children += pages_[static_cast<std::size_t>(p)].end - pages_[static_cast<std::size_t>(p)].start;
+      last_.cover_size[static_cast<std::size_t>(h)] = P - static_cast<std::int64_t>(pages.size()) + children + (T - E);
+    }
+  } else if (config_.mode == AttentionMode::kLined) {
+    const rules::LinedCover lc = rules::lined_cover(to_rule(config_.lined), T);
+    last_.window_start = lc.window_start;
+    const at::Tensor hv = heavy.cpu();
+    last_.heavy.assign(static_cast<std::size_t>(H), {});
+    for (std::int64_t h = 0; h < H; ++h) {
+      auto& picks = last_.heavy[static_cast<std::size_t>(h)];
+      for (std::int64_t i = 0; i < heavy_count; ++i) picks.push_back(hv[h][i].item<int>());
+      std::sort(picks.begin(), picks.end());
+      last_.cover_size[static_cast<std::size_t>(h)] = heavy_count + (T - lc.window_start);
+    }
+  }
+  if (config_.dense_shadow) dense_shadow(in, out.view({H, head_dim_}), pages_, last_);
+  last_.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return out;
 }
 
@@ -92,7 +165,7 @@ at::Tensor CudaLukaAttention::prefill(const AttentionInputs& in) {
   if (in.q_pos0 != 0)
     fail("luka layer " + std::to_string(layer_), "the GPU path prefills from position 0 only (reset the decoder first)");
   const at::TensorOptions floats = in.q.options().dtype(at::kFloat), longs = in.q.options().dtype(at::kLong);
-  if (config_.lined.decay == 1.0) {  // the two-pass kernel: nothing of [n, T] in global memory
+  if (config_.lined.decay == 1.0 && !prefill_observer_) {  // the two-pass kernel: nothing of [n, T] in global memory
     at::Tensor importance = at::zeros({KV, T}, floats), h2o = at::zeros({H, T}, floats);
     const at::Tensor q = in.q.contiguous();
     at::Tensor out = at::empty({n, H * D}, q.options());
@@ -125,6 +198,7 @@ at::Tensor CudaLukaAttention::prefill(const AttentionInputs& in) {
       scores.masked_fill_(hidden.unsqueeze(0), -std::numeric_limits<float>::infinity());
       const at::Tensor probs = at::softmax(scores, -1);  // [G, m, T]
       out.narrow(0, g * G, G).narrow(1, i0, m).copy_(at::matmul(probs, vf[g]));
+      if (prefill_observer_) prefill_observer_(layer_, i0, g * G, probs.cpu().contiguous());
       importance[g].add_(probs.sum(at::IntArrayRef{0, 1}).div_(static_cast<double>(G)));  // mean over the group
       for (std::int64_t j = 0; j < G; ++j) {
         at::Tensor row = h2o[g * G + j];

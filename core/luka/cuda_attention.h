@@ -1,25 +1,26 @@
-// LuKA attention on the GPU: a LayerAttention for a Decoder whose model and KV cache live on the
-// GPU (LoadOptions::cuda). Prefill is exact causal attention (the prefill kernel; ATen ops when
-// h2o decays) with the accumulators fed from its probabilities, as on the CPU, from position 0
-// only; decode steps go to kernels/cuda (LayerState): dense, lined or clustered with no host
-// synchronization inside the step. Kernels run on ATen's current stream. Built with LUKA_CUDA.
+// LuKA attention on the GPU: a LukaLayer for a Decoder whose model and KV cache live on the GPU
+// (LoadOptions::cuda). Prefill is exact causal attention (the prefill kernel; ATen ops when h2o
+// decays or a prefill observer records the maps) with the accumulators fed from its
+// probabilities, as on the CPU, from position 0 only; decode steps go to kernels/cuda
+// (LayerState): dense, lined or clustered with no host synchronization inside the step. Kernels
+// run on ATen's current stream. Built into the CUDA plugin (core/device).
 //
-// The CPU LukaAttention stays the reference and the only path with LukaStep records, the dense
-// shadow, oracle summaries and lined sparse_prefill.
+// The CPU LukaAttention stays the reference. Here last_step() carries the step's mode and sizes;
+// with set_step_records(true) also its effective rows, summary mass, refined pages and heavy
+// hitters, copied back after the step (captures and the Studio).
 #pragma once
 
 #include <memory>
 #include <vector>
 
-#include "core/luka/config.h"
-#include "core/model/attention.h"
+#include "core/luka/luka_layer.h"
 #include "kernels/cuda/luka_layer.h"
 
 namespace luka {
 
 class Decoder;
 
-class CudaLukaAttention final : public LayerAttention {
+class CudaLukaAttention final : public LukaLayer {
  public:
   // Throws luka::Error when `config` asks for something only the CPU path offers.
   CudaLukaAttention(int layer, const LayerConfig& config, std::int64_t heads, std::int64_t kv_heads, std::int64_t head_dim);
@@ -28,19 +29,32 @@ class CudaLukaAttention final : public LayerAttention {
   void reset() override;
   const char* name() const override { return to_string(config_.mode); }
 
-  // Takes effect at the next step (live switching).
-  void set_config(const LayerConfig& config);
-  const LayerConfig& config() const { return config_; }
+  int layer() const override { return layer_; }
+  void set_config(const LayerConfig& config) override;
+  const LayerConfig& config() const override { return config_; }
+  const std::vector<Page>& pages() const override { return pages_; }
+  const LukaStep& last_step() const override { return last_; }
+  void set_prefill_observer(PrefillObserver observer) override { prefill_observer_ = std::move(observer); }
+
+  // With records on, each decode step also fills last_step()'s effective rows, summary mass,
+  // refined pages and heavy hitters (device buffers copied to the host after the step).
+  void set_step_records(bool on) { records_ = on; }
   const cuda::LayerState& state() const { return *state_; }
 
  private:
   at::Tensor prefill(const AttentionInputs& in);
+  at::Tensor decode(const AttentionInputs& in);
+  void sync_pages();
 
   int layer_;
   LayerConfig config_;
   cuda::LayerParams params_;
   std::int64_t heads_, kv_heads_, head_dim_;
   std::unique_ptr<cuda::LayerState> state_;
+  std::vector<Page> pages_;  // the state's pages with the step that made them
+  LukaStep last_;
+  PrefillObserver prefill_observer_;
+  bool records_ = false;
 };
 
 // One CudaLukaAttention per layer of a decoder whose model is on the GPU.

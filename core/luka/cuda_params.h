@@ -1,6 +1,5 @@
 // LayerConfig → the GPU kernels' LayerParams (kernels/cuda/luka_layer.h). Only built with CUDA.
-// The CPU-only experiment switches (oracle summary logits, the dense shadow, lined sparse
-// prefill, the authors' variants other than their page schedule) have no GPU counterpart;
+// The CPU-only experiment switches (oracle summary logits, lined sparse prefill, the authors' variants other than their page schedule) have no GPU counterpart;
 // to_cuda_params names the first one set.
 #pragma once
 
@@ -55,7 +54,6 @@ inline std::string to_cuda_params(const LayerConfig& c, cuda::LayerParams* out) 
   p.share = to_cuda(k.selection);
   p.math = k.math == RefineMath::kExact ? cuda::Math::kExact : cuda::Math::kMassPreserving;
   *out = p;
-  if (c.dense_shadow) return "the dense shadow runs on the CPU path only";
   if (c.mode == AttentionMode::kLined && c.lined.sparse_prefill) return "lined sparse_prefill runs on the CPU path only";
   if (k.page_size > cuda::kMaxPageTokens) return "pages above 1024 tokens run on the CPU path only";
   // The authors' variants (DESIGN.md §5.6) that change what the kernels compute.

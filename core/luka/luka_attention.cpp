@@ -342,7 +342,7 @@ at::Tensor LukaAttention::decode(const AttentionInputs& in) {
     cover_rows = decode_clustered(s);
   }
   last_.effective = s.eff;
-  if (config_.dense_shadow) shadow(in, s.out);
+  if (config_.dense_shadow) dense_shadow(in, s.out, pages_, last_);
   accumulate(config_.importance_source == ImportanceSource::kCover && cover_rows.defined() ? cover_rows : s.eff, G);
   last_.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return s.out.view({1, H * D}).to(in.q.scalar_type());
@@ -584,37 +584,39 @@ at::Tensor LukaAttention::decode_clustered(Step& s) {
   return rows;
 }
 
-// Dense attention on the same inputs, compared with what the mode produced.
-void LukaAttention::shadow(const AttentionInputs& in, const at::Tensor& out) {
+// Dense attention on the same inputs, compared with what the mode produced (on the inputs'
+// device; the results come back to the host).
+void dense_shadow(const AttentionInputs& in, const at::Tensor& out, const std::vector<Page>& pages, LukaStep& step) {
   const std::int64_t H = in.q.size(0), D = in.q.size(2), T = in.k.size(1), G = in.group_size;
+  const at::TensorOptions on = in.q.options();
   const at::Tensor q = in.q.to(at::kDouble).view({H, 1, D});
   const at::Tensor k = in.k.to(at::kDouble).repeat_interleave(G, 0), v = in.v.to(at::kDouble).repeat_interleave(G, 0);
   const at::Tensor p = at::softmax(at::matmul(q, k.transpose(1, 2)).squeeze(1) * in.scale, -1);  // [H, T]
   const at::Tensor o_dense = at::matmul(p.unsqueeze(1), v).squeeze(1);                          // [H, D]
-  const at::Tensor eff = last_.effective.to(at::kDouble);
+  const at::Tensor eff = step.effective.to(on.dtype(at::kDouble));
   // Exactly resolved tokens: everything for dense, the cover for lined, raw tail and refined
   // children for clustered.
   at::Tensor exact = at::ones({H, T}, at::kBool);
-  if (last_.mode == AttentionMode::kLined) {
-    exact = eff.gt(0);
-  } else if (last_.mode == AttentionMode::kClustered) {
+  if (step.mode == AttentionMode::kLined) {
+    exact = step.effective.gt(0);
+  } else if (step.mode == AttentionMode::kClustered) {
     exact = at::zeros({H, T}, at::kBool);
-    exact.narrow(1, last_.paged_end, T - last_.paged_end).fill_(true);
+    exact.narrow(1, step.paged_end, T - step.paged_end).fill_(true);
     for (std::int64_t h = 0; h < H; ++h)
-      for (const std::int64_t page : last_.refined[h])
-        exact[h].narrow(0, pages_[page].start, pages_[page].end - pages_[page].start).fill_(true);
+      for (const std::int64_t page : step.refined[static_cast<std::size_t>(h)])
+        exact[h].narrow(0, pages[static_cast<std::size_t>(page)].start,
+                        pages[static_cast<std::size_t>(page)].end - pages[static_cast<std::size_t>(page)].start)
+            .fill_(true);
   }
   const at::Tensor kl = at::where(p.gt(0), p * (p.clamp_min(1e-300).log() - eff.clamp_min(1e-10).log()), at::zeros_like(p)).sum(1);
-  const at::Tensor recall = (p * exact.to(at::kDouble)).sum(1);
+  const at::Tensor recall = (p * exact.to(on.dtype(at::kDouble))).sum(1);
   const std::int64_t kk = std::min(kFidelityTopK, T);
   const at::Tensor top_d = std::get<1>(p.topk(kk, 1)), top_e = std::get<1>(eff.topk(kk, 1));
-  at::Tensor overlap = at::zeros({H}, at::kDouble);
-  for (std::int64_t h = 0; h < H; ++h)
-    overlap[h] = at::isin(top_d[h], top_e[h]).sum().item<double>() / static_cast<double>(kk);
+  const at::Tensor overlap = top_d.unsqueeze(2).eq(top_e.unsqueeze(1)).any(2).to(at::kDouble).mean(1);
   const at::Tensor o = out.to(at::kDouble);
   const at::Tensor rel = (o - o_dense).norm(2, 1) / o_dense.norm(2, 1).clamp_min(1e-300);
-  last_.fidelity = at::stack({kl, recall, overlap, rel}, 1).to(at::kFloat);
-  last_.dense = p.to(at::kFloat);
+  step.fidelity = at::stack({kl, recall, overlap, rel}, 1).to(at::kFloat).cpu();
+  step.dense = p.to(at::kFloat).cpu();
 }
 
 // The segmenter (§5.4, rules::pages_due): after a forward over the cache, as many full pages of

@@ -1,0 +1,68 @@
+// What every LuKA layer offers its callers, on any device: the per-layer config (changed live
+// between steps), the pages made so far, and the records of the last decode step that captures,
+// the Studio and tests read. The CPU core (LukaAttention) and the GPU one (CudaLukaAttention, in
+// the CUDA plugin) implement it; the run loop and the capture recorder see only this.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <vector>
+
+#include <ATen/ATen.h>
+
+#include "core/luka/config.h"
+#include "core/model/attention.h"
+
+namespace luka {
+
+struct Page {
+  std::int64_t start = 0, end = 0;  // raw positions [start, end)
+  std::int64_t created_step = 0;    // decode step after which it was made (0: after prefill)
+};
+
+// What the last decode step did, for captures, the Studio and tests.
+struct LukaStep {
+  AttentionMode mode = AttentionMode::kDense;
+  std::int64_t step = 0;          // decode steps so far in this sequence (1 for the first)
+  std::int64_t tokens = 0;        // T: raw tokens attended (including the new one)
+  std::int64_t paged_end = 0;     // pages cover [0, paged_end); raw tokens [paged_end, T)
+  at::Tensor effective;           // [H, T] fp32: attention over raw tokens; each row sums to 1
+  at::Tensor summary_mass;        // clustered: [H, P] fp32, α of each page before refinement
+  std::vector<std::vector<std::int64_t>> refined;  // clustered: refined page indices per head
+  std::vector<std::vector<std::int64_t>> heavy;    // lined: heavy-hitter positions per head
+  std::int64_t window_start = 0;  // lined: the recent window is [window_start, T)
+  // Cost of the step: per head, the entries attended (raw tokens, summaries and refined
+  // children); and the wall time of the layer's attention in seconds.
+  std::vector<std::int64_t> cover_size;
+  double seconds = 0;
+  // With the dense shadow on: [H, 4] fp32 per head — KL(dense ‖ effective) (effective floored
+  // at 1e-10), recall (dense mass on exactly resolved tokens), top-k overlap (k = min(32, T)),
+  // relative L2 error of the attention output. Undefined otherwise.
+  at::Tensor fidelity;
+  // With the dense shadow on: [H, T] fp32, dense attention on the same inputs. Undefined otherwise.
+  at::Tensor dense;
+};
+
+// Column indices of LukaStep::fidelity.
+enum FidelityColumn { kKl = 0, kRecall = 1, kTopkOverlap = 2, kRelL2 = 3 };
+constexpr std::int64_t kFidelityTopK = 32;
+
+class LukaLayer : public LayerAttention {
+ public:
+  virtual int layer() const = 0;
+  // Takes effect at the next forward call (live switching).
+  virtual void set_config(const LayerConfig& config) = 0;
+  virtual const LayerConfig& config() const = 0;
+  virtual const std::vector<Page>& pages() const = 0;
+  // The last decode step's records (CPU tensors).
+  virtual const LukaStep& last_step() const = 0;
+
+  // Called during prefill with each block of attention probabilities, for captures: `probs` is
+  // [G, m, T] fp32 (contiguous, on the CPU) for heads head0 .. head0+G-1 (one KV group), queries
+  // q0 .. q0+m-1 over the T keys of the cache (zeros above the diagonal), valid only during the
+  // call. The groups of a query block arrive in head order. Empty function: off (the default).
+  using PrefillObserver = std::function<void(int layer, std::int64_t q0, std::int64_t head0, const at::Tensor& probs)>;
+  virtual void set_prefill_observer(PrefillObserver observer) = 0;
+};
+
+}  // namespace luka
