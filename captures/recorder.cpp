@@ -141,15 +141,19 @@ Manifest make_manifest(const Model& model, const Tokenizer& tokenizer, const Luk
   return m;
 }
 
-CaptureRecorder::CaptureRecorder(CaptureSession& session, Layout layout, std::vector<std::shared_ptr<LukaAttention>> layers)
+CaptureRecorder::CaptureRecorder(CaptureSession& session, Layout layout, std::vector<std::shared_ptr<LukaLayer>> layers)
     : session_(session), layout_(std::move(layout)), layers_(std::move(layers)), pages_reported_(layout_.layers.size(), 0) {
   for (const int x : layout_.layers)
     if (x < 0 || static_cast<std::size_t>(x) >= layers_.size() || !layers_[static_cast<std::size_t>(x)])
       fail("capture", "recorded layer " + std::to_string(x) + " has no LuKA attention");
+  for (const int x : layout_.layers) layers_[static_cast<std::size_t>(x)]->set_step_records(true);
 }
 
 CaptureRecorder::~CaptureRecorder() {
-  for (const int x : layout_.layers) layers_[static_cast<std::size_t>(x)]->set_prefill_observer({});
+  for (const int x : layout_.layers) {
+    layers_[static_cast<std::size_t>(x)]->set_prefill_observer({});
+    layers_[static_cast<std::size_t>(x)]->set_step_records(false);
+  }
 }
 
 void CaptureRecorder::start_prefill() {
@@ -214,7 +218,7 @@ void CaptureRecorder::record_step(std::int64_t step, std::vector<Token> new_toke
   std::vector<Source> src(L);
   s.layers.resize(L);
   for (std::size_t i = 0; i < L; ++i) {
-    const LukaAttention& la = *layers_[static_cast<std::size_t>(layout_.layers[i])];
+    const LukaLayer& la = *layers_[static_cast<std::size_t>(layout_.layers[i])];
     const LukaStep& ls = la.last_step();
     if (ls.step != step || !ls.effective.defined()) fail("capture", "layer " + std::to_string(layout_.layers[i]) + " did not run decode step " + std::to_string(step));
     s.tokens = ls.tokens;

@@ -11,7 +11,7 @@
 
 #include "captures/capture.h"
 #include "captures/session.h"
-#include "core/luka/luka_attention.h"
+#include "core/luka/luka_layer.h"
 
 namespace luka {
 class Model;
@@ -34,8 +34,8 @@ Manifest make_manifest(const Model& model, const Tokenizer& tokenizer, const Luk
 
 class CaptureRecorder {
  public:
-  // `layers`: every layer's LukaAttention (install_luka's result), in layer order.
-  CaptureRecorder(CaptureSession& session, Layout layout, std::vector<std::shared_ptr<LukaAttention>> layers);
+  // `layers`: every layer's LukaLayer (install_luka's result, on any device), in layer order.
+  CaptureRecorder(CaptureSession& session, Layout layout, std::vector<std::shared_ptr<LukaLayer>> layers);
   ~CaptureRecorder();
 
   // Before the prefill: observe the recorded layers' attention while the prompt runs.
@@ -49,7 +49,7 @@ class CaptureRecorder {
  private:
   CaptureSession& session_;
   Layout layout_;
-  std::vector<std::shared_ptr<LukaAttention>> layers_;
+  std::vector<std::shared_ptr<LukaLayer>> layers_;
   std::vector<std::size_t> pages_reported_;  // per recorded layer
   std::vector<std::uint16_t> halves_;        // prefill rows being handed over (reused)
 };

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdio>
 #include <ctime>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -21,8 +22,8 @@
 #include "captures/session.h"
 #include "captures/writer.h"
 #include "core/util/version.h"
-#include "core/generate/generator.h"
 #include "core/generate/sampler.h"
+#include "core/run/run_loop.h"
 #include "core/luka/luka_attention.h"
 #include "core/model/decoder.h"
 #include "core/model/model.h"
@@ -121,12 +122,9 @@ int run_capture(int argc, char** argv) {
   Decoder decoder(model);
   const std::int64_t n_layers = model->config().num_layers;
   LukaConfig luka = luka_config(args, n_layers).value_or(LukaConfig::preset("dense", n_layers));
-  std::vector<ScheduleEntry> schedule;
-  if (args.has("schedule")) {
-    schedule = parse_schedule(args.get("schedule"));
-    LukaConfig probe = luka;
-    for (const ScheduleEntry& e : schedule) probe.apply_override(e.override_spec);
-  }
+  RunSettings run;
+  run.schedule = schedule_option(args);
+  check_schedule(luka, run.schedule);  // before the capture file exists
   const auto layers = install_luka(decoder, luka);
 
   capture::Manifest manifest = capture::make_manifest(*model, tokenizer, luka);
@@ -172,7 +170,10 @@ int run_capture(int argc, char** argv) {
     recorder.emplace(*session, layout, layers);
   }
 
-  const std::vector<std::int32_t> stop_ids = stop_token_ids(model->config().eos_token_ids, tokenizer);
+  run.max_new_tokens = max_new;
+  run.sampling = sampling;
+  run.stop_ids = stop_token_ids(model->config().eos_token_ids, tokenizer);
+  run.probabilities = true;
 
   using Clock = std::chrono::steady_clock;
   const auto t0 = Clock::now();
@@ -187,37 +188,42 @@ int run_capture(int argc, char** argv) {
     std::fflush(stderr);
   };
 
-  progress("prefill of " + std::to_string(n) + " tokens", true);
-  if (recorder) recorder->start_prefill();
-  at::Tensor logits = decoder.prefill(prompt.ids);
-  if (recorder) recorder->end_prefill();
-
-  Sampler sampler(sampling);
-  std::vector<capture::Token> pending;
-  std::string text;
-  std::int64_t generated = 0, steps = 0;
-  const std::int64_t total_steps = max_new - 1;
-  for (;;) {
-    const at::Tensor l = logits.contiguous();
-    const std::int32_t id = sampler.sample(l.data_ptr<float>(), l.numel());
-    const std::string piece = tokenizer.token_bytes(id);
-    pending.push_back({id, piece, true, -1, static_cast<float>(token_probability(l.data_ptr<float>(), l.numel(), id))});
-    ++generated;
-    if (std::binary_search(stop_ids.begin(), stop_ids.end(), id)) break;
-    text += piece;
-    if (generated >= max_new) break;
-    for (const ScheduleEntry& e : schedule) {
-      if (e.step != steps + 1) continue;
-      luka.apply_override(e.override_spec);
-      for (std::size_t i = 0; i < layers.size(); ++i) layers[i]->set_config(luka.layers[i]);
+  // Records the run as it goes: the prefill maps, then each decode step with the tokens since the
+  // last one (the step's query token first).
+  struct Recording final : RunObserver {
+    capture::CaptureRecorder* recorder = nullptr;
+    const Tokenizer* tokenizer = nullptr;
+    std::function<void(const std::string&, bool)> progress;
+    std::int64_t total_steps = 0;
+    std::vector<capture::Token> pending;
+    std::string text;
+    void prefill_begin(std::int64_t tokens) override {
+      progress("prefill of " + std::to_string(tokens) + " tokens", true);
+      if (recorder) recorder->start_prefill();
     }
-    logits = decoder.decode(id);
-    ++steps;
-    if (recorder) recorder->record_step(steps, std::move(pending));
-    pending.clear();
-    progress("decode step " + std::to_string(steps) + "/" + std::to_string(total_steps), steps == total_steps);
-  }
-  if (session) session->finish(std::move(pending));
+    void prefill_end(std::int64_t, double) override {
+      if (recorder) recorder->end_prefill();
+    }
+    bool token(const ChosenToken& t) override {
+      const std::string piece = tokenizer->token_bytes(t.id);
+      pending.push_back({t.id, piece, true, -1, static_cast<float>(t.probability)});
+      if (!t.stop) text += piece;
+      return !t.stop;
+    }
+    void after_step(std::int64_t step, double) override {
+      if (recorder) recorder->record_step(step, std::move(pending));
+      pending.clear();
+      progress("decode step " + std::to_string(step) + "/" + std::to_string(total_steps), step == total_steps);
+    }
+  } recording;
+  recording.recorder = recorder ? &*recorder : nullptr;
+  recording.tokenizer = &tokenizer;
+  recording.progress = progress;
+  recording.total_steps = max_new - 1;
+  RunLoop loop(decoder, layers, luka);
+  const RunResult result = loop.run(prompt.ids, run, &recording);
+  const std::int64_t steps = result.decode_steps;
+  if (session) session->finish(std::move(recording.pending));
   const double seconds = std::chrono::duration<double>(Clock::now() - t0).count();
   if (!quiet && tty) std::fputc('\n', stderr);
   if (record)
@@ -225,7 +231,7 @@ int run_capture(int argc, char** argv) {
                  static_cast<long long>(steps), seconds);
   else
     std::fprintf(stderr, "ran %lld decode steps without recording, %.3f s\n", static_cast<long long>(steps), seconds);
-  std::fwrite(text.data(), 1, text.size(), stdout);
+  std::fwrite(recording.text.data(), 1, recording.text.size(), stdout);
   std::fputc('\n', stdout);
   return 0;
 }

@@ -9,7 +9,7 @@
 #include "app/cli/luka_options.h"
 #include "core/luka/luka_attention.h"
 #include "core/chat/chat_format.h"
-#include "core/generate/generator.h"
+#include "core/run/run_loop.h"
 #include "core/model/decoder.h"
 #include "core/model/model.h"
 #include "core/tokenizer/tokenizer.h"
@@ -67,43 +67,37 @@ int run_generate(int argc, char** argv) {
   Decoder decoder(model);
   const std::int64_t n_layers = model->config().num_layers;
   std::optional<LukaConfig> luka = luka_config(args, n_layers);
-  std::vector<ScheduleEntry> schedule;
-  if (args.has("schedule")) {
-    schedule = parse_schedule(args.get("schedule"));
-    if (!luka) luka = LukaConfig::preset("dense", n_layers);
-    LukaConfig probe = *luka;  // a bad entry fails now, not half-way through the generation
-    for (const ScheduleEntry& e : schedule) probe.apply_override(e.override_spec);
-  }
-  std::vector<std::shared_ptr<LukaAttention>> luka_layers;
+  RunSettings run;
+  run.schedule = schedule_option(args);
+  if (!run.schedule.empty() && !luka) luka = LukaConfig::preset("dense", n_layers);
+  std::vector<std::shared_ptr<LukaLayer>> layers;
   if (luka) {
-    luka_layers = install_luka(decoder, *luka);
+    layers = install_luka(decoder, *luka);
     std::fprintf(stderr, "attention: %s\n", describe_modes(*luka).c_str());
   }
+  run.max_new_tokens = max_new;
+  run.sampling = sampling;
+  run.stop_ids = stop_token_ids(model->config().eos_token_ids, tokenizer);
 
-  GenerateOptions gen;
-  gen.max_new_tokens = static_cast<int>(max_new);
-  gen.sampling = sampling;
-  gen.stop_ids = stop_token_ids(model->config().eos_token_ids, tokenizer);
-
-  StreamDecoder stream(tokenizer);
-  std::int64_t generated = 0;
-  const GenerateResult result = generate(decoder, prompt, gen, [&](std::int32_t id) {
-    // The next forward is decode step `generated`: apply the schedule entries for it.
-    ++generated;
-    for (const ScheduleEntry& e : schedule) {
-      if (e.step != generated) continue;
-      luka->apply_override(e.override_spec);
-      for (std::size_t l = 0; l < luka_layers.size(); ++l) luka_layers[l]->set_config(luka->layers[l]);
+  // Streams each token's text as it comes and says when the schedule changes the modes.
+  struct Stream final : RunObserver {
+    explicit Stream(const Tokenizer& t) : text(t) {}
+    StreamDecoder text;
+    bool token(const ChosenToken& t) override {
+      if (t.stop) return false;
+      const std::string piece = text.push(t.id);
+      std::fwrite(piece.data(), 1, piece.size(), stdout);
       std::fflush(stdout);
-      std::fprintf(stderr, "\n[decode step %lld] %s -> %s\n", static_cast<long long>(e.step), e.override_spec.c_str(),
-                   describe_modes(*luka).c_str());
+      return true;
     }
-    const std::string piece = stream.push(id);
-    std::fwrite(piece.data(), 1, piece.size(), stdout);
-    std::fflush(stdout);
-    return true;
-  });
-  const std::string rest = stream.finish();
+    void config_changed(std::int64_t step, const std::string& what, const LukaConfig& config) override {
+      std::fflush(stdout);
+      std::fprintf(stderr, "\n[decode step %lld] %s -> %s\n", static_cast<long long>(step), what.c_str(), describe_modes(config).c_str());
+    }
+  } stream(tokenizer);
+  RunLoop loop(decoder, layers, luka.value_or(LukaConfig{}));
+  const RunResult result = loop.run(prompt, run, &stream);
+  const std::string rest = stream.text.finish();
   std::fwrite(rest.data(), 1, rest.size(), stdout);
   std::fputc('\n', stdout);
   std::fflush(stdout);

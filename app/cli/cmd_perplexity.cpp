@@ -10,6 +10,7 @@
 #include <cmath>
 #include <cstdio>
 #include <fstream>
+#include <functional>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -20,6 +21,7 @@
 #include "app/cli/commands.h"
 #include "app/cli/luka_options.h"
 #include "core/luka/luka_attention.h"
+#include "core/run/run_loop.h"
 #include "core/model/decoder.h"
 #include "core/model/model.h"
 #include "core/tokenizer/tokenizer.h"
@@ -102,20 +104,27 @@ int run_perplexity(int argc, char** argv) {
   // Progress on a terminal only; --json keeps standard error quiet too.
   const bool quiet = args.get_flag("json") || !isatty(fileno(stderr));
   const auto t0 = std::chrono::steady_clock::now();
-  at::Tensor logits, ref_logits;
-  std::int64_t pos = 0;
-  if (prompt_tokens > 0) {
-    const std::vector<std::int32_t> prompt(ids.begin(), ids.begin() + prompt_tokens);
-    logits = decoder.prefill(prompt);
-    if (reference) ref_logits = reference->prefill(prompt);
-    pos = prompt_tokens;
-  }
-  const auto t_decode = std::chrono::steady_clock::now();
-  for (; pos < n; ++pos) {
-    if (logits.defined()) score(logits, ids[static_cast<std::size_t>(pos)], ref_logits);
-    if (pos + 1 == n) break;
-    logits = decoder.decode(ids[static_cast<std::size_t>(pos)]);
-    if (reference) ref_logits = reference->decode(ids[static_cast<std::size_t>(pos)]);
+  const std::vector<std::int32_t> prompt(ids.begin(), ids.begin() + prompt_tokens);
+  RunSettings run;
+  run.forced.assign(ids.begin() + prompt_tokens, ids.end());
+  run.max_new_tokens = n - prompt_tokens;
+
+  // Scores each token against the logits before it; with --fidelity, steps the all-dense
+  // reference run alongside and sums the per-layer fidelity and hidden-state cosines.
+  struct Scoring final : RunObserver {
+    std::function<void(const at::Tensor&, std::int32_t)> score;
+    std::function<void(std::int64_t)> after;
+    const std::vector<std::int32_t>* forced = nullptr;
+    void logits(std::int64_t index, const at::Tensor& l) override { score(l, (*forced)[static_cast<std::size_t>(index)]); }
+    void after_step(std::int64_t step, double) override { after(step); }
+  } scoring;
+  at::Tensor ref_logits;
+  if (reference && prompt_tokens > 0) ref_logits = reference->prefill(prompt);
+  scoring.forced = &run.forced;
+  scoring.score = [&](const at::Tensor& logits, std::int32_t next) { score(logits, next, ref_logits); };
+  scoring.after = [&](std::int64_t step) {
+    const std::int32_t fed = run.forced[static_cast<std::size_t>(step - 1)];
+    if (reference) ref_logits = reference->decode(fed);
     if (fidelity && layers[0]->last_step().fidelity.defined()) {
       ++fid_steps;
       for (std::int64_t l = 0; l < n_layers; ++l) {
@@ -128,13 +137,16 @@ int run_perplexity(int argc, char** argv) {
         for (int c = 0; c < 4; ++c) fid[static_cast<std::size_t>(l)][static_cast<std::size_t>(c)] += f[c].item<double>();
       }
     }
+    const std::int64_t pos = prompt_tokens + step - 1;  // the position this step fed
     if (!quiet && scored > 0 && (pos % 64 == 0 || pos + 2 == n)) {
       std::fprintf(stderr, "\r%lld/%lld tokens, perplexity so far %.3f", static_cast<long long>(pos + 1),
                    static_cast<long long>(n), scored ? std::exp(nll / static_cast<double>(scored)) : 0.0);
       std::fflush(stderr);
     }
-  }
-  const double decode_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_decode).count();
+  };
+  RunLoop loop(decoder, layers, config);
+  const RunResult result = loop.run(prompt, run, &scoring);
+  const double decode_s = result.decode_seconds;
   const double total_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   if (!quiet) std::fprintf(stderr, "\r\033[K");
   const std::int64_t decode_steps = n - 1 - prompt_tokens;

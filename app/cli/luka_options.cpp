@@ -1,6 +1,5 @@
 #include "app/cli/luka_options.h"
 
-#include <sstream>
 
 #include "app/cli/args.h"
 
@@ -39,59 +38,15 @@ std::optional<LukaConfig> luka_config(const ArgParser& args, std::int64_t num_la
   return config;
 }
 
-std::vector<ScheduleEntry> parse_schedule(const std::string& text) {
-  std::vector<ScheduleEntry> out;
-  std::stringstream entries(text);
-  std::string entry;
-  while (std::getline(entries, entry, ';')) {
-    if (entry.empty()) continue;
-    ScheduleEntry e;
-    bool has_step = false;
-    std::stringstream items(entry);
-    std::string item;
-    while (std::getline(items, item, ':')) {
-      if (item.rfind("step=", 0) == 0) {
-        const std::string v = item.substr(5);
-        std::size_t used = 0;
-        long long step = -1;
-        try {
-          step = std::stoll(v, &used);
-        } catch (const std::exception&) {
-          used = 0;
-        }
-        if (used != v.size() || step < 1) throw UsageError("--schedule: step must be a positive integer, got '" + v + "'");
-        e.step = step;
-        has_step = true;
-      } else {
-        e.override_spec += (e.override_spec.empty() ? "" : ",") + item;
-      }
-    }
-    if (!has_step) throw UsageError("--schedule: entry '" + entry + "' has no step=N");
-    if (e.override_spec.empty()) throw UsageError("--schedule: entry '" + entry + "' changes nothing");
-    out.push_back(e);
+std::vector<ScheduleEntry> schedule_option(const ArgParser& args) {
+  if (!args.has("schedule")) return {};
+  try {
+    return parse_schedule(args.get("schedule"));
+  } catch (const UsageError&) {
+    throw;
+  } catch (const Error& e) {
+    throw UsageError(std::string("--") + e.what());
   }
-  if (out.empty()) throw UsageError("--schedule is empty");
-  return out;
-}
-
-std::string describe_modes(const LukaConfig& config) {
-  std::string out;
-  for (const AttentionMode mode : {AttentionMode::kDense, AttentionMode::kLined, AttentionMode::kClustered}) {
-    std::string ranges;
-    const std::int64_t n = static_cast<std::int64_t>(config.layers.size());
-    for (std::int64_t i = 0; i < n;) {
-      if (config.layers[static_cast<std::size_t>(i)].mode != mode) {
-        ++i;
-        continue;
-      }
-      std::int64_t j = i;
-      while (j + 1 < n && config.layers[static_cast<std::size_t>(j + 1)].mode == mode) ++j;
-      ranges += (ranges.empty() ? "" : "|") + (i == j ? std::to_string(i) : std::to_string(i) + "-" + std::to_string(j));
-      i = j + 1;
-    }
-    if (!ranges.empty()) out += (out.empty() ? "" : ", ") + std::string(to_string(mode)) + " " + ranges;
-  }
-  return out;
 }
 
 }  // namespace luka::cli

@@ -9,11 +9,7 @@
 #include <vector>
 
 #include "core/luka/config.h"
-
-namespace luka {
-class Decoder;
-class LukaAttention;
-}
+#include "core/run/run_loop.h"
 
 namespace luka::cli {
 
@@ -26,15 +22,8 @@ extern const char* const kLukaOptionsHelp;
 // nullopt when no LuKA flag was given (plain dense attention). Errors are UsageError or luka::Error.
 std::optional<LukaConfig> luka_config(const ArgParser& args, std::int64_t num_layers);
 
-// --schedule "step=10:layers=0-7:mode=clustered;step=20:layers=all:mode=dense": overrides applied
-// before the given decode step (1 = the first decode step after the prefill).
-struct ScheduleEntry {
-  std::int64_t step = 0;
-  std::string override_spec;  // everything but step=, as LukaConfig::apply_override takes it
-};
-std::vector<ScheduleEntry> parse_schedule(const std::string& text);
-
-// "clustered 2-25, lined 0-1|26-27": which layers run which mode.
-std::string describe_modes(const LukaConfig& config);
+// --schedule SPEC (core/run's grammar), or none when the flag is absent; a malformed schedule is a
+// UsageError.
+std::vector<ScheduleEntry> schedule_option(const ArgParser& args);
 
 }  // namespace luka::cli

@@ -11,8 +11,8 @@
 #include "captures/reader.h"
 #include "captures/recorder.h"
 #include "captures/session.h"
-#include "core/generate/generator.h"
 #include "core/generate/sampler.h"
+#include "core/run/run_loop.h"
 #include "core/luka/luka_attention.h"
 #include "core/model/decoder.h"
 #include "core/tokenizer/tokenizer.h"
@@ -296,48 +296,60 @@ void Session::run_job(RunRequest r) {
     status_.message = "prefill of " + std::to_string(n) + " tokens";
   }
 
-  const std::vector<std::int32_t> stop_ids = stop_token_ids(model.config().eos_token_ids, tok);
-  recorder.start_prefill();
-  at::Tensor logits = decoder.prefill(prompt.ids);
-  recorder.end_prefill();
-  Sampler sampler(r.sampling);
-  std::vector<capture::Token> pending;
-  std::int64_t steps = 0;
-  for (int generated = 1;; ++generated) {
-    const at::Tensor l = logits.contiguous();
-    const std::int32_t id = sampler.sample(l.data_ptr<float>(), l.numel());
-    const std::string piece = tok.token_bytes(id);
-    pending.push_back({id, piece, true, -1, static_cast<float>(token_probability(l.data_ptr<float>(), l.numel(), id))});
-    if (std::binary_search(stop_ids.begin(), stop_ids.end(), id) || generated >= r.max_new_tokens || stop_) break;
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      output_ += piece;
+  // The run loop's observer: records the run into the live capture, shows the text, and waits
+  // between steps while paused (a step() grants one step); live mode changes go to the loop.
+  struct Live final : RunObserver {
+    Session& session;
+    capture::CaptureRecorder& recorder;
+    capture::CaptureSession& pipeline;
+    const Tokenizer& tok;
+    RunLoop& loop;
+    std::vector<capture::Token> pending;
+    Live(Session& s, capture::CaptureRecorder& r, capture::CaptureSession& p, const Tokenizer& t, RunLoop& l)
+        : session(s), recorder(r), pipeline(p), tok(t), loop(l) {}
+    void prefill_begin(std::int64_t) override { recorder.start_prefill(); }
+    void prefill_end(std::int64_t, double) override { recorder.end_prefill(); }
+    bool token(const ChosenToken& t) override {
+      const std::string piece = tok.token_bytes(t.id);
+      pending.push_back({t.id, piece, true, -1, static_cast<float>(t.probability)});
+      if (t.stop || session.stop_) return false;
+      std::lock_guard<std::mutex> lock(session.mu_);
+      session.output_ += piece;
+      return true;
     }
-    // Wait while paused (a step() grants one step), then apply live mode changes.
-    {
-      std::unique_lock<std::mutex> lock(mu_);
-      if (paused_ && step_credit_ == 0) {
-        status_.state = RunState::kPaused;
-        status_.message = "paused after step " + std::to_string(steps);
+    bool before_step(std::int64_t step) override {
+      std::unique_lock<std::mutex> lock(session.mu_);
+      if (session.paused_ && session.step_credit_ == 0) {
+        session.status_.state = RunState::kPaused;
+        session.status_.message = "paused after step " + std::to_string(step - 1);
       }
-      cv_.wait(lock, [&] { return !paused_ || step_credit_ > 0 || stop_ || quit_; });
-      if (stop_ || quit_) break;
-      if (step_credit_ > 0) --step_credit_;
-      status_.state = RunState::kRunning;
-      status_.message = "decode step " + std::to_string(steps + 1);
-      if (config_dirty_) {
-        cfg = config_;
-        config_dirty_ = false;
-        for (std::size_t i = 0; i < layers.size(); ++i) layers[i]->set_config(cfg.layers[i]);
+      session.cv_.wait(lock, [&] { return !session.paused_ || session.step_credit_ > 0 || session.stop_ || session.quit_; });
+      if (session.stop_ || session.quit_) return false;
+      if (session.step_credit_ > 0) --session.step_credit_;
+      session.status_.state = RunState::kRunning;
+      session.status_.message = "decode step " + std::to_string(step);
+      if (session.config_dirty_) {
+        loop.request_config(session.config_);
+        session.config_dirty_ = false;
       }
+      return true;
     }
-    logits = decoder.decode(id);
-    ++steps;
-    recorder.record_step(steps, std::move(pending));
-    pending.clear();
-    pipeline->drain();  // the view shows each step as soon as it is done
-    set_status([&](Status& s) { s.steps_done = steps; });
-  }
+    void after_step(std::int64_t step, double) override {
+      recorder.record_step(step, std::move(pending));
+      pending.clear();
+      pipeline.drain();  // the view shows each step as soon as it is done
+      session.set_status([&](Status& s) { s.steps_done = step; });
+    }
+  };
+  RunLoop loop(decoder, layers, cfg);
+  Live live_run(*this, recorder, *pipeline, tok, loop);
+  RunSettings run;
+  run.max_new_tokens = r.max_new_tokens;
+  run.sampling = r.sampling;
+  run.stop_ids = stop_token_ids(model.config().eos_token_ids, tok);
+  run.probabilities = true;
+  const std::int64_t steps = loop.run(prompt.ids, run, &live_run).decode_steps;
+  std::vector<capture::Token> pending = std::move(live_run.pending);
   pipeline->finish(std::move(pending));
   set_status([&](Status& s) {
     s.state = RunState::kReady;

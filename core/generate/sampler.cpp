@@ -1,5 +1,7 @@
 #include "core/generate/sampler.h"
 
+#include <ATen/ATen.h>
+
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -7,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "core/generate/sampling_math.h"
 #include "core/util/error.h"
 
 namespace luka {
@@ -29,54 +32,22 @@ std::int32_t Sampler::sample(const float* logits, std::int64_t n) {
   }
   if (params_.temperature == 0.0f || params_.top_k == 1) return static_cast<std::int32_t>(best);
 
-  // Candidates by descending logit, ties by ascending id, so the order is fully deterministic.
+  // Candidates by descending logit, ties by ascending id (sampling::before), so the order is
+  // fully deterministic; then the shared draw (the CUDA plugin's sampler runs the same one).
   std::vector<std::int32_t> order(static_cast<std::size_t>(n));
   std::iota(order.begin(), order.end(), 0);
-  auto before = [logits](std::int32_t a, std::int32_t b) {
-    return logits[a] > logits[b] || (logits[a] == logits[b] && a < b);
-  };
-  std::size_t keep = order.size();
-  if (params_.top_k > 0 && static_cast<std::size_t>(params_.top_k) < keep) {
-    keep = static_cast<std::size_t>(params_.top_k);
-    std::partial_sort(order.begin(), order.begin() + static_cast<std::ptrdiff_t>(keep), order.end(), before);
+  const auto first = [logits](std::int32_t a, std::int32_t b) { return sampling::before(logits[a], a, logits[b], b); };
+  const std::int64_t keep = sampling::kept(n, params_.top_k);
+  if (keep < n) {
+    std::partial_sort(order.begin(), order.begin() + static_cast<std::ptrdiff_t>(keep), order.end(), first);
   } else {
-    std::sort(order.begin(), order.end(), before);
+    std::sort(order.begin(), order.end(), first);
   }
-  order.resize(keep);
-
-  // Softmax of logits / temperature over the candidates (in double: no overflow, stable sums).
-  const double inv_t = 1.0 / params_.temperature;
-  const double top = logits[order[0]];
-  std::vector<double> p(keep);
-  double sum = 0;
-  for (std::size_t i = 0; i < keep; ++i) sum += p[i] = std::exp((logits[order[i]] - top) * inv_t);
-  for (double& x : p) x /= sum;
-
-  // Nucleus: the smallest prefix whose mass reaches top_p.
-  if (params_.top_p < 1.0f) {
-    double mass = 0;
-    std::size_t cut = keep;
-    for (std::size_t i = 0; i < keep; ++i) {
-      mass += p[i];
-      if (mass >= static_cast<double>(params_.top_p)) {
-        cut = i + 1;
-        break;
-      }
-    }
-    keep = cut;
-    sum = std::accumulate(p.begin(), p.begin() + static_cast<std::ptrdiff_t>(keep), 0.0);
-  } else {
-    sum = 1.0;
-  }
-
-  // Uniform in [0, sum) from the top 53 bits: same sequence for a given seed on any platform.
-  const double u = static_cast<double>(rng_() >> 11) * (1.0 / 9007199254740992.0) * sum;
-  double acc = 0;
-  for (std::size_t i = 0; i < keep; ++i) {
-    acc += p[i];
-    if (u < acc) return order[i];
-  }
-  return order[keep - 1];
+  std::vector<float> sorted(static_cast<std::size_t>(keep));
+  for (std::int64_t i = 0; i < keep; ++i) sorted[static_cast<std::size_t>(i)] = logits[order[static_cast<std::size_t>(i)]];
+  // Uniform in [0, 1) from the top 53 bits: the same sequence for a given seed on any platform.
+  const double u01 = sampling::unit_from_bits(rng_());
+  return sampling::pick_sorted(sorted.data(), order.data(), keep, params_.top_k, params_.temperature, params_.top_p, u01);
 }
 
 double token_probability(const float* logits, std::int64_t n, std::int32_t id) {
@@ -87,5 +58,25 @@ double token_probability(const float* logits, std::int64_t n, std::int32_t id) {
   for (std::int64_t i = 0; i < n; ++i) sum += std::exp(static_cast<double>(logits[i]) - mx);
   return std::exp(static_cast<double>(logits[id]) - mx) / sum;
 }
+
+namespace {
+
+class CpuTokenSampler final : public TokenSampler {
+ public:
+  explicit CpuTokenSampler(const SamplingParams& params) : sampler_(params) {}
+  std::int32_t sample(const at::Tensor& logits, double* probability) override {
+    const at::Tensor l = logits.to(at::kCPU, at::kFloat).contiguous();
+    const std::int32_t id = sampler_.sample(l.const_data_ptr<float>(), l.numel());
+    if (probability) *probability = token_probability(l.const_data_ptr<float>(), l.numel(), id);
+    return id;
+  }
+
+ private:
+  Sampler sampler_;
+};
+
+}  // namespace
+
+std::unique_ptr<TokenSampler> make_cpu_sampler(const SamplingParams& params) { return std::make_unique<CpuTokenSampler>(params); }
 
 }  // namespace luka

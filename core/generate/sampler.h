@@ -2,7 +2,12 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <random>
+
+namespace at {
+class Tensor;
+}
 
 namespace luka {
 
@@ -26,5 +31,17 @@ class Sampler {
 
 // The probability softmax(logits)[id], computed in double (for per-token confidence).
 double token_probability(const float* logits, std::int64_t n, std::int32_t id);
+
+// Chooses tokens from logits where they are: the CPU sampler (below) for logits on the host, the
+// CUDA plugin's for logits on a GPU. The same parameters and seed give the same ids on both.
+class TokenSampler {
+ public:
+  virtual ~TokenSampler() = default;
+  // The next id from float32 logits [vocab] (a LibTorch tensor, declared here without its header);
+  // *probability, when asked for, gets softmax(logits)[id].
+  virtual std::int32_t sample(const at::Tensor& logits, double* probability) = 0;
+};
+
+std::unique_ptr<TokenSampler> make_cpu_sampler(const SamplingParams& params);
 
 }  // namespace luka

@@ -194,6 +194,26 @@ const char* to_string(BiasEntropy b) { return name_of(b, kBiasEntropies); }
 const char* to_string(RefineOn r) { return name_of(r, kRefineOns); }
 const char* to_string(PageRank r) { return name_of(r, kPageRanks); }
 
+std::string describe_modes(const LukaConfig& config) {
+  std::string out;
+  for (const AttentionMode mode : {AttentionMode::kDense, AttentionMode::kLined, AttentionMode::kClustered}) {
+    std::string ranges;
+    const std::int64_t n = static_cast<std::int64_t>(config.layers.size());
+    for (std::int64_t i = 0; i < n;) {
+      if (config.layers[static_cast<std::size_t>(i)].mode != mode) {
+        ++i;
+        continue;
+      }
+      std::int64_t j = i;
+      while (j + 1 < n && config.layers[static_cast<std::size_t>(j + 1)].mode == mode) ++j;
+      ranges += (ranges.empty() ? "" : "|") + (i == j ? std::to_string(i) : std::to_string(i) + "-" + std::to_string(j));
+      i = j + 1;
+    }
+    if (!ranges.empty()) out += (out.empty() ? "" : ", ") + std::string(to_string(mode)) + " " + ranges;
+  }
+  return out;
+}
+
 rules::LinedRule to_rule(const LinedConfig& c) {
   rules::LinedRule r;
   r.window = c.window;

@@ -119,6 +119,9 @@ struct LukaConfig {
 // Throws luka::Error when a layer's parameters are out of range (page size 0, rho outside (0, 1], ...).
 void validate(const LayerConfig& c, std::int64_t layer);
 
+// "clustered 2-25, lined 0-1|26-27": which layers run which mode.
+std::string describe_modes(const LukaConfig& config);
+
 // The rules (kernels/common/luka_rules.h) a layer's parameters select.
 rules::LinedRule to_rule(const LinedConfig& c);
 rules::PageRule to_rule(const ClusteredConfig& c);

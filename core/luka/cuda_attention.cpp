@@ -217,12 +217,12 @@ at::Tensor CudaLukaAttention::prefill(const AttentionInputs& in) {
   return out.transpose(0, 1).reshape({n, H * D}).to(in.q.scalar_type());
 }
 
-std::vector<std::shared_ptr<CudaLukaAttention>> install_luka_cuda(Decoder& decoder, const LukaConfig& config) {
+std::vector<std::shared_ptr<LukaLayer>> install_luka_cuda(Decoder& decoder, const LukaConfig& config) {
   const ModelConfig& c = decoder.model().config();
   if (!decoder.model().on_cuda()) fail("luka config", "install_luka_cuda needs a model loaded with cuda");
   if (static_cast<std::int64_t>(config.layers.size()) != c.num_layers)
     fail("luka config", "has " + std::to_string(config.layers.size()) + " layers, the model " + std::to_string(c.num_layers));
-  std::vector<std::shared_ptr<CudaLukaAttention>> layers;
+  std::vector<std::shared_ptr<LukaLayer>> layers;
   for (std::int64_t i = 0; i < c.num_layers; ++i) {
     auto a = std::make_shared<CudaLukaAttention>(static_cast<int>(i), config.layers[static_cast<std::size_t>(i)],
                                                  c.num_heads, c.num_kv_heads, c.head_dim);

@@ -38,7 +38,7 @@ class CudaLukaAttention final : public LukaLayer {
 
   // With records on, each decode step also fills last_step()'s effective rows, summary mass,
   // refined pages and heavy hitters (device buffers copied to the host after the step).
-  void set_step_records(bool on) { records_ = on; }
+  void set_step_records(bool on) override { records_ = on; }
   const cuda::LayerState& state() const { return *state_; }
 
  private:
@@ -58,6 +58,6 @@ class CudaLukaAttention final : public LukaLayer {
 };
 
 // One CudaLukaAttention per layer of a decoder whose model is on the GPU.
-std::vector<std::shared_ptr<CudaLukaAttention>> install_luka_cuda(Decoder& decoder, const LukaConfig& config);
+std::vector<std::shared_ptr<LukaLayer>> install_luka_cuda(Decoder& decoder, const LukaConfig& config);
 
 }  // namespace luka

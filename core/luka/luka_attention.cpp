@@ -697,12 +697,12 @@ void LukaAttention::compress_pages(const AttentionInputs& in, std::int64_t count
   }
 }
 
-std::vector<std::shared_ptr<LukaAttention>> install_luka(Decoder& decoder, const LukaConfig& config) {
+std::vector<std::shared_ptr<LukaLayer>> install_luka(Decoder& decoder, const LukaConfig& config) {
   const std::int64_t n = decoder.model().config().num_layers;
   if (decoder.model().on_cuda()) fail("luka config", "the model is on the GPU: install_luka_cuda runs LuKA there");
   if (static_cast<std::int64_t>(config.layers.size()) != n)
     fail("luka config", "has " + std::to_string(config.layers.size()) + " layers, the model " + std::to_string(n));
-  std::vector<std::shared_ptr<LukaAttention>> layers;
+  std::vector<std::shared_ptr<LukaLayer>> layers;
   for (std::int64_t i = 0; i < n; ++i) {
     auto a = std::make_shared<LukaAttention>(static_cast<int>(i), config.layers[static_cast<std::size_t>(i)]);
     decoder.set_attention(static_cast<int>(i), a);

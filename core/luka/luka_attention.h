@@ -93,6 +93,6 @@ std::vector<std::int64_t> select_pages(const ClusteredConfig& config, const std:
 
 // Replaces every layer's attention of `decoder`-like owners: one LukaAttention per layer.
 class Decoder;
-std::vector<std::shared_ptr<LukaAttention>> install_luka(Decoder& decoder, const LukaConfig& config);
+std::vector<std::shared_ptr<LukaLayer>> install_luka(Decoder& decoder, const LukaConfig& config);
 
 }  // namespace luka

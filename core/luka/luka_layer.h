@@ -54,8 +54,10 @@ class LukaLayer : public LayerAttention {
   virtual void set_config(const LayerConfig& config) = 0;
   virtual const LayerConfig& config() const = 0;
   virtual const std::vector<Page>& pages() const = 0;
-  // The last decode step's records (CPU tensors).
+  // The last decode step's records (CPU tensors). A layer fills the effective rows, covers and
+  // refined pages only while records are on (the CPU core always does; the GPU copies them back).
   virtual const LukaStep& last_step() const = 0;
+  virtual void set_step_records(bool on) { (void)on; }
 
   // Called during prefill with each block of attention probabilities, for captures: `probs` is
   // [G, m, T] fp32 (contiguous, on the CPU) for heads head0 .. head0+G-1 (one KV group), queries

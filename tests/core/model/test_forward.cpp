@@ -8,7 +8,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
-#include "core/generate/generator.h"
+#include "core/run/run_loop.h"
 #include "core/model/decoder.h"
 #include "core/model/model.h"
 #include "core/util/error.h"
@@ -101,15 +101,19 @@ TEST_P(Forward, GreedyMatchesTransformersGenerate) {
   const auto prompt = ref["prompt"].get<std::vector<std::int32_t>>();
   const auto expected = ref["new_ids"].get<std::vector<std::int32_t>>();
   Decoder decoder(Model::load(dir_, LoadOptions{DType::kF32, 0}));
-  GenerateOptions options;
+  RunSettings options;
   options.max_new_tokens = static_cast<int>(expected.size());
-  std::vector<std::int32_t> streamed;
-  const GenerateResult result = generate(decoder, prompt, options, [&](std::int32_t id) {
-    streamed.push_back(id);
-    return true;
-  });
+  struct Stream final : RunObserver {
+    std::vector<std::int32_t> ids;
+    bool token(const ChosenToken& t) override {
+      ids.push_back(t.id);
+      return true;
+    }
+  } streamed;
+  RunLoop loop(decoder);
+  const RunResult result = loop.run(prompt, options, &streamed);
   EXPECT_EQ(result.ids, expected);
-  EXPECT_EQ(streamed, expected);
+  EXPECT_EQ(streamed.ids, expected);
   EXPECT_EQ(result.prompt_tokens, static_cast<std::int64_t>(prompt.size()));
   EXPECT_EQ(result.stop_reason, StopReason::kMaxTokens);
   EXPECT_EQ(result.decode_steps, static_cast<std::int64_t>(expected.size()) - 1);
@@ -193,20 +197,62 @@ TEST(Decoder, StopIdEndsGeneration) {
   const auto prompt = ref["prompt"].get<std::vector<std::int32_t>>();
   const auto expected = ref["new_ids"].get<std::vector<std::int32_t>>();
   Decoder decoder(Model::load(dir, LoadOptions{DType::kF32, 0}));
-  GenerateOptions options;
+  RunLoop loop(decoder);
+  RunSettings options;
   options.max_new_tokens = 32;
   options.stop_ids = {expected[5]};
   const auto stop_at = static_cast<std::size_t>(std::find(expected.begin(), expected.end(), expected[5]) - expected.begin());
-  GenerateResult r = generate(decoder, prompt, options);
+  RunResult r = loop.run(prompt, options);
   EXPECT_EQ(r.stop_reason, StopReason::kStopToken);
   EXPECT_EQ(r.stop_id, expected[5]);
   EXPECT_EQ(r.ids, std::vector<std::int32_t>(expected.begin(), expected.begin() + static_cast<std::ptrdiff_t>(stop_at)));
 
   options.stop_ids.clear();
-  int seen = 0;
-  r = generate(decoder, prompt, options, [&](std::int32_t) { return ++seen < 3; });
-  EXPECT_EQ(r.stop_reason, StopReason::kCallback);
+  struct StopAfterThree final : RunObserver {
+    int seen = 0;
+    bool token(const ChosenToken&) override { return ++seen < 3; }
+  } three;
+  r = loop.run(prompt, options, &three);
+  EXPECT_EQ(r.stop_reason, StopReason::kObserver);
   EXPECT_EQ(r.ids.size(), 3u);
+
+  // Teacher forcing feeds the given tokens: the same run as greedy when they are greedy's, and
+  // the logits each token is chosen from are the decoder's (scored by an observer).
+  RunSettings forced;
+  forced.forced = expected;
+  forced.max_new_tokens = static_cast<std::int64_t>(expected.size());
+  struct Argmax final : RunObserver {
+    std::vector<std::int32_t> best;
+    void logits(std::int64_t, const at::Tensor& l) override { best.push_back(static_cast<std::int32_t>(l.argmax().item<std::int64_t>())); }
+  } argmax;
+  r = loop.run(prompt, forced, &argmax);
+  EXPECT_EQ(r.ids, expected);
+  EXPECT_EQ(argmax.best, expected);
+  EXPECT_EQ(r.decode_steps, static_cast<std::int64_t>(expected.size()) - 1);
+}
+
+// Continuation: a second run with reset false prefills its tokens after the sequence so far,
+// and continues exactly where one long prompt would have.
+TEST(Decoder, ContinuationPrefillEqualsOnePrompt) {
+  const auto dir = test::checkpoint("qwen3-tied");
+  const auto ref = read_json(dir / "reference" / "greedy_fp32.json");
+  const auto prompt = ref["prompt"].get<std::vector<std::int32_t>>();
+  const auto model = Model::load(dir, LoadOptions{DType::kF32, 0});
+  Decoder a(model), b(model);
+  RunLoop one(a), two(b);
+  RunSettings s;
+  s.max_new_tokens = 8;
+  const RunResult whole = one.run(prompt, s);
+  const std::vector<std::int32_t> first(prompt.begin(), prompt.begin() + 5), rest(prompt.begin() + 5, prompt.end());
+  RunSettings head;
+  head.forced = {rest.front()};
+  head.max_new_tokens = 1;
+  two.run(first, head);                               // prefill 5, then choose (not feed) rest[0]
+  RunSettings tail = s;
+  tail.reset = false;
+  const RunResult cont = two.run(std::vector<std::int32_t>(rest.begin(), rest.end()), tail);
+  EXPECT_EQ(cont.ids, whole.ids);
+  EXPECT_EQ(b.position(), a.position());
 }
 
 }  // namespace

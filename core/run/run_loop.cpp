@@ -1,0 +1,183 @@
+#include "core/run/run_loop.h"
+
+#include <algorithm>
+#include <chrono>
+#include <set>
+#include <sstream>
+
+#include <ATen/ATen.h>
+
+#include "core/luka/luka_layer.h"
+#include "core/model/decoder.h"
+#include "core/tokenizer/tokenizer.h"
+#include "core/util/error.h"
+
+namespace luka {
+
+const char* to_string(StopReason reason) {
+  switch (reason) {
+    case StopReason::kStopToken: return "stop_token";
+    case StopReason::kMaxTokens: return "max_tokens";
+    case StopReason::kObserver: return "observer";
+  }
+  return "?";
+}
+
+std::vector<ScheduleEntry> parse_schedule(const std::string& text) {
+  std::vector<ScheduleEntry> out;
+  std::stringstream entries(text);
+  std::string entry;
+  while (std::getline(entries, entry, ';')) {
+    if (entry.empty()) continue;
+    ScheduleEntry e;
+    bool has_step = false;
+    std::stringstream items(entry);
+    std::string item;
+    while (std::getline(items, item, ':')) {
+      if (item.rfind("step=", 0) == 0) {
+        const std::string v = item.substr(5);
+        std::size_t used = 0;
+        long long step = -1;
+        try {
+          step = std::stoll(v, &used);
+        } catch (const std::exception&) {
+          used = 0;
+        }
+        if (used != v.size() || step < 1) fail("schedule", "step must be a positive integer, got '" + v + "'");
+        e.step = step;
+        has_step = true;
+      } else {
+        e.override_spec += (e.override_spec.empty() ? "" : ",") + item;
+      }
+    }
+    if (!has_step) fail("schedule", "entry '" + entry + "' has no step=N");
+    if (e.override_spec.empty()) fail("schedule", "entry '" + entry + "' changes nothing");
+    out.push_back(e);
+  }
+  if (out.empty()) fail("schedule", "the schedule is empty");
+  return out;
+}
+
+void check_schedule(const LukaConfig& config, const std::vector<ScheduleEntry>& schedule) {
+  LukaConfig probe = config;
+  for (const ScheduleEntry& e : schedule) probe.apply_override(e.override_spec);
+}
+
+std::vector<std::int32_t> stop_token_ids(const std::vector<std::int64_t>& model_eos_ids, const Tokenizer& tokenizer) {
+  std::set<std::int32_t> ids;
+  for (const std::int64_t id : model_eos_ids) ids.insert(static_cast<std::int32_t>(id));
+  if (const auto im_end = tokenizer.token_id("<|im_end|>")) ids.insert(*im_end);
+  if (tokenizer.config().eos_token)
+    if (const auto eos = tokenizer.token_id(*tokenizer.config().eos_token)) ids.insert(*eos);
+  return {ids.begin(), ids.end()};
+}
+
+RunLoop::RunLoop(Decoder& decoder, std::vector<std::shared_ptr<LukaLayer>> layers, LukaConfig config)
+    : decoder_(decoder), layers_(std::move(layers)), sampler_factory_(make_cpu_sampler), config_(std::move(config)) {}
+
+void RunLoop::request_config(const LukaConfig& config) {
+  std::lock_guard<std::mutex> lock(mu_);
+  requested_ = config;
+}
+
+LukaConfig RunLoop::config() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return requested_ ? *requested_ : config_;
+}
+
+void RunLoop::apply(const LukaConfig& config) {
+  for (const auto& layer : layers_) layer->set_config(config.layers.at(static_cast<std::size_t>(layer->layer())));
+  std::lock_guard<std::mutex> lock(mu_);
+  config_ = config;
+}
+
+RunResult RunLoop::run(const std::vector<std::int32_t>& prompt, const RunSettings& s, RunObserver* observer) {
+  using Clock = std::chrono::steady_clock;
+  const auto seconds = [](Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double>(b - a).count(); };
+  RunObserver none;
+  RunObserver& obs = observer ? *observer : none;
+  if (s.max_new_tokens < 0) fail("run", "max_new_tokens must be >= 0");
+  if (!s.forced.empty() && static_cast<std::int64_t>(s.forced.size()) < s.max_new_tokens)
+    fail("run", "teacher forcing needs a token for each of the max_new_tokens");
+  check_schedule(config(), s.schedule);
+  RunResult result;
+  result.prompt_tokens = static_cast<std::int64_t>(prompt.size());
+  if (s.reset) decoder_.reset();
+  const std::unique_ptr<TokenSampler> sampler = s.forced.empty() ? sampler_factory_(s.sampling) : nullptr;
+  if (s.max_new_tokens == 0) return result;
+
+  at::Tensor logits;
+  if (!prompt.empty()) {
+    obs.prefill_begin(result.prompt_tokens);
+    const auto t0 = Clock::now();
+    logits = decoder_.prefill(prompt, /*all_logits=*/false);
+    result.prefill_seconds = seconds(t0, Clock::now());
+    obs.prefill_end(result.prompt_tokens, result.prefill_seconds);
+  } else if (s.forced.empty()) {
+    fail("run", "nothing to sample from: an empty prompt needs teacher forcing");
+  }
+
+  for (std::int64_t index = 0;; ++index) {
+    ChosenToken t;
+    t.index = index;
+    if (logits.defined()) obs.logits(index, logits);
+    if (!s.forced.empty()) {
+      t.id = s.forced[static_cast<std::size_t>(index)];
+      if (s.probabilities && logits.defined())
+        t.probability = at::softmax(logits.to(at::kDouble), 0)[t.id].item<double>();
+    } else {
+      t.id = sampler->sample(logits, s.probabilities ? &t.probability : nullptr);
+      t.stop = std::binary_search(s.stop_ids.begin(), s.stop_ids.end(), t.id);
+    }
+    const bool go_on = obs.token(t);
+    if (t.stop) {
+      result.stop_reason = StopReason::kStopToken;
+      result.stop_id = t.id;
+      break;
+    }
+    result.ids.push_back(t.id);
+    if (!go_on) {
+      result.stop_reason = StopReason::kObserver;
+      break;
+    }
+    if (static_cast<std::int64_t>(result.ids.size()) >= s.max_new_tokens) {
+      result.stop_reason = StopReason::kMaxTokens;
+      break;
+    }
+    // Decode step `step` feeds this token: scheduled changes for it, then a live one — also one
+    // requested while the observer waited before the step (the Studio, paused).
+    const std::int64_t step = index + 1;
+    for (const ScheduleEntry& e : s.schedule) {
+      if (e.step != step) continue;
+      LukaConfig next = config();
+      next.apply_override(e.override_spec);
+      apply(next);
+      obs.config_changed(step, e.override_spec, next);
+    }
+    const auto apply_live = [&] {
+      std::optional<LukaConfig> live;
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        live.swap(requested_);
+      }
+      if (!live) return;
+      apply(*live);
+      obs.config_changed(step, "live", *live);
+    };
+    apply_live();
+    if (!obs.before_step(step)) {
+      result.stop_reason = StopReason::kObserver;
+      break;
+    }
+    apply_live();
+    const auto t1 = Clock::now();
+    logits = decoder_.decode(t.id);
+    const double dt = seconds(t1, Clock::now());
+    result.decode_seconds += dt;
+    ++result.decode_steps;
+    obs.after_step(step, dt);
+  }
+  return result;
+}
+
+}  // namespace luka
