@@ -4,6 +4,7 @@
 // through CaptureView.
 #pragma once
 
+#include "core/prompt/token_segment.h"
 #include <cstdint>
 #include <limits>
 #include <memory>
@@ -91,11 +92,7 @@ struct Token {
   float prob = std::numeric_limits<float>::quiet_NaN();  // generated: the model's probability of it when sampled
 };
 
-struct Segment {
-  std::string label;
-  std::string colour;     // "#rrggbb"
-  std::int64_t begin = 0, end = 0;  // token span [begin, end)
-};
+using Segment = TokenSegment;  // label, colour, token span [begin, end)
 
 struct PageInfo {
   std::int64_t start = 0, end = 0, created_step = 0;

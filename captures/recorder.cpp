@@ -137,7 +137,7 @@ Manifest make_manifest(const Model& model, const Tokenizer& tokenizer, const Luk
   m.tokenizer_hash = model.is_gguf() && src == model.path() ? m.weights_hash : sha256_file(src);
   m.luka_config = config.to_json();
   m.dtype = to_string(model.dtype());
-  m.device = "cpu";
+  m.device = model.on_cuda() ? "cuda" : "cpu";  // the command names the GPU (cuda:N) when it knows it
   return m;
 }
 

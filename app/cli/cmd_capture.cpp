@@ -22,6 +22,7 @@
 #include "captures/session.h"
 #include "captures/writer.h"
 #include "core/util/version.h"
+#include "core/device/device.h"
 #include "core/generate/sampler.h"
 #include "core/run/run_loop.h"
 #include "core/luka/luka_attention.h"
@@ -72,8 +73,9 @@ int run_capture(int argc, char** argv) {
       .option("deflate", "LEVEL", "compression: shuffle + deflate level 0-9 (1: fast run-length + Huffman), or none", "1")
       .option("schedule", "SPEC", "LuKA mode changes during decoding (as for luka generate)")
       .flag("quiet", "no progress line")
-      .option("dtype", "fp32|bf16", "compute dtype", "fp32")
+      .option("dtype", "fp32|bf16|fp16", "compute dtype (fp16 on the GPU only)", "fp32")
       .option("threads", "N", "CPU threads for the model (and the recording's compression)", "all cores");
+  add_device_option(args);
   add_sampling_options(args);
   add_luka_options(args);
   args.epilog(std::string("examples:\n"
@@ -113,8 +115,10 @@ int run_capture(int argc, char** argv) {
 
   // Recording keeps every core for the model: the pyramids, half conversion and compression run
   // on the model's threads between its steps, and the I/O thread only writes.
-  const LoadOptions load = load_options(args);
-  const auto model = Model::load(path, load);
+  RunSettings run;
+  run.schedule = schedule_option(args);
+  const std::shared_ptr<const Backend> device = device_option(args);
+  const auto model = Model::load(path, load_options(args, *device));
   const std::int64_t n = static_cast<std::int64_t>(prompt.ids.size());
   if (n + max_new > model->config().max_position_embeddings)
     throw Error("the prompt (" + std::to_string(n) + " tokens) plus --max-new-tokens " + std::to_string(max_new) +
@@ -122,10 +126,8 @@ int run_capture(int argc, char** argv) {
   Decoder decoder(model);
   const std::int64_t n_layers = model->config().num_layers;
   LukaConfig luka = luka_config(args, n_layers).value_or(LukaConfig::preset("dense", n_layers));
-  RunSettings run;
-  run.schedule = schedule_option(args);
   check_schedule(luka, run.schedule);  // before the capture file exists
-  const auto layers = install_luka(decoder, luka);
+  const auto layers = device->install_luka(decoder, luka);
 
   capture::Manifest manifest = capture::make_manifest(*model, tokenizer, luka);
   manifest.seed = static_cast<std::int64_t>(sampling.seed);
@@ -133,6 +135,7 @@ int run_capture(int argc, char** argv) {
   manifest.tool_version = LUKA_VERSION;
   manifest.git_revision = git_revision();
   manifest.record = spec.to_string();
+  manifest.device = device->name();
   {
     nlohmann::json g;
     g["prompt"] = prompt.source;
@@ -221,6 +224,7 @@ int run_capture(int argc, char** argv) {
   recording.progress = progress;
   recording.total_steps = max_new - 1;
   RunLoop loop(decoder, layers, luka);
+  loop.set_sampler_factory([device](const SamplingParams& p) { return device->sampler(p); });
   const RunResult result = loop.run(prompt.ids, run, &recording);
   const std::int64_t steps = result.decode_steps;
   if (session) session->finish(std::move(recording.pending));

@@ -10,7 +10,7 @@
 #include "app/cli/args.h"
 #include "app/cli/commands.h"
 #include "captures/reader.h"
-#include "app/cli/figure_from_capture.h"
+#include "app/figures/capture_figure.h"
 #include "viz/figure.h"
 
 namespace luka::cli {
@@ -43,21 +43,21 @@ int run_export(int argc, char** argv) {
   const auto file = capture::CaptureFile::open(args.get("capture"));
   const capture::Layout lay = file->summary().layout;
   if (lay.levels.empty()) throw Error(args.get("capture") + ": this capture has no prefill maps");
-  const int level = args.has("level") ? static_cast<int>(args.get_int("level", 0)) : default_figure_level(lay);
+  const int level = args.has("level") ? static_cast<int>(args.get_int("level", 0)) : figures::default_figure_level(lay);
   const std::int64_t step = args.get_int("step", 0);
   if (step < 0) throw UsageError("--step must be >= 0");
   if (view != "effective" && step == 0) throw UsageError("--view " + view + " needs --step S (the dense shadow runs at decode steps)");
   if (args.has("grid")) {
     const std::string grid = args.get("grid");
     if (grid != "heads" && grid != "layers") throw UsageError("--grid must be heads or layers");
-    viz::write_grid_figure(grid_from_capture(*file, grid == "heads", static_cast<int>(args.get_int("layer", 0)),
-                                             static_cast<int>(args.get_int("head", 0)), step, scale == "log", parse_map_view(view)),
+    viz::write_grid_figure(figures::grid_from_capture(*file, grid == "heads", static_cast<int>(args.get_int("layer", 0)),
+                                             static_cast<int>(args.get_int("head", 0)), step, scale == "log", figures::parse_map_view(view)),
                            args.get("out"));
     std::fprintf(stderr, "wrote %s\n", args.get("out").c_str());
     return 0;
   }
-  const viz::Figure f = figure_from_capture(*file, static_cast<int>(args.get_int("layer", 0)), static_cast<int>(args.get_int("head", 0)),
-                                            level, step, scale == "log", parse_map_view(view));
+  const viz::Figure f = figures::figure_from_capture(*file, static_cast<int>(args.get_int("layer", 0)), static_cast<int>(args.get_int("head", 0)),
+                                            level, step, scale == "log", figures::parse_map_view(view));
   const std::filesystem::path out = args.get("out");
   viz::write_figure(f, out);
   std::fprintf(stderr, "wrote %s\n", out.string().c_str());

@@ -11,6 +11,7 @@
 #include "app/cli/args.h"
 #include "app/cli/commands.h"
 #include "app/cli/luka_options.h"
+#include "core/device/device.h"
 #include "core/luka/luka_attention.h"
 #include "core/model/decoder.h"
 #include "core/model/model.h"
@@ -27,9 +28,10 @@ int run_forward(int argc, char** argv) {
       .option("ids", "LIST", "comma-separated token ids")
       .option("text", "STR", "text to encode with the model's tokenizer (no special tokens added)")
       .option("prefill", "N", "tokens in the prefill; the rest go through decode, one by one", "all")
-      .option("dtype", "fp32|bf16", "compute dtype", "fp32")
+      .option("dtype", "fp32|bf16|fp16", "compute dtype (fp16 on the GPU only)", "fp32")
       .option("threads", "N", "CPU threads", "all cores")
       .option("out", "FILE.npy", "where to write the logits");
+  add_device_option(args);
   add_luka_options(args);
   args.epilog(std::string(kLukaOptionsHelp) + "\n\n" + kEnvironmentHelp);
   if (!args.parse(argc, argv, 2)) return 0;
@@ -52,19 +54,20 @@ int run_forward(int argc, char** argv) {
   if (prefill < 0 || prefill > n)
     throw UsageError("--prefill " + std::to_string(prefill) + " is outside 0.." + std::to_string(n));
 
-  const auto model = Model::load(path, load_options(args));
+  const std::shared_ptr<const Backend> device = device_option(args);
+  const auto model = Model::load(path, load_options(args, *device));
   Decoder decoder(model);
-  if (const auto config = luka_config(args, model->config().num_layers)) install_luka(decoder, *config);
+  if (const auto config = luka_config(args, model->config().num_layers)) device->install_luka(decoder, *config);
 
   const std::int64_t vocab = model->config().vocab_size;
   std::vector<float> logits(static_cast<std::size_t>(n * vocab));
   if (prefill > 0) {
     const std::vector<std::int32_t> head(ids.begin(), ids.begin() + prefill);
-    const at::Tensor rows = decoder.prefill(head, /*all_logits=*/true).contiguous();
+    const at::Tensor rows = decoder.prefill(head, /*all_logits=*/true).to(at::kCPU).contiguous();
     std::memcpy(logits.data(), rows.data_ptr<float>(), static_cast<std::size_t>(prefill * vocab) * sizeof(float));
   }
   for (std::int64_t t = prefill; t < n; ++t) {
-    const at::Tensor row = decoder.decode(ids[static_cast<std::size_t>(t)]).contiguous();
+    const at::Tensor row = decoder.decode(ids[static_cast<std::size_t>(t)]).to(at::kCPU).contiguous();
     std::memcpy(logits.data() + t * vocab, row.data_ptr<float>(), static_cast<std::size_t>(vocab) * sizeof(float));
   }
   write_npy_f32(args.get("out"), logits.data(), {n, vocab});

@@ -4,11 +4,14 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "app/cli/args.h"
 #include "app/cli/commands.h"
 #include "app/cli/luka_options.h"
 #include "core/luka/luka_attention.h"
 #include "core/chat/chat_format.h"
+#include "core/device/device.h"
 #include "core/run/run_loop.h"
 #include "core/model/decoder.h"
 #include "core/model/model.h"
@@ -26,10 +29,12 @@ int run_generate(int argc, char** argv) {
       .option("system", "STR", "system message (with --chat)")
       .flag("thinking", "let hybrid-thinking models think (with --chat; default: thinking off)")
       .option("max-new-tokens", "N", "stop after N generated tokens", "128")
-      .option("dtype", "fp32|bf16", "compute dtype", "fp32")
+      .option("dtype", "fp32|bf16|fp16", "compute dtype (fp16 on the GPU only)", "fp32")
       .option("threads", "N", "CPU threads", "all cores")
       .option("schedule", "SPEC", "LuKA mode changes during decoding, e.g.\n"
               "\"step=10:layers=0-7:mode=clustered;step=20:layers=all:mode=dense\" (step 1 = first decode step)");
+  add_device_option(args);
+  args.flag("json", "print one JSON object at the end (text, ids, timings, device) instead of streaming the text");
   add_sampling_options(args);
   add_luka_options(args);
   args.epilog(std::string("Generation stops at the model's end-of-sequence tokens, <|im_end|>, or --max-new-tokens.\n\n"
@@ -63,16 +68,17 @@ int run_generate(int argc, char** argv) {
     if (const auto bos = tokenizer.token_id(*tokenizer.config().bos_token); bos && prompt.front() != *bos)
       prompt.insert(prompt.begin(), *bos);
 
-  const auto model = Model::load(path, load_options(args));
+  RunSettings run;
+  run.schedule = schedule_option(args);
+  const std::shared_ptr<const Backend> device = device_option(args);
+  const auto model = Model::load(path, load_options(args, *device));
   Decoder decoder(model);
   const std::int64_t n_layers = model->config().num_layers;
   std::optional<LukaConfig> luka = luka_config(args, n_layers);
-  RunSettings run;
-  run.schedule = schedule_option(args);
   if (!run.schedule.empty() && !luka) luka = LukaConfig::preset("dense", n_layers);
   std::vector<std::shared_ptr<LukaLayer>> layers;
   if (luka) {
-    layers = install_luka(decoder, *luka);
+    layers = device->install_luka(decoder, *luka);
     std::fprintf(stderr, "attention: %s\n", describe_modes(*luka).c_str());
   }
   run.max_new_tokens = max_new;
@@ -81,25 +87,43 @@ int run_generate(int argc, char** argv) {
 
   // Streams each token's text as it comes and says when the schedule changes the modes.
   struct Stream final : RunObserver {
-    explicit Stream(const Tokenizer& t) : text(t) {}
+    Stream(const Tokenizer& t, bool quiet) : text(t), json(quiet) {}
     StreamDecoder text;
+    bool json;
+    std::string all;
     bool token(const ChosenToken& t) override {
       if (t.stop) return false;
       const std::string piece = text.push(t.id);
-      std::fwrite(piece.data(), 1, piece.size(), stdout);
-      std::fflush(stdout);
+      all += piece;
+      if (!json) {
+        std::fwrite(piece.data(), 1, piece.size(), stdout);
+        std::fflush(stdout);
+      }
       return true;
     }
     void config_changed(std::int64_t step, const std::string& what, const LukaConfig& config) override {
       std::fflush(stdout);
       std::fprintf(stderr, "\n[decode step %lld] %s -> %s\n", static_cast<long long>(step), what.c_str(), describe_modes(config).c_str());
     }
-  } stream(tokenizer);
+  } stream(tokenizer, args.get_flag("json"));
   RunLoop loop(decoder, layers, luka.value_or(LukaConfig{}));
+  loop.set_sampler_factory([device](const SamplingParams& p) { return device->sampler(p); });
   const RunResult result = loop.run(prompt, run, &stream);
   const std::string rest = stream.text.finish();
-  std::fwrite(rest.data(), 1, rest.size(), stdout);
-  std::fputc('\n', stdout);
+  if (args.get_flag("json")) {
+    const nlohmann::json out = {{"text", stream.all + rest},
+                                {"ids", result.ids},
+                                {"prompt_tokens", result.prompt_tokens},
+                                {"stop_reason", to_string(result.stop_reason)},
+                                {"prefill_seconds", result.prefill_seconds},
+                                {"decode_seconds", result.decode_seconds},
+                                {"decode_steps", result.decode_steps},
+                                {"device", device->name()}};
+    std::printf("%s\n", out.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
+  } else {
+    std::fwrite(rest.data(), 1, rest.size(), stdout);
+    std::fputc('\n', stdout);
+  }
   std::fflush(stdout);
 
   const auto rate = [](std::int64_t tokens, double seconds) { return seconds > 0 ? tokens / seconds : 0.0; };

@@ -7,6 +7,7 @@
 #include "app/cli/args.h"
 #include "app/cli/commands.h"
 #include "app/cli/luka_options.h"
+#include "core/device/device.h"
 #include "core/model/model.h"
 #include "core/tokenizer/tokenizer.h"
 
@@ -41,11 +42,15 @@ int run_info(int argc, char** argv) {
                  "quantizations included) with the in-memory footprint, parameter count and vocabulary.");
   args.option("model", "PATH", kModelOptionHelp)
       .option("dtype", "fp32|bf16", "compute dtype to report", "the stored dtype when it is fp32 or bf16, else fp32")
-      .flag("config", "also print the LuKA configuration in force (per layer, as JSON)");
+      .flag("config", "also print the LuKA configuration in force (per layer, as JSON)")
+      .option("device", "auto|cpu|cuda|cuda:N", "also report the device: a GPU's name and memory, and whether the model\n"
+              "plus its KV cache and LuKA state at --context tokens fit in the free memory")
+      .option("context", "N", "tokens to size the KV cache for (with --device)", "the model's context");
   add_luka_options(args);
   args.epilog(std::string(kLukaOptionsHelp) + "\n\n" + kEnvironmentHelp);
   if (!args.parse(argc, argv, 2)) return 0;
   const std::filesystem::path path = resolve_model_path(args);
+  const std::shared_ptr<const Backend> device = args.has("device") ? device_option(args) : nullptr;
 
   // Loading in the stored dtype keeps the weights memory-mapped rather than converted; GGUF
   // files are dequantized into fp32 unless --dtype says otherwise.
@@ -103,6 +108,34 @@ int run_info(int argc, char** argv) {
   char billions[32];
   std::snprintf(billions, sizeof billions, " (%.3f B)", static_cast<double>(model->parameter_count()) / 1e9);
   row("parameters", with_thousands(model->parameter_count()) + billions);
+  if (device) {
+    const std::int64_t context = args.get_int("context", c.max_position_embeddings);
+    if (context < 1) throw UsageError("--context must be >= 1");
+    // What a run at `context` tokens holds on the device: the weights in the compute dtype, the
+    // KV cache, LuKA's per-layer state (importance, h2o_score and spread per token, fp32; one
+    // summary key and value per page of 8, the smallest preset page), and a margin for
+    // activations, workspaces and the logits.
+    const double weights = elem * static_cast<double>(model->parameter_count());
+    const double kv = 2.0 * static_cast<double>(c.num_layers) * static_cast<double>(c.num_kv_heads) * static_cast<double>(c.head_dim) *
+                      static_cast<double>(context) * elem;
+    const double luka_state = static_cast<double>(c.num_layers) * static_cast<double>(context) * 4.0 *
+                              (2.0 * static_cast<double>(c.num_kv_heads) + static_cast<double>(c.num_heads) +
+                               2.0 * static_cast<double>(c.num_kv_heads * c.head_dim) / 8.0);
+    const double margin = 0.05 * (weights + kv + luka_state) + 512e6;
+    const double need = weights + kv + luka_state + margin;
+    row("device", device->description());
+    const GpuInfo g = device->gpu();
+    char line[256];
+    std::snprintf(line, sizeof line, "%s weights + %s KV + %s LuKA state + %s margin = %s at %s tokens",
+                  human_bytes(weights).c_str(), human_bytes(kv).c_str(), human_bytes(luka_state).c_str(), human_bytes(margin).c_str(),
+                  human_bytes(need).c_str(), with_thousands(context).c_str());
+    row("run needs", line);
+    if (device->is_cuda()) {
+      std::snprintf(line, sizeof line, "%s (%s free of %s)", need <= static_cast<double>(g.free_bytes) ? "yes" : "no",
+                    human_bytes(static_cast<double>(g.free_bytes)).c_str(), human_bytes(static_cast<double>(g.total_bytes)).c_str());
+      row("fits", line);
+    }
+  }
   const auto luka = luka_config(args, c.num_layers);
   if (luka || args.get_flag("config")) {
     const LukaConfig config = luka.value_or(LukaConfig::preset("dense", c.num_layers));

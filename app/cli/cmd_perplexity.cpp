@@ -20,6 +20,7 @@
 #include "app/cli/args.h"
 #include "app/cli/commands.h"
 #include "app/cli/luka_options.h"
+#include "core/device/device.h"
 #include "core/luka/luka_attention.h"
 #include "core/run/run_loop.h"
 #include "core/model/decoder.h"
@@ -41,8 +42,9 @@ int run_perplexity(int argc, char** argv) {
                         "top-k overlap and output error; against a separate all-dense run, the per-layer\n"
                         "hidden-state cosine and the next-token KL")
       .flag("json", "print one JSON object instead of text")
-      .option("dtype", "fp32|bf16", "compute dtype", "fp32")
+      .option("dtype", "fp32|bf16|fp16", "compute dtype (fp16 on the GPU only)", "fp32")
       .option("threads", "N", "CPU threads", "all cores");
+  add_device_option(args);
   add_luka_options(args);
   args.epilog(std::string("example:\n  luka perplexity --text-file emma.txt --max-tokens 2048 --preset clustered --set top_k=8\n\n") +
               kLukaOptionsHelp + "\n\n" + kEnvironmentHelp);
@@ -66,7 +68,8 @@ int run_perplexity(int argc, char** argv) {
   if (n < 2) throw Error(text_path + ": the text has fewer than 2 tokens");
   if (prompt_tokens >= n) throw UsageError("--prompt-tokens must be smaller than the number of tokens (" + std::to_string(n) + ")");
 
-  const auto model = Model::load(path, load_options(args));
+  const std::shared_ptr<const Backend> device = device_option(args);
+  const auto model = Model::load(path, load_options(args, *device));
   const std::int64_t n_layers = model->config().num_layers;
   if (n > model->config().max_position_embeddings)
     throw Error(text_path + ": " + std::to_string(n) + " tokens exceed the model's " +
@@ -76,7 +79,7 @@ int run_perplexity(int argc, char** argv) {
   if (fidelity)
     for (auto& l : config.layers) l.dense_shadow = true;
   Decoder decoder(model);
-  const auto layers = install_luka(decoder, config);
+  const auto layers = device->install_luka(decoder, config);
   std::unique_ptr<Decoder> reference;
   if (fidelity) {
     reference = std::make_unique<Decoder>(model);

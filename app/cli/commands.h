@@ -3,9 +3,11 @@
 #pragma once
 
 #include <filesystem>
+#include <memory>
 #include <string>
 
 namespace luka {
+class Backend;
 struct LoadOptions;
 struct SamplingParams;
 }
@@ -28,6 +30,13 @@ int run_studio(int argc, char** argv);  // built with LUKA_GUI
 std::filesystem::path resolve_model_path(const ArgParser& args);
 // --dtype (default fp32) and --threads (default: all cores), as forward and generate take them.
 LoadOptions load_options(const ArgParser& args);
+// --device auto|cpu|cuda|cuda:N (default auto), on every command that runs a model. device_option
+// opens it (loading the CUDA plugin for cuda and auto) and says on standard error which device
+// runs; a GPU asked for and missing is a luka::Error, a malformed value a UsageError.
+void add_device_option(ArgParser& args);
+std::shared_ptr<const Backend> device_option(const ArgParser& args);
+// The model's load options on `device`: --dtype and --threads, placed there.
+LoadOptions load_options(const ArgParser& args, const Backend& device);
 // --temperature, --top-k, --top-p, --seed: declared and read the same way by generate and capture.
 void add_sampling_options(ArgParser& args);
 SamplingParams sampling_options(const ArgParser& args);  // UsageError for out-of-range values

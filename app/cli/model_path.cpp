@@ -1,9 +1,12 @@
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 
 #include "app/cli/args.h"
 #include "app/cli/commands.h"
+#include "core/device/device.h"
 #include "core/generate/sampler.h"
+#include "core/util/error.h"
 #include "core/model/model.h"
 
 namespace luka::cli {
@@ -22,6 +25,31 @@ std::filesystem::path resolve_model_path(const ArgParser& args) {
   const std::filesystem::path fallback = std::filesystem::path(LUKA_SOURCE_DIR) / "models" / "default";
   if (std::filesystem::exists(fallback)) return fallback;
   throw UsageError("no model given: pass --model PATH or set LUKA_MODEL (scripts/setup.sh installs a default model)");
+}
+
+void add_device_option(ArgParser& args) {
+  args.option("device", "auto|cpu|cuda|cuda:N",
+              "where the model runs; auto: the GPU when the CUDA plugin sees one, else the CPU (said on standard error)",
+              "auto");
+}
+
+std::shared_ptr<const Backend> device_option(const ArgParser& args) {
+  DeviceRequest request;
+  try {
+    request = parse_device(args.get("device", "auto"));
+  } catch (const Error& e) {
+    throw UsageError(std::string("--") + e.what());
+  }
+  std::string note;
+  std::shared_ptr<const Backend> device = open_backend(request, &note);
+  std::fprintf(stderr, "%s\n", note.c_str());
+  return device;
+}
+
+LoadOptions load_options(const ArgParser& args, const Backend& device) {
+  LoadOptions options = load_options(args);
+  device.place(options);
+  return options;
 }
 
 void add_sampling_options(ArgParser& args) {

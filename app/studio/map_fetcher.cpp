@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
-#include "app/cli/figure_from_capture.h"
+#include "app/figures/capture_figure.h"
 
 namespace luka::studio {
 
@@ -56,9 +56,9 @@ void MapFetcher::run() {
     }
     MapResult out;
     try {
-      const auto kind = static_cast<cli::MapView>(r.kind);
-      const cli::FullWindow w = cli::full_window(*r.view, r.layer, r.head, r.level, r.steps, kind, r.r0, r.c0, r.rows, r.cols);
-      viz::HeatmapOptions o = cli::map_view_options(kind, w.values, r.log, r.log_min);
+      const auto kind = static_cast<figures::MapView>(r.kind);
+      const figures::FullWindow w = figures::full_window(*r.view, r.layer, r.head, r.level, r.steps, kind, r.r0, r.c0, r.rows, r.cols);
+      viz::HeatmapOptions o = figures::map_view_options(kind, w.values, r.log, r.log_min);
       o.row0 = w.row0;
       o.col0 = w.col0;
       o.empty = {24, 24, 28};

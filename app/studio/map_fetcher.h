@@ -18,7 +18,7 @@ namespace luka::studio {
 
 struct MapRequest {
   std::shared_ptr<const capture::CaptureView> view;
-  int layer = 0, head = 0, level = 0, kind = 0;  // kind: cli::MapView
+  int layer = 0, head = 0, level = 0, kind = 0;  // kind: figures::MapView
   std::int64_t steps = 0, r0 = 0, c0 = 0, rows = 0, cols = 0;
   bool log = true;
   double log_min = 1e-4;

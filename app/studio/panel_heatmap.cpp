@@ -15,7 +15,7 @@
 #include <future>
 #include <string>
 
-#include "app/cli/figure_from_capture.h"
+#include "app/figures/capture_figure.h"
 #include "app/studio/ui_state.h"
 #include "core/util/error.h"
 #include "viz/heatmap.h"
@@ -44,11 +44,11 @@ std::string write_view_figure(std::shared_ptr<const capture::CaptureView> view, 
   try {
     if (!view) fail("export", "nothing to export: run a prompt or open a capture");
     const capture::Summary sum = view->summary();
-    const auto mv = static_cast<cli::MapView>(kind);
+    const auto mv = static_cast<figures::MapView>(kind);
     if (mode != 0)
-      viz::write_grid_figure(cli::grid_from_capture(*view, mode == 1, layer, head, sum.complete_steps, log, mv), path);
+      viz::write_grid_figure(figures::grid_from_capture(*view, mode == 1, layer, head, sum.complete_steps, log, mv), path);
     else
-      viz::write_figure(cli::figure_from_capture(*view, layer, head, cli::default_figure_level(sum.layout), sum.complete_steps, log, mv),
+      viz::write_figure(figures::figure_from_capture(*view, layer, head, figures::default_figure_level(sum.layout), sum.complete_steps, log, mv),
                         path);
     return "wrote " + path.string();
   } catch (const std::exception& e) {
@@ -175,7 +175,7 @@ void draw_heatmap_panel(UiState& ui) {
     if (std::ldexp(1.0, *it) >= hv.tokens_per_pixel) level = *it;
   const double cell = std::ldexp(1.0, level);  // tokens per cell
   const std::int64_t size = capture::level_size(n, level);
-  const auto map_view = static_cast<cli::MapView>(hv.view);
+  const auto map_view = static_cast<figures::MapView>(hv.view);
   const std::int64_t c0 = std::clamp<std::int64_t>(static_cast<std::int64_t>(std::floor(hv.x0 / cell)), 0, size);
   const std::int64_t r0 = std::clamp<std::int64_t>(static_cast<std::int64_t>(std::floor(hv.y0 / cell)), 0, size);
   const std::int64_t c1 = std::clamp<std::int64_t>(static_cast<std::int64_t>(std::ceil((hv.x0 + span) / cell)), 0, size);
@@ -301,7 +301,7 @@ void draw_heatmap_panel(UiState& ui) {
       } else if (r >= 0 && c >= 0 && r < hv.fetched_rows && c < hv.fetched_cols &&
                  static_cast<std::size_t>(r * hv.fetched_cols + c) < hv.values.size()) {
         const float v = hv.values[static_cast<std::size_t>(r * hv.fetched_cols + c)];
-        const char* what = map_view == cli::MapView::kDifference ? "effective - dense" : "attention";
+        const char* what = map_view == figures::MapView::kDifference ? "effective - dense" : "attention";
         if (std::isnan(v)) ImGui::TextUnformatted("no dense row at this step (shadow off)");
         else if (hv.fetched_level == 0) ImGui::Text("%s %.6g", what, v);
         else ImGui::Text("%s, max over %gx%g tokens: %.6g", what, fetched_cell, fetched_cell, v);
@@ -312,11 +312,11 @@ void draw_heatmap_panel(UiState& ui) {
   }
   ImGui::SetCursorScreenPos(ImVec2(top_left.x, canvas_max.y + 4));
   char scale_text[64];
-  if (map_view == cli::MapView::kDifference) std::snprintf(scale_text, sizeof scale_text, "blue -%.3g .. red +%.3g", hv.diff_max, hv.diff_max);
+  if (map_view == figures::MapView::kDifference) std::snprintf(scale_text, sizeof scale_text, "blue -%.3g .. red +%.3g", hv.diff_max, hv.diff_max);
   else std::snprintf(scale_text, sizeof scale_text, "%s", hv.log_scale ? "log10 1e-4..1" : "linear 0..1");
   // The colour bar: the colormap in use, with its scale's ends.
   {
-    const bool diff = map_view == cli::MapView::kDifference;
+    const bool diff = map_view == figures::MapView::kDifference;
     const auto& table = viz::Colormap::get(diff ? viz::ColormapId::kBalance : viz::ColormapId::kEmber).table();
     const ImVec2 p = ImGui::GetCursorScreenPos();
     const float w = 160, h = 10;
@@ -326,7 +326,7 @@ void draw_heatmap_panel(UiState& ui) {
     ImGui::Dummy(ImVec2(w, h + 4));
     ImGui::SameLine();
   }
-  ImGui::Text("%s  |  layer %d head %d  %s  level %d (%.0f tokens/cell)  %s", scale_text, ui.layer, ui.head, cli::to_string(map_view), level,
+  ImGui::Text("%s  |  layer %d head %d  %s  level %d (%.0f tokens/cell)  %s", scale_text, ui.layer, ui.head, figures::to_string(map_view), level,
               cell, hv.error.c_str());
 
   export_row(ui);  // the current layer and head (the same figure `luka export` draws)

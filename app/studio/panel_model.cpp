@@ -1,13 +1,28 @@
-// Model panel: the checkpoint or GGUF file, compute dtype and threads, load and status.
+// Model panel: the checkpoint or GGUF file, the device (auto, cpu or a listed GPU), compute dtype
+// and threads, load and status.
 #include <imgui.h>
 #include <imgui_stdlib.h>
 
 #include <algorithm>
 
 #include "app/studio/ui_state.h"
+#include "core/device/device.h"
 #include "core/model/dtype.h"
 
 namespace luka::studio {
+
+DeviceChoices list_devices() {
+  DeviceChoices c;
+  c.values = {"auto", "cpu"};
+  c.labels = {"auto", "cpu"};
+  std::string why;
+  for (const GpuInfo& g : list_gpus(&why)) {
+    c.values.push_back("cuda:" + std::to_string(g.index));
+    c.labels.push_back(describe(g));
+  }
+  if (c.values.size() == 2) c.note = why;
+  return c;
+}
 
 void draw_model_panel(UiState& ui) {
   const Status s = ui.session.status();
@@ -17,19 +32,36 @@ void draw_model_panel(UiState& ui) {
   ImGui::BeginDisabled(busy);
   if (ImGui::Button("Load")) {
     LoadOptions o;
-    o.dtype = ui.dtype == 1 ? DType::kBF16 : DType::kF32;
+    o.dtype = ui.dtype == 2 ? DType::kF16 : ui.dtype == 1 ? DType::kBF16 : DType::kF32;
     o.threads = ui.threads;
-    ui.session.load_model(ui.model_path, o);
+    ui.session.load_model(ui.model_path, o, parse_device(ui.device));
   }
   ImGui::EndDisabled();
+  // Device: auto and cpu at once, the GPUs once the plugin has listed them.
+  const DeviceChoices& d = ui.devices.get("gpus", [] { return list_devices(); });
+  std::vector<std::string> values = d.values.empty() ? std::vector<std::string>{"auto", "cpu"} : d.values;
+  std::vector<std::string> labels = d.labels.empty() ? std::vector<std::string>{"auto", "cpu"} : d.labels;
+  if (std::find(values.begin(), values.end(), ui.device) == values.end()) {  // --device cuda:N before the list is in
+    values.push_back(ui.device);
+    labels.push_back(ui.device);
+  }
+  ImGui::SetNextItemWidth(240);
+  const std::size_t chosen = static_cast<std::size_t>(std::find(values.begin(), values.end(), ui.device) - values.begin());
+  if (ImGui::BeginCombo("device", labels[chosen].c_str())) {
+    for (std::size_t i = 0; i < values.size(); ++i)
+      if (ImGui::Selectable(labels[i].c_str(), i == chosen)) ui.device = values[i];
+    ImGui::EndCombo();
+  }
+  if (!d.note.empty() && ImGui::IsItemHovered()) ImGui::SetTooltip("no GPU listed: %s", d.note.c_str());
   ImGui::SetNextItemWidth(80);
-  static const char* kDtypes[] = {"fp32", "bf16"};
-  ImGui::Combo("dtype", &ui.dtype, kDtypes, 2);
+  static const char* kDtypes[] = {"fp32", "bf16", "fp16"};
+  ImGui::Combo("dtype", &ui.dtype, kDtypes, 3);
   ImGui::SameLine();
   ImGui::SetNextItemWidth(90);
   ImGui::InputInt("threads (0: all)", &ui.threads);
   ui.threads = std::max(0, std::min(ui.threads, 256));
   ImGui::Text("%s", s.model_summary.empty() ? "no model loaded" : s.model_summary.c_str());
+  if (!s.device.empty() && ImGui::IsItemHovered()) ImGui::SetTooltip("%s", s.device.c_str());
   const ImVec4 colour = s.state == RunState::kError ? ImVec4(0.9f, 0.3f, 0.3f, 1) : ImVec4(0.7f, 0.7f, 0.7f, 1);
   ImGui::TextColored(colour, "[%s] %s", to_string(s.state), s.message.c_str());
   if (s.state == RunState::kRunning || s.state == RunState::kPaused) {

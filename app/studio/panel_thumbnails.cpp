@@ -9,7 +9,7 @@
 #include <cmath>
 #include <string>
 
-#include "app/cli/figure_from_capture.h"
+#include "app/figures/capture_figure.h"
 #include "app/studio/ui_state.h"
 #include "viz/heatmap.h"
 
@@ -20,7 +20,7 @@ void draw_thumbnails(UiState& ui, const capture::CaptureView& view, bool heads) 
   const capture::Summary sum = view.summary();
   const capture::Layout& lay = sum.layout;
   const std::vector<int>& items = heads ? lay.heads : lay.layers;
-  const auto map_view = static_cast<cli::MapView>(hv.view);
+  const auto map_view = static_cast<figures::MapView>(hv.view);
   // The finest stored level with at most 128 cells per side.
   const std::int64_t steps = sum.complete_steps, n = lay.prompt_tokens + steps;
   int level = lay.levels.back();
@@ -41,8 +41,8 @@ void draw_thumbnails(UiState& ui, const capture::CaptureView& view, bool heads) 
         viz::Image img;
         try {
           const int layer = heads ? fixed : item, head = heads ? item : fixed;
-          const cli::FullWindow w = cli::full_window(*shared, layer, head, level, steps, map_view, 0, 0, 1 << 30, 1 << 30);
-          viz::HeatmapOptions o = cli::map_view_options(map_view, w.values, log, log_min);
+          const figures::FullWindow w = figures::full_window(*shared, layer, head, level, steps, map_view, 0, 0, 1 << 30, 1 << 30);
+          viz::HeatmapOptions o = figures::map_view_options(map_view, w.values, log, log_min);
           o.empty = {24, 24, 28};
           img = viz::render_heatmap(w.values.data(), w.rows, w.cols, static_cast<int>(w.cols), static_cast<int>(w.rows), o);
         } catch (const std::exception&) {

@@ -1,5 +1,7 @@
 #include "app/studio/script.h"
 
+#include "core/device/device.h"
+
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -9,7 +11,7 @@
 
 #include <imgui.h>
 
-#include "app/cli/figure_from_capture.h"
+#include "app/figures/capture_figure.h"
 #include "core/prompt/prompt_file.h"
 #include "core/prompt/wikisalad.h"
 #include "core/util/error.h"
@@ -17,7 +19,7 @@
 namespace luka::studio {
 namespace {
 
-const std::set<std::string> kCommands = {"load_model", "open_capture", "run", "step", "resume", "stop", "set_mode", "preset",
+const std::set<std::string> kCommands = {"load_model", "device", "open_capture", "run", "step", "resume", "stop", "set_mode", "preset",
                                          "select", "scale", "zoom", "fit", "frames", "wait_idle", "wait_paused", "wait_steps",
                                          "expect_mode", "expect_steps", "expect_status", "expect_glyph", "free_text", "expect_segments", "set", "sampling", "expect_refined", "view", "grid", "pattern", "wikisalad", "save_prompt", "expect_pattern", "show_timeline", "show_fidelity", "shadow", "expect_fidelity", "export", "measure", "print_first_map", "screenshot", "quit"};
 
@@ -100,7 +102,10 @@ bool Script::advance(UiState& ui, std::string& screenshot) {
     ++next_;
     if (cmd == "load_model") {
       ui.model_path = arg(1);
-      ui.session.load_model(arg(1), LoadOptions{});
+      ui.session.load_model(arg(1), LoadOptions{}, parse_device(ui.device));
+    } else if (cmd == "device") {
+      parse_device(arg(1));  // a bad value fails the script here
+      ui.device = arg(1);
     } else if (cmd == "open_capture") {
       ui.session.open_capture(arg(1));
     } else if (cmd == "run") {
@@ -181,7 +186,7 @@ bool Script::advance(UiState& ui, std::string& screenshot) {
     } else if (cmd == "grid") {
       ui.heatmap.mode = arg(1) == "heads" ? 1 : arg(1) == "layers" ? 2 : 0;
     } else if (cmd == "view") {
-      ui.heatmap.view = static_cast<int>(cli::parse_map_view(arg(1)));
+      ui.heatmap.view = static_cast<int>(figures::parse_map_view(arg(1)));
     } else if (cmd == "show_timeline") {
       ui.show_timeline = true;
     } else if (cmd == "fit") {

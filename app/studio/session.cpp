@@ -1,17 +1,16 @@
 #include "app/studio/session.h"
-#include "app/studio/ui_state.h"
 
 #include <algorithm>
 #include <chrono>
 
 #include <ATen/ATen.h>
 
-#include "app/cli/prompt_input.h"
 #include "captures/live.h"
 #include "captures/reader.h"
 #include "captures/recorder.h"
 #include "captures/session.h"
 #include "core/generate/sampler.h"
+#include "core/prompt/tokenized_prompt.h"
 #include "core/run/run_loop.h"
 #include "core/luka/luka_attention.h"
 #include "core/model/decoder.h"
@@ -20,18 +19,6 @@
 #include "core/util/version.h"
 
 namespace luka::studio {
-
-std::atomic<int>& async_reads() {
-  static std::atomic<int> n{0};
-  return n;
-}
-
-std::string capture_key(const capture::CaptureView* view) {
-  if (!view) return "none";
-  const capture::Summary s = view->summary();
-  return std::to_string(reinterpret_cast<std::uintptr_t>(view)) + "/" + std::to_string(s.complete_steps) + "/" +
-         std::to_string(s.num_tokens) + "/" + std::to_string(s.finished);
-}
 
 const char* to_string(RunState s) {
   switch (s) {
@@ -49,6 +36,7 @@ const char* to_string(RunState s) {
 struct Session::Impl {
   std::shared_ptr<const Model> model;
   std::unique_ptr<Tokenizer> tokenizer;
+  std::shared_ptr<const Backend> device;
 };
 
 Session::Session() : impl_(std::make_unique<Impl>()), thread_([this] { worker(); }) {}
@@ -142,15 +130,19 @@ void Session::set_config(const LukaConfig& config) {
   config_dirty_ = true;
 }
 
-void Session::load_model(const std::filesystem::path& path, const LoadOptions& options) {
+void Session::load_model(const std::filesystem::path& path, const LoadOptions& options, const DeviceRequest& request) {
   set_status([&](Status& s) {
     s.state = RunState::kLoading;
     s.message = "loading " + path.string();
   });
   cancel_load_ = false;
-  post([this, path, options] {
+  post([this, path, options, request] {
+    std::string note;
+    std::shared_ptr<const Backend> device = open_backend(request, &note);
+    LoadOptions placed = options;
+    device->place(placed);
     auto tokenizer = std::make_unique<Tokenizer>(Tokenizer::load(path));
-    auto model = Model::load(path, options);
+    auto model = Model::load(path, placed);
     if (cancel_load_) {
       set_status([&](Status& s) {
         s.state = impl_->model ? RunState::kReady : RunState::kNoModel;
@@ -161,6 +153,7 @@ void Session::load_model(const std::filesystem::path& path, const LoadOptions& o
     const ModelConfig& c = model->config();
     impl_->model = model;
     impl_->tokenizer = std::move(tokenizer);
+    impl_->device = device;
     {
       std::lock_guard<std::mutex> lock(mu_);
       config_ = LukaConfig::preset("dense", c.num_layers);
@@ -171,8 +164,9 @@ void Session::load_model(const std::filesystem::path& path, const LoadOptions& o
       s.state = RunState::kReady;
       s.source = path.string();
       s.model_summary = c.model_type + ", " + std::to_string(c.num_layers) + " layers, " + std::to_string(c.num_heads) + "/" +
-                        std::to_string(c.num_kv_heads) + " heads, " + luka::to_string(model->dtype());
-      s.message = "model loaded";
+                        std::to_string(c.num_kv_heads) + " heads, " + luka::to_string(model->dtype()) + ", on " + device->name();
+      s.device = device->description();
+      s.message = "model loaded (" + note + ")";
     });
   });
 }
@@ -256,15 +250,15 @@ void Session::run_job(RunRequest r) {
   // Free text has no segments; an interwoven prompt is assembled with its segments' spans.
   const AssembledPrompt a = r.free_text.empty() ? assemble(r.prompt) : AssembledPrompt{r.free_text, {}};
   const std::vector<PromptSegment> no_segments;
-  const cli::PromptInput prompt =
-      cli::tokenize_prompt(tok, a.text, r.free_text.empty() ? r.prompt.segments : no_segments, a.spans, r.chat, "");
+  const TokenizedPrompt prompt =
+      tokenize_prompt(tok, a.text, r.free_text.empty() ? r.prompt.segments : no_segments, a.spans, r.chat, "");
   const std::int64_t n = static_cast<std::int64_t>(prompt.ids.size());
   if (n + r.max_new_tokens > model.config().max_position_embeddings)
     fail("studio", "the prompt (" + std::to_string(n) + " tokens) is longer than the model's context allows");
 
   Decoder decoder(impl_->model);
   LukaConfig cfg = config();
-  const auto layers = install_luka(decoder, cfg);
+  const auto layers = impl_->device->install_luka(decoder, cfg);
   {
     std::lock_guard<std::mutex> lock(mu_);
     config_dirty_ = false;
@@ -273,6 +267,7 @@ void Session::run_job(RunRequest r) {
   spec.map_cap = 4096;
   const capture::Layout layout = capture::make_layout(model, cfg, spec, n, n + r.max_new_tokens);
   capture::Manifest manifest = capture::make_manifest(model, tok, cfg);
+  manifest.device = impl_->device->name();
   manifest.tool_version = LUKA_VERSION;
   manifest.git_revision = git_revision();
   manifest.record = spec.to_string();
@@ -304,9 +299,10 @@ void Session::run_job(RunRequest r) {
     capture::CaptureSession& pipeline;
     const Tokenizer& tok;
     RunLoop& loop;
+    const Backend& device;
     std::vector<capture::Token> pending;
-    Live(Session& s, capture::CaptureRecorder& r, capture::CaptureSession& p, const Tokenizer& t, RunLoop& l)
-        : session(s), recorder(r), pipeline(p), tok(t), loop(l) {}
+    Live(Session& s, capture::CaptureRecorder& r, capture::CaptureSession& p, const Tokenizer& t, RunLoop& l, const Backend& d)
+        : session(s), recorder(r), pipeline(p), tok(t), loop(l), device(d) {}
     void prefill_begin(std::int64_t) override { recorder.start_prefill(); }
     void prefill_end(std::int64_t, double) override { recorder.end_prefill(); }
     bool token(const ChosenToken& t) override {
@@ -329,8 +325,13 @@ void Session::run_job(RunRequest r) {
       session.status_.state = RunState::kRunning;
       session.status_.message = "decode step " + std::to_string(step);
       if (session.config_dirty_) {
-        loop.request_config(session.config_);
         session.config_dirty_ = false;
+        if (const std::string why = device.supports(session.config_); why.empty()) {
+          loop.request_config(session.config_);
+        } else {  // e.g. a CPU-only option on the GPU: the run keeps its config and says why
+          session.config_ = loop.config();
+          session.status_.message = "not applied on " + device.name() + ": " + why;
+        }
       }
       return true;
     }
@@ -342,7 +343,9 @@ void Session::run_job(RunRequest r) {
     }
   };
   RunLoop loop(decoder, layers, cfg);
-  Live live_run(*this, recorder, *pipeline, tok, loop);
+  const std::shared_ptr<const Backend> device = impl_->device;
+  loop.set_sampler_factory([device](const SamplingParams& p) { return device->sampler(p); });
+  Live live_run(*this, recorder, *pipeline, tok, loop, *device);
   RunSettings run;
   run.max_new_tokens = r.max_new_tokens;
   run.sampling = r.sampling;

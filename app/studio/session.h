@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "captures/capture.h"
+#include "core/device/device.h"
 #include "core/luka/config.h"
 #include "core/generate/sampler.h"
 #include "core/model/model.h"
@@ -30,6 +31,7 @@ struct Status {
   RunState state = RunState::kNoModel;
   std::string message;        // what is happening, or the last error
   std::string model_summary;  // "llama, 30 layers, 9/3 heads, fp32" once loaded
+  std::string device;         // "cpu", "cuda:0, NVIDIA H100 ..." once loaded
   std::string source;         // the model path, or the capture file being replayed
   bool replay = false;        // a capture file is open (no model needed)
   std::int64_t steps_done = 0, steps_total = 0;
@@ -52,7 +54,8 @@ class Session {
   Session(const Session&) = delete;
   Session& operator=(const Session&) = delete;
 
-  void load_model(const std::filesystem::path& path, const LoadOptions& options);
+  // Loads on `device` (auto: the GPU when the CUDA plugin sees one, else the CPU).
+  void load_model(const std::filesystem::path& path, const LoadOptions& options, const DeviceRequest& device = {});
   // Gives the UI back at once: a load in progress finishes in the background and is discarded.
   void cancel_load();
   void open_capture(const std::filesystem::path& path);

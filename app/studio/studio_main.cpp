@@ -14,16 +14,16 @@
 #include <optional>
 #include <string>
 
-#include "app/cli/args.h"
-#include "app/cli/commands.h"
+#include "app/studio/studio.h"
 #include "app/studio/script.h"
 #include "app/studio/ui_state.h"
+#include "core/device/device.h"
 #include "captures/reader.h"
 #include "core/prompt/prompt_file.h"
 #include "core/util/error.h"
 #include "viz/png.h"
 
-namespace luka::cli {
+namespace luka::studio {
 
 namespace {
 
@@ -79,30 +79,12 @@ void load_fonts() {
 
 }  // namespace
 
-int run_studio(int argc, char** argv) {
-  const auto launched = std::chrono::steady_clock::now();
-  ArgParser args("studio", "[--model PATH] [--capture FILE] [--prompt-file F] [--script FILE]",
-                 "Opens the LuKA Studio window: run a prompt with per-layer dense / lined / clustered attention,\n"
-                 "switch a layer's mode live, and explore attention maps, covers and costs; or replay a capture\n"
-                 "file without a model. With no argument it loads the default model and the demo prompt.");
-  args.option("model", "PATH", kModelOptionHelp)
-      .option("capture", "FILE", "open a capture for replay (no model is loaded)")
-      .option("prompt-file", "F", "an interwoven prompt .json (default: assets/prompts/demo.json)")
-      .option("script", "FILE", "run scripted UI actions (tests, demos); exits when it ends")
-      .option("size", "WxH", "window size", "1280x800");
-  args.epilog("example:\n  luka studio\n  luka studio --capture demo.h5\n\n" + std::string(kEnvironmentHelp));
-  if (!args.parse(argc, argv, 2)) return 0;
-  int width = 1280, height = 800;
-  if (std::sscanf(args.get("size", "1280x800").c_str(), "%dx%d", &width, &height) != 2 || width < 320 || height < 240)
-    throw UsageError("--size must be WxH, at least 320x240");
-  std::optional<studio::Script> script;
-  if (args.has("script")) script = studio::Script::load(args.get("script"));
-  const std::filesystem::path prompt_file =
-      args.has("prompt-file") ? std::filesystem::path(args.get("prompt-file"))
-                              : std::filesystem::path(LUKA_SOURCE_DIR) / "assets" / "prompts" / "demo.json";
-  InterwovenPrompt prompt = load_prompt_file(prompt_file);
-  // A capture named on the command line must open: say so now, not in a window.
-  if (args.has("capture")) capture::CaptureFile::open(args.get("capture"));
+int run_window(const WindowOptions& options) {
+  const auto launched = options.launched;
+  std::optional<Script> script;
+  if (!options.script.empty()) script = Script::load(options.script);
+  const InterwovenPrompt& prompt = options.prompt;
+  int width = options.width, height = options.height;
 
   glfwSetErrorCallback(on_glfw_error);
   if (!glfwInit())
@@ -133,11 +115,12 @@ int run_studio(int argc, char** argv) {
     ui->prompt = prompt;
     const auto salad = std::filesystem::path(LUKA_SOURCE_DIR).parent_path() / "shared" / "data" / "wikisalad" / "easy_2topic_short.json";
     ui->wikisalad_path = std::filesystem::exists(salad) ? salad.lexically_normal().string() : "";
-    if (args.has("capture")) {
-      ui->session.open_capture(args.get("capture"));
+    if (!options.capture.empty()) {
+      ui->session.open_capture(options.capture);
     } else {
-      ui->model_path = resolve_model_path(args).string();
-      if (!script) ui->session.load_model(ui->model_path, LoadOptions{});
+      ui->model_path = options.model.string();
+      ui->device = options.device;
+      if (!script) ui->session.load_model(ui->model_path, LoadOptions{}, parse_device(options.device));
     }
     bool running = true;
     auto last_frame = std::chrono::steady_clock::now();
@@ -183,8 +166,8 @@ int run_studio(int argc, char** argv) {
         if (ImGui::Begin(title, nullptr, fixed)) draw(*ui);
         ImGui::End();
       };
-      panel("Model", ImVec2(0, 0), ImVec2(left, 134), studio::draw_model_panel);
-      panel("Prompt", ImVec2(0, 134), ImVec2(left, H * 0.58f - 134), studio::draw_prompt_panel);
+      panel("Model", ImVec2(0, 0), ImVec2(left, 158), studio::draw_model_panel);
+      panel("Prompt", ImVec2(0, 158), ImVec2(left, H * 0.58f - 158), studio::draw_prompt_panel);
       panel("Layers", ImVec2(0, H * 0.58f), ImVec2(left, H * 0.42f), studio::draw_layers_panel);
       panel("Attention map", ImVec2(left, 0), ImVec2(W - left, H * 0.74f), studio::draw_heatmap_panel);
       panel("Output", ImVec2(left, H * 0.74f), ImVec2(W - left, H * 0.26f), [](studio::UiState& u) {
@@ -230,4 +213,4 @@ int run_studio(int argc, char** argv) {
   return exit_code;
 }
 
-}  // namespace luka::cli
+}  // namespace luka::studio

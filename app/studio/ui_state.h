@@ -71,7 +71,7 @@ struct HeatmapView {
   int fetched_layer = -1, fetched_head = -1, fetched_level = -1;
   std::int64_t fetched_r0 = -1, fetched_c0 = -1, fetched_rows = 0, fetched_cols = 0, fetched_steps = -1;
   bool fetched_log = true;
-  int view = 0, fetched_view_kind = 0;  // cli::MapView: effective, dense, difference
+  int view = 0, fetched_view_kind = 0;  // figures::MapView: effective, dense, difference
   float diff_max = 0;
   int mode = 0;  // 0 map, 1 head grid, 2 layer strip
   bool overlays = true;  // page grid, refined pages and heavy hitters at the selected step
@@ -97,11 +97,22 @@ struct TimelineView {
   std::string uploaded;  // the key whose image the texture holds
 };
 
+// The model panel's device picker: auto, cpu, then each GPU the CUDA plugin sees (listed off the
+// UI thread: loading the plugin takes a moment). `values` are --device values, `labels` what the
+// picker shows (a GPU's name and free memory); `note` says why no GPU is listed.
+struct DeviceChoices {
+  std::vector<std::string> values, labels;
+  std::string note;
+};
+DeviceChoices list_devices();
+
 struct UiState {
   Session session;
   std::string model_path;
-  int dtype = 0;    // 0 fp32, 1 bf16
+  int dtype = 0;    // 0 fp32, 1 bf16, 2 fp16 (GPU only)
   int threads = 0;  // LibTorch threads, 0: all cores
+  std::string device = "auto";  // the --device value the next load uses
+  Cached<DeviceChoices> devices;
   InterwovenPrompt prompt;
   bool chat = false;
   int free_text_mode = 0;  // 0: the interwoven prompt, 1: free text

@@ -10,6 +10,7 @@
 
 #include "core/luka/cuda_params.h"
 #include "core/luka/luka_attention.h"
+#include "core/luka/step_records.h"
 #include "core/model/decoder.h"
 #include "core/model/model.h"
 #include "core/util/error.h"
@@ -117,39 +118,18 @@ at::Tensor CudaLukaAttention::decode(const AttentionInputs& in) {
                                            static_cast<float>(in.scale), current_stream(), o);
       !e.empty())
     fail(where, e);
-  last_ = LukaStep{};
-  last_.mode = config_.mode;
-  last_.step = state_->steps();
-  last_.tokens = T;
-  last_.paged_end = E;
-  last_.cover_size.assign(static_cast<std::size_t>(H), T);
-  if (!records) return out;
-  // The kernels' records, as the CPU core's LukaStep (DESIGN.md §5.5).
-  last_.effective = eff.cpu();
-  if (config_.mode == AttentionMode::kClustered) {
-    last_.summary_mass = mass.narrow(1, 0, P).cpu();
-    const at::Tensor r = refined.cpu(), c = count.cpu();
-    last_.refined.assign(static_cast<std::size_t>(H), {});
-    for (std::int64_t h = 0; h < H; ++h) {
-      auto& pages = last_.refined[static_cast<std::size_t>(h)];
-      for (int i = 0; i < c[h].item<int>(); ++i) pages.push_back(r[h][i].item<int>());
-      std::sort(pages.begin(), pages.end());
-      std::int64_t children = 0;
-      for (const std::int64_t p : pages) children += pages_[static_cast<std::size_t>(p)].end - pages_[static_cast<std::size_t>(p)].start;
-      last_.cover_size[static_cast<std::size_t>(h)] = P - static_cast<std::int64_t>(pages.size()) + children + (T - E);
-    }
-  } else if (config_.mode == AttentionMode::kLined) {
-    const rules::LinedCover lc = rules::lined_cover(to_rule(config_.lined), T);
-    last_.window_start = lc.window_start;
-    const at::Tensor hv = heavy.cpu();
-    last_.heavy.assign(static_cast<std::size_t>(H), {});
-    for (std::int64_t h = 0; h < H; ++h) {
-      auto& picks = last_.heavy[static_cast<std::size_t>(h)];
-      for (std::int64_t i = 0; i < heavy_count; ++i) picks.push_back(hv[h][i].item<int>());
-      std::sort(picks.begin(), picks.end());
-      last_.cover_size[static_cast<std::size_t>(h)] = heavy_count + (T - lc.window_start);
-    }
+  if (!records) {
+    last_ = LukaStep{};
+    last_.mode = config_.mode;
+    last_.step = state_->steps();
+    last_.tokens = T;
+    last_.paged_end = E;
+    last_.cover_size.assign(static_cast<std::size_t>(H), T);
+    return out;
   }
+  // The kernels' records, as the CPU core's LukaStep (DESIGN.md §5.5), with the pages of the step.
+  const std::vector<Page> during(pages_.begin(), pages_.begin() + P);
+  last_ = step_from_records(config_, state_->steps(), T, during, StepRecords{eff, mass, refined, count, heavy.narrow(1, 0, heavy_count)});
   if (config_.dense_shadow) dense_shadow(in, out.view({H, head_dim_}), pages_, last_);
   last_.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return out;

@@ -41,11 +41,11 @@ std::string quote(const std::string& s) {
 }
 
 // Runs `luka ARGS` with LUKA_MODEL cleared, standard input from `stdin_file` (or /dev/null).
-RunResult run_luka(const std::vector<std::string>& args, const std::string& stdin_file = "/dev/null") {
+RunResult run_luka(const std::vector<std::string>& args, const std::string& stdin_file = "/dev/null", const std::string& env = "") {
   // ctest runs tests in parallel: each test gets its own output files.
   const fs::path dir = fs::path(LUKA_TEST_WORK) / "cli" / ::testing::UnitTest::GetInstance()->current_test_info()->name();
   fs::create_directories(dir);
-  std::string cmd = "env -u LUKA_MODEL " + quote(LUKA_CLI_PATH);
+  std::string cmd = "env -u LUKA_MODEL " + env + " " + quote(LUKA_CLI_PATH);
   for (const auto& a : args) cmd += " " + quote(a);
   cmd += " < " + quote(stdin_file) + " > " + quote((dir / "out.txt").string()) + " 2> " +
          quote((dir / "err.txt").string());
@@ -60,6 +60,15 @@ RunResult run_luka(const std::vector<std::string>& args, const std::string& stdi
 int count_lines(const std::string& s) {
   int n = 0;
   for (char c : s) n += c == '\n';
+  return n;
+}
+
+// Lines of standard error apart from the "device: ..." line every command that runs a model
+// prints first: an error must be one of them.
+int error_lines(const std::string& err) {
+  int n = 0;
+  std::istringstream in(err);
+  for (std::string line; std::getline(in, line);) n += line.rfind("device: ", 0) != 0;
   return n;
 }
 
@@ -107,14 +116,14 @@ TEST(Cli, UsageErrorsExitTwoWithOneLine) {
            {"forward", "--model", "x", "--ids", "1,two", "--out", "o.npy"}}) {
     const RunResult r = run_luka(args);
     EXPECT_EQ(r.exit_code, 2) << args[0] << ": " << r.err;
-    EXPECT_EQ(count_lines(r.err), 1) << r.err;
+    EXPECT_EQ(error_lines(r.err), 1) << r.err;
   }
 }
 
 TEST(Cli, MissingModelNamesThePath) {
   const RunResult r = run_luka({"info", "--model", "/nonexistent/model-dir"});
   EXPECT_EQ(r.exit_code, 1);
-  EXPECT_EQ(count_lines(r.err), 1) << r.err;
+  EXPECT_EQ(error_lines(r.err), 1) << r.err;
   EXPECT_NE(r.err.find("/nonexistent/model-dir"), std::string::npos) << r.err;
 }
 
@@ -195,7 +204,7 @@ TEST(Cli, ForwardRejectsIdsOutsideTheVocabulary) {
   const RunResult r = run_luka({"forward", "--model", ckpt.string(), "--ids", "1,2,999999", "--out",
                                 (fs::path(LUKA_TEST_WORK) / "cli" / "never.npy").string()});
   EXPECT_EQ(r.exit_code, 1);
-  EXPECT_EQ(count_lines(r.err), 1) << r.err;
+  EXPECT_EQ(error_lines(r.err), 1) << r.err;
   EXPECT_NE(r.err.find("999999"), std::string::npos) << r.err;
 }
 
@@ -208,7 +217,7 @@ TEST(Cli, ForwardRejectsPromptLongerThanContext) {
   const RunResult r = run_luka({"forward", "--model", ckpt.string(), "--ids", list, "--out",
                                 (fs::path(LUKA_TEST_WORK) / "cli" / "never.npy").string()});
   EXPECT_EQ(r.exit_code, 1);
-  EXPECT_EQ(count_lines(r.err), 1) << r.err;
+  EXPECT_EQ(error_lines(r.err), 1) << r.err;
   EXPECT_NE(r.err.find("max_position_embeddings"), std::string::npos) << r.err;
 }
 
@@ -315,7 +324,7 @@ TEST(Cli, BrokenGgufIsAOneLineError) {
   std::ofstream(bad, std::ios::binary) << "GGUF\x03";
   const RunResult r = run_luka({"info", "--model", bad.string()});
   EXPECT_EQ(r.exit_code, 1);
-  EXPECT_EQ(count_lines(r.err), 1) << r.err;
+  EXPECT_EQ(error_lines(r.err), 1) << r.err;
   EXPECT_NE(r.err.find("broken.gguf"), std::string::npos) << r.err;
 }
 
@@ -390,11 +399,47 @@ TEST(Cli, ScheduleSwitchesModesDuringGeneration) {
   for (const auto& bad : std::vector<std::string>{"layers=0:mode=lined", "step=0:mode=lined", "step=2"}) {
     const RunResult b = run_luka({"generate", "--prompt", "x", "--schedule", bad});
     EXPECT_EQ(b.exit_code, 2) << bad << ": " << b.err;
-    EXPECT_EQ(count_lines(b.err), 1) << b.err;
+    EXPECT_EQ(error_lines(b.err), 1) << b.err;
   }
   const RunResult b = run_luka({"generate", "--prompt", "x", "--schedule", "step=2:layers=0:mode=fancy"});
   EXPECT_EQ(b.exit_code, 1) << b.err;
   EXPECT_NE(b.err.find("unknown mode 'fancy'"), std::string::npos) << b.err;
+}
+
+// --device: auto runs on the CPU here and says so; cuda without a GPU, a missing or broken plugin
+// are one-line errors with exit 1; a malformed device is a usage error.
+TEST(Cli, DeviceAutoFallsBackAndCudaIsRefusedWithOneLine) {
+  if (!default_model_is_smollm2()) GTEST_SKIP() << "no SmolLM2 default model at " << kDefaultModel;
+  const RunResult a = run_luka({"generate", "--prompt", "The capital of France is", "--max-new-tokens", "3"});
+  ASSERT_EQ(a.exit_code, 0) << a.err;
+  const bool gpu = a.err.rfind("device: cuda:", 0) == 0;
+  if (!gpu) EXPECT_EQ(a.err.rfind("device: cpu (auto: ", 0), 0u) << a.err;
+  const RunResult cpu = run_luka({"generate", "--prompt", "The capital of France is", "--max-new-tokens", "3", "--device", "cpu"});
+  ASSERT_EQ(cpu.exit_code, 0) << cpu.err;
+  EXPECT_EQ(cpu.err.rfind("device: cpu\n", 0), 0u) << cpu.err;
+  if (!gpu) EXPECT_EQ(cpu.out, a.out);
+  std::vector<std::pair<std::string, std::string>> refused = {{"", gpu ? "" : "no GPU visible"},
+                                                              {"LUKA_CUDA_PLUGIN=/nonexistent", "no CUDA plugin"},
+                                                              {"LUKA_CUDA_PLUGIN=/etc/hostname", "cannot load the CUDA plugin /etc/hostname"}};
+  for (const auto& [env, message] : refused) {
+    if (message.empty()) continue;
+    for (const char* cmd : {"generate", "perplexity", "capture", "forward"}) {
+      std::vector<std::string> args = {cmd, "--device", "cuda"};
+      if (std::string(cmd) == "generate") args.insert(args.end(), {"--prompt", "x"});
+      if (std::string(cmd) == "perplexity") args.insert(args.end(), {"--text-file", (fs::path(LUKA_SOURCE_DIR) / "README.md").string()});
+      if (std::string(cmd) == "capture") args.insert(args.end(), {"--prompt", "x", "--out", (fs::path(LUKA_TEST_WORK) / "cli" / "no.h5").string()});
+      if (std::string(cmd) == "forward") args.insert(args.end(), {"--ids", "1,2", "--out", (fs::path(LUKA_TEST_WORK) / "cli" / "no.npy").string()});
+      const RunResult r = run_luka(args, "/dev/null", env);
+      EXPECT_EQ(r.exit_code, 1) << cmd << " " << env << ": " << r.err;
+      EXPECT_EQ(error_lines(r.err), 1) << r.err;
+      EXPECT_NE(r.err.find("device cuda:0: "), std::string::npos) << r.err;
+      EXPECT_NE(r.err.find(message), std::string::npos) << r.err;
+    }
+  }
+  EXPECT_FALSE(fs::exists(fs::path(LUKA_TEST_WORK) / "cli" / "no.h5"));
+  const RunResult bad = run_luka({"generate", "--prompt", "x", "--device", "gpu"});
+  EXPECT_EQ(bad.exit_code, 2) << bad.err;
+  EXPECT_EQ(error_lines(bad.err), 1) << bad.err;
 }
 
 TEST(Cli, InfoConfigPrintsTheConfigInForce) {
@@ -417,7 +462,7 @@ TEST(Cli, InfoConfigPrintsTheConfigInForce) {
     args.insert(args.end(), bad.begin(), bad.end());
     const RunResult e = run_luka(args);
     EXPECT_EQ(e.exit_code, 1) << bad[1];
-    EXPECT_EQ(count_lines(e.err), 1) << e.err;
+    EXPECT_EQ(error_lines(e.err), 1) << e.err;
     EXPECT_NE(e.err.find("luka config"), std::string::npos) << e.err;
   }
 }

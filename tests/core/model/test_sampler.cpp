@@ -1,6 +1,11 @@
 // Sampler: greedy, top-k, top-p and seeding.
+#include <algorithm>
+#include <cmath>
+#include <random>
 #include <set>
 #include <vector>
+
+#include <ATen/ATen.h>
 
 #include <gtest/gtest.h>
 
@@ -63,6 +68,77 @@ TEST(Sampler, TopKRestricts) {
   std::set<std::int32_t> seen;
   for (int i = 0; i < 500; ++i) seen.insert(s.sample(l.data(), 5));
   EXPECT_EQ(seen, (std::set<std::int32_t>{1, 3}));
+}
+
+// The draw (core/generate/sampling_math.h, which the CUDA sampler runs too) against the inverse
+// CDF written out here in long double: softmax of logit / T over the top-k, cut to the nucleus,
+// and the first candidate whose running mass passes u times the nucleus's mass.
+TEST(Sampler, DrawIsTheInverseCdfOfTheNucleus) {
+  std::mt19937_64 gen(5);
+  std::normal_distribution<float> normal(0.f, 2.f);
+  for (int trial = 0; trial < 400; ++trial) {
+    const std::int64_t n = 1 + static_cast<std::int64_t>(gen() % 60);
+    std::vector<float> l(static_cast<std::size_t>(n));
+    for (auto& x : l) x = trial % 5 == 0 ? std::round(normal(gen)) : normal(gen);  // rounded: many ties
+    const int top_k = static_cast<int>(gen() % 8);
+    const float t = 0.25f + static_cast<float>(gen() % 8) * 0.25f;
+    const float top_p = gen() % 3 == 0 ? 1.0f : 0.2f + static_cast<float>(gen() % 8) * 0.1f;
+    const std::uint64_t seed = gen();
+    // Reference: order by (logit desc, id asc), then the formula.
+    std::vector<std::int32_t> order(static_cast<std::size_t>(n));
+    for (std::int64_t i = 0; i < n; ++i) order[static_cast<std::size_t>(i)] = static_cast<std::int32_t>(i);
+    std::stable_sort(order.begin(), order.end(), [&](std::int32_t a, std::int32_t b) { return l[a] > l[b]; });
+    const std::size_t keep = top_k > 0 && top_k < n ? static_cast<std::size_t>(top_k) : static_cast<std::size_t>(n);
+    std::vector<long double> p(keep);
+    long double z = 0;
+    for (std::size_t i = 0; i < keep; ++i) z += p[i] = std::exp((static_cast<long double>(l[order[i]]) - l[order[0]]) / t);
+    for (auto& x : p) x /= z;
+    std::size_t cut = keep;
+    long double mass = 0;
+    if (top_p < 1.0f)
+      for (std::size_t i = 0; i < keep; ++i)
+        if ((mass += p[i]) >= top_p) {
+          cut = i + 1;
+          break;
+        }
+    long double nucleus = 0;
+    for (std::size_t i = 0; i < cut; ++i) nucleus += p[i];
+    std::mt19937_64 rng(seed);
+    const long double u = static_cast<long double>(rng() >> 11) / 9007199254740992.0L * (top_p < 1.0f ? nucleus : 1.0L);
+    std::int32_t expect = order[cut - 1];
+    long double acc = 0;
+    for (std::size_t i = 0; i < cut; ++i)
+      if (u < (acc += p[i])) {
+        expect = order[i];
+        break;
+      }
+    Sampler s(SamplingParams{t, top_k, top_p, seed});
+    const std::int32_t got = s.sample(l.data(), n);
+    if (top_k == 1) {
+      EXPECT_EQ(got, order[0]) << "trial " << trial;
+      continue;
+    }
+    // Only a draw within rounding of a boundary may differ: then both are neighbours in the order.
+    if (got != expect) {
+      const auto at = [&](std::int32_t id) { return std::find(order.begin(), order.end(), id) - order.begin(); };
+      EXPECT_LE(std::abs(at(got) - at(expect)), 1) << "trial " << trial;
+    }
+    EXPECT_LT(static_cast<std::size_t>(std::find(order.begin(), order.end(), got) - order.begin()), cut) << "trial " << trial;
+  }
+}
+
+TEST(Sampler, TokenSamplerReadsTensorsAndGivesTheProbability) {
+  const at::Tensor logits = at::tensor({1.0f, 3.0f, 2.0f, 2.5f});
+  double p = 0;
+  const auto s = make_cpu_sampler(SamplingParams{});
+  EXPECT_EQ(s->sample(logits, &p), 1);
+  const double z = std::exp(1.0) + std::exp(3.0) + std::exp(2.0) + std::exp(2.5);
+  EXPECT_NEAR(p, std::exp(3.0) / z, 1e-12);
+  // A seeded sampler over a tensor draws what the raw sampler draws.
+  const auto t = make_cpu_sampler(SamplingParams{1.0f, 0, 0.9f, 9});
+  Sampler raw(SamplingParams{1.0f, 0, 0.9f, 9});
+  const std::vector<float> v = {1.0f, 3.0f, 2.0f, 2.5f};
+  for (int i = 0; i < 50; ++i) EXPECT_EQ(t->sample(logits, nullptr), raw.sample(v.data(), 4));
 }
 
 TEST(Sampler, RejectsBadInput) {

@@ -677,10 +677,24 @@ TEST(LukaDecodeCuda, BadArgumentsAreReportedNotRun) {
   p.kv.head_dim = 64;
   p.max_page_tokens = 2048;
   EXPECT_NE(cuda::compress_pages(p, nullptr).find("1 to 1024 tokens"), std::string::npos);
+  // The GPU layer runs the dense shadow itself (ATen on the device), so the kernels' parameters
+  // take it; the authors' variants that change what the kernels compute are refused by name.
+  cuda::LayerParams params;
   LayerConfig shadow;
   shadow.dense_shadow = true;
-  cuda::LayerParams params;
-  EXPECT_NE(to_cuda_params(shadow, &params), "");
+  EXPECT_EQ(to_cuda_params(shadow, &params), "");
+  LayerConfig cover;
+  cover.importance_source = ImportanceSource::kCover;
+  EXPECT_NE(to_cuda_params(cover, &params).find("importance_source=cover"), std::string::npos);
+  LayerConfig late;
+  late.lined.heavy_late = true;
+  EXPECT_NE(to_cuda_params(late, &params).find("heavy_late"), std::string::npos);
+  LayerConfig authors_pages;  // the authors' page schedule is host logic: both paths run it
+  authors_pages.clustered.schedule = PageSchedule::kAuthors;
+  authors_pages.clustered.max_pages = 4;
+  EXPECT_EQ(to_cuda_params(authors_pages, &params), "");
+  EXPECT_TRUE(params.authors_schedule);
+  EXPECT_EQ(params.max_pages, 4);
 }
 
 }  // namespace

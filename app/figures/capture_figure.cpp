@@ -1,4 +1,4 @@
-#include "app/cli/figure_from_capture.h"
+#include "app/figures/capture_figure.h"
 
 #include <algorithm>
 #include <cmath>
@@ -8,7 +8,7 @@
 
 #include "core/util/error.h"
 
-namespace luka::cli {
+namespace luka::figures {
 
 const char* to_string(MapView v) {
   switch (v) {
@@ -185,4 +185,4 @@ viz::GridFigure grid_from_capture(const capture::CaptureView& view, bool heads, 
   return g;
 }
 
-}  // namespace luka::cli
+}  // namespace luka::figures

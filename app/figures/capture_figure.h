@@ -9,7 +9,7 @@
 #include "captures/capture.h"
 #include "viz/figure.h"
 
-namespace luka::cli {
+namespace luka::figures {
 
 enum class MapView { kEffective, kDense, kDifference };
 const char* to_string(MapView v);          // "effective", "dense", "difference"
@@ -45,4 +45,4 @@ viz::HeatmapOptions map_view_options(MapView view, const std::vector<float>& val
 // The finest stored level of at most `max_cells` cells per side.
 int default_figure_level(const capture::Layout& layout, std::int64_t max_cells = 1024);
 
-}  // namespace luka::cli
+}  // namespace luka::figures

@@ -1,0 +1,53 @@
+// luka studio: reads the options and opens the Studio window (app/studio).
+#include <cstdio>
+#include <filesystem>
+#include <string>
+
+#include "app/cli/args.h"
+#include "app/cli/commands.h"
+#include "app/studio/studio.h"
+#include "captures/reader.h"
+#include "core/device/device.h"
+#include "core/prompt/prompt_file.h"
+#include "core/util/error.h"
+
+namespace luka::cli {
+
+int run_studio(int argc, char** argv) {
+  studio::WindowOptions o;
+  o.launched = std::chrono::steady_clock::now();
+  ArgParser args("studio", "[--model PATH] [--capture FILE] [--prompt-file F] [--script FILE] [--device D]",
+                 "Opens the LuKA Studio window: run a prompt with per-layer dense / lined / clustered attention,\n"
+                 "switch a layer's mode live, and explore attention maps, covers and costs; or replay a capture\n"
+                 "file without a model. With no argument it loads the default model and the demo prompt.");
+  args.option("model", "PATH", kModelOptionHelp)
+      .option("capture", "FILE", "open a capture for replay (no model is loaded)")
+      .option("prompt-file", "F", "an interwoven prompt .json (default: assets/prompts/demo.json)")
+      .option("script", "FILE", "run scripted UI actions (tests, demos); exits when it ends")
+      .option("size", "WxH", "window size", "1280x800");
+  add_device_option(args);
+  args.epilog("example:\n  luka studio\n  luka studio --capture demo.h5\n  luka studio --device cuda\n\n" + std::string(kEnvironmentHelp));
+  if (!args.parse(argc, argv, 2)) return 0;
+  if (std::sscanf(args.get("size", "1280x800").c_str(), "%dx%d", &o.width, &o.height) != 2 || o.width < 320 || o.height < 240)
+    throw UsageError("--size must be WxH, at least 320x240");
+  o.device = args.get("device", "auto");
+  try {
+    parse_device(o.device);
+  } catch (const Error& e) {
+    throw UsageError(std::string("--") + e.what());
+  }
+  if (args.has("script")) o.script = args.get("script");
+  const std::filesystem::path prompt_file =
+      args.has("prompt-file") ? std::filesystem::path(args.get("prompt-file"))
+                              : std::filesystem::path(LUKA_SOURCE_DIR) / "assets" / "prompts" / "demo.json";
+  o.prompt = load_prompt_file(prompt_file);
+  if (args.has("capture")) {
+    o.capture = args.get("capture");
+    capture::CaptureFile::open(o.capture);  // a capture named on the command line must open: say so now, not in a window
+  } else {
+    o.model = resolve_model_path(args);
+  }
+  return studio::run_window(o);
+}
+
+}  // namespace luka::cli

@@ -1,0 +1,27 @@
+// The Studio window (DESIGN.md §7): what `luka studio` opens once its options are read
+// (app/cli/cmd_studio.cpp).
+#pragma once
+
+#include <chrono>
+#include <filesystem>
+#include <string>
+
+#include "core/prompt/interwoven_prompt.h"
+
+namespace luka::studio {
+
+struct WindowOptions {
+  std::filesystem::path model;    // loaded at start (unless a script or a capture is given)
+  std::filesystem::path capture;  // replayed instead of loading a model (opened and checked already)
+  std::filesystem::path script;   // scripted UI actions; the window closes when it ends
+  InterwovenPrompt prompt;        // the prompt panel's start
+  std::string device = "auto";    // --device value for loading
+  int width = 1280, height = 800;
+  std::chrono::steady_clock::time_point launched = std::chrono::steady_clock::now();
+};
+
+// Runs the window until it is closed or the script ends; returns the exit code. Throws
+// luka::Error when no window can be opened (no display) or the script is unreadable.
+int run_window(const WindowOptions& options);
+
+}  // namespace luka::studio

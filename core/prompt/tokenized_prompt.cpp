@@ -1,0 +1,55 @@
+#include "core/prompt/tokenized_prompt.h"
+
+#include "core/chat/chat_format.h"
+#include "core/tokenizer/tokenizer.h"
+#include "core/util/error.h"
+
+namespace luka {
+
+TokenizedPrompt tokenize_prompt(const Tokenizer& tokenizer, const std::string& body, const std::vector<PromptSegment>& segs,
+                            const std::vector<SegmentSpan>& spans, bool chat, const std::string& system) {
+  TokenizedPrompt p;
+  std::size_t offset = 0;
+  p.text = body;
+  if (chat) {
+    std::vector<ChatMessage> messages;
+    if (!system.empty()) messages.push_back({"system", system});
+    messages.push_back({"user", body});
+    ChatOptions options;
+    options.default_system = default_system_prompt(tokenizer.config());
+    p.text = format_chatml(messages, options, is_hybrid_thinking(tokenizer.config()));
+    // The user turn is inserted verbatim: its last occurrence is where the body starts.
+    offset = p.text.rfind(body);
+    if (offset == std::string::npos) fail("prompt", "chat formatting changed the prompt text; segments cannot be placed");
+  }
+
+  std::vector<TokenSpan> spans_tok = tokenizer.encode_with_offsets(p.text);
+  // Tokenizers that ask for it (add_bos_token) start every sequence with BOS.
+  if (tokenizer.config().add_bos_token && tokenizer.config().bos_token)
+    if (const auto bos = tokenizer.token_id(*tokenizer.config().bos_token); bos && (spans_tok.empty() || spans_tok.front().id != *bos))
+      spans_tok.insert(spans_tok.begin(), TokenSpan{*bos, 0, 0});
+  if (spans_tok.empty()) fail("prompt", "the prompt encodes to no tokens");
+  for (const TokenSpan& t : spans_tok) p.ids.push_back(t.id);
+  p.segment.assign(spans_tok.size(), -1);
+  if (!spans.empty()) {
+    // A BOS token added in front covers no text: keep it out of every segment.
+    std::vector<TokenSpan> real = spans_tok;
+    for (TokenSpan& t : real)
+      if (t.begin == t.end) t.begin = t.end = static_cast<std::size_t>(-1);
+    const std::vector<int> seg = token_segments(real, spans, offset);
+    for (std::size_t i = 0; i < seg.size(); ++i) p.segment[i] = seg[i];
+    for (std::size_t s = 0; s < segs.size(); ++s) {
+      TokenSegment out{segs[s].label, segs[s].colour, -1, -1};
+      for (std::size_t i = 0; i < seg.size(); ++i) {
+        if (seg[i] != static_cast<int>(s)) continue;
+        if (out.begin < 0) out.begin = static_cast<std::int64_t>(i);
+        out.end = static_cast<std::int64_t>(i) + 1;
+      }
+      if (out.begin < 0) out.begin = out.end = 0;  // a segment no token starts in
+      p.segments.push_back(out);
+    }
+  }
+  return p;
+}
+
+}  // namespace luka

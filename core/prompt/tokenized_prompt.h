@@ -1,0 +1,31 @@
+// A prompt turned into tokens with its segments: the text (after chat formatting), the ids, each
+// token's segment and each segment's token span. The CLI's prompt options and the Studio's
+// prompt panel both make one, and captures store it.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/prompt/interwoven_prompt.h"
+#include "core/prompt/token_segment.h"
+
+namespace luka {
+
+class Tokenizer;
+
+struct TokenizedPrompt {
+  std::string text;    // what is tokenized (after chat formatting)
+  std::string source;  // how it was given, for a capture's manifest
+  std::vector<std::int32_t> ids;
+  std::vector<std::int32_t> segment;  // per token, -1 outside every segment
+  std::vector<TokenSegment> segments; // token spans
+};
+
+// Tokenizes `body` (optionally as a chat turn, with a system message when not empty) and gives
+// each token its segment from the byte `spans` of `segments` in body. A BOS token is added where
+// the tokenizer asks for one. Throws luka::Error for a prompt that encodes to no tokens.
+TokenizedPrompt tokenize_prompt(const Tokenizer& tokenizer, const std::string& body, const std::vector<PromptSegment>& segments,
+                                const std::vector<SegmentSpan>& spans, bool chat, const std::string& system);
+
+}  // namespace luka
