@@ -1,33 +1,82 @@
 #!/usr/bin/env bash
-# Run on a GPU machine, in a checkout that carries .gpubin/ (scripts/gpu_pack.sh): the CUDA tests,
-# compute-sanitizer's memcheck and racecheck over them, and/or the benchmarks (which append to
-# bench/results/cuda-decode.md). Logs go to $LOG_DIR (default .gpubin/logs).
+# Every GPU check and benchmark of the open GPU issues, on a GPU machine, from what
+# scripts/gpu_pack.sh packed on the development machine: .gpubin (`luka` with its CUDA plugin, the
+# CUDA tests and benchmarks, the shared libraries they need, the Qwen3 tokenizer and a text),
+# carried compressed in .gpucarry-a with the default model's first part, and the model's second
+# part in .gpucarry-b. Logs go to $LOG_DIR (default .gpubin/logs); results are appended to
+# bench/results/ (cuda-decode.md for the kernels, cuda-product.md for the product checks).
 #
-#   scripts/gpu_run.sh [tests|sanitize|bench|all]      (default all)
+#   scripts/gpu_run.sh [stage|model|tests|sanitize|bench|product|all]      (default all)
+#
+#   stage     unpacks .gpucarry-a: .gpubin, and the model's first part set aside
+#   model     joins the model's parts (.gpucarry-b carried) and checks its sha256
+#   tests     the CUDA tests (kernels against the CPU core, the GPU model, the plugin, the device
+#             sampler, records and the dense shadow, the Studio's session layer on cuda)
+#   sanitize  compute-sanitizer memcheck over the test binaries, racecheck per kernel test, and
+#             memcheck over a GPU capture
+#   bench     bench/run_cuda_bench.sh (kernel and end-to-end decode timings)
+#   product   bench/run_cuda_product.sh: luka on the GPU against luka on the CPU (greedy ids on the
+#             default model, every preset's logits on a Qwen3-0.6B-shaped checkpoint, captures
+#             compared with h5py at 4K and one at 32K, the capture overhead per decode step)
+#
+# A session's device time is 30 minutes; the two calls, back to back (the machine stays warm for
+# 30 s between them):
+#   1. carry [".gpucarry-a"]:  scripts/gpu_run.sh stage && scripts/gpu_run.sh tests
+#   2. carry [".gpucarry-b"]:  scripts/gpu_run.sh model && scripts/gpu_run.sh all
+# Without the model, the checks that need it say so and skip. LUKA_GPU_RUN_DEVICE=cpu runs the
+# product checks with the CPU in the GPU's place (a dry run on a machine without a GPU).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 what="${1:-all}"
-usage="usage: scripts/gpu_run.sh [tests|sanitize|bench|all]   (default all; logs in \$LOG_DIR, default .gpubin/logs)"
+usage="usage: scripts/gpu_run.sh [stage|model|tests|sanitize|bench|product|all]   (default all; logs in \$LOG_DIR, default .gpubin/logs)"
 case "$what" in
-  tests|sanitize|bench|all) ;;
+  stage|model|tests|sanitize|bench|product|all) ;;
   -h|--help) echo "$usage"; exit 0 ;;
   *) echo "$usage" >&2; exit 2 ;;
 esac
-[ -x .gpubin/tests/test_cuda_luka_decode ] || { echo "gpu_run: .gpubin is missing (scripts/gpu_pack.sh)" >&2; exit 1; }
+stash="${LUKA_GPU_STASH:-/tmp/luka-gpu}"   # outside the checkout: survives the next call's sync
+mkdir -p "$stash"
+if [ "$what" = stage ]; then
+  [ -f .gpucarry-a/gpubin.tar.xz ] || { echo "gpu_run: .gpucarry-a is missing (scripts/gpu_pack.sh, then carry .gpucarry-a)" >&2; exit 1; }
+  rm -rf .gpubin "$stash/gpubin" && tar -xJf .gpucarry-a/gpubin.tar.xz && cp -a .gpubin "$stash/gpubin"
+  if [ -f .gpucarry-a/model-part ]; then cp .gpucarry-a/model-part "$stash/model-a" && cp .gpucarry-a/SHA256 .gpucarry-a/NAME "$stash/"; fi
+  echo "gpu_run: staged .gpubin $(cat .gpubin/REVISION) for $(cat .gpubin/ARCH)$([ -f "$stash/model-a" ] && echo ", model part 1")"
+  exit 0
+fi
+if [ "$what" = model ]; then
+  [ -f "$stash/model-a" ] || { echo "gpu_run: no first part in $stash (the call before runs stage with .gpucarry-a)" >&2; exit 1; }
+  [ -f .gpucarry-b/model-part ] || { echo "gpu_run: .gpucarry-b/model-part is missing (carry .gpucarry-b)" >&2; exit 1; }
+  cat "$stash/model-a" .gpucarry-b/model-part > "$stash/model.gguf"
+  [ "$(sha256sum "$stash/model.gguf" | cut -d' ' -f1)" = "$(cat "$stash/SHA256")" ] || { echo "gpu_run: the joined model's sha256 differs" >&2; exit 1; }
+  echo "gpu_run: default model joined: $stash/model.gguf ($(cat "$stash/NAME"))"
+  exit 0
+fi
+if [ ! -x .gpubin/bin/luka ] && [ -d "$stash/gpubin" ]; then cp -a "$stash/gpubin" .gpubin; fi
+[ -x .gpubin/bin/luka ] || { echo "gpu_run: .gpubin is missing (run stage with .gpucarry-a carried first)" >&2; exit 1; }
 py="${PYTHON:-python3}"
 have="$("$py" -c 'import torch; print(torch.__version__)' 2>/dev/null)" || { echo "gpu_run: $py has no torch" >&2; exit 1; }
 want="$(cat .gpubin/TORCH_VERSION)"
 [ "$have" = "$want" ] || { echo "gpu_run: .gpubin links torch $want, $py has $have; pack again" >&2; exit 1; }
-export LD_LIBRARY_PATH="$("$py" -c 'import torch, os; print(os.path.dirname(torch.__file__))')/lib:/usr/local/cuda/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-export LUKA_SOURCE_DIR="$PWD"
+torch_lib="$("$py" -c 'import torch, os; print(os.path.dirname(torch.__file__))')/lib"
+export LD_LIBRARY_PATH="$PWD/.gpubin/lib:$torch_lib:/usr/local/cuda/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+export LUKA_SOURCE_DIR="$PWD" LUKA_QWEN3_TOKENIZER="$PWD/.gpubin/qwen3-tokenizer"
+export LUKA_TEST_WORK="${LUKA_TEST_WORK:-$stash/test-work}"
+[ -f "$stash/model.gguf" ] && export LUKA_TEST_MODEL="$stash/model.gguf"
+device="${LUKA_GPU_RUN_DEVICE:-cuda}"
+luka=.gpubin/bin/luka
 logs="${LOG_DIR:-.gpubin/logs}"
-mkdir -p "$logs"
+mkdir -p "$logs" "$LUKA_TEST_WORK"
 status=0
-binaries=(test_cuda_device test_cuda_decode_attention test_cuda_luka_decode test_cuda_model)
+gpu_name="$(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null | head -1)"
+[ -n "$gpu_name" ] || gpu_name="no GPU (device $device)"
+echo "gpu_run: $gpu_name; .gpubin $(cat .gpubin/REVISION) for $(cat .gpubin/ARCH), torch $have"
+
+kernel_tests=(test_cuda_device test_cuda_decode_attention test_cuda_luka_decode test_cuda_model)
+product_tests=(test_device test_device_gpu test_studio_session)
 
 if [ "$what" = tests ] || [ "$what" = all ]; then
-  for t in "${binaries[@]}"; do
-    .gpubin/tests/$t --gtest_brief=1 > "$logs/$t.log" 2>&1
+  for t in "${kernel_tests[@]}" "${product_tests[@]}"; do
+    LUKA_TEST_DEVICE="$device" .gpubin/tests/$t --gtest_brief=1 > "$logs/$t.log" 2>&1
     rc=$?
     echo "$t: $(grep -E '^\[  (PASSED|SKIPPED|FAILED) ' "$logs/$t.log" | tr -s ' \n' ' ')(exit $rc)"
     [ $rc -eq 0 ] || status=1
@@ -36,36 +85,53 @@ fi
 
 if [ "$what" = sanitize ] || [ "$what" = all ]; then
   cs="$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)"
-  [ -x "$cs" ] || { echo "gpu_run: compute-sanitizer not found" >&2; exit 1; }
-  # memcheck over each binary, racecheck over each test (racecheck is slow: one process per test).
-  jobs=()
-  for t in test_cuda_decode_attention test_cuda_luka_decode test_cuda_model; do
-    "$cs" --tool memcheck --error-exitcode 9 .gpubin/tests/$t --gtest_brief=1 > "$logs/memcheck-$t.log" 2>&1 &
-    jobs+=("$!:memcheck $t")
-  done
-  for t in test_cuda_decode_attention test_cuda_luka_decode; do
-    for name in $(.gpubin/tests/$t --gtest_list_tests | awk '/^[^ ]/ {suite=$1} /^  / {print suite $1}'); do
-      "$cs" --tool racecheck --error-exitcode 9 .gpubin/tests/$t --gtest_filter="$name" > "$logs/racecheck-$name.log" 2>&1 &
-      jobs+=("$!:racecheck $name")
+  if [ ! -x "$cs" ]; then
+    echo "gpu_run: compute-sanitizer not found" >&2
+    status=1
+  else
+    # memcheck over each binary, racecheck over each kernel test (slow: one process per test).
+    jobs=()
+    for t in test_cuda_decode_attention test_cuda_luka_decode test_cuda_model test_device_gpu; do
+      "$cs" --tool memcheck --error-exitcode 9 .gpubin/tests/$t --gtest_brief=1 > "$logs/memcheck-$t.log" 2>&1 &
+      jobs+=("$!:memcheck $t")
     done
-  done
-  for j in "${jobs[@]}"; do
-    wait "${j%%:*}"
-    rc=$?
-    job="${j#*:}"
-    log="$logs/${job%% *}-${job#* }.log"
-    # A test that never calls CUDA (argument checks) gives the sanitizer nothing to watch; it
-    # exits non-zero for that alone. Such a test passed if gtest says so.
-    if [ $rc -ne 0 ] && grep -q 'terminated before first instrumented API call' "$log" && grep -q '^\[  PASSED  \]' "$log"; then
-      echo "$job: passed, no CUDA call to check"
-      continue
+    for t in test_cuda_decode_attention test_cuda_luka_decode; do
+      for name in $(.gpubin/tests/$t --gtest_list_tests | awk '/^[^ ]/ {suite=$1} /^  / {print suite $1}'); do
+        "$cs" --tool racecheck --error-exitcode 9 .gpubin/tests/$t --gtest_filter="$name" > "$logs/racecheck-$name.log" 2>&1 &
+        jobs+=("$!:racecheck $name")
+      done
+    done
+    # The capture path: a short GPU capture of the default model, every part recorded.
+    if [ -f "$stash/model.gguf" ]; then
+      "$cs" --tool memcheck --error-exitcode 9 "$luka" capture --device "$device" --model "$stash/model.gguf" \
+        --prompt "The tide rises twice a day." --preset "mixed(2,2)" --set "page_size=2,tail=2,interval=1,dense_shadow=true" \
+        --max-new-tokens 8 --out "$stash/memcheck.h5" --quiet > "$logs/memcheck-capture.log" 2>&1 &
+      jobs+=("$!:memcheck capture")
+    else
+      echo "memcheck capture: skipped (no default model: run model with .gpucarry-b carried first)"
     fi
-    echo "$job: exit $rc"
-    [ $rc -eq 0 ] || status=1
-  done
+    for j in "${jobs[@]}"; do
+      wait "${j%%:*}"
+      rc=$?
+      job="${j#*:}"
+      log="$logs/${job%% *}-${job#* }.log"
+      # A test that never calls CUDA (argument checks) gives the sanitizer nothing to watch; it
+      # exits non-zero for that alone. Such a test passed if gtest says so.
+      if [ $rc -ne 0 ] && grep -q 'terminated before first instrumented API call' "$log" && grep -q '^\[  PASSED  \]' "$log"; then
+        echo "$job: passed, no CUDA call to check"
+        continue
+      fi
+      echo "$job: exit $rc"
+      [ $rc -eq 0 ] || status=1
+    done
+  fi
 fi
 
 if [ "$what" = bench ] || [ "$what" = all ]; then
   PYTHON="$py" bench/run_cuda_bench.sh .gpubin || status=1
+fi
+
+if [ "$what" = product ] || [ "$what" = all ]; then
+  PYTHON="$py" LUKA="$luka" DEVICE="$device" STASH="$stash" GPU_NAME="$gpu_name" LOGS="$logs" bench/run_cuda_product.sh || status=1
 fi
 exit $status

@@ -120,9 +120,7 @@ int run_capture(int argc, char** argv) {
   const std::shared_ptr<const Backend> device = device_option(args);
   const auto model = Model::load(path, load_options(args, *device));
   const std::int64_t n = static_cast<std::int64_t>(prompt.ids.size());
-  if (n + max_new > model->config().max_position_embeddings)
-    throw Error("the prompt (" + std::to_string(n) + " tokens) plus --max-new-tokens " + std::to_string(max_new) +
-                " exceeds the model's context of " + std::to_string(model->config().max_position_embeddings) + " tokens");
+  check_context(model->config().max_position_embeddings, 0, n, max_new);  // before the capture file exists
   Decoder decoder(model);
   const std::int64_t n_layers = model->config().num_layers;
   LukaConfig luka = luka_config(args, n_layers).value_or(LukaConfig::preset("dense", n_layers));
@@ -204,8 +202,10 @@ int run_capture(int argc, char** argv) {
       progress("prefill of " + std::to_string(tokens) + " tokens", true);
       if (recorder) recorder->start_prefill();
     }
+    std::chrono::steady_clock::time_point decode_start;
     void prefill_end(std::int64_t, double) override {
       if (recorder) recorder->end_prefill();
+      decode_start = std::chrono::steady_clock::now();
     }
     bool token(const ChosenToken& t) override {
       const std::string piece = tokenizer->token_bytes(t.id);
@@ -213,9 +213,11 @@ int run_capture(int argc, char** argv) {
       if (!t.stop) text += piece;
       return !t.stop;
     }
+    std::chrono::steady_clock::time_point last_step_end;
     void after_step(std::int64_t step, double) override {
       if (recorder) recorder->record_step(step, std::move(pending));
       pending.clear();
+      last_step_end = std::chrono::steady_clock::now();
       progress("decode step " + std::to_string(step) + "/" + std::to_string(total_steps), step == total_steps);
     }
   } recording;
@@ -230,11 +232,16 @@ int run_capture(int argc, char** argv) {
   if (session) session->finish(std::move(recording.pending));
   const double seconds = std::chrono::duration<double>(Clock::now() - t0).count();
   if (!quiet && tty) std::fputc('\n', stderr);
+  const double decode_s = std::chrono::duration<double>(recording.last_step_end - recording.decode_start).count();
   if (record)
     std::fprintf(stderr, "wrote %s: %s, %lld decode steps, %.3f s\n", out.string().c_str(), megabytes(size_on_disk(out)).c_str(),
                  static_cast<long long>(steps), seconds);
   else
     std::fprintf(stderr, "ran %lld decode steps without recording, %.3f s\n", static_cast<long long>(steps), seconds);
+  // What a decode step costs with the recording it does (bench/ and scripts/gpu_run.sh read this).
+  if (steps > 0)
+    std::fprintf(stderr, "decode: %lld steps in %.3f s, %.3f ms per step\n", static_cast<long long>(steps), decode_s,
+                 1e3 * decode_s / static_cast<double>(steps));
   std::fwrite(recording.text.data(), 1, recording.text.size(), stdout);
   std::fputc('\n', stdout);
   return 0;

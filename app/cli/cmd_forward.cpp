@@ -2,6 +2,7 @@
 // decode path — the command the parity tests and the LuKA comparisons are built on.
 #include <ATen/ATen.h>
 
+#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
@@ -70,6 +71,10 @@ int run_forward(int argc, char** argv) {
     const at::Tensor row = decoder.decode(ids[static_cast<std::size_t>(t)]).to(at::kCPU).contiguous();
     std::memcpy(logits.data() + t * vocab, row.data_ptr<float>(), static_cast<std::size_t>(vocab) * sizeof(float));
   }
+  for (std::size_t i = 0; i < logits.size(); ++i)
+    if (!std::isfinite(logits[i]))
+      throw Error("the logits at position " + std::to_string(static_cast<std::int64_t>(i) / vocab) + " are not finite (" +
+                  std::to_string(logits[i]) + " for id " + std::to_string(static_cast<std::int64_t>(i) % vocab) + "); nothing written");
   write_npy_f32(args.get("out"), logits.data(), {n, vocab});
   std::fprintf(stderr, "wrote logits [%lld, %lld] to %s (%lld prefill, %lld decode)\n", static_cast<long long>(n),
                static_cast<long long>(vocab), args.get("out").c_str(), static_cast<long long>(prefill),

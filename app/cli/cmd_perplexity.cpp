@@ -97,7 +97,11 @@ int run_perplexity(int argc, char** argv) {
   std::int64_t scored = 0;
   const auto score = [&](const at::Tensor& logits, std::int32_t next, const at::Tensor& ref_logits) {
     const at::Tensor logp = at::log_softmax(logits.to(at::kDouble), -1);
-    nll -= logp[next].item<double>();
+    const double lp = logp[next].item<double>();
+    if (!std::isfinite(lp))
+      throw Error(text_path + ": the model's log-probability of token " + std::to_string(scored + prompt_tokens + 1) +
+                  " is not finite (" + std::to_string(lp) + "): NaN or Inf in the logits");
+    nll -= lp;
     ++scored;
     if (ref_logits.defined()) {
       const at::Tensor ref_logp = at::log_softmax(ref_logits.to(at::kDouble), -1);

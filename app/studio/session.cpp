@@ -253,8 +253,7 @@ void Session::run_job(RunRequest r) {
   const TokenizedPrompt prompt =
       tokenize_prompt(tok, a.text, r.free_text.empty() ? r.prompt.segments : no_segments, a.spans, r.chat, "");
   const std::int64_t n = static_cast<std::int64_t>(prompt.ids.size());
-  if (n + r.max_new_tokens > model.config().max_position_embeddings)
-    fail("studio", "the prompt (" + std::to_string(n) + " tokens) is longer than the model's context allows");
+  check_context(model.config().max_position_embeddings, 0, n, r.max_new_tokens);
 
   Decoder decoder(impl_->model);
   LukaConfig cfg = config();

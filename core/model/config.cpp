@@ -1,5 +1,7 @@
 #include "core/model/config.h"
 
+#include <cmath>
+
 #include <fstream>
 #include <sstream>
 
@@ -170,6 +172,9 @@ ModelConfig ModelConfig::from_json_file(const std::filesystem::path& path) {
   c.vocab_size = f.positive("vocab_size");
   c.max_position_embeddings = f.positive("max_position_embeddings");
   c.rms_norm_eps = f.number_or("rms_norm_eps", 1e-6);
+  // eps <= 0 divides by zero on a zero row and turns every logit into NaN downstream.
+  if (!(c.rms_norm_eps > 0) || !std::isfinite(c.rms_norm_eps))
+    fail(where, "field 'rms_norm_eps' must be a positive number, got " + std::to_string(c.rms_norm_eps));
   read_rope(root, f, c.rope);
   c.tie_word_embeddings = f.bool_or("tie_word_embeddings", false);
 

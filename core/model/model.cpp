@@ -18,21 +18,21 @@ namespace {
 // Moves every weight to the GPU, keeping a tied lm_head the same tensor as the embedding.
 void move_to_cuda(ModelWeights& w) {
   const bool tied = w.lm_head.is_same(w.embed_tokens);
-  const auto move = [](at::Tensor& t) {
-    if (t.defined()) t = t.to(at::kCUDA);
-  };
-  move(w.embed_tokens);
-  move(w.final_norm);
-  if (tied) {
-    w.lm_head = w.embed_tokens;
-  } else {
-    move(w.lm_head);
-  }
-  for (LayerWeights& l : w.layers)
-    for (at::Tensor* t : {&l.input_norm, &l.q_proj, &l.k_proj, &l.v_proj, &l.o_proj, &l.q_bias, &l.k_bias, &l.v_bias,
-                          &l.o_bias, &l.q_norm, &l.k_norm, &l.post_attention_norm, &l.gate_proj, &l.up_proj,
-                          &l.down_proj, &l.gate_bias, &l.up_bias, &l.down_bias})
-      move(*t);
+  for_each_weight(w, [](const std::string&, at::Tensor& t) { t = t.to(at::kCUDA); });
+  if (tied) w.lm_head = w.embed_tokens;
+}
+
+// NaN or Inf in a weight turns every logit into NaN without an error: refuse the file at load.
+// One pass over the values as loaded (after dequantization), in parallel.
+void check_finite(const ModelWeights& w, const std::filesystem::path& path) {
+  for_each_weight(w, [&](const std::string& name, const at::Tensor& t) {
+    if (at::isfinite(t).all().item<bool>()) return;
+    const at::Tensor bad = at::logical_not(at::isfinite(t)).flatten().nonzero();
+    const std::int64_t first = bad[0][0].item<std::int64_t>();
+    fail(path.string(), "weight " + name + " holds " + std::to_string(bad.size(0)) + " non-finite value" +
+                            (bad.size(0) == 1 ? "" : "s") + " (the first at flat index " + std::to_string(first) + ": " +
+                            std::to_string(t.flatten()[first].item<double>()) + ")");
+  });
 }
 
 }  // namespace
@@ -52,6 +52,7 @@ std::shared_ptr<const Model> Model::load(const std::filesystem::path& dir, const
     fail(dir.string(), "device cuda: this build's LibTorch has no CUDA support or no GPU is visible");
   std::shared_ptr<Model> model(new Model());
   const auto placed = [&]() -> std::shared_ptr<const Model> {
+    check_finite(*model->weights_, dir);
     if (options.cuda) {
       c10::InferenceMode guard;
       move_to_cuda(*model->weights_);

@@ -1,5 +1,7 @@
 #include "core/model/safetensors.h"
 
+#include <algorithm>
+
 #include <cstring>
 #include <limits>
 
@@ -37,6 +39,11 @@ SafetensorsFile::SafetensorsFile(const std::filesystem::path& path) : file_(path
 
   const std::uint8_t* data_begin = file_.data() + 8 + header_len;
   const std::uint64_t data_size = size - 8 - header_len;
+  struct Span {
+    std::uint64_t begin, end;
+    std::string name;
+  };
+  std::vector<Span> spans;
   for (auto it = header.begin(); it != header.end(); ++it) {
     if (it.key() == "__metadata__") continue;
     const std::string tw = where + ": tensor '" + it.key() + "'";
@@ -72,8 +79,16 @@ SafetensorsFile::SafetensorsFile(const std::filesystem::path& path) : file_(path
                    " need " + std::to_string(numel * elem));
     t.data = data_begin + begin;
     t.nbytes = static_cast<std::size_t>(end - begin);
+    spans.push_back({begin, end, t.name});
     tensors_.emplace(t.name, std::move(t));
   }
+  // The format gives every tensor its own bytes: two ranges that overlap are a corrupt header.
+  std::sort(spans.begin(), spans.end(), [](const Span& a, const Span& b) { return a.begin < b.begin || (a.begin == b.begin && a.end < b.end); });
+  for (std::size_t i = 1; i < spans.size(); ++i)
+    if (spans[i].begin < spans[i - 1].end && spans[i].end > spans[i].begin)
+      fail(where, "tensors '" + spans[i - 1].name + "' [" + std::to_string(spans[i - 1].begin) + ", " +
+                      std::to_string(spans[i - 1].end) + ") and '" + spans[i].name + "' [" + std::to_string(spans[i].begin) + ", " +
+                      std::to_string(spans[i].end) + ") overlap in the data");
 }
 
 const SafetensorsTensor* SafetensorsFile::find(const std::string& name) const {

@@ -1,5 +1,7 @@
 #include "core/model/weights.h"
 
+#include <algorithm>
+
 #include <fstream>
 #include <map>
 #include <sstream>
@@ -59,6 +61,31 @@ class TensorIndex {
   const std::string& where() const { return where_; }
 
  private:
+  // A shard the index names: a plain file inside the checkpoint folder. Absolute paths, "..",
+  // links leading out of the folder, and anything but a regular file (a FIFO would block the load
+  // forever) are refused without being opened.
+  static std::filesystem::path shard_in_folder(const std::filesystem::path& dir, const std::string& shard, const std::string& where,
+                                               const std::string& tensor) {
+    namespace fs = std::filesystem;
+    const fs::path rel(shard);
+    const auto refuse = [&](const std::string& why) {
+      fail(where, "weight_map entry '" + shard + "' (for tensor '" + tensor + "') " + why);
+    };
+    if (shard.empty() || rel.is_absolute() || rel.has_root_name()) refuse("must be a file name inside the checkpoint folder");
+    for (const auto& part : rel)
+      if (part == "..") refuse("must be a file name inside the checkpoint folder (no '..')");
+    const fs::path path = dir / rel;
+    std::error_code ec;
+    const fs::file_status st = fs::status(path, ec);
+    if (ec || !fs::exists(st)) fail(where, "weight_map names missing file '" + shard + "' (for tensor '" + tensor + "')");
+    if (!fs::is_regular_file(st)) refuse("is not a regular file");
+    const fs::path real = fs::canonical(path, ec), base = fs::canonical(dir, ec);
+    if (ec) refuse("cannot be resolved");
+    const auto mismatch = std::mismatch(base.begin(), base.end(), real.begin(), real.end());
+    if (mismatch.first != base.end()) refuse("leads outside the checkpoint folder");
+    return path;
+  }
+
   void read_index(const std::filesystem::path& dir, const std::filesystem::path& index) {
     const std::string where = index.string();
     std::ifstream in(index);
@@ -77,9 +104,7 @@ class TensorIndex {
       const std::string shard = it.value().get<std::string>();
       auto found = by_name.find(shard);
       if (found == by_name.end()) {
-        const auto shard_path = dir / shard;
-        if (!std::filesystem::exists(shard_path))
-          fail(where, "weight_map names missing file '" + shard + "' (for tensor '" + it.key() + "')");
+        const auto shard_path = shard_in_folder(dir, shard, where, it.key());
         auto file = std::make_shared<const SafetensorsFile>(shard_path);
         files_.push_back(file);
         found = by_name.emplace(shard, file).first;

@@ -46,6 +46,40 @@ struct ModelWeights {
 
 at::ScalarType to_scalar_type(DType dtype);
 
+// Calls f(name, tensor) for every defined weight, in a fixed order, with a readable name
+// ("embed_tokens", "layers.3.q_proj", ...); a tied lm_head is visited once, as embed_tokens.
+template <typename W, typename F>
+void for_each_weight(W& w, F&& f) {
+  const auto visit = [&](const std::string& name, auto& t) {
+    if (t.defined()) f(name, t);
+  };
+  visit("embed_tokens", w.embed_tokens);
+  for (std::size_t i = 0; i < w.layers.size(); ++i) {
+    auto& l = w.layers[i];
+    const std::string p = "layers." + std::to_string(i) + ".";
+    visit(p + "input_norm", l.input_norm);
+    visit(p + "q_proj", l.q_proj);
+    visit(p + "k_proj", l.k_proj);
+    visit(p + "v_proj", l.v_proj);
+    visit(p + "o_proj", l.o_proj);
+    visit(p + "q_bias", l.q_bias);
+    visit(p + "k_bias", l.k_bias);
+    visit(p + "v_bias", l.v_bias);
+    visit(p + "o_bias", l.o_bias);
+    visit(p + "q_norm", l.q_norm);
+    visit(p + "k_norm", l.k_norm);
+    visit(p + "post_attention_norm", l.post_attention_norm);
+    visit(p + "gate_proj", l.gate_proj);
+    visit(p + "up_proj", l.up_proj);
+    visit(p + "down_proj", l.down_proj);
+    visit(p + "gate_bias", l.gate_bias);
+    visit(p + "up_bias", l.up_bias);
+    visit(p + "down_bias", l.down_bias);
+  }
+  visit("final_norm", w.final_norm);
+  if (!w.lm_head.is_same(w.embed_tokens)) visit("lm_head", w.lm_head);
+}
+
 // Tensor names of one layer in a file format, in LayerWeights order: input_norm, q, k, v, o,
 // q/k/v/o bias, q/k norm, post_attention_norm, gate, up, down, gate/up/down bias. Each name is
 // prefixed with `prefix` + the layer index + ".".

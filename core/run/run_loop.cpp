@@ -58,6 +58,14 @@ std::vector<ScheduleEntry> parse_schedule(const std::string& text) {
   return out;
 }
 
+void check_context(std::int64_t context, std::int64_t position, std::int64_t prompt_tokens, std::int64_t max_new_tokens) {
+  // The last chosen token is not fed: the cache holds at most position + prompt + max_new - 1.
+  if (position + prompt_tokens + max_new_tokens - 1 <= context) return;
+  fail("run", "the prompt (" + std::to_string(prompt_tokens) + " tokens" +
+                  (position > 0 ? " after " + std::to_string(position) : std::string()) + ") plus " +
+                  std::to_string(max_new_tokens) + " new tokens exceeds the model's context of " + std::to_string(context) + " tokens");
+}
+
 void check_schedule(const LukaConfig& config, const std::vector<ScheduleEntry>& schedule) {
   LukaConfig probe = config;
   for (const ScheduleEntry& e : schedule) probe.apply_override(e.override_spec);
@@ -102,6 +110,8 @@ RunResult RunLoop::run(const std::vector<std::int32_t>& prompt, const RunSetting
   check_schedule(config(), s.schedule);
   RunResult result;
   result.prompt_tokens = static_cast<std::int64_t>(prompt.size());
+  check_context(decoder_.model().config().max_position_embeddings, s.reset ? 0 : decoder_.position(), result.prompt_tokens,
+                s.max_new_tokens);
   if (s.reset) decoder_.reset();
   const std::unique_ptr<TokenSampler> sampler = s.forced.empty() ? sampler_factory_(s.sampling) : nullptr;
   if (s.max_new_tokens == 0) return result;

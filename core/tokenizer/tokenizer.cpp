@@ -40,6 +40,16 @@ struct Tokenizer::Impl {
 
 namespace {
 
+// A token id from JSON, checked at its full width: an integer in [0, 2^31). (A plain get<int32_t>
+// would wrap 2^32 + 5 to 5; Hugging Face's tokenizers refuses such a file.)
+std::int32_t token_id_value(const nlohmann::json& v, const std::string& where, const std::string& what) {
+  const bool ok = v.is_number_unsigned() ? v.get<std::uint64_t>() <= static_cast<std::uint64_t>(INT32_MAX)
+                  : v.is_number_integer() ? v.get<std::int64_t>() >= 0 && v.get<std::int64_t>() <= INT32_MAX
+                                          : false;
+  if (!ok) fail(where, what + " has an invalid id " + v.dump() + " (expected an integer in 0.." + std::to_string(INT32_MAX) + ")");
+  return static_cast<std::int32_t>(v.get<std::int64_t>());
+}
+
 json read_json(const fs::path& file) {
   std::ifstream in(file, std::ios::binary);
   if (!in) fail(file.string(), "cannot open file");
@@ -285,19 +295,17 @@ Tokenizer Tokenizer::load(const fs::path& path) {
     vocab.reserve(model["vocab"].size());
     std::int32_t max_id = -1;
     for (const auto& [text, id] : model["vocab"].items()) {
-      if (!id.is_number_integer() || id.get<std::int64_t>() < 0 || id.get<std::int64_t>() > INT32_MAX)
-        fail(where, "vocab entry \"" + text + "\" has an invalid id " + id.dump());
-      vocab.emplace(text, id.get<std::int32_t>());
-      max_id = std::max(max_id, id.get<std::int32_t>());
+      const std::int32_t v = token_id_value(id, where, "vocab entry \"" + text + "\"");
+      vocab.emplace(text, v);
+      max_id = std::max(max_id, v);
     }
 
     if (j.contains("added_tokens") && j["added_tokens"].is_array()) {
       for (const json& a : j["added_tokens"]) {
         AddedToken t;
-        if (!a.is_object() || !a.contains("id") || !a["id"].is_number_integer() || a["id"].get<std::int64_t>() < 0 ||
-            !a.contains("content") || !a["content"].is_string())
+        if (!a.is_object() || !a.contains("id") || !a.contains("content") || !a["content"].is_string())
           fail(where, "malformed added token " + a.dump());
-        t.id = a["id"].get<std::int32_t>();
+        t.id = token_id_value(a["id"], where, "added token " + a["content"].get<std::string>());
         t.content = a["content"].get<std::string>();
         t.special = a.value("special", false);
         t.single_word = a.value("single_word", false);

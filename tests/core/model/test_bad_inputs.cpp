@@ -1,6 +1,10 @@
 // Broken checkpoints and bad inputs: each must give a luka::Error naming the file and the
 // problem, never a crash.
+#include <sys/stat.h>
+
+#include <cstring>
 #include <fstream>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -130,6 +134,76 @@ TEST(BadInput, ShardIndexNamesMissingFile) {
   fs::remove(gone);
   expect_error([&] { Model::load(dir, {}); },
                {(dir / "model.safetensors.index.json").string(), "missing file 'model-00003-of-00012.safetensors'"});
+}
+
+// A shard index may only name plain files inside the checkpoint folder: "../", absolute paths and
+// links out of the folder are refused without opening them, and a FIFO (which would block the
+// load forever) is refused as not a regular file.
+TEST(BadInput, ShardIndexPathsStayInsideTheFolder) {
+  const fs::path dir = copy_checkpoint("qwen3-fp16-sharded", "shard-paths");
+  const fs::path index = dir / "model.safetensors.index.json";
+  const std::string original = read_all(index);
+  const auto first_shard = [&] { return nlohmann::json::parse(original)["weight_map"].begin().value().get<std::string>(); };
+  const fs::path outside = dir.parent_path() / "outside.safetensors";
+  fs::copy_file(dir / first_shard(), outside, fs::copy_options::overwrite_existing);
+  fs::remove(dir / "link.safetensors");
+  fs::create_symlink(outside, dir / "link.safetensors");
+  fs::remove(dir / "fifo.safetensors");
+  ASSERT_EQ(::mkfifo((dir / "fifo.safetensors").c_str(), 0600), 0);
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"../outside.safetensors", "no '..'"},
+      {outside.string(), "must be a file name inside the checkpoint folder"},
+      {"/etc/passwd", "must be a file name inside the checkpoint folder"},
+      {"link.safetensors", "leads outside the checkpoint folder"},
+      {"fifo.safetensors", "is not a regular file"},
+      {".", "is not a regular file"}};
+  for (const auto& [shard, why] : cases) {
+    auto j = nlohmann::json::parse(original);
+    j["weight_map"].begin().value() = shard;
+    write_all(index, j.dump());
+    expect_error([&] { Model::load(dir, {}); }, {index.string(), shard, why});
+  }
+}
+
+TEST(BadInput, RmsNormEpsMustBePositive) {
+  const fs::path dir = copy_checkpoint("qwen3-tied", "eps");
+  auto cfg = nlohmann::json::parse(read_all(dir / "config.json"));
+  for (const double eps : {0.0, -1e-6}) {
+    cfg["rms_norm_eps"] = eps;
+    write_all(dir / "config.json", cfg.dump(2));
+    expect_error([&] { Model::load(dir, {}); }, {(dir / "config.json").string(), "rms_norm_eps", "must be a positive number"});
+  }
+}
+
+// The format gives each tensor its own bytes: overlapping ranges are a corrupt header.
+TEST(BadInput, OverlappingTensorsRefused) {
+  const fs::path file = test::scratch("overlap") / "x.safetensors";
+  write_all(file, safetensors_bytes(R"({"a":{"dtype":"F32","shape":[4],"data_offsets":[0,16]},)"
+                                    R"("b":{"dtype":"F32","shape":[2],"data_offsets":[8,16]}})", 16));
+  expect_error([&] { SafetensorsFile f(file); }, {file.string(), "'a' [0, 16)", "'b' [8, 16)", "overlap"});
+  write_all(file, safetensors_bytes(R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},)"
+                                    R"("b":{"dtype":"F32","shape":[2],"data_offsets":[8,16]},)"
+                                    R"("e":{"dtype":"F32","shape":[0],"data_offsets":[8,8]}})", 16));
+  EXPECT_NO_THROW(SafetensorsFile f(file));  // adjacent ranges and an empty one are fine
+}
+
+// NaN or Inf in the weights would give NaN logits and a "nan" perplexity: refused at load, naming
+// the tensor and the first bad value.
+TEST(BadInput, NonFiniteWeightsRefusedAtLoad) {
+  const fs::path dir = copy_checkpoint("qwen3-tied", "nan-weights");
+  const fs::path file = dir / "model.safetensors";
+  std::string bytes = read_all(file);
+  const std::uint64_t header = *reinterpret_cast<const std::uint64_t*>(bytes.data());
+  const auto h = nlohmann::json::parse(bytes.substr(8, header));
+  const auto& e = h["model.norm.weight"];
+  ASSERT_EQ(e["dtype"], "F32");
+  for (const float bad : {std::numeric_limits<float>::quiet_NaN(), std::numeric_limits<float>::infinity()}) {
+    std::string b = bytes;
+    const std::size_t at = 8 + header + e["data_offsets"][0].get<std::size_t>() + 3 * 4;
+    std::memcpy(&b[at], &bad, 4);
+    write_all(file, b);
+    expect_error([&] { Model::load(dir, {}); }, {dir.string(), "weight final_norm", "non-finite", "flat index 3"});
+  }
 }
 
 TEST(BadInput, NoWeightsFile) {

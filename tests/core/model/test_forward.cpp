@@ -231,6 +231,29 @@ TEST(Decoder, StopIdEndsGeneration) {
   EXPECT_EQ(r.decode_steps, static_cast<std::int64_t>(expected.size()) - 1);
 }
 
+// A run that would pass the model's context fails before anything runs (the decoder is untouched),
+// and one that fits exactly (the last chosen token is never fed) runs to its end.
+TEST(Decoder, RunLoopChecksTheContextBeforeItStarts) {
+  const auto dir = test::checkpoint("qwen3-tied");
+  Decoder d(Model::load(dir, LoadOptions{DType::kF32, 0}));
+  const std::int64_t context = d.model().config().max_position_embeddings;
+  RunLoop loop(d);
+  const std::vector<std::int32_t> prompt(10, 5);
+  RunSettings s;
+  s.max_new_tokens = context - 10 + 2;
+  try {
+    loop.run(prompt, s);
+    ADD_FAILURE() << "a run past the context started";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("exceeds the model's context of " + std::to_string(context)), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(d.position(), 0);
+  s.max_new_tokens = context - 10 + 1;
+  const RunResult r = loop.run(prompt, s);
+  EXPECT_EQ(static_cast<std::int64_t>(r.ids.size()), s.max_new_tokens);
+  EXPECT_EQ(d.position(), context);
+}
+
 // Continuation: a second run with reset false prefills its tokens after the sequence so far,
 // and continues exactly where one long prompt would have.
 TEST(Decoder, ContinuationPrefillEqualsOnePrompt) {

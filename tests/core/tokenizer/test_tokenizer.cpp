@@ -359,6 +359,19 @@ TEST_F(BadTokenizerFile, WrongShapesNeverCrash) {
   j = minimal();
   j["added_tokens"][0]["id"] = "x";
   EXPECT_NE(load_error(write(j.dump())).find("added token"), std::string::npos);
+  // Ids are checked at their full width: 2^32 + 5 is not id 5 (Hugging Face's tokenizers refuses it).
+  for (const std::uint64_t id : {(std::uint64_t{1} << 32) + 5, std::uint64_t{1} << 31, std::uint64_t{18446744073709551615u}}) {
+    j = minimal();
+    j["added_tokens"][0]["id"] = id;
+    const std::string e = load_error(write(j.dump()));
+    EXPECT_NE(e.find("invalid id " + std::to_string(id)), std::string::npos) << e;
+    j = minimal();
+    j["model"]["vocab"]["ab"] = id;
+    EXPECT_NE(load_error(write(j.dump())).find("invalid id " + std::to_string(id)), std::string::npos);
+  }
+  j = minimal();
+  j["added_tokens"][0]["id"] = -1;
+  EXPECT_NE(load_error(write(j.dump())).find("invalid id -1"), std::string::npos);
   // A broken tokenizer_config.json is named too.
   write(minimal().dump());
   const fs::path config = write("{oops", "tokenizer_config.json");

@@ -1,0 +1,86 @@
+// The Studio's session layer without a window (what the GPU machines can run, having no display):
+// load the default model on the device LUKA_TEST_DEVICE names (default auto), run an interwoven prompt,
+// switch a layer's mode live while paused, and read the live capture: every step recorded, the
+// switched layer's mode from the step after the switch, the device in the manifest.
+#include <gtest/gtest.h>
+
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <functional>
+#include <thread>
+
+#include "app/studio/session.h"
+#include "captures/capture.h"
+
+namespace luka::studio {
+namespace {
+
+namespace fs = std::filesystem;
+
+bool wait_for(const std::function<bool()>& done, double seconds) {
+  const auto until = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
+  while (!done()) {
+    if (std::chrono::steady_clock::now() > until) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return true;
+}
+
+TEST(StudioSession, LiveSwitchWhilePausedAppliesAtTheNextStepAndIsRecorded) {
+  const char* env = std::getenv("LUKA_TEST_DEVICE");
+  const std::string device = env && *env ? env : "auto";
+  // The default model, or the one LUKA_TEST_MODEL names (scripts/gpu_run.sh joins it there).
+  const char* model_env = std::getenv("LUKA_TEST_MODEL");
+  const fs::path model = model_env && *model_env ? fs::path(model_env) : fs::path(LUKA_SOURCE_DIR) / "models" / "default";
+  if (!fs::exists(model)) GTEST_SKIP() << "no model at " << model << " (scripts/setup.sh installs the default one)";
+  Session s;
+  s.load_model(model, LoadOptions{}, parse_device(device));
+  ASSERT_TRUE(wait_for([&] { return !s.busy(); }, 120)) << "load timed out";
+  ASSERT_EQ(s.status().state, RunState::kReady) << s.status().message;
+  if (device != "auto" && device != "cpu") EXPECT_EQ(s.status().model_summary.find("on " + device), s.status().model_summary.size() - 3 - device.size());
+
+  InterwovenPrompt prompt;
+  prompt.pattern = "ABAB";
+  prompt.segments = {{"Tides", "#1f77b4", "The tide rises twice a day along the coast."},
+                     {"Bread", "#ff7f0e", "Knead the dough for ten minutes."},
+                     {"Tides", "#1f77b4", "Spring tides follow the new and full moon."},
+                     {"Bread", "#ff7f0e", "Let the loaf rise in a warm place."}};
+  RunRequest r;
+  r.prompt = prompt;
+  r.max_new_tokens = 9;
+  r.start_paused = true;
+  s.run(r);
+  ASSERT_TRUE(wait_for([&] { return s.status().state == RunState::kPaused || s.status().state == RunState::kError; }, 120));
+  ASSERT_EQ(s.status().state, RunState::kPaused) << s.status().message;
+  s.step();
+  s.step();
+  ASSERT_TRUE(wait_for([&] { return s.status().steps_done == 2 && s.status().state == RunState::kPaused; }, 60));
+  s.set_layer_mode(1, AttentionMode::kClustered);  // live, while paused: applies to step 3
+  s.resume();
+  ASSERT_TRUE(wait_for([&] { return !s.busy(); }, 120)) << s.status().message;
+  EXPECT_EQ(s.status().steps_done, 8) << s.status().message;
+
+  const auto view = s.view();
+  ASSERT_TRUE(view);
+  const capture::Summary sum = view->summary();
+  EXPECT_EQ(sum.complete_steps, 8);
+  if (device == "cpu") EXPECT_EQ(sum.manifest.device, "cpu");
+  if (device.rfind("cuda", 0) == 0) EXPECT_EQ(sum.manifest.device.rfind("cuda:", 0), 0u) << sum.manifest.device;
+  EXPECT_EQ(view->segments().size(), 4u);
+  ASSERT_FALSE(sum.layout.heads.empty());
+  for (std::int64_t step = 1; step <= 8; ++step) {
+    EXPECT_EQ(view->metrics(step, 1).mode, step <= 2 ? capture::kModeDense : capture::kModeClustered)
+        << "layer 1 at step " << step;
+    EXPECT_EQ(view->metrics(step, 0).mode, capture::kModeDense) << "layer 0 at step " << step;
+    // Every recorded row is a distribution over the step's tokens.
+    const std::vector<float> row = view->row(step, 0, sum.layout.heads[0]);
+    double total = 0;
+    for (const float x : row) total += x;
+    EXPECT_NEAR(total, 1.0, 1e-2) << "step " << step;
+  }
+}
+
+}  // namespace
+}  // namespace luka::studio
