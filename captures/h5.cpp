@@ -16,6 +16,18 @@ std::string hdf5_message() {
       },
       &msg);
   H5Eclear2(H5E_DEFAULT);
+  // HDF5's write errors span lines ("file write failed: time = ...\n, filename = ..."): errors
+  // here are one line.
+  for (char& c : msg)
+    if (c == '\n' || c == '\r') c = ' ';
+  // A failed write carries the system's reason among its details: keep that ("No space left on
+  // device") and drop the buffer addresses and offsets.
+  const std::string key = "error message = '";
+  if (const auto at = msg.find(key); at != std::string::npos) {
+    const auto end = msg.find('\'', at + key.size());
+    const std::string what = msg.substr(0, msg.find(':'));
+    if (end != std::string::npos) msg = what + ": " + msg.substr(at + key.size(), end - at - key.size());
+  }
   return msg;
 }
 
@@ -29,6 +41,11 @@ void init() { thread_local Init once; }
 }  // namespace
 
 std::recursive_mutex& lock() {
+  // No cleanup at exit: after a failed write (a full disk) a file can stay half-closed in HDF5's
+  // tables, and its atexit handler would crash closing it again. Files are closed by their
+  // owners; what a failed run had flushed stays readable. Must precede every other HDF5 call.
+  static const bool no_atexit = (H5dont_atexit(), true);
+  (void)no_atexit;
   static std::recursive_mutex m;
   init();
   return m;

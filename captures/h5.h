@@ -25,6 +25,9 @@ class Handle {
   Handle& operator=(const Handle&) = delete;
   ~Handle() { reset(); }
   void reset();
+  // Forgets the id without closing it (a file abandoned after a failed write stays as a killed
+  // run leaves it, which readers open up to its last flushed step).
+  void release() { id_ = -1; }
   hid_t get() const { return id_; }
   bool valid() const { return id_ >= 0; }
   operator hid_t() const { return id_; }

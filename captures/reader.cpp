@@ -35,7 +35,10 @@ std::unique_ptr<CaptureFile> CaptureFile::open(const std::filesystem::path& path
   f->name_ = path.string();
   const std::string& name = f->name_;
   std::error_code ec;
-  if (!std::filesystem::is_regular_file(path, ec)) fail(name, "no such file");
+  const std::filesystem::file_status st = std::filesystem::status(path, ec);
+  if (ec || !std::filesystem::exists(st)) fail(name, "no such file");
+  if (std::filesystem::is_directory(st)) fail(name, "is a folder, not a capture file");
+  if (!std::filesystem::is_regular_file(st)) fail(name, "not a regular file");
   {
     std::ifstream in(path, std::ios::binary);
     char sig[8] = {};

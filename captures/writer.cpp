@@ -1,5 +1,7 @@
 #include "captures/writer.h"
 
+#include "core/util/output_file.h"
+
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -28,15 +30,33 @@ CaptureWriter::CaptureWriter(std::filesystem::path path) : path_(std::move(path)
 
 CaptureWriter::~CaptureWriter() {
   std::lock_guard<std::recursive_mutex> lock(h5::lock());
+  if (file_.valid() && !finished_) {
+    // The run failed (a write error, a full disk) or was abandoned: leave the file as a killed
+    // run leaves it. Closing it would rewrite the superblock without its writer flags, and
+    // HDF5 then refuses a file whose last writes failed as truncated; left so, readers open it
+    // up to its last complete step.
+    for_each_handle([](h5::Handle& h) { h.release(); });
+    file_.release();
+    return;
+  }
   close_datasets();
   file_.reset();
 }
 
-void CaptureWriter::close_datasets() {
-  layers_.clear();
+template <typename F>
+void CaptureWriter::for_each_handle(F&& f) {
+  for (LayerSets& sets : layers_) {
+    for (h5::Handle* h : {&sets.page_start, &sets.page_end, &sets.page_created}) f(*h);
+    for (h5::Handle& h : sets.levels) f(h);
+  }
   for (h5::Handle* h : {&tok_id_, &tok_generated_, &tok_segment_, &tok_prob_, &tok_piece_end_, &tok_piece_bytes_, &step_tokens_, &complete_,
                         &mode_, &paged_end_, &seconds_, &cover_size_, &fidelity_, &effective_, &dense_, &cover_, &page_state_, &summary_mass_})
-    h->reset();
+    f(*h);
+}
+
+void CaptureWriter::close_datasets() {
+  for_each_handle([](h5::Handle& h) { h.reset(); });
+  layers_.clear();
 }
 
 void CaptureWriter::begin(const Manifest& m, const Layout& layout, const std::vector<Token>& prompt,
@@ -49,6 +69,9 @@ void CaptureWriter::begin(const Manifest& m, const Layout& layout, const std::ve
   // the Studio) keeps reading the old capture, where HDF5 refuses to truncate an open file; and
   // ext4 does not start writing back a truncated, rewritten file when it is closed (0.1-0.2 s for
   // a 300 MB capture). A link is truncated through, as before, so its target stays where it is.
+  // Written in place (a killed run leaves its complete steps readable), so a second run on the
+  // same path is refused while this one holds it.
+  lock_ = std::make_unique<OutputLock>(path_);
   std::error_code ec;
   if (std::filesystem::is_regular_file(std::filesystem::symlink_status(path_, ec))) std::filesystem::remove(path_, ec);
   file_ = h5::Handle(h5::check(H5Fcreate(name_.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, fapl), name_, "cannot create the capture file"));

@@ -6,12 +6,17 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <memory>
 #include <map>
 #include <string>
 #include <vector>
 
 #include "captures/capture.h"
 #include "captures/h5.h"
+
+namespace luka {
+class OutputLock;
+}
 
 namespace luka::capture {
 
@@ -43,9 +48,12 @@ class CaptureWriter final : public CaptureSink {
   void write_chunks(hid_t dataset, hsize_t step, std::int64_t width, std::int64_t per_row, const std::vector<std::vector<std::uint8_t>>& chunks);
   void flush();
   void close_datasets();  // every handle but the file's
+  template <typename F>
+  void for_each_handle(F&& f);  // every dataset handle
 
   std::filesystem::path path_;
   std::string name_;  // for messages
+  std::unique_ptr<OutputLock> lock_;  // held from begin() to the writer's end
   h5::Handle file_;
   Layout layout_;
   h5::Handle tok_id_, tok_generated_, tok_segment_, tok_prob_, tok_piece_end_, tok_piece_bytes_;

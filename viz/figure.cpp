@@ -12,6 +12,7 @@
 #include <sstream>
 
 #include "core/util/error.h"
+#include "core/util/output_file.h"
 
 namespace luka::viz {
 namespace {
@@ -187,17 +188,19 @@ namespace {
 
 // Creates the surface the extension asks for, lets `paint` draw in points, and writes the file
 // (PNG at 2 pixels per point; SVG with a <title>; PDF with Title metadata).
-void render(const std::filesystem::path& path, double width, double height, const std::string& title,
+void render(const std::filesystem::path& target, double width, double height, const std::string& title,
             const std::function<void(cairo_t*)>& paint) {
-  const std::string ext = path.extension().string();
-  const std::string name = path.string();
+  const std::string ext = target.extension().string();
+  const std::string name = target.string();  // messages name the target; the bytes go to `path`
+  AtomicOutput file(target);
+  const std::filesystem::path& path = file.path();
   cairo_surface_t* surface = nullptr;
   if (ext == ".png") {
     surface = cairo_image_surface_create(CAIRO_FORMAT_ARGB32, static_cast<int>(width * 2), static_cast<int>(height * 2));
   } else if (ext == ".svg") {
-    surface = cairo_svg_surface_create(name.c_str(), width, height);
+    surface = cairo_svg_surface_create(path.string().c_str(), width, height);
   } else if (ext == ".pdf") {
-    surface = cairo_pdf_surface_create(name.c_str(), width, height);
+    surface = cairo_pdf_surface_create(path.string().c_str(), width, height);
     cairo_pdf_surface_set_metadata(surface, CAIRO_PDF_METADATA_TITLE, title.c_str());
     cairo_pdf_surface_set_metadata(surface, CAIRO_PDF_METADATA_CREATOR, "LuKA Studio");
   } else {
@@ -213,7 +216,7 @@ void render(const std::filesystem::path& path, double width, double height, cons
   paint(cr);
   cairo_destroy(cr);
   cairo_status_t status = CAIRO_STATUS_SUCCESS;
-  if (ext == ".png") status = cairo_surface_write_to_png(surface, name.c_str());
+  if (ext == ".png") status = cairo_surface_write_to_png(surface, path.string().c_str());
   cairo_surface_finish(surface);
   if (status == CAIRO_STATUS_SUCCESS) status = cairo_surface_status(surface);
   cairo_surface_destroy(surface);
@@ -235,8 +238,10 @@ void render(const std::filesystem::path& path, double width, double height, cons
     svg.insert(close + 1, "\n<title>" + escaped + "</title>");
     std::ofstream out(path, std::ios::binary | std::ios::trunc);
     out << svg;
+    out.close();
     if (!out) fail(name, "cannot write the figure");
   }
+  file.commit();
 }
 
 void draw_grid(cairo_t* cr, const GridFigure& g) {

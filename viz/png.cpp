@@ -6,14 +6,17 @@
 #include <cstring>
 
 #include "core/util/error.h"
+#include "core/util/output_file.h"
 
 namespace luka::viz {
 
 void write_png(const Image& image, const std::filesystem::path& path) {
   if (image.width <= 0 || image.height <= 0 || image.rgba.size() != static_cast<std::size_t>(image.width) * image.height * 4)
     fail(path.string(), "cannot write an empty or malformed image");
-  if (!stbi_write_png(path.string().c_str(), image.width, image.height, 4, image.rgba.data(), image.width * 4))
+  AtomicOutput file(path);
+  if (!stbi_write_png(file.path().string().c_str(), image.width, image.height, 4, image.rgba.data(), image.width * 4))
     fail(path.string(), "cannot write the PNG file");
+  file.commit();
 }
 
 Image read_png(const std::filesystem::path& path) {

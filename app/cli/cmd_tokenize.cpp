@@ -10,6 +10,7 @@
 #include "app/cli/args.h"
 #include "app/cli/commands.h"
 #include "core/tokenizer/tokenizer.h"
+#include "core/util/text_file.h"
 
 namespace luka::cli {
 namespace {
@@ -64,8 +65,7 @@ int run_tokenize(int argc, char** argv) {
     std::istringstream one(nlohmann::json{{"text", args.get("text")}}.dump());
     tokenize_stream(tokenizer, one, "--text");
   } else if (args.has("jsonl")) {
-    std::ifstream in(args.get("jsonl"), std::ios::binary);
-    if (!in) fail(args.get("jsonl"), "cannot open");
+    std::istringstream in(read_text_file(args.get("jsonl"), "JSON lines file"));
     tokenize_stream(tokenizer, in, args.get("jsonl"));
   } else {
     tokenize_stream(tokenizer, std::cin, "<stdin>");

@@ -1,4 +1,5 @@
 // luka: the LuKA Studio command line.
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -63,7 +64,13 @@ int main(int argc, char** argv) {
   for (const Command& c : kCommands) {
     if (name != c.name) continue;
     try {
-      return c.run(argc, argv);
+      const int rc = c.run(argc, argv);
+      // Output that never arrived (a full disk, a closed pipe, /dev/full) is an error, not exit 0.
+      if (std::fflush(stdout) != 0 || std::ferror(stdout)) {
+        std::fprintf(stderr, "luka %s: error: cannot write to standard output: %s\n", c.name, std::strerror(errno));
+        return 1;
+      }
+      return rc;
     } catch (const luka::cli::UsageError& e) {
       std::fprintf(stderr, "luka %s: error: %s\n", c.name, e.what());
       return 2;

@@ -10,6 +10,7 @@
 #include "core/prompt/segments_file.h"
 #include "core/prompt/wikisalad.h"
 #include "core/tokenizer/tokenizer.h"
+#include "core/util/text_file.h"
 
 namespace luka::cli {
 
@@ -32,13 +33,7 @@ void add_prompt_options(ArgParser& args) {
 
 namespace {
 
-std::string read_text(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw Error(path + ": cannot open the prompt file");
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
+std::string read_text(const std::string& path) { return read_text_file(path, "prompt file"); }
 
 bool ends_with(const std::string& s, const std::string& suffix) {
   return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;

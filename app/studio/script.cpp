@@ -1,6 +1,7 @@
 #include "app/studio/script.h"
 
 #include "core/device/device.h"
+#include "core/util/text_file.h"
 
 #include <chrono>
 #include <cmath>
@@ -33,8 +34,7 @@ AttentionMode parse_mode(const std::string& s, const std::string& where) {
 }  // namespace
 
 Script Script::load(const std::filesystem::path& path) {
-  std::ifstream in(path);
-  if (!in) fail(path.string(), "cannot open the script");
+  std::istringstream in(read_text_file(path, "script"));
   Script s;
   s.file_ = path.string();
   std::string text;

@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/util/error.h"
+#include "core/util/text_file.h"
 
 namespace luka {
 
@@ -444,12 +445,9 @@ LukaConfig LukaConfig::from_json(const std::string& text, std::int64_t num_layer
 }
 
 LukaConfig LukaConfig::from_json_file(const std::string& path, std::int64_t num_layers) {
-  std::ifstream in(path);
-  if (!in) fail(path, "cannot open the layers config file");
-  std::ostringstream s;
-  s << in.rdbuf();
+  const std::string text = read_text_file(path, "layers-config file");
   try {
-    return from_json(s.str(), num_layers, path);
+    return from_json(text, num_layers, path);
   } catch (const Error& e) {
     const std::string what = e.what();
     if (what.rfind(path, 0) == 0) throw;

@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/util/error.h"
+#include "core/util/text_file.h"
 
 namespace luka {
 
@@ -128,14 +129,7 @@ void read_rope(const json& root, const Fields& f, RopeConfig& rope) {
 
 ModelConfig ModelConfig::from_json_file(const std::filesystem::path& path) {
   const std::string where = path.string();
-  std::ifstream in(path);
-  if (!in) fail(where, "cannot open config file");
-  json root;
-  try {
-    root = json::parse(in);
-  } catch (const json::exception& e) {
-    fail(where, std::string("invalid JSON: ") + e.what());
-  }
+  const json root = read_json_file(path, "config file");
   if (!root.is_object()) fail(where, "expected a JSON object");
   Fields f(root, where);
 

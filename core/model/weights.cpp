@@ -10,6 +10,7 @@
 
 #include "core/model/safetensors.h"
 #include "core/util/error.h"
+#include "core/util/text_file.h"
 
 namespace luka {
 
@@ -88,14 +89,7 @@ class TensorIndex {
 
   void read_index(const std::filesystem::path& dir, const std::filesystem::path& index) {
     const std::string where = index.string();
-    std::ifstream in(index);
-    if (!in) fail(where, "cannot open");
-    nlohmann::json j;
-    try {
-      j = nlohmann::json::parse(in);
-    } catch (const nlohmann::json::exception& e) {
-      fail(where, std::string("invalid JSON: ") + e.what());
-    }
+    const nlohmann::json j = read_json_file(index, "shard index");
     if (!j.is_object() || !j.contains("weight_map") || !j["weight_map"].is_object())
       fail(where, "missing field 'weight_map' (expected an object of tensor name -> file)");
     std::map<std::string, std::shared_ptr<const SafetensorsFile>> by_name;

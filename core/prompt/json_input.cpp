@@ -5,20 +5,11 @@
 #include <sstream>
 
 #include "core/util/error.h"
+#include "core/util/text_file.h"
 
 namespace luka::prompt_json {
 
-json read_file(const std::filesystem::path& file) {
-  std::ifstream in(file, std::ios::binary);
-  if (!in) fail(file.string(), "cannot open file");
-  std::ostringstream buffer;
-  buffer << in.rdbuf();
-  try {
-    return json::parse(buffer.str());
-  } catch (const json::exception& e) {
-    fail(file.string(), std::string("malformed JSON: ") + e.what());
-  }
-}
+json read_file(const std::filesystem::path& file, const std::string& what) { return read_json_file(file, what); }
 
 std::string field_path(const std::string& parent, const std::string& name) {
   return parent.empty() ? name : parent + "." + name;

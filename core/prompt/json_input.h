@@ -13,8 +13,9 @@ namespace luka::prompt_json {
 
 using nlohmann::json;
 
-// The parsed file; fails with "cannot open file" or "malformed JSON: ...".
-json read_file(const std::filesystem::path& file);
+// The parsed file (core/util/text_file: missing, a folder, malformed JSON and where are errors
+// naming the file and `what` it is).
+json read_file(const std::filesystem::path& file, const std::string& what);
 
 // Fails when `object` has a key not in `allowed`, naming it and the allowed ones.
 void check_keys(const json& object, std::initializer_list<const char*> allowed, const std::string& where,

@@ -52,7 +52,7 @@ std::string defined_topics(const std::map<char, Topic>& topics) {
 
 InterwovenPrompt load_prompt_file(const std::filesystem::path& file) {
   const std::string where = file.string();
-  const json root = prompt_json::read_file(file);
+  const json root = prompt_json::read_file(file, "prompt file");
   if (!root.is_object()) fail(where, "expected a JSON object with \"topics\" and \"segments\"");
   prompt_json::check_keys(root, {"title", "pattern", "separator", "topics", "segments", "question"}, where, "");
 

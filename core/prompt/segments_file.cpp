@@ -19,7 +19,7 @@ bool on_character_boundary(std::string_view text, std::size_t pos) {
 
 SegmentTable load_segments_file(const std::filesystem::path& file, std::string_view prompt_text) {
   const std::string where = file.string();
-  const json root = prompt_json::read_file(file);
+  const json root = prompt_json::read_file(file, "segments file");
   if (!root.is_array() || root.empty())
     fail(where, "expected a non-empty JSON list of {\"label\", \"colour\", \"begin\", \"end\"}");
   SegmentTable table;

@@ -38,16 +38,16 @@ TokenizedPrompt tokenize_prompt(const Tokenizer& tokenizer, const std::string& b
       if (t.begin == t.end) t.begin = t.end = static_cast<std::size_t>(-1);
     const std::vector<int> seg = token_segments(real, spans, offset);
     for (std::size_t i = 0; i < seg.size(); ++i) p.segment[i] = seg[i];
-    for (std::size_t s = 0; s < segs.size(); ++s) {
-      TokenSegment out{segs[s].label, segs[s].colour, -1, -1};
-      for (std::size_t i = 0; i < seg.size(); ++i) {
-        if (seg[i] != static_cast<int>(s)) continue;
-        if (out.begin < 0) out.begin = static_cast<std::int64_t>(i);
-        out.end = static_cast<std::int64_t>(i) + 1;
-      }
-      if (out.begin < 0) out.begin = out.end = 0;  // a segment no token starts in
-      p.segments.push_back(out);
+    // Each segment's first and last token, in one pass over the tokens (linear in both counts).
+    for (const PromptSegment& s : segs) p.segments.push_back(TokenSegment{s.label, s.colour, -1, -1});
+    for (std::size_t i = 0; i < seg.size(); ++i) {
+      if (seg[i] < 0 || static_cast<std::size_t>(seg[i]) >= p.segments.size()) continue;
+      TokenSegment& out = p.segments[static_cast<std::size_t>(seg[i])];
+      if (out.begin < 0) out.begin = static_cast<std::int64_t>(i);
+      out.end = static_cast<std::int64_t>(i) + 1;
     }
+    for (TokenSegment& out : p.segments)
+      if (out.begin < 0) out.begin = out.end = 0;  // a segment no token starts in
   }
   return p;
 }

@@ -83,7 +83,7 @@ InterwovenPrompt convert(const json& example, int index, const std::filesystem::
 }
 
 json read_examples(const std::filesystem::path& file) {
-  json root = prompt_json::read_file(file);
+  json root = prompt_json::read_file(file, "WikiSalad file");
   if (!root.is_array()) fail(file.string(), "expected a JSON list of WikiSalad examples");
   if (root.empty()) fail(file.string(), "the file has no examples");
   return root;

@@ -13,6 +13,7 @@
 #include "core/tokenizer/pre_tokenizer.h"
 #include "core/tokenizer/unicode.h"
 #include "core/util/error.h"
+#include "core/util/text_file.h"
 
 namespace luka {
 
@@ -48,18 +49,6 @@ std::int32_t token_id_value(const nlohmann::json& v, const std::string& where, c
                                           : false;
   if (!ok) fail(where, what + " has an invalid id " + v.dump() + " (expected an integer in 0.." + std::to_string(INT32_MAX) + ")");
   return static_cast<std::int32_t>(v.get<std::int64_t>());
-}
-
-json read_json(const fs::path& file) {
-  std::ifstream in(file, std::ios::binary);
-  if (!in) fail(file.string(), "cannot open file");
-  std::ostringstream buffer;
-  buffer << in.rdbuf();
-  try {
-    return json::parse(buffer.str());
-  } catch (const json::exception& e) {
-    fail(file.string(), std::string("malformed JSON: ") + e.what());
-  }
 }
 
 std::string type_of(const json& node) {
@@ -142,7 +131,7 @@ std::optional<std::string> read_token_name(const json& config, const char* key) 
 
 TokenizerConfig read_config(const fs::path& file) {
   TokenizerConfig config;
-  const json j = read_json(file);
+  const json j = read_json_file(file, "tokenizer file");
   if (!j.is_object()) fail(file.string(), "expected a JSON object");
   config.bos_token = read_token_name(j, "bos_token");
   config.eos_token = read_token_name(j, "eos_token");
@@ -274,7 +263,7 @@ Tokenizer Tokenizer::load(const fs::path& path) {
   const std::string where = file.string();
   if (!fs::exists(file)) fail(where, "tokenizer file not found");
 
-  const json j = read_json(file);
+  const json j = read_json_file(file, "tokenizer file");
   try {
     if (!j.is_object()) fail(where, "expected a JSON object");
     if (!j.contains("model") || !j["model"].is_object()) fail(where, "no \"model\" object");

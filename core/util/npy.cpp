@@ -1,11 +1,13 @@
 #include "core/util/npy.h"
 
+#include <cerrno>
 #include <cstring>
 #include <fstream>
 #include <sstream>
 #include <string>
 
 #include "core/util/error.h"
+#include "core/util/output_file.h"
 
 namespace luka {
 namespace {
@@ -30,8 +32,9 @@ void write_npy_f32(const std::filesystem::path& path, const float* data,
   header.append((64 - unpadded % 64) % 64, ' ');
   header.push_back('\n');
 
-  std::ofstream out(path, std::ios::binary);
-  if (!out) fail(path.string(), "cannot open for writing");
+  AtomicOutput file(path);  // a failed write leaves no partial .npy
+  std::ofstream out(file.path(), std::ios::binary);
+  if (!out) fail(path.string(), std::string("cannot open for writing: ") + std::strerror(errno));
   out.write(kMagic, 6);
   const char version[2] = {1, 0};
   out.write(version, 2);
@@ -40,7 +43,9 @@ void write_npy_f32(const std::filesystem::path& path, const float* data,
   out.write(len_le, 2);
   out.write(header.data(), static_cast<std::streamsize>(header.size()));
   out.write(reinterpret_cast<const char*>(data), static_cast<std::streamsize>(count * sizeof(float)));
-  if (!out) fail(path.string(), "write failed");
+  out.close();
+  if (!out) fail(path.string(), "write failed (disk full?)");
+  file.commit();
 }
 
 NpyArray read_npy_f32(const std::filesystem::path& path) {

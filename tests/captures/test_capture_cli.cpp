@@ -161,6 +161,74 @@ TEST(CaptureCli, KilledRunOpensUpToItsLastCompleteStep) {
   EXPECT_NE(info.out.find("not finished"), std::string::npos) << info.out;
 }
 
+// A write that fails half-way (a full disk; here a file-size limit, RLIMIT_FSIZE with SIGXFSZ
+// ignored, so write() fails as on a full disk) at several points of the run: exit 1 with one error
+// line, no crash at exit, and the file opens up to its last complete step.
+TEST(CaptureCli, FailedWritesExitOneAndKeepTheCompleteSteps) {
+  REQUIRE_MODEL();
+  const fs::path full = work_dir() / "full.h5";
+  const std::vector<std::string> args = {"capture", "--prompt-file", (kRoot / "assets/prompts/demo.json").string(),
+                                         "--max-new-tokens", "24", "--quiet", "--device", "cpu", "--threads", "2"};
+  std::vector<std::string> a = args;
+  a.insert(a.end(), {"--out", full.string()});
+  ASSERT_EQ(luka(a).exit_code, 0);
+  const std::uintmax_t size = fs::file_size(full);
+  std::int64_t partial_steps = 0;
+  for (const double fraction : {0.1, 0.5, 0.9, 0.95, 0.98}) {
+    const fs::path out = work_dir() / ("cut-" + std::to_string(static_cast<int>(fraction * 100)) + ".h5");
+    fs::remove(out);
+    std::string cmd = "trap '' XFSZ; ulimit -f " + std::to_string(static_cast<std::uintmax_t>(fraction * static_cast<double>(size)) / 1024) +
+                      "; exec env -u LUKA_MODEL " + luka::test::quote(LUKA_CLI_PATH);
+    for (const auto& x : args) cmd += " " + luka::test::quote(x);
+    cmd += " --out " + luka::test::quote(out.string());
+    const RunResult r = luka::test::run_shell("bash -c " + luka::test::quote(cmd), work_dir());
+    SCOPED_TRACE("cut at " + std::to_string(fraction) + " of " + std::to_string(size) + " bytes");
+    EXPECT_EQ(r.exit_code, 1) << r.err;
+    // One line says what went wrong: the last, after the device, attention and recording lines.
+    const std::string last = r.err.substr(r.err.rfind('\n', r.err.size() - 2) + 1);
+    EXPECT_EQ(last.rfind("luka capture: error: " + out.string() + ": ", 0), 0u) << r.err;
+    EXPECT_NE(last.find("File too large"), std::string::npos) << last;
+    EXPECT_EQ(r.err.substr(0, r.err.size() - last.size()).find("error"), std::string::npos) << r.err;
+    const auto f = luka::capture::CaptureFile::open(out);
+    const auto s = f->summary();
+    EXPECT_FALSE(s.finished);
+    partial_steps = std::max(partial_steps, s.complete_steps);
+    for (std::int64_t step = 1; step <= s.complete_steps; ++step) {
+      double sum = 0;
+      for (const float v : f->row(step, 0, 0)) sum += v;
+      EXPECT_NEAR(sum, 1.0, 2e-3) << "step " << step;
+    }
+  }
+  EXPECT_GT(partial_steps, 0) << "no cut fell among the decode steps";
+}
+
+// Two runs on one output path: the second is refused while the first writes, and the first's
+// file is whole.
+TEST(CaptureCli, SecondRunOnTheSamePathIsRefused) {
+  REQUIRE_MODEL();
+  const fs::path out = work_dir() / "shared.h5";
+  fs::remove(out);
+  const std::string first = "env -u LUKA_MODEL " + luka::test::quote(LUKA_CLI_PATH) +
+                            " capture --prompt 'Once upon a time' --max-new-tokens 200 --quiet --device cpu --threads 1 --out " +
+                            luka::test::quote(out.string()) + " > /dev/null 2> " + luka::test::quote((work_dir() / "first.err").string()) + " &";
+  ASSERT_EQ(std::system(first.c_str()), 0);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
+  while (!fs::exists(out.string() + ".lock") && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  ASSERT_TRUE(fs::exists(out.string() + ".lock")) << read_file(work_dir() / "first.err");
+  const RunResult second = luka({"capture", "--prompt", "Hello", "--max-new-tokens", "4", "--quiet", "--device", "cpu", "--out", out.string()});
+  EXPECT_EQ(second.exit_code, 1) << second.err;
+  EXPECT_NE(second.err.find("another run (process "), std::string::npos) << second.err;
+  EXPECT_NE(second.err.find("is writing this file"), std::string::npos) << second.err;
+  // The first run finishes with its file whole and removes its lock.
+  while (fs::exists(out.string() + ".lock") && std::chrono::steady_clock::now() < deadline + std::chrono::seconds(120))
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  EXPECT_FALSE(fs::exists(out.string() + ".lock"));
+  const auto s = luka::capture::CaptureFile::open(out)->summary();
+  EXPECT_TRUE(s.finished);
+  EXPECT_GT(s.complete_steps, 0);
+}
+
 TEST(CaptureCli, InspectRejectsBadFilesWithOneLine) {
   const fs::path d = work_dir();
   std::ofstream(d / "notes.h5") << "not an HDF5 file at all\n";
@@ -173,7 +241,9 @@ TEST(CaptureCli, InspectRejectsBadFilesWithOneLine) {
     fs::path file;
     std::string message;
   };
+  fs::create_directories(d / "folder.h5");
   std::vector<Case> cases = {{d / "absent.h5", "no such file"},
+                             {d / "folder.h5", "is a folder, not a capture file"},
                              {d / "notes.h5", "not an HDF5 file"},
                              {d / "v7.h5", "version 7 is not supported"},
                              {d / "hollow.h5", "missing"}};

@@ -124,7 +124,7 @@ TEST(PromptFile, EveryBadInputGetsAClearError) {
     EXPECT_NE(message.find(file.string()), std::string::npos) << message;
   }
   const fs::path missing = dir / "nowhere.json";
-  EXPECT_ERROR_MENTIONS(test::load_error([&] { load_prompt_file(missing); }), missing, "cannot open file");
+  EXPECT_ERROR_MENTIONS(test::load_error([&] { load_prompt_file(missing); }), missing, "no such file");
 }
 
 TEST(Assemble, JoinsSegmentsAndQuestionWithSpans) {

@@ -89,7 +89,7 @@ TEST(SegmentsFile, EveryBadInputGetsAClearError) {
     EXPECT_NE(message.find(file.string()), std::string::npos) << message;
   }
   const fs::path missing = dir / "nowhere.json";
-  EXPECT_ERROR_MENTIONS(test::load_error([&] { load_segments_file(missing, kPrompt); }), missing, "cannot open file");
+  EXPECT_ERROR_MENTIONS(test::load_error([&] { load_segments_file(missing, kPrompt); }), missing, "no such file");
 }
 
 }  // namespace

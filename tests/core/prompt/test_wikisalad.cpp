@@ -156,7 +156,7 @@ TEST(WikiSalad, BadFilesAndExamplesGetClearErrors) {
     EXPECT_EQ(test::load_error([&] { load_wikisalad(file); }).empty(), false);
   }
   const fs::path missing = dir / "nowhere.json";
-  EXPECT_ERROR_MENTIONS(test::load_error([&] { from_wikisalad(missing, 0); }), missing, "cannot open file");
+  EXPECT_ERROR_MENTIONS(test::load_error([&] { from_wikisalad(missing, 0); }), missing, "no such file");
 
   if (fs::exists(kWikiSalad / "easy_2topic_short.json")) {
     const fs::path easy = kWikiSalad / "easy_2topic_short.json";
