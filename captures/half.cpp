@@ -3,6 +3,7 @@
 #include <cstring>
 
 #if defined(__x86_64__)
+#include <cpuid.h>
 #include <immintrin.h>
 #endif
 
@@ -60,7 +61,12 @@ float half_to_float(std::uint16_t bits) {
 #if defined(__x86_64__)
 namespace {
 bool has_f16c() {
-  static const bool yes = __builtin_cpu_supports("f16c") && __builtin_cpu_supports("avx");
+  // clang before 16 has no "f16c" for __builtin_cpu_supports: CPUID leaf 1 says it; "avx" also
+  // checks that the OS saves the YMM registers.
+  static const bool yes = [] {
+    unsigned a = 0, b = 0, c = 0, d = 0;
+    return __builtin_cpu_supports("avx") && __get_cpuid(1, &a, &b, &c, &d) && (c & bit_F16C) != 0;
+  }();
   return yes;
 }
 __attribute__((target("avx,f16c"))) void to_half_f16c(const float* in, std::uint16_t* out, std::size_t n) {

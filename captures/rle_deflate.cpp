@@ -168,6 +168,7 @@ class BitWriter {
     store();
   }
   void bytes(const std::uint8_t* p, std::size_t n) {  // only when aligned
+    if (n == 0) return;  // p may be null for an empty block
     std::memcpy(out_ + pos_, p, n);
     pos_ += n;
   }

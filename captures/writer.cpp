@@ -26,7 +26,14 @@ std::int64_t round_up(std::int64_t v, std::int64_t m) { return (v + m - 1) / m *
 
 }  // namespace
 
-CaptureWriter::CaptureWriter(std::filesystem::path path) : path_(std::move(path)), name_(path_.string()) {}
+CaptureWriter::CaptureWriter(std::filesystem::path path) : path_(std::move(path)), name_(path_.string()) {
+  // A link at the path keeps pointing where it did: the capture replaces the file it names.
+  std::error_code ec;
+  target_ = std::filesystem::is_symlink(std::filesystem::symlink_status(path_, ec)) ? std::filesystem::weakly_canonical(path_, ec) : path_;
+  if (ec || target_.empty()) target_ = path_;
+  partial_ = target_;
+  partial_ += ".partial";
+}
 
 CaptureWriter::~CaptureWriter() {
   std::lock_guard<std::recursive_mutex> lock(h5::lock());
@@ -65,16 +72,14 @@ void CaptureWriter::begin(const Manifest& m, const Layout& layout, const std::ve
   layout_ = layout;
   h5::Handle fapl(h5::check(H5Pcreate(H5P_FILE_ACCESS), name_, "file properties"));
   h5::check_status(H5Pset_libver_bounds(fapl, H5F_LIBVER_LATEST, H5F_LIBVER_LATEST), name_, "file format");
-  // A file already at the path is removed, not truncated: a reader that has it open (a replay in
-  // the Studio) keeps reading the old capture, where HDF5 refuses to truncate an open file; and
-  // ext4 does not start writing back a truncated, rewritten file when it is closed (0.1-0.2 s for
-  // a 300 MB capture). A link is truncated through, as before, so its target stays where it is.
-  // Written in place (a killed run leaves its complete steps readable), so a second run on the
-  // same path is refused while this one holds it.
-  lock_ = std::make_unique<OutputLock>(path_);
+  // Written beside the target and renamed over it when finished, so a reader that has the old
+  // capture open (a replay in the Studio) keeps reading it. A .partial file left by a killed run
+  // is replaced: the lock says no other run writes it.
+  lock_ = std::make_unique<OutputLock>(target_);
   std::error_code ec;
-  if (std::filesystem::is_regular_file(std::filesystem::symlink_status(path_, ec))) std::filesystem::remove(path_, ec);
-  file_ = h5::Handle(h5::check(H5Fcreate(name_.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, fapl), name_, "cannot create the capture file"));
+  std::filesystem::remove(partial_, ec);
+  const std::string partial = partial_.string();
+  file_ = h5::Handle(h5::check(H5Fcreate(partial.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, fapl), name_, "cannot create the capture file"));
 
   h5::write_attr(file_, "format", std::string(kFormatName), name_);
   h5::write_attr(file_, "version", std::int64_t{kFormatVersion}, name_);
@@ -401,8 +406,15 @@ void CaptureWriter::finish(const std::vector<Token>& trailing) {
   close_datasets();
   file_.reset();
   // Out of single-writer mode: mark the run as finished.
-  h5::Handle f(h5::check(H5Fopen(name_.c_str(), H5F_ACC_RDWR, H5P_DEFAULT), name_, "cannot reopen the capture to finish it"));
-  h5::write_attr(f, "finished", std::int64_t{1}, name_);
+  {
+    const std::string partial = partial_.string();
+    h5::Handle f(h5::check(H5Fopen(partial.c_str(), H5F_ACC_RDWR, H5P_DEFAULT), name_, "cannot reopen the capture to finish it"));
+    h5::write_attr(f, "finished", std::int64_t{1}, name_);
+    h5::check_status(H5Fflush(f, H5F_SCOPE_LOCAL), name_, "flush failed (disk full?)");
+  }
+  std::error_code ec;
+  std::filesystem::rename(partial_, target_, ec);
+  if (ec) fail(name_, "cannot rename " + partial_.string() + " to the capture's name: " + ec.message());
   finished_ = true;
 }
 

@@ -2,6 +2,9 @@
 // its I/O thread. The file is created with the latest format and written in SWMR mode, so its
 // on-disk state stays consistent between flushes; every decode step is flushed and then counted
 // in /complete_steps, so a run cut off by a crash opens and reads up to its last complete step.
+// It is written to "<path>.partial" beside the target and renamed over it by finish(): a file at
+// the path stays whole until the new capture is complete, and a failed or killed run leaves its
+// complete steps readable in the .partial file. The target path is locked while written.
 #pragma once
 
 #include <cstdint>
@@ -34,6 +37,8 @@ class CaptureWriter final : public CaptureSink {
   void finish(const std::vector<Token>& trailing) override;
 
   const std::filesystem::path& path() const { return path_; }
+  // Where the capture is while written; renamed to path() when finished.
+  const std::filesystem::path& partial_path() const { return partial_; }
   std::int64_t complete_steps() const { return complete_steps_; }
 
  private:
@@ -52,6 +57,8 @@ class CaptureWriter final : public CaptureSink {
   void for_each_handle(F&& f);  // every dataset handle
 
   std::filesystem::path path_;
+  std::filesystem::path target_;   // path_, or where a link at path_ points
+  std::filesystem::path partial_;  // target_ + ".partial"
   std::string name_;  // for messages
   std::unique_ptr<OutputLock> lock_;  // held from begin() to the writer's end
   h5::Handle file_;

@@ -20,6 +20,7 @@ apt_packages=(
   libicu-dev nlohmann-json3-dev libgtest-dev libgmock-dev
   libhdf5-dev libdeflate-dev libimgui-dev libglfw3-dev libgl-dev libgl1-mesa-dri libstb-dev
   libcairo2-dev xvfb xauth fonts-dejavu-core fonts-wqy-microhei
+  clang-14 libclang-rt-14-dev
 )
 missing=()
 for p in "${apt_packages[@]}"; do

@@ -1,4 +1,5 @@
 #include "viz/figure.h"
+#include "viz/render_file.h"
 
 #include <cairo-pdf.h>
 #include <cairo-svg.h>
@@ -184,12 +185,8 @@ void draw(cairo_t* cr, const Figure& f) {
 
 }  // namespace
 
-namespace {
-
-// Creates the surface the extension asks for, lets `paint` draw in points, and writes the file
-// (PNG at 2 pixels per point; SVG with a <title>; PDF with Title metadata).
-void render(const std::filesystem::path& target, double width, double height, const std::string& title,
-            const std::function<void(cairo_t*)>& paint) {
+void render_file(const std::filesystem::path& target, double width, double height, const std::string& title,
+                 const std::function<void(cairo_t*)>& paint) {
   const std::string ext = target.extension().string();
   const std::string name = target.string();  // messages name the target; the bytes go to `path`
   AtomicOutput file(target);
@@ -243,6 +240,8 @@ void render(const std::filesystem::path& target, double width, double height, co
   }
   file.commit();
 }
+
+namespace {
 
 void draw_grid(cairo_t* cr, const GridFigure& g) {
   cairo_set_source_rgb(cr, 1, 1, 1);
@@ -326,12 +325,12 @@ void draw_grid(cairo_t* cr, const GridFigure& g) {
 
 void write_figure(const Figure& f, const std::filesystem::path& path) {
   if (f.rows <= 0 || f.cols <= 0 || f.values.size() != static_cast<std::size_t>(f.rows * f.cols)) fail(path.string(), "nothing to draw");
-  render(path, f.width, f.height, f.title, [&](cairo_t* cr) { draw(cr, f); });
+  render_file(path, f.width, f.height, f.title, [&](cairo_t* cr) { draw(cr, f); });
 }
 
 void write_grid_figure(const GridFigure& g, const std::filesystem::path& path) {
   if (g.panels.empty()) fail(path.string(), "nothing to draw");
-  render(path, g.width, g.height, g.title, [&](cairo_t* cr) { draw_grid(cr, g); });
+  render_file(path, g.width, g.height, g.title, [&](cairo_t* cr) { draw_grid(cr, g); });
 }
 
 }  // namespace luka::viz

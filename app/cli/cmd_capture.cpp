@@ -184,7 +184,7 @@ int run_capture(int argc, char** argv) {
     const auto now = Clock::now();
     if (!force && now - last_print < std::chrono::milliseconds(tty ? 200 : 5000)) return;
     last_print = now;
-    std::fprintf(stderr, "%s%s, %s written, %.1f s%s", tty ? "\r\033[K" : "", what.c_str(), megabytes(size_on_disk(out)).c_str(),
+    std::fprintf(stderr, "%s%s, %s written, %.1f s%s", tty ? "\r\033[K" : "", what.c_str(), megabytes(size_on_disk(writer ? writer->partial_path() : out)).c_str(),
                  std::chrono::duration<double>(now - t0).count(), tty ? "" : "\n");
     std::fflush(stderr);
   };
@@ -227,9 +227,19 @@ int run_capture(int argc, char** argv) {
   recording.total_steps = max_new - 1;
   RunLoop loop(decoder, layers, luka);
   loop.set_sampler_factory([device](const SamplingParams& p) { return device->sampler(p); });
-  const RunResult result = loop.run(prompt.ids, run, &recording);
+  RunResult result;
+  try {
+    result = loop.run(prompt.ids, run, &recording);
+    if (session) session->finish(std::move(recording.pending));
+  } catch (const Error& e) {
+    if (!writer) throw;
+    // The writer leaves what it wrote as a killed run leaves it: say where.
+    session.reset();
+    if (!quiet && tty) std::fputc('\n', stderr);
+    throw Error(std::string(e.what()) + "; the " + std::to_string(writer->complete_steps()) + " complete decode steps are readable in " +
+                writer->partial_path().string());
+  }
   const std::int64_t steps = result.decode_steps;
-  if (session) session->finish(std::move(recording.pending));
   const double seconds = std::chrono::duration<double>(Clock::now() - t0).count();
   if (!quiet && tty) std::fputc('\n', stderr);
   const double decode_s = std::chrono::duration<double>(recording.last_step_end - recording.decode_start).count();

@@ -6,6 +6,7 @@
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <vector>
 
 #include "app/cli/args.h"
 #include "app/cli/commands.h"
@@ -33,8 +34,14 @@ int run_export(int argc, char** argv) {
       .option("out", "FILE", "figure file: .png, .svg or .pdf");
   args.epilog("example:\n  luka export --capture demo.h5 --layer 10 --head 2 --step 8 --out layer10.pdf");
   if (!args.parse(argc, argv, 2)) return 0;
-  for (const char* required : {"capture", "layer", "head", "out"})
-    if (!args.has(required)) throw UsageError(std::string("--") + required + " is required");
+  // A grid of heads draws every head of --layer; a grid of layers, --head in every layer.
+  const std::string grid = args.get("grid");
+  if (args.has("grid") && grid != "heads" && grid != "layers") throw UsageError("--grid must be heads or layers");
+  std::vector<const char*> required = {"capture", "out"};
+  if (grid != "layers") required.push_back("layer");
+  if (grid != "heads") required.push_back("head");
+  for (const char* r : required)
+    if (!args.has(r)) throw UsageError(std::string("--") + r + " is required" + (grid.empty() ? "" : " with --grid " + grid));
   const std::string view = args.get("view", "effective");
   if (view != "effective" && view != "dense" && view != "difference") throw UsageError("--view must be effective, dense or difference");
   const std::string scale = args.get("scale", "log");
@@ -48,8 +55,6 @@ int run_export(int argc, char** argv) {
   if (step < 0) throw UsageError("--step must be >= 0");
   if (view != "effective" && step == 0) throw UsageError("--view " + view + " needs --step S (the dense shadow runs at decode steps)");
   if (args.has("grid")) {
-    const std::string grid = args.get("grid");
-    if (grid != "heads" && grid != "layers") throw UsageError("--grid must be heads or layers");
     viz::write_grid_figure(figures::grid_from_capture(*file, grid == "heads", static_cast<int>(args.get_int("layer", 0)),
                                              static_cast<int>(args.get_int("head", 0)), step, scale == "log", figures::parse_map_view(view)),
                            args.get("out"));

@@ -21,6 +21,9 @@ int run_tokenize(int argc, char** argv);
 int run_forward(int argc, char** argv);
 int run_generate(int argc, char** argv);
 int run_perplexity(int argc, char** argv);
+int run_eval(int argc, char** argv);  // luka eval wikisalad
+int run_sweep(int argc, char** argv);
+int run_calibrate(int argc, char** argv);
 int run_capture(int argc, char** argv);
 int run_inspect(int argc, char** argv);
 int run_export(int argc, char** argv);

@@ -6,6 +6,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/luka/auto_config.h"
 #include "core/util/error.h"
 #include "core/util/text_file.h"
 
@@ -60,19 +61,20 @@ const char* name_of(E e, const std::pair<const char*, E> (&names)[N]) {
 }
 
 double parse_double(const std::string& key, const std::string& value) {
-  std::size_t used = 0;
-  double v = 0;
-  try {
-    v = std::stod(value, &used);
-  } catch (const std::exception&) {
-    used = 0;
-  }
-  // Fractions like 1/8 are allowed.
-  if (used != value.size()) {
-    const std::size_t slash = value.find('/');
-    if (slash != std::string::npos) return parse_double(key, value.substr(0, slash)) / parse_double(key, value.substr(slash + 1));
-    fail("luka config", key + " must be a number, got '" + value + "'");
-  }
+  // A number, or a fraction of two ("1/8"); 1/0 and 0/0 are not finite.
+  const auto number = [&](const std::string& text) {
+    std::size_t used = 0;
+    double v = 0;
+    try {
+      v = std::stod(text, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (used == 0 || used != text.size()) fail("luka config", key + " must be a number, got '" + value + "'");
+    return v;
+  };
+  const std::size_t slash = value.find('/');
+  const double v = slash == std::string::npos ? number(value) : number(value.substr(0, slash)) / number(value.substr(slash + 1));
   if (!std::isfinite(v)) fail("luka config", key + " must be finite, got '" + value + "'");
   return v;
 }
@@ -253,7 +255,7 @@ void validate(const LayerConfig& c, std::int64_t layer) {
   const LinedConfig& l = c.lined;
   const ClusteredConfig& k = c.clustered;
   if (l.window < 0) fail(where, "window must be >= 0");
-  if (l.window_frac < 0 || l.window_frac > 1) fail(where, "window_frac must be in [0, 1]");
+  if (!(l.window_frac >= 0 && l.window_frac <= 1)) fail(where, "window_frac must be in [0, 1]");
   if (!(l.rho > 0 && l.rho <= 1)) fail(where, "rho must be in (0, 1], got " + std::to_string(l.rho));
   if (!(l.decay > 0 && l.decay <= 1)) fail(where, "decay must be in (0, 1]");
   if (k.page_size <= 0) fail(where, "page_size must be positive, got " + std::to_string(k.page_size));
@@ -345,6 +347,7 @@ LukaConfig LukaConfig::preset(const std::string& name, std::int64_t num_layers) 
           (i < first || i >= num_layers - last) ? AttentionMode::kLined : AttentionMode::kClustered;
   };
   if (name == "dense") return c;
+  if (name.rfind("auto:", 0) == 0) return auto_config(parse_auto_spec(name.substr(5)), num_layers);
   if (name == "lined" || name == "clustered") {
     for (auto& l : c.layers) l.mode = name == "lined" ? AttentionMode::kLined : AttentionMode::kClustered;
     return c;

@@ -116,7 +116,12 @@ void read_rope(const json& root, const Fields& f, RopeConfig& rope) {
     rope.factor = number("factor", 8.0);
     rope.low_freq_factor = number("low_freq_factor", 1.0);
     rope.high_freq_factor = number("high_freq_factor", 4.0);
-    rope.original_max_position = static_cast<std::int64_t>(number("original_max_position_embeddings", 8192));
+    // Checked before the conversion: a double past int64's range does not convert (undefined behaviour).
+    const double original = number("original_max_position_embeddings", 8192);
+    if (!(original >= 1 && original < 0x1p63))
+      fail(where, prefix + "original_max_position_embeddings must be a positive number of positions, got " +
+                      s->at("original_max_position_embeddings").dump());
+    rope.original_max_position = static_cast<std::int64_t>(original);
     if (rope.high_freq_factor == rope.low_freq_factor)
       fail(where, prefix + "high_freq_factor must differ from low_freq_factor");
   } else {
@@ -128,8 +133,11 @@ void read_rope(const json& root, const Fields& f, RopeConfig& rope) {
 }  // namespace
 
 ModelConfig ModelConfig::from_json_file(const std::filesystem::path& path) {
-  const std::string where = path.string();
-  const json root = read_json_file(path, "config file");
+  return from_json_text(read_text_file(path, "config file"), path.string());
+}
+
+ModelConfig ModelConfig::from_json_text(const std::string& text, const std::string& where) {
+  const json root = parse_json_text(text, where, "config file");
   if (!root.is_object()) fail(where, "expected a JSON object");
   Fields f(root, where);
 

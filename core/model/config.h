@@ -46,6 +46,8 @@ struct ModelConfig {
 
   // Throws luka::Error naming the file and the missing or malformed field.
   static ModelConfig from_json_file(const std::filesystem::path& path);
+  // The same for a config.json's text; `where` names it in errors.
+  static ModelConfig from_json_text(const std::string& text, const std::string& where);
 };
 
 }  // namespace luka

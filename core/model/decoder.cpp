@@ -66,6 +66,7 @@ Decoder::Decoder(std::shared_ptr<const Model> model) : model_(std::move(model)) 
 }
 
 void Decoder::reset() {
+  c10::InferenceMode guard;  // the caches' and layers' tensors are inference tensors
   position_ = 0;
   for (auto& cache : caches_) cache.reset();
   for (auto& a : attention_) a->reset();

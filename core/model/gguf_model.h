@@ -1,6 +1,5 @@
-// Models stored as GGUF: the metadata (llama.*, qwen2.*, qwen3.*) mapped onto the same
-// ModelConfig the config.json path produces, and the tensors (blk.N.attn_q.weight, ...)
-// dequantized into the compute dtype — one decoder for both formats.
+// Models stored as GGUF: the metadata mapped onto a ModelConfig (gguf_config.h), and the tensors
+// (blk.N.attn_q.weight, ...) dequantized into the compute dtype — one decoder for both formats.
 #pragma once
 
 #include <memory>
@@ -8,12 +7,10 @@
 #include "core/gguf/gguf.h"
 #include "core/model/config.h"
 #include "core/model/dtype.h"
+#include "core/model/gguf_config.h"
 #include "core/model/weights.h"
 
 namespace luka {
-
-// Throws luka::Error naming the file and the missing, mistyped or unsupported metadata.
-ModelConfig config_from_gguf(const gguf::File& file);
 
 // Checks every tensor's shape against `config`. F32 (and BF16 in bf16) tensors stay in the
 // mapping; everything else is dequantized (ggml's reference arithmetic) and converted. llama

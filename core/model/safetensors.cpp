@@ -1,13 +1,14 @@
 #include "core/model/safetensors.h"
 
 #include <algorithm>
-
 #include <cstring>
 #include <limits>
+#include <string_view>
 
 #include <nlohmann/json.hpp>
 
 #include "core/util/error.h"
+#include "core/util/text_file.h"
 
 namespace luka {
 
@@ -20,24 +21,33 @@ std::size_t safetensors_dtype_size(const std::string& dtype) {
 }
 
 SafetensorsFile::SafetensorsFile(const std::filesystem::path& path) : file_(path) {
-  const std::string where = path.string();
-  const std::size_t size = file_.size();
+  parse_header(file_.data(), file_.size(), path.string());
+}
+
+SafetensorsFile SafetensorsFile::parse(const std::uint8_t* bytes, std::size_t size, const std::string& where) {
+  SafetensorsFile file;
+  file.parse_header(bytes, size, where);
+  return file;
+}
+
+void SafetensorsFile::parse_header(const std::uint8_t* bytes, std::size_t size, const std::string& where) {
   if (size < 8) fail(where, "truncated safetensors file: " + std::to_string(size) + " bytes, no header length");
   std::uint64_t header_len = 0;
-  for (int i = 7; i >= 0; --i) header_len = (header_len << 8) | file_.data()[i];  // little-endian
+  for (int i = 7; i >= 0; --i) header_len = (header_len << 8) | bytes[i];  // little-endian
   if (header_len > size - 8)
     fail(where, "truncated safetensors file: header of " + std::to_string(header_len) +
                     " bytes does not fit in " + std::to_string(size) + " bytes");
-  const char* header_begin = reinterpret_cast<const char*>(file_.data() + 8);
+  const char* header_begin = reinterpret_cast<const char*>(bytes + 8);
   nlohmann::json header;
   try {
     header = nlohmann::json::parse(header_begin, header_begin + header_len);
   } catch (const nlohmann::json::exception& e) {
     fail(where, std::string("invalid safetensors header JSON: ") + e.what());
   }
+  check_json_depth(std::string_view(header_begin, header_len), where, "safetensors header");
   if (!header.is_object()) fail(where, "safetensors header is not a JSON object");
 
-  const std::uint8_t* data_begin = file_.data() + 8 + header_len;
+  const std::uint8_t* data_begin = bytes + 8 + header_len;
   const std::uint64_t data_size = size - 8 - header_len;
   struct Span {
     std::uint64_t begin, end;

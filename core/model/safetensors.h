@@ -31,12 +31,19 @@ class SafetensorsFile {
   // Throws luka::Error naming the path, the tensor and the problem.
   explicit SafetensorsFile(const std::filesystem::path& path);
 
+  // Parses a safetensors image already in memory (the fuzz target uses this); `bytes` must
+  // outlive the result, whose path() is empty. `where` names it in errors.
+  static SafetensorsFile parse(const std::uint8_t* bytes, std::size_t size, const std::string& where);
+
   const std::filesystem::path& path() const { return file_.path(); }
   const std::map<std::string, SafetensorsTensor>& tensors() const { return tensors_; }
   // nullptr when absent.
   const SafetensorsTensor* find(const std::string& name) const;
 
  private:
+  SafetensorsFile() = default;
+  void parse_header(const std::uint8_t* bytes, std::size_t size, const std::string& where);
+
   MappedFile file_;
   std::map<std::string, SafetensorsTensor> tensors_;
 };

@@ -1,16 +1,11 @@
 #include "core/model/weights.h"
 
-#include <algorithm>
-
-#include <fstream>
 #include <map>
 #include <sstream>
 
-#include <nlohmann/json.hpp>
-
 #include "core/model/safetensors.h"
+#include "core/model/shard_index.h"
 #include "core/util/error.h"
-#include "core/util/text_file.h"
 
 namespace luka {
 
@@ -34,85 +29,6 @@ std::string shape_string(const std::vector<std::int64_t>& shape) {
   s << "]";
   return s.str();
 }
-
-// Where each tensor name lives, over one or many shards.
-class TensorIndex {
- public:
-  explicit TensorIndex(const std::filesystem::path& dir) {
-    const auto single = dir / "model.safetensors";
-    const auto index = dir / "model.safetensors.index.json";
-    if (std::filesystem::exists(index)) {
-      read_index(dir, index);
-    } else if (std::filesystem::exists(single)) {
-      auto file = std::make_shared<const SafetensorsFile>(single);
-      files_.push_back(file);
-      for (const auto& [name, t] : file->tensors()) entries_[name] = {file.get(), &t};
-    } else {
-      fail(dir.string(), "no model.safetensors or model.safetensors.index.json in the checkpoint folder");
-    }
-  }
-
-  // nullptr-safe lookup: {file, tensor} or {nullptr, nullptr}.
-  std::pair<const SafetensorsFile*, const SafetensorsTensor*> find(const std::string& name) const {
-    auto it = entries_.find(name);
-    if (it == entries_.end()) return {nullptr, nullptr};
-    return it->second;
-  }
-  const std::vector<std::shared_ptr<const SafetensorsFile>>& files() const { return files_; }
-  const std::string& where() const { return where_; }
-
- private:
-  // A shard the index names: a plain file inside the checkpoint folder. Absolute paths, "..",
-  // links leading out of the folder, and anything but a regular file (a FIFO would block the load
-  // forever) are refused without being opened.
-  static std::filesystem::path shard_in_folder(const std::filesystem::path& dir, const std::string& shard, const std::string& where,
-                                               const std::string& tensor) {
-    namespace fs = std::filesystem;
-    const fs::path rel(shard);
-    const auto refuse = [&](const std::string& why) {
-      fail(where, "weight_map entry '" + shard + "' (for tensor '" + tensor + "') " + why);
-    };
-    if (shard.empty() || rel.is_absolute() || rel.has_root_name()) refuse("must be a file name inside the checkpoint folder");
-    for (const auto& part : rel)
-      if (part == "..") refuse("must be a file name inside the checkpoint folder (no '..')");
-    const fs::path path = dir / rel;
-    std::error_code ec;
-    const fs::file_status st = fs::status(path, ec);
-    if (ec || !fs::exists(st)) fail(where, "weight_map names missing file '" + shard + "' (for tensor '" + tensor + "')");
-    if (!fs::is_regular_file(st)) refuse("is not a regular file");
-    const fs::path real = fs::canonical(path, ec), base = fs::canonical(dir, ec);
-    if (ec) refuse("cannot be resolved");
-    const auto mismatch = std::mismatch(base.begin(), base.end(), real.begin(), real.end());
-    if (mismatch.first != base.end()) refuse("leads outside the checkpoint folder");
-    return path;
-  }
-
-  void read_index(const std::filesystem::path& dir, const std::filesystem::path& index) {
-    const std::string where = index.string();
-    const nlohmann::json j = read_json_file(index, "shard index");
-    if (!j.is_object() || !j.contains("weight_map") || !j["weight_map"].is_object())
-      fail(where, "missing field 'weight_map' (expected an object of tensor name -> file)");
-    std::map<std::string, std::shared_ptr<const SafetensorsFile>> by_name;
-    for (auto it = j["weight_map"].begin(); it != j["weight_map"].end(); ++it) {
-      if (!it.value().is_string()) fail(where, "weight_map entry '" + it.key() + "' is not a file name");
-      const std::string shard = it.value().get<std::string>();
-      auto found = by_name.find(shard);
-      if (found == by_name.end()) {
-        const auto shard_path = shard_in_folder(dir, shard, where, it.key());
-        auto file = std::make_shared<const SafetensorsFile>(shard_path);
-        files_.push_back(file);
-        found = by_name.emplace(shard, file).first;
-      }
-      const SafetensorsTensor* t = found->second->find(it.key());
-      if (!t) fail(found->second->path().string(), "tensor '" + it.key() + "' listed in " + index.filename().string() + " is missing");
-      entries_[it.key()] = {found->second.get(), t};
-    }
-  }
-
-  std::vector<std::shared_ptr<const SafetensorsFile>> files_;
-  std::map<std::string, std::pair<const SafetensorsFile*, const SafetensorsTensor*>> entries_;
-  std::string where_;
-};
 
 class Loader {
  public:
@@ -185,7 +101,7 @@ std::string stored_type_names(const std::vector<StoredType>& types) {
 
 LoadedWeights load_weights(const std::filesystem::path& dir, const ModelConfig& c,
                            const std::filesystem::path& config_path, DType dtype) {
-  TensorIndex index(dir);
+  const TensorIndex index = TensorIndex::open(dir);
   Loader L(index, dir, config_path, dtype);
   auto w = std::make_unique<ModelWeights>();
   const std::int64_t H = c.hidden_size;

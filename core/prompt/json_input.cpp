@@ -9,7 +9,9 @@
 
 namespace luka::prompt_json {
 
-json read_file(const std::filesystem::path& file, const std::string& what) { return read_json_file(file, what); }
+json parse(const std::string& text, const std::filesystem::path& file, const std::string& what) {
+  return parse_json_text(text, file.string(), what);
+}
 
 std::string field_path(const std::string& parent, const std::string& name) {
   return parent.empty() ? name : parent + "." + name;

@@ -13,9 +13,9 @@ namespace luka::prompt_json {
 
 using nlohmann::json;
 
-// The parsed file (core/util/text_file: missing, a folder, malformed JSON and where are errors
-// naming the file and `what` it is).
-json read_file(const std::filesystem::path& file, const std::string& what);
+// A file's text parsed (core/util/text_file: malformed JSON and where are errors naming the file
+// and `what` it is).
+json parse(const std::string& text, const std::filesystem::path& file, const std::string& what);
 
 // Fails when `object` has a key not in `allowed`, naming it and the allowed ones.
 void check_keys(const json& object, std::initializer_list<const char*> allowed, const std::string& where,

@@ -6,6 +6,8 @@
 
 #include "core/prompt/json_input.h"
 #include "core/util/error.h"
+#include "core/util/output_file.h"
+#include "core/util/text_file.h"
 
 namespace luka {
 
@@ -51,8 +53,12 @@ std::string defined_topics(const std::map<char, Topic>& topics) {
 }  // namespace
 
 InterwovenPrompt load_prompt_file(const std::filesystem::path& file) {
+  return parse_prompt_file(read_text_file(file, "prompt file"), file);
+}
+
+InterwovenPrompt parse_prompt_file(const std::string& text, const std::filesystem::path& file) {
   const std::string where = file.string();
-  const json root = prompt_json::read_file(file, "prompt file");
+  const json root = prompt_json::parse(text, file, "prompt file");
   if (!root.is_object()) fail(where, "expected a JSON object with \"topics\" and \"segments\"");
   prompt_json::check_keys(root, {"title", "pattern", "separator", "topics", "segments", "question"}, where, "");
 
@@ -131,9 +137,14 @@ void save_prompt_file(const InterwovenPrompt& prompt, const std::filesystem::pat
   json root = {{"title", prompt.title}, {"pattern", prompt.pattern}, {"separator", prompt.separator}, {"topics", topics},
                {"segments", segments}};
   if (!prompt.question.empty()) root["question"] = prompt.question;
-  std::ofstream out(file, std::ios::binary | std::ios::trunc);
-  out << root.dump(2) << "\n";
-  if (!out) fail(where, "cannot write the prompt file");
+  AtomicOutput output(file);
+  {
+    std::ofstream out(output.path(), std::ios::binary | std::ios::trunc);
+    out << root.dump(2) << "\n";
+    out.close();
+    if (!out) fail(where, "cannot write the prompt file");
+  }
+  output.commit();
 }
 
 void apply_pattern(InterwovenPrompt& prompt, const std::string& pattern) {

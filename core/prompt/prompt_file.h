@@ -10,6 +10,8 @@ namespace luka {
 
 // Throws luka::Error naming the file, the field and the problem for any bad input.
 InterwovenPrompt load_prompt_file(const std::filesystem::path& file);
+// The same for the file's text; `file` names it in errors and its stem is the default title.
+InterwovenPrompt parse_prompt_file(const std::string& text, const std::filesystem::path& file);
 
 // Writes `prompt` in the same format (load_prompt_file reads it back equal). Each pattern letter
 // is a topic; its label and colour come from its first segment. Throws luka::Error naming the

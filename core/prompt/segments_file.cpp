@@ -4,6 +4,7 @@
 
 #include "core/prompt/json_input.h"
 #include "core/util/error.h"
+#include "core/util/text_file.h"
 
 namespace luka {
 
@@ -18,8 +19,12 @@ bool on_character_boundary(std::string_view text, std::size_t pos) {
 }  // namespace
 
 SegmentTable load_segments_file(const std::filesystem::path& file, std::string_view prompt_text) {
+  return parse_segments_file(read_text_file(file, "segments file"), file, prompt_text);
+}
+
+SegmentTable parse_segments_file(const std::string& text, const std::filesystem::path& file, std::string_view prompt_text) {
   const std::string where = file.string();
-  const json root = prompt_json::read_file(file, "segments file");
+  const json root = prompt_json::parse(text, file, "segments file");
   if (!root.is_array() || root.empty())
     fail(where, "expected a non-empty JSON list of {\"label\", \"colour\", \"begin\", \"end\"}");
   SegmentTable table;

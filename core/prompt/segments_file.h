@@ -3,6 +3,7 @@
 #pragma once
 
 #include <filesystem>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -21,5 +22,7 @@ struct SegmentTable {
 // default palette, one colour per distinct label. Throws luka::Error naming the file, the entry
 // and the problem.
 SegmentTable load_segments_file(const std::filesystem::path& file, std::string_view prompt_text);
+// The same for the file's text; `file` names it in errors.
+SegmentTable parse_segments_file(const std::string& text, const std::filesystem::path& file, std::string_view prompt_text);
 
 }  // namespace luka

@@ -4,6 +4,7 @@
 
 #include "core/prompt/json_input.h"
 #include "core/util/error.h"
+#include "core/util/text_file.h"
 
 namespace luka {
 
@@ -82,8 +83,8 @@ InterwovenPrompt convert(const json& example, int index, const std::filesystem::
   return out;
 }
 
-json read_examples(const std::filesystem::path& file) {
-  json root = prompt_json::read_file(file, "WikiSalad file");
+json parse_examples(const std::string& text, const std::filesystem::path& file) {
+  json root = prompt_json::parse(text, file, "WikiSalad file");
   if (!root.is_array()) fail(file.string(), "expected a JSON list of WikiSalad examples");
   if (root.empty()) fail(file.string(), "the file has no examples");
   return root;
@@ -92,7 +93,7 @@ json read_examples(const std::filesystem::path& file) {
 }  // namespace
 
 InterwovenPrompt from_wikisalad(const std::filesystem::path& json_file, int example) {
-  const json examples = read_examples(json_file);
+  const json examples = parse_examples(read_text_file(json_file, "WikiSalad file"), json_file);
   if (example < 0 || static_cast<std::size_t>(example) >= examples.size())
     fail(json_file.string(), "example " + std::to_string(example) + " is out of range (the file has " +
                                  std::to_string(examples.size()) + " examples: 0 to " +
@@ -101,7 +102,11 @@ InterwovenPrompt from_wikisalad(const std::filesystem::path& json_file, int exam
 }
 
 std::vector<InterwovenPrompt> load_wikisalad(const std::filesystem::path& json_file) {
-  const json examples = read_examples(json_file);
+  return parse_wikisalad(read_text_file(json_file, "WikiSalad file"), json_file);
+}
+
+std::vector<InterwovenPrompt> parse_wikisalad(const std::string& text, const std::filesystem::path& json_file) {
+  const json examples = parse_examples(text, json_file);
   std::vector<InterwovenPrompt> out;
   out.reserve(examples.size());
   for (std::size_t i = 0; i < examples.size(); ++i) out.push_back(convert(examples[i], static_cast<int>(i), json_file));

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <filesystem>
+#include <string>
 #include <vector>
 
 #include "core/prompt/interwoven_prompt.h"
@@ -21,5 +22,7 @@ InterwovenPrompt from_wikisalad(const std::filesystem::path& json_file, int exam
 
 // Every example of the file, in order (one parse for the whole file).
 std::vector<InterwovenPrompt> load_wikisalad(const std::filesystem::path& json_file);
+// The same for the file's text; `json_file` names it in errors and titles.
+std::vector<InterwovenPrompt> parse_wikisalad(const std::string& text, const std::filesystem::path& json_file);
 
 }  // namespace luka

@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <chrono>
 #include <set>
-#include <sstream>
 
 #include <ATen/ATen.h>
 
@@ -23,52 +22,12 @@ const char* to_string(StopReason reason) {
   return "?";
 }
 
-std::vector<ScheduleEntry> parse_schedule(const std::string& text) {
-  std::vector<ScheduleEntry> out;
-  std::stringstream entries(text);
-  std::string entry;
-  while (std::getline(entries, entry, ';')) {
-    if (entry.empty()) continue;
-    ScheduleEntry e;
-    bool has_step = false;
-    std::stringstream items(entry);
-    std::string item;
-    while (std::getline(items, item, ':')) {
-      if (item.rfind("step=", 0) == 0) {
-        const std::string v = item.substr(5);
-        std::size_t used = 0;
-        long long step = -1;
-        try {
-          step = std::stoll(v, &used);
-        } catch (const std::exception&) {
-          used = 0;
-        }
-        if (used != v.size() || step < 1) fail("schedule", "step must be a positive integer, got '" + v + "'");
-        e.step = step;
-        has_step = true;
-      } else {
-        e.override_spec += (e.override_spec.empty() ? "" : ",") + item;
-      }
-    }
-    if (!has_step) fail("schedule", "entry '" + entry + "' has no step=N");
-    if (e.override_spec.empty()) fail("schedule", "entry '" + entry + "' changes nothing");
-    out.push_back(e);
-  }
-  if (out.empty()) fail("schedule", "the schedule is empty");
-  return out;
-}
-
 void check_context(std::int64_t context, std::int64_t position, std::int64_t prompt_tokens, std::int64_t max_new_tokens) {
   // The last chosen token is not fed: the cache holds at most position + prompt + max_new - 1.
   if (position + prompt_tokens + max_new_tokens - 1 <= context) return;
   fail("run", "the prompt (" + std::to_string(prompt_tokens) + " tokens" +
                   (position > 0 ? " after " + std::to_string(position) : std::string()) + ") plus " +
                   std::to_string(max_new_tokens) + " new tokens exceeds the model's context of " + std::to_string(context) + " tokens");
-}
-
-void check_schedule(const LukaConfig& config, const std::vector<ScheduleEntry>& schedule) {
-  LukaConfig probe = config;
-  for (const ScheduleEntry& e : schedule) probe.apply_override(e.override_spec);
 }
 
 std::vector<std::int32_t> stop_token_ids(const std::vector<std::int64_t>& model_eos_ids, const Tokenizer& tokenizer) {

@@ -18,6 +18,7 @@
 
 #include "core/generate/sampler.h"
 #include "core/luka/config.h"
+#include "core/luka/schedule.h"
 
 namespace at {
 class Tensor;
@@ -29,23 +30,11 @@ class Decoder;
 class LukaLayer;
 class Tokenizer;
 
-// --schedule "step=10:layers=0-7:mode=clustered;step=20:layers=all:mode=dense": overrides applied
-// before the given decode step (1 = the first decode step after the prefill).
-struct ScheduleEntry {
-  std::int64_t step = 0;
-  std::string override_spec;  // everything but step=, as LukaConfig::apply_override takes it
-};
-// Throws luka::Error ("schedule: ...") for a malformed schedule.
-std::vector<ScheduleEntry> parse_schedule(const std::string& text);
 // Throws luka::Error ("the prompt (N tokens) plus M new tokens exceeds the model's context of C
 // tokens") when a run of `prompt_tokens` after `position` tokens, with up to `max_new_tokens`
 // chosen, would pass the model's context. The run loop checks it before it starts; callers that
 // create files first (captures) check it earlier.
 void check_context(std::int64_t context, std::int64_t position, std::int64_t prompt_tokens, std::int64_t max_new_tokens);
-
-// Applies every entry to a copy of `config`: a bad key or layer fails now (luka::Error), not
-// half-way through a run.
-void check_schedule(const LukaConfig& config, const std::vector<ScheduleEntry>& schedule);
 
 enum class StopReason { kStopToken, kMaxTokens, kObserver };
 const char* to_string(StopReason reason);  // "stop_token", "max_tokens", "observer"

@@ -129,27 +129,6 @@ std::optional<std::string> read_token_name(const json& config, const char* key) 
   return std::nullopt;
 }
 
-TokenizerConfig read_config(const fs::path& file) {
-  TokenizerConfig config;
-  const json j = read_json_file(file, "tokenizer file");
-  if (!j.is_object()) fail(file.string(), "expected a JSON object");
-  config.bos_token = read_token_name(j, "bos_token");
-  config.eos_token = read_token_name(j, "eos_token");
-  config.pad_token = read_token_name(j, "pad_token");
-  if (j.contains("add_bos_token") && j["add_bos_token"].is_boolean()) config.add_bos_token = j["add_bos_token"].get<bool>();
-  if (j.contains("chat_template")) {
-    const json& t = j["chat_template"];
-    if (t.is_string()) {
-      config.chat_template = t.get<std::string>();
-    } else if (t.is_array()) {  // named templates: [{"name": "default", "template": ...}, ...]
-      for (const json& named : t)
-        if (named.is_object() && named.value("name", "") == "default" && named.contains("template") && named["template"].is_string())
-          config.chat_template = named["template"].get<std::string>();
-    }
-  }
-  return config;
-}
-
 // Fills the id tables, the added-token matchers and the BPE model from a vocabulary (byte-level
 // text -> id) and impl.added.
 void build_tables(Tokenizer::Impl& impl, std::unordered_map<std::string, std::int32_t> vocab,
@@ -180,27 +159,53 @@ void build_tables(Tokenizer::Impl& impl, std::unordered_map<std::string, std::in
   impl.model = std::make_unique<BpeModel>(std::move(vocab), merges, ignore_merges, where, unk_id, fuse_unk);
 }
 
+}  // namespace
+
+TokenizerConfig TokenizerConfig::from_json_text(const std::string& text, const std::string& where) {
+  TokenizerConfig config;
+  const json j = parse_json_text(text, where, "tokenizer file");
+  if (!j.is_object()) fail(where, "expected a JSON object");
+  try {
+    config.bos_token = read_token_name(j, "bos_token");
+    config.eos_token = read_token_name(j, "eos_token");
+    config.pad_token = read_token_name(j, "pad_token");
+    if (j.contains("add_bos_token") && j["add_bos_token"].is_boolean()) config.add_bos_token = j["add_bos_token"].get<bool>();
+    if (j.contains("chat_template")) {
+      const json& t = j["chat_template"];
+      if (t.is_string()) {
+        config.chat_template = t.get<std::string>();
+      } else if (t.is_array()) {  // named templates: [{"name": "default", "template": ...}, ...]
+        for (const json& named : t)
+          if (named.is_object() && named.value("name", "") == "default" && named.contains("template") && named["template"].is_string())
+            config.chat_template = named["template"].get<std::string>();
+      }
+    }
+  } catch (const json::exception& e) {
+    fail(where, std::string("unexpected JSON content: ") + e.what());
+  }
+  return config;
+}
+
 // The tokenizer stored in a GGUF's metadata (tokenizer.ggml.*), as llama.cpp writes it.
-std::unique_ptr<Tokenizer::Impl> load_gguf(const fs::path& path) {
-  const auto file = gguf::File::open(path);
-  const std::string where = path.string();
+Tokenizer Tokenizer::from_gguf(const gguf::File& file) {
+  const std::string& where = file.where();
   auto impl = std::make_unique<Tokenizer::Impl>();
-  impl->source = path;
-  const std::string model = file->get_string_or("tokenizer.ggml.model").value_or("");
+  impl->source = file.path();
+  const std::string model = file.get_string_or("tokenizer.ggml.model").value_or("");
   if (model != "gpt2")
     fail(where, "GGUF: unsupported tokenizer model \"" + model +
                     "\" in tokenizer.ggml.model (supported: gpt2, the byte-level BPE)");
-  const gguf::Value* tokens = file->get_array_or("tokenizer.ggml.tokens", gguf::ValueType::kString);
-  const gguf::Value* merges_value = file->get_array_or("tokenizer.ggml.merges", gguf::ValueType::kString);
+  const gguf::Value* tokens = file.get_array_or("tokenizer.ggml.tokens", gguf::ValueType::kString);
+  const gguf::Value* merges_value = file.get_array_or("tokenizer.ggml.merges", gguf::ValueType::kString);
   if (!tokens) fail(where, "GGUF: missing metadata 'tokenizer.ggml.tokens'");
   if (!merges_value) fail(where, "GGUF: missing metadata 'tokenizer.ggml.merges'");
-  const gguf::Value* types = file->get_array_or("tokenizer.ggml.token_type", gguf::ValueType::kI32);
+  const gguf::Value* types = file.get_array_or("tokenizer.ggml.token_type", gguf::ValueType::kI32);
   if (types && types->size() != tokens->size())
     fail(where, "GGUF: tokenizer.ggml.token_type has " + std::to_string(types->size()) + " entries for " +
                     std::to_string(tokens->size()) + " tokens");
   if (tokens->size() == 0 || tokens->size() > (std::size_t{1} << 24))
     fail(where, "GGUF: tokenizer.ggml.tokens has an implausible size " + std::to_string(tokens->size()));
-  impl->pre_tokenizer = pre_tokenizer_for_gguf(file->get_string_or("tokenizer.ggml.pre").value_or("gpt-2"), where, impl->nfc);
+  impl->pre_tokenizer = pre_tokenizer_for_gguf(file.get_string_or("tokenizer.ggml.pre").value_or("gpt-2"), where, impl->nfc);
 
   std::unordered_map<std::string, std::int32_t> vocab;
   vocab.reserve(tokens->size());
@@ -230,7 +235,7 @@ std::unique_ptr<Tokenizer::Impl> load_gguf(const fs::path& path) {
   // A byte with no symbol in the vocabulary becomes the unknown token (fused), as transformers'
   // GGUF tokenizer does.
   std::int32_t unk = -1;
-  if (const auto u = file->get_int_or("tokenizer.ggml.unknown_token_id")) {
+  if (const auto u = file.get_int_or("tokenizer.ggml.unknown_token_id")) {
     if (*u < 0 || static_cast<std::size_t>(*u) >= tokens->size())
       fail(where, "GGUF: tokenizer.ggml.unknown_token_id " + std::to_string(*u) + " is outside the vocabulary");
     unk = static_cast<std::int32_t>(*u);
@@ -238,7 +243,7 @@ std::unique_ptr<Tokenizer::Impl> load_gguf(const fs::path& path) {
   build_tables(*impl, std::move(vocab), merges, false, static_cast<std::int32_t>(tokens->size()) - 1, where, unk, true);
 
   const auto token_name = [&](const char* key) -> std::optional<std::string> {
-    const auto id = file->get_int_or(key);
+    const auto id = file.get_int_or(key);
     if (!id) return std::nullopt;
     if (*id < 0 || static_cast<std::size_t>(*id) >= tokens->size())
       fail(where, std::string("GGUF: ") + key + " " + std::to_string(*id) + " is outside the vocabulary");
@@ -247,23 +252,29 @@ std::unique_ptr<Tokenizer::Impl> load_gguf(const fs::path& path) {
   impl->config.bos_token = token_name("tokenizer.ggml.bos_token_id");
   impl->config.eos_token = token_name("tokenizer.ggml.eos_token_id");
   impl->config.pad_token = token_name("tokenizer.ggml.padding_token_id");
-  impl->config.chat_template = file->get_string_or("tokenizer.chat_template").value_or("");
-  impl->config.add_bos_token = file->get_bool_or("tokenizer.ggml.add_bos_token").value_or(false);
-  return impl;
+  impl->config.chat_template = file.get_string_or("tokenizer.chat_template").value_or("");
+  impl->config.add_bos_token = file.get_bool_or("tokenizer.ggml.add_bos_token").value_or(false);
+  return Tokenizer(std::move(impl));
 }
 
-}  // namespace
-
 Tokenizer Tokenizer::load(const fs::path& path) {
-  if (fs::is_regular_file(path) && gguf::File::has_magic(path)) return Tokenizer(load_gguf(path));
-  auto impl = std::make_unique<Impl>();
-  const bool is_dir = fs::is_directory(path);
-  impl->source = is_dir ? path / "tokenizer.json" : path;
-  const fs::path& file = impl->source;
-  const std::string where = file.string();
-  if (!fs::exists(file)) fail(where, "tokenizer file not found");
+  if (fs::is_regular_file(path) && gguf::File::has_magic(path)) return from_gguf(*gguf::File::open(path));
+  const fs::path file = fs::is_directory(path) ? path / "tokenizer.json" : path;
+  if (!fs::exists(file)) fail(file.string(), "tokenizer file not found");
+  const std::string text = read_text_file(file, "tokenizer file");
+  const fs::path config_file = file.parent_path() / "tokenizer_config.json";
+  std::optional<std::string> config;
+  if (fs::exists(config_file)) config = read_text_file(config_file, "tokenizer file");
+  return from_json_text(text, config, file);
+}
 
-  const json j = read_json_file(file, "tokenizer file");
+Tokenizer Tokenizer::from_json_text(const std::string& tokenizer_json, const std::optional<std::string>& config_json,
+                                    const fs::path& source) {
+  auto impl = std::make_unique<Impl>();
+  impl->source = source;
+  const fs::path& file = source;
+  const std::string where = file.string();
+  const json j = parse_json_text(tokenizer_json, where, "tokenizer file");
   try {
     if (!j.is_object()) fail(where, "expected a JSON object");
     if (!j.contains("model") || !j["model"].is_object()) fail(where, "no \"model\" object");
@@ -305,6 +316,11 @@ Tokenizer Tokenizer::load(const fs::path& path) {
         impl->added.push_back(std::move(t));
       }
     }
+    // Ids index dense tables (holes allowed, some 70 bytes an id): one stray id in a small file
+    // must not become a table a thousand times the file's size (id 2^24 - 1 in 9 KB took 1.1 GB).
+    if (static_cast<std::uint64_t>(max_id) > 64 * static_cast<std::uint64_t>(tokenizer_json.size()))
+      fail(where, "token id " + std::to_string(max_id) + " is implausibly large for a file of " +
+                      std::to_string(tokenizer_json.size()) + " bytes");
 
     std::int32_t unk = -1;
     if (model.contains("unk_token") && model["unk_token"].is_string()) {
@@ -319,14 +335,8 @@ Tokenizer Tokenizer::load(const fs::path& path) {
     fail(where, std::string("unexpected JSON content: ") + e.what());
   }
 
-  const fs::path config_file = file.parent_path() / "tokenizer_config.json";
-  if (fs::exists(config_file)) {
-    try {
-      impl->config = read_config(config_file);
-    } catch (const json::exception& e) {
-      fail(config_file.string(), std::string("unexpected JSON content: ") + e.what());
-    }
-  }
+  if (config_json)
+    impl->config = TokenizerConfig::from_json_text(*config_json, (file.parent_path() / "tokenizer_config.json").string());
   return Tokenizer(std::move(impl));
 }
 

@@ -12,6 +12,10 @@
 
 namespace luka {
 
+namespace gguf {
+class File;
+}
+
 // What tokenizer_config.json (optional) adds: special token names and the chat template text.
 struct TokenizerConfig {
   std::optional<std::string> bos_token;
@@ -19,6 +23,9 @@ struct TokenizerConfig {
   std::optional<std::string> pad_token;
   std::string chat_template;   // empty when absent
   bool add_bos_token = false;  // prompts start with the BOS token
+
+  // A tokenizer_config.json's text; `where` names it in errors (luka::Error).
+  static TokenizerConfig from_json_text(const std::string& text, const std::string& where);
 };
 
 // One token and the bytes [begin, end) of the encoded text it covers.
@@ -34,6 +41,14 @@ class Tokenizer {
   // tokenizer.json file, or a GGUF file (its tokenizer.ggml.* metadata). Throws luka::Error
   // naming the file and the problem.
   static Tokenizer load(const std::filesystem::path& path);
+
+  // The tokenizer of a tokenizer.json's text and, when given, its tokenizer_config.json's text;
+  // `source` is the tokenizer.json they come from (named in errors, the config as its neighbour).
+  static Tokenizer from_json_text(const std::string& tokenizer_json, const std::optional<std::string>& config_json,
+                                  const std::filesystem::path& source);
+
+  // The tokenizer in a GGUF's tokenizer.ggml.* metadata.
+  static Tokenizer from_gguf(const gguf::File& file);
 
   Tokenizer(Tokenizer&&) noexcept;
   Tokenizer& operator=(Tokenizer&&) noexcept;

@@ -25,11 +25,39 @@ std::string read_text_file(const std::filesystem::path& path, const std::string&
 }
 
 nlohmann::json read_json_file(const std::filesystem::path& path, const std::string& what) {
-  const std::string text = read_text_file(path, what);
+  return parse_json_text(read_text_file(path, what), path.string(), what);
+}
+
+nlohmann::json parse_json_text(const std::string& text, const std::string& where, const std::string& what) {
+  nlohmann::json j;
   try {
-    return nlohmann::json::parse(text);
+    j = nlohmann::json::parse(text);
   } catch (const nlohmann::json::exception& e) {
-    fail(path.string(), what + ": malformed JSON: " + e.what());
+    fail(where, what + ": malformed JSON: " + e.what());
+  }
+  check_json_depth(text, where, what);
+  return j;
+}
+
+void check_json_depth(std::string_view json, const std::string& where, const std::string& what) {
+  int depth = 0;
+  bool in_string = false;
+  for (std::size_t i = 0; i < json.size(); ++i) {
+    const char c = json[i];
+    if (in_string) {
+      if (c == '\\') {
+        ++i;
+      } else if (c == '"') {
+        in_string = false;
+      }
+    } else if (c == '"') {
+      in_string = true;
+    } else if (c == '[' || c == '{') {
+      if (++depth > kMaxJsonDepth)
+        fail(where, what + ": JSON nested deeper than " + std::to_string(kMaxJsonDepth) + " levels");
+    } else if (c == ']' || c == '}') {
+      --depth;
+    }
   }
 }
 

@@ -5,6 +5,7 @@
 
 #include <filesystem>
 #include <string>
+#include <string_view>
 
 #include <nlohmann/json.hpp>
 
@@ -17,5 +18,19 @@ std::string read_text_file(const std::filesystem::path& path, const std::string&
 
 // The file parsed as JSON; malformed JSON is an error with the parser's position.
 nlohmann::json read_json_file(const std::filesystem::path& path, const std::string& what);
+
+// A user's JSON already in memory (a file's text, or a fuzz input): malformed JSON is the error
+// "<where>: <what>: malformed JSON: ..." that read_json_file gives, and so is nesting deeper than
+// kMaxJsonDepth.
+nlohmann::json parse_json_text(const std::string& text, const std::string& where, const std::string& what);
+
+// nlohmann::json parses and frees iteratively but copies, compares and prints recursively: a file
+// of 100,000 '[' parses, then overflows the stack when printed in an error message. No format we
+// read nests deeper than a few levels.
+constexpr int kMaxJsonDepth = 256;
+
+// Throws "<where>: <what>: JSON nested deeper than 256 levels" for such a document; `json` must be
+// valid JSON (brackets inside strings are skipped, escapes included).
+void check_json_depth(std::string_view json, const std::string& where, const std::string& what);
 
 }  // namespace luka

@@ -23,6 +23,7 @@
 #include "tests/process_util.h"
 #include "viz/png.h"
 #include "core/util/error.h"
+#include "core/util/output_file.h"
 
 extern char** environ;
 namespace fs = std::filesystem;
@@ -101,12 +102,14 @@ TEST(CaptureCli, DenseRunMatchesTransformersIncludingTokenProbabilities) {
 
 TEST(CaptureCli, KilledRunOpensUpToItsLastCompleteStep) {
   REQUIRE_MODEL();
-  const fs::path out = work_dir() / "killed.h5";
+  const fs::path target = work_dir() / "killed.h5";
+  const fs::path out = work_dir() / "killed.h5.partial";  // where a run writes until it finishes
+  fs::remove(target);
   fs::remove(out);
   const std::vector<std::string> args = {LUKA_CLI_PATH, "capture", "--model", kModel.string(), "--prompt",
                                          "Once upon a time, in a small village by the sea,", "--preset", "clustered",
                                          "--set", "page_size=4,tail=8,interval=2", "--record", "layers=0-5",
-                                         "--max-new-tokens", "2000", "--threads", "1", "--quiet", "--out", out.string()};
+                                         "--max-new-tokens", "2000", "--threads", "1", "--quiet", "--out", target.string()};
   std::vector<char*> argv;
   for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
   argv.push_back(nullptr);
@@ -134,6 +137,7 @@ TEST(CaptureCli, KilledRunOpensUpToItsLastCompleteStep) {
   waitpid(pid, &status, 0);
   ASSERT_GE(seen, 6) << "the capture did not reach 6 steps: " << read_file(work_dir() / "err.txt");
   ASSERT_TRUE(WIFSIGNALED(status));
+  EXPECT_FALSE(fs::exists(target)) << "an unfinished capture must not take the capture's name";
 
   const auto f = luka::capture::CaptureFile::open(out);
   const auto s = f->summary();
@@ -163,7 +167,8 @@ TEST(CaptureCli, KilledRunOpensUpToItsLastCompleteStep) {
 
 // A write that fails half-way (a full disk; here a file-size limit, RLIMIT_FSIZE with SIGXFSZ
 // ignored, so write() fails as on a full disk) at several points of the run: exit 1 with one error
-// line, no crash at exit, and the file opens up to its last complete step.
+// line naming where the complete steps are, no crash at exit, the .partial file opens up to its
+// last complete step, and the capture that was at the path before stays whole.
 TEST(CaptureCli, FailedWritesExitOneAndKeepTheCompleteSteps) {
   REQUIRE_MODEL();
   const fs::path full = work_dir() / "full.h5";
@@ -175,19 +180,24 @@ TEST(CaptureCli, FailedWritesExitOneAndKeepTheCompleteSteps) {
   const std::uintmax_t size = fs::file_size(full);
   std::int64_t partial_steps = 0;
   for (const double fraction : {0.1, 0.5, 0.9, 0.95, 0.98}) {
-    const fs::path out = work_dir() / ("cut-" + std::to_string(static_cast<int>(fraction * 100)) + ".h5");
+    const fs::path target = work_dir() / ("cut-" + std::to_string(static_cast<int>(fraction * 100)) + ".h5");
+    const fs::path out = target.string() + ".partial";
     fs::remove(out);
+    fs::copy_file(full, target, fs::copy_options::overwrite_existing);  // a previous capture at the path
     std::string cmd = "trap '' XFSZ; ulimit -f " + std::to_string(static_cast<std::uintmax_t>(fraction * static_cast<double>(size)) / 1024) +
                       "; exec env -u LUKA_MODEL " + luka::test::quote(LUKA_CLI_PATH);
     for (const auto& x : args) cmd += " " + luka::test::quote(x);
-    cmd += " --out " + luka::test::quote(out.string());
+    cmd += " --out " + luka::test::quote(target.string());
     const RunResult r = luka::test::run_shell("bash -c " + luka::test::quote(cmd), work_dir());
     SCOPED_TRACE("cut at " + std::to_string(fraction) + " of " + std::to_string(size) + " bytes");
     EXPECT_EQ(r.exit_code, 1) << r.err;
     // One line says what went wrong: the last, after the device, attention and recording lines.
     const std::string last = r.err.substr(r.err.rfind('\n', r.err.size() - 2) + 1);
-    EXPECT_EQ(last.rfind("luka capture: error: " + out.string() + ": ", 0), 0u) << r.err;
+    EXPECT_EQ(last.rfind("luka capture: error: " + target.string() + ": ", 0), 0u) << r.err;
     EXPECT_NE(last.find("File too large"), std::string::npos) << last;
+    EXPECT_NE(last.find("complete decode steps are readable in " + out.string()), std::string::npos) << last;
+    EXPECT_EQ(fs::file_size(target), size) << "the previous capture at the path was changed";
+    EXPECT_TRUE(luka::capture::CaptureFile::open(target)->summary().finished);
     EXPECT_EQ(r.err.substr(0, r.err.size() - last.size()).find("error"), std::string::npos) << r.err;
     const auto f = luka::capture::CaptureFile::open(out);
     const auto s = f->summary();
@@ -202,31 +212,32 @@ TEST(CaptureCli, FailedWritesExitOneAndKeepTheCompleteSteps) {
   EXPECT_GT(partial_steps, 0) << "no cut fell among the decode steps";
 }
 
-// Two runs on one output path: the second is refused while the first writes, and the first's
-// file is whole.
+// Two runs on one output path: while one holds the path (here this test, through the lock a
+// capture takes), a capture to it is refused, naming the holder, and the file at the path stays
+// as it was; once released, the capture runs. (bench/run_reliability.sh runs two real captures.)
 TEST(CaptureCli, SecondRunOnTheSamePathIsRefused) {
   REQUIRE_MODEL();
   const fs::path out = work_dir() / "shared.h5";
-  fs::remove(out);
-  const std::string first = "env -u LUKA_MODEL " + luka::test::quote(LUKA_CLI_PATH) +
-                            " capture --prompt 'Once upon a time' --max-new-tokens 200 --quiet --device cpu --threads 1 --out " +
-                            luka::test::quote(out.string()) + " > /dev/null 2> " + luka::test::quote((work_dir() / "first.err").string()) + " &";
-  ASSERT_EQ(std::system(first.c_str()), 0);
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
-  while (!fs::exists(out.string() + ".lock") && std::chrono::steady_clock::now() < deadline)
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  ASSERT_TRUE(fs::exists(out.string() + ".lock")) << read_file(work_dir() / "first.err");
-  const RunResult second = luka({"capture", "--prompt", "Hello", "--max-new-tokens", "4", "--quiet", "--device", "cpu", "--out", out.string()});
-  EXPECT_EQ(second.exit_code, 1) << second.err;
-  EXPECT_NE(second.err.find("another run (process "), std::string::npos) << second.err;
-  EXPECT_NE(second.err.find("is writing this file"), std::string::npos) << second.err;
-  // The first run finishes with its file whole and removes its lock.
-  while (fs::exists(out.string() + ".lock") && std::chrono::steady_clock::now() < deadline + std::chrono::seconds(120))
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  const std::string before = "a file the other run owns\n";
+  std::ofstream(out, std::ios::binary) << before;
+  const std::vector<std::string> args = {"capture", "--prompt", "Hello", "--max-new-tokens", "4", "--quiet", "--device", "cpu", "--out", out.string()};
+  {
+    const luka::OutputLock held(out);
+    const RunResult second = luka(args);
+    EXPECT_EQ(second.exit_code, 1) << second.err;
+    EXPECT_NE(second.err.find("another run (process " + std::to_string(::getpid()) + ")"), std::string::npos) << second.err;
+    EXPECT_NE(second.err.find("is writing this file"), std::string::npos) << second.err;
+    EXPECT_EQ(read_file(out), before);
+    EXPECT_FALSE(fs::exists(out.string() + ".partial"));
+  }
   EXPECT_FALSE(fs::exists(out.string() + ".lock"));
+  const RunResult again = luka(args);
+  ASSERT_EQ(again.exit_code, 0) << again.err;
+  EXPECT_FALSE(fs::exists(out.string() + ".lock"));
+  EXPECT_FALSE(fs::exists(out.string() + ".partial"));
   const auto s = luka::capture::CaptureFile::open(out)->summary();
   EXPECT_TRUE(s.finished);
-  EXPECT_GT(s.complete_steps, 0);
+  EXPECT_EQ(s.complete_steps, 3);
 }
 
 TEST(CaptureCli, InspectRejectsBadFilesWithOneLine) {
@@ -324,11 +335,11 @@ TEST(CaptureCli, ExportWritesPngSvgAndPdfFigures) {
     }
   }
   // Small multiples: every head of a layer, as one figure.
-  const RunResult grid = luka({"export", "--capture", cap.string(), "--layer", "10", "--head", "2", "--grid", "heads", "--step", "4",
+  const RunResult grid = luka({"export", "--capture", cap.string(), "--layer", "10", "--grid", "heads", "--step", "4",
                                "--out", (d / "grid.png").string()});
   ASSERT_EQ(grid.exit_code, 0) << grid.err;
   EXPECT_EQ(luka::viz::read_png(d / "grid.png").width, 1800);
-  ASSERT_EQ(luka({"export", "--capture", cap.string(), "--layer", "10", "--head", "2", "--grid", "layers", "--out", (d / "strip.svg").string()})
+  ASSERT_EQ(luka({"export", "--capture", cap.string(), "--head", "2", "--grid", "layers", "--out", (d / "strip.svg").string()})
                 .exit_code,
             0);
   EXPECT_NE(read_file(d / "strip.svg").find("head 2 · every layer"), std::string::npos);

@@ -6,6 +6,7 @@
 #include <hdf5.h>
 
 #include <pthread.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
@@ -15,6 +16,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <iterator>
 #include <random>
 #include <thread>
 
@@ -731,6 +733,52 @@ TEST(CaptureFile, BadFilesGiveClearErrors) {
     for (const char* group : {"decode/layer_01", "decode/layer_03"}) H5Gclose(H5Gcreate2(f, group, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT));
   });
   EXPECT_NE(old.find("written by an earlier build, with one /decode group per layer"), std::string::npos) << old;
+
+  // A step's T beyond the recorded tokens (it sizes the rows read for the step).
+  const std::string huge = edited("huge_t.h5", [](hid_t f) {
+    const hid_t ds = H5Dopen2(f, "decode/tokens", H5P_DEFAULT);
+    const std::int64_t t = std::int64_t{1} << 50;
+    const hsize_t start = 1, count = 1;
+    const hid_t space = H5Dget_space(ds), mem = H5Screate_simple(1, &count, nullptr);
+    H5Sselect_hyperslab(space, H5S_SELECT_SET, &start, nullptr, &count, nullptr);
+    H5Dwrite(ds, H5T_NATIVE_INT64, mem, space, H5P_DEFAULT, &t);
+    H5Sclose(mem);
+    H5Sclose(space);
+    H5Dclose(ds);
+  });
+  EXPECT_NE(huge.find("damaged capture: decode step 2 attends 1125899906842624 tokens"), std::string::npos) << huge;
+}
+
+// A metadata block whose checksum fails is an error at once. Single-writer-read mode rereads such
+// a block with doubling sleeps, and with HDF5's default of 100 attempts the open never ended; it
+// runs in a child process here, so a hang fails the test in seconds.
+TEST(CaptureFile, DamagedMetadataFailsAtOnce) {
+  const fs::path dir = work_dir();
+  Synthetic s = make_synthetic(40, 2, 5);
+  align_pages(s);
+  const fs::path damaged = dir / "damaged.h5";
+  {
+    CaptureWriter writer(damaged);
+    CaptureSession session({&writer});
+    feed(session, s, 2);
+    session.finish({});
+  }
+  std::string bytes;
+  {
+    std::ifstream in(damaged, std::ios::binary);
+    bytes.assign(std::istreambuf_iterator<char>(in), {});
+  }
+  const std::size_t at = bytes.find("tool_version");  // a manifest attribute's name, in a checksummed heap block
+  ASSERT_NE(at, std::string::npos);
+  bytes[at] ^= 0x20;
+  std::ofstream(damaged, std::ios::binary | std::ios::trunc) << bytes;
+  ASSERT_EXIT(
+      {
+        ::alarm(20);
+        std::exit(open_error(damaged).empty() ? 1 : 0);
+      },
+      ::testing::ExitedWithCode(0), "");
+  EXPECT_NE(open_error(damaged).find(damaged.string()), std::string::npos);
 }
 
 TEST(RecordSpec, ParsesAndRejects) {

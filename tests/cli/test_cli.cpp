@@ -84,6 +84,19 @@ TEST(Cli, HelpForEveryCommand) {
     EXPECT_EQ(r.out.rfind(std::string("usage: luka ") + cmd, 0), 0u) << r.out;
     EXPECT_NE(r.out.find("--model"), std::string::npos) << cmd;
   }
+  // eval lists its evaluations; each, and sweep, has its own help.
+  for (const char* cmd : {"eval", "sweep"}) EXPECT_NE(top.out.find(cmd), std::string::npos) << cmd;
+  const RunResult eval = run_luka({"eval", "--help"});
+  EXPECT_EQ(eval.exit_code, 0);
+  EXPECT_NE(eval.out.find("wikisalad"), std::string::npos) << eval.out;
+  const RunResult wikisalad = run_luka({"eval", "wikisalad", "--help"});
+  EXPECT_EQ(wikisalad.exit_code, 0);
+  EXPECT_EQ(wikisalad.out.rfind("usage: luka eval wikisalad", 0), 0u) << wikisalad.out;
+  EXPECT_NE(wikisalad.out.find("--model"), std::string::npos) << wikisalad.out;
+  const RunResult sweep = run_luka({"sweep", "--help"});
+  EXPECT_EQ(sweep.exit_code, 0);
+  EXPECT_EQ(sweep.out.rfind("usage: luka sweep", 0), 0u) << sweep.out;
+  EXPECT_NE(run_luka({"eval", "nope"}).exit_code, 0);
   const RunResult inspect = run_luka({"inspect", "--help"});
   EXPECT_EQ(inspect.exit_code, 0);
   EXPECT_EQ(inspect.out.rfind("usage: luka inspect FILE", 0), 0u) << inspect.out;
@@ -157,6 +170,41 @@ TEST(Cli, TokenizeMatchesGoldenIds) {
       ++i;
     }
     EXPECT_EQ(i, want.size());
+  }
+}
+
+// A write that fails half-way (a file-size limit, SIGXFSZ ignored, as a full disk fails it) leaves
+// no partial file and the file that was at the path whole; an unwritable standard output is exit 1.
+TEST(Cli, FailedWritesLeaveNoPartialFileAndStdoutErrorsExitOne) {
+  const fs::path ckpt = checkpoint("qwen3-tok");
+  if (!fs::exists(ckpt / "config.json")) GTEST_SKIP() << "no qwen3-tok checkpoint (needs ../shared/data)";
+  const fs::path dir = fs::path(LUKA_TEST_WORK) / "cli" / "FailedWrites";
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  const fs::path npy = dir / "logits.npy";
+  std::ofstream(npy) << "the previous file";
+  // logits [4, 151936] float32 are 2.4 MB: a 64 KiB limit cuts the write.
+  const std::string cmd = "trap '' XFSZ; ulimit -f 64; exec " + quote(LUKA_CLI_PATH) + " forward --model " + quote(ckpt.string()) +
+                          " --ids 1,2,3,4 --device cpu --out " + quote(npy.string()) + " 2> " + quote((dir / "err.txt").string());
+  const int status = std::system(("bash -c " + quote(cmd)).c_str());
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 1) << read_file(dir / "err.txt");
+  EXPECT_NE(read_file(dir / "err.txt").find(npy.string()), std::string::npos) << read_file(dir / "err.txt");
+  EXPECT_EQ(read_file(npy), "the previous file");
+  std::vector<std::string> left;
+  for (const auto& e : fs::directory_iterator(dir)) left.push_back(e.path().filename().string());
+  std::sort(left.begin(), left.end());
+  EXPECT_EQ(left, (std::vector<std::string>{"err.txt", "logits.npy"}));
+
+  for (const std::vector<std::string>& args : {std::vector<std::string>{"tokenize", "--model", ckpt.string(), "--text", "hello world"},
+                                               std::vector<std::string>{"generate", "--model", ckpt.string(), "--prompt", "hello",
+                                                                        "--max-new-tokens", "2", "--device", "cpu"}}) {
+    std::string line = quote(LUKA_CLI_PATH);
+    for (const auto& a : args) line += " " + quote(a);
+    const int st = std::system((line + " > /dev/full 2> " + quote((dir / "err.txt").string())).c_str());
+    ASSERT_TRUE(WIFEXITED(st));
+    EXPECT_EQ(WEXITSTATUS(st), 1) << args[0] << ": " << read_file(dir / "err.txt");
+    EXPECT_NE(read_file(dir / "err.txt").find("standard output"), std::string::npos) << read_file(dir / "err.txt");
   }
 }
 
@@ -418,7 +466,12 @@ TEST(Cli, DeviceAutoFallsBackAndCudaIsRefusedWithOneLine) {
   ASSERT_EQ(cpu.exit_code, 0) << cpu.err;
   EXPECT_EQ(cpu.err.rfind("device: cpu\n", 0), 0u) << cpu.err;
   if (!gpu) EXPECT_EQ(cpu.out, a.out);
-  std::vector<std::pair<std::string, std::string>> refused = {{"", gpu ? "" : "no GPU visible"},
+#if defined(LUKA_TEST_HAVE_CUDA_PLUGIN)
+  const std::string without_gpu = "no GPU visible";
+#else
+  const std::string without_gpu = "no CUDA plugin";
+#endif
+  std::vector<std::pair<std::string, std::string>> refused = {{"", gpu ? "" : without_gpu},
                                                               {"LUKA_CUDA_PLUGIN=/nonexistent", "no CUDA plugin"},
                                                               {"LUKA_CUDA_PLUGIN=/etc/hostname", "cannot load the CUDA plugin /etc/hostname"}};
   for (const auto& [env, message] : refused) {

@@ -1,9 +1,11 @@
-// LuKA configuration: presets, overrides, JSON files and invalid configs.
-#include <gtest/gtest.h>
+// LuKA configuration: presets, overrides, JSON files, schedules and invalid configs.
+#include <cmath>
 
+#include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
 #include "core/luka/config.h"
+#include "core/luka/schedule.h"
 #include "core/util/error.h"
 
 namespace luka {
@@ -97,6 +99,44 @@ TEST(LukaConfig, InvalidConfigsAreClearErrors) {
   EXPECT_NE(error_of([] { LukaConfig::from_json("{\"layer\": {}}", 4, "c.json"); }).find("c.json: unknown top-level key"),
             std::string::npos);
   EXPECT_NE(error_of([] { LukaConfig::from_json("{", 4, "c.json"); }).find("c.json: malformed JSON"), std::string::npos);
+}
+
+// A fraction is one number over another. 1/0 and 0/0 are not finite (tau=1/0 passed as infinity,
+// window_frac=0/0 as NaN), and a chain of slashes is no fraction: it used to recurse once per
+// slash, copying the rest each time, and a long one overflowed the stack.
+TEST(LukaConfig, FractionsAreFiniteAndOfTwoNumbers) {
+  auto c = LukaConfig::preset("clustered", 4);
+  c.apply_override("tau=3/4,rho=1/8");
+  EXPECT_DOUBLE_EQ(c.layers[0].clustered.tau, 0.75);
+  EXPECT_DOUBLE_EQ(c.layers[0].lined.rho, 0.125);
+  EXPECT_NE(error_of([&] { c.apply_override("tau=1/0"); }).find("tau must be finite, got '1/0'"), std::string::npos);
+  EXPECT_NE(error_of([&] { c.apply_override("window_frac=0/0"); }).find("window_frac must be finite, got '0/0'"), std::string::npos);
+  EXPECT_NE(error_of([&] { c.apply_override("tau=1/2/4"); }).find("tau must be a number, got '1/2/4'"), std::string::npos);
+  std::string chain = "tau=1";
+  for (int i = 0; i < 200000; ++i) chain += "/1";
+  EXPECT_NE(error_of([&] { c.apply_override(chain); }).find("tau must be a number"), std::string::npos);
+  EXPECT_DOUBLE_EQ(c.layers[0].clustered.tau, 0.75);  // a failed override leaves the value
+  LayerConfig nan;
+  nan.lined.window_frac = std::nan("");
+  EXPECT_NE(error_of([&] { validate(nan, 0); }).find("window_frac must be in [0, 1]"), std::string::npos);
+}
+
+TEST(Schedule, ParsesEntriesAndChecksThemUpFront) {
+  const auto s = parse_schedule("step=10:layers=0-1:mode=clustered;;step=20:mode=dense,dense_shadow=true");
+  ASSERT_EQ(s.size(), 2u);
+  EXPECT_EQ(s[0].step, 10);
+  EXPECT_EQ(s[0].override_spec, "layers=0-1,mode=clustered");
+  EXPECT_EQ(s[1].step, 20);
+  EXPECT_EQ(s[1].override_spec, "mode=dense,dense_shadow=true");
+  EXPECT_NE(error_of([] { parse_schedule("step=0:mode=dense"); }).find("step must be a positive integer, got '0'"), std::string::npos);
+  EXPECT_NE(error_of([] { parse_schedule("step=2x:mode=dense"); }).find("got '2x'"), std::string::npos);
+  EXPECT_NE(error_of([] { parse_schedule("mode=dense"); }).find("entry 'mode=dense' has no step=N"), std::string::npos);
+  EXPECT_NE(error_of([] { parse_schedule("step=3"); }).find("entry 'step=3' changes nothing"), std::string::npos);
+  EXPECT_NE(error_of([] { parse_schedule(";;"); }).find("the schedule is empty"), std::string::npos);
+  const auto config = LukaConfig::preset("dense", 4);
+  EXPECT_NO_THROW(check_schedule(config, s));
+  EXPECT_NE(error_of([&] { check_schedule(config, parse_schedule("step=2:layer=9:mode=lined")); }).find("out of range [0, 4)"),
+            std::string::npos);
 }
 
 }  // namespace

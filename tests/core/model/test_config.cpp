@@ -94,5 +94,29 @@ TEST(Config, Rejections) {
   EXPECT_NE(e.find("'vocab_size' must be an integer"), std::string::npos) << e;
 }
 
+// llama3's original_max_position_embeddings becomes an integer: 1e300 (or -1) was converted as it
+// stood, which is undefined behaviour past int64's range.
+TEST(Config, Llama3OriginalMaxPositionMustBeAPositionCount) {
+  for (const double bad : {1e300, -1.0, 0.0}) {
+    auto j = base();
+    j["rope_scaling"] = {{"rope_type", "llama3"}, {"factor", 8.0}, {"original_max_position_embeddings", bad}};
+    EXPECT_NE(error_of(j).find("rope_scaling.original_max_position_embeddings must be a positive number of positions"),
+              std::string::npos)
+        << bad << ": " << error_of(j);
+  }
+}
+
+// A file nested 100,000 arrays deep parses, and then overflowed the stack when the field's value
+// was printed in the error message; it is refused as too deep.
+TEST(Config, DeeplyNestedJsonIsRefused) {
+  const std::string deep = std::string(100000, '[') + std::string(100000, ']');
+  try {
+    ModelConfig::from_json_text(R"({"model_type": "qwen3", "hidden_size": )" + deep + "}", "deep/config.json");
+    ADD_FAILURE() << "no error";
+  } catch (const Error& e) {
+    EXPECT_STREQ(e.what(), "deep/config.json: config file: JSON nested deeper than 256 levels");
+  }
+}
+
 }  // namespace
 }  // namespace luka

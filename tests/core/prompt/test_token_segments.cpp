@@ -47,6 +47,30 @@ TEST(TokenSegments, KnownAnswers) {
   EXPECT_EQ(token_segments({{1, 0, 1}}, {}), (std::vector<int>{-1}));
 }
 
+// 100,000 segments of one token each (the builder was quadratic in segments: 36 s for this);
+// every token lands in its own segment. bench/run_reliability.sh times it.
+TEST(TokenSegments, HundredThousandSegmentsEachGetTheirToken) {
+  constexpr int kSegments = 100000;
+  std::vector<TokenSpan> tokens;
+  std::vector<SegmentSpan> spans;
+  for (int i = 0; i < kSegments; ++i) {
+    tokens.push_back({i, static_cast<std::size_t>(3 * i), static_cast<std::size_t>(3 * i + 1)});  // "x\n\n" per segment
+    spans.push_back({i, static_cast<std::size_t>(3 * i), static_cast<std::size_t>(3 * i + 1)});
+  }
+  const std::vector<int> got = token_segments(tokens, spans);
+  ASSERT_EQ(got.size(), static_cast<std::size_t>(kSegments));
+  for (int i = 0; i < kSegments; ++i) ASSERT_EQ(got[static_cast<std::size_t>(i)], i) << "token " << i;
+  InterwovenPrompt p;
+  p.separator = "\n\n";
+  for (int i = 0; i < kSegments; ++i) {
+    p.pattern += static_cast<char>('A' + i % 3);
+    p.segments.push_back({std::string(1, static_cast<char>('A' + i % 3)), "#1f77b4", "x"});
+  }
+  const AssembledPrompt a = assemble(p);
+  ASSERT_EQ(a.spans.size(), static_cast<std::size_t>(kSegments));
+  EXPECT_EQ(a.spans.back().begin, static_cast<std::size_t>(3 * (kSegments - 1)));
+}
+
 TEST(TokenSegments, DemoPromptInAChatTurn) {
   LUKA_REQUIRE_QWEN3();
   const InterwovenPrompt p = load_prompt_file(fs::path(LUKA_SOURCE_DIR) / "assets" / "prompts" / "demo.json");

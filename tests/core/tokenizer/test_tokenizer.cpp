@@ -372,6 +372,16 @@ TEST_F(BadTokenizerFile, WrongShapesNeverCrash) {
   j = minimal();
   j["added_tokens"][0]["id"] = -1;
   EXPECT_NE(load_error(write(j.dump())).find("invalid id -1"), std::string::npos);
+  // Ids index dense tables: a hole of Qwen's size is fine, one id of a million in this 3 KB file
+  // (a 70 MB table) is not.
+  j = minimal();
+  j["added_tokens"][0]["id"] = 151643;
+  EXPECT_EQ(load_error(write(j.dump())), "");
+  j["added_tokens"][0]["id"] = 1000000;
+  EXPECT_NE(load_error(write(j.dump())).find("token id 1000000 is implausibly large for a file of"), std::string::npos);
+  // Arrays nested 100,000 deep parse, and then overflowed the stack when the node was copied.
+  const std::string deep = std::string(100000, '[') + std::string(100000, ']');
+  EXPECT_NE(load_error(write(R"({"normalizer": )" + deep + "}")).find("JSON nested deeper than 256 levels"), std::string::npos);
   // A broken tokenizer_config.json is named too.
   write(minimal().dump());
   const fs::path config = write("{oops", "tokenizer_config.json");

@@ -1,0 +1,346 @@
+// luka eval wikisalad: the LuKA paper's Table 1 — exact match on WikiSalad's interwoven-topic
+// questions per attention preset and difficulty (core/eval). One JSON line per answered question
+// in OUT/results.jsonl; a stopped run resumes from it. OUT/run.json holds what the results depend
+// on (model, decoding, each preset's full config), so a resume with other settings is refused.
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "app/cli/args.h"
+#include "app/cli/commands.h"
+#include "core/chat/chat_format.h"
+#include "core/device/device.h"
+#include "core/eval/answer_match.h"
+#include "core/eval/qa_results.h"
+#include "core/eval/wikisalad_qa.h"
+#include "core/luka/config.h"
+#include "core/model/decoder.h"
+#include "core/model/model.h"
+#include "core/run/run_loop.h"
+#include "core/tokenizer/tokenizer.h"
+#include "core/util/output_file.h"
+#include "core/util/text_file.h"
+
+namespace luka::cli {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace {
+
+constexpr const char* kDefaultPresets = "dense,lined,clustered,mixed(8,8)";
+
+// "dense,mixed(8,8),paper" -> {"dense", "mixed(8,8)", "paper"}: commas inside parentheses stay.
+std::vector<std::string> split_presets(const std::string& text) {
+  std::vector<std::string> out;
+  std::string item;
+  int depth = 0;
+  for (const char c : text + ",") {
+    if (c == ',' && depth == 0) {
+      if (item.empty()) throw UsageError("--presets: empty entry in '" + text + "'");
+      out.push_back(item);
+      item.clear();
+      continue;
+    }
+    depth += c == '(' ? 1 : c == ')' ? -1 : 0;
+    item += c;
+  }
+  for (std::size_t i = 0; i < out.size(); ++i)
+    if (std::find(out.begin(), out.begin() + static_cast<std::ptrdiff_t>(i), out[i]) != out.begin() + static_cast<std::ptrdiff_t>(i))
+      throw UsageError("--presets: '" + out[i] + "' is given twice");
+  return out;
+}
+
+// A preset name, or a layers-config JSON file (e.g. one `luka calibrate` wrote), with the --set
+// overrides applied.
+LukaConfig preset_config(const std::string& entry, std::int64_t n_layers, const std::vector<std::string>& overrides) {
+  const bool is_file = entry.size() > 5 && entry.compare(entry.size() - 5, 5, ".json") == 0;
+  LukaConfig c = is_file ? LukaConfig::from_json_file(entry, n_layers) : LukaConfig::preset(entry, n_layers);
+  for (const std::string& spec : overrides) c.apply_override(spec);
+  return c;
+}
+
+// The WikiSalad files: --file in order, or every .json of --data in Table 1's order.
+std::vector<fs::path> question_files(const ArgParser& args) {
+  std::vector<fs::path> files;
+  for (const std::string& f : args.get_all("file")) files.emplace_back(f);
+  if (args.has("data")) {
+    const fs::path dir = args.get("data");
+    std::error_code ec;
+    if (!fs::is_directory(dir, ec)) throw Error(dir.string() + ": --data must name a folder of WikiSalad .json files");
+    std::vector<fs::path> found;
+    for (const auto& e : fs::directory_iterator(dir))
+      if (e.path().extension() == ".json") found.push_back(e.path());
+    if (found.empty()) throw Error(dir.string() + ": no .json files in the folder");
+    std::sort(found.begin(), found.end(), [](const fs::path& a, const fs::path& b) {
+      const int ra = eval::difficulty_rank(eval::difficulty_of(a.stem().string()));
+      const int rb = eval::difficulty_rank(eval::difficulty_of(b.stem().string()));
+      return ra != rb ? ra < rb : a.filename() < b.filename();
+    });
+    files.insert(files.end(), found.begin(), found.end());
+  }
+  if (files.empty()) throw UsageError("give --data DIR (a folder of WikiSalad files) or --file FILE");
+  return files;
+}
+
+// What identifies the model cheaply: its resolved path and the bytes of its files.
+json model_identity(const fs::path& path) {
+  std::error_code ec;
+  const fs::path resolved = fs::weakly_canonical(path, ec);
+  std::uintmax_t bytes = 0;
+  if (fs::is_directory(resolved, ec)) {
+    for (const auto& e : fs::directory_iterator(resolved, ec))
+      if (e.is_regular_file(ec)) bytes += e.file_size(ec);
+  } else {
+    bytes = fs::file_size(resolved, ec);
+  }
+  return {{"path", (ec ? path : resolved).string()}, {"bytes", bytes}};
+}
+
+std::string strip(const std::string& s) {
+  const auto space = [](char c) { return c == ' ' || c == '\n' || c == '\t' || c == '\r' || c == '\f' || c == '\v'; };
+  std::size_t a = 0, b = s.size();
+  while (a < b && space(s[a])) ++a;
+  while (b > a && space(s[b - 1])) --b;
+  return s.substr(a, b - a);
+}
+
+std::string duration(double seconds) {
+  const long s = static_cast<long>(seconds + 0.5);
+  char buf[32];
+  if (s >= 3600)
+    std::snprintf(buf, sizeof buf, "%ldh%02ldm", s / 3600, s / 60 % 60);
+  else
+    std::snprintf(buf, sizeof buf, "%ldm%02lds", s / 60, s % 60);
+  return buf;
+}
+
+void write_json_file(const fs::path& path, const json& j) {
+  AtomicOutput out(path);
+  {
+    std::ofstream f(out.path(), std::ios::binary | std::ios::trunc);
+    f << j.dump(2, ' ', false, json::error_handler_t::replace) << "\n";
+    f.close();
+    if (!f) fail(path.string(), "cannot write the file");
+  }
+  out.commit();
+}
+
+int run_eval_wikisalad(int argc, char** argv) {
+  ArgParser args("eval wikisalad",
+                 "[--model PATH] (--data DIR | --file F...) [--examples N] [--presets LIST] [--out DIR]",
+                 "Exact match on WikiSalad's interwoven-topic questions, per preset and difficulty, as the LuKA\n"
+                 "paper's Table 1: each question is asked on its own after its example's whole prompt, through the\n"
+                 "chat template with the system prompt \"You are a helpful assistant that answers questions based on\n"
+                 "the given context. Answer in a few words or a short phrase. Do not include explanations.\" and the\n"
+                 "user message \"{context}\\n\\nQuestion: {question}\\nAnswer:\"; greedy decoding; lenient exact match\n"
+                 "(lower case, no punctuation, articles or extra spaces; equal, or either contains the other;\n"
+                 "unanswerable questions score 0). Prints the table; writes OUT/results.jsonl (one line per\n"
+                 "question), OUT/summary.json and OUT/run.json. A stopped run started again with the same\n"
+                 "settings resumes where it was.");
+  args.option("model", "PATH", kModelOptionHelp)
+      .option("data", "DIR", "a folder of WikiSalad .json files (all of them, easy to very_hard)")
+      .option("file", "F", "a WikiSalad .json file (repeatable; with or instead of --data)")
+      .option("examples", "N", "examples per file (the paper's Table 1 used 10)", "10")
+      .option("first", "K", "the first example of each file (0-based)", "0")
+      .option("presets", "LIST", "comma-separated presets (dense, lined, clustered, mixed(a,b), paper, authors_eval) or\n"
+              "layers-config .json files; one table column each", kDefaultPresets)
+      .option("set", "SPEC", "a config override applied to every preset (repeatable), e.g. \"top_k=8\"")
+      .option("max-new-tokens", "N", "answer length limit", "100")
+      .option("out", "DIR", "where results go", "wikisalad-eval")
+      .flag("restart", "discard the results already in OUT instead of resuming")
+      .flag("quiet", "no progress on standard error")
+      .option("dtype", "fp32|bf16|fp16", "compute dtype (fp16 on the GPU only)", "fp32")
+      .option("threads", "N", "CPU threads", "all cores");
+  add_device_option(args);
+  args.epilog(std::string("example:\n  luka eval wikisalad --data ../shared/data/wikisalad --presets \"dense,clustered,mixed(8,8)\"\n\n") +
+              kEnvironmentHelp);
+  if (!args.parse(argc, argv, 3)) return 0;
+  const std::int64_t examples = args.get_int("examples", 10);
+  const std::int64_t first = args.get_int("first", 0);
+  const std::int64_t max_new = args.get_int("max-new-tokens", 100);
+  if (examples < 1 || examples > 1000000) throw UsageError("--examples must be in 1..1000000");
+  if (first < 0 || first > 1000000) throw UsageError("--first must be in 0..1000000");
+  if (max_new < 1 || max_new > 100000) throw UsageError("--max-new-tokens must be in 1..100000");
+  const std::vector<std::string> presets = split_presets(args.get("presets", kDefaultPresets));
+  const std::vector<std::string> overrides = args.get_all("set");
+  const fs::path out_dir = args.get("out", "wikisalad-eval");
+
+  const std::vector<fs::path> files = question_files(args);
+  std::vector<eval::QaQuestion> questions;
+  for (const fs::path& f : files) {
+    auto q = eval::load_qa_questions(f, static_cast<int>(first), static_cast<int>(examples));
+    questions.insert(questions.end(), q.begin(), q.end());
+  }
+  if (questions.empty()) throw Error("the chosen examples have no questions");
+
+  const fs::path path = resolve_model_path(args);
+  const Tokenizer tokenizer = Tokenizer::load(path);
+  const std::shared_ptr<const Backend> device = device_option(args);
+  const auto model = Model::load(path, load_options(args, *device));
+  const std::int64_t n_layers = model->config().num_layers;
+  std::map<std::string, LukaConfig> configs;
+  for (const std::string& p : presets) configs.emplace(p, preset_config(p, n_layers, overrides));
+
+  // The prompts, checked against the context before anything runs.
+  const bool hybrid = is_hybrid_thinking(tokenizer.config());
+  std::optional<std::int32_t> bos;
+  if (tokenizer.config().add_bos_token && tokenizer.config().bos_token) bos = tokenizer.token_id(*tokenizer.config().bos_token);
+  std::vector<std::vector<std::int32_t>> prompts;
+  for (const eval::QaQuestion& q : questions) {
+    ChatOptions chat;
+    const std::string text = format_chatml({{"system", eval::kQaSystemPrompt}, {"user", eval::qa_user_message(q.context, q.text)}}, chat, hybrid);
+    std::vector<std::int32_t> ids = tokenizer.encode(text);
+    if (bos && (ids.empty() || ids.front() != *bos)) ids.insert(ids.begin(), *bos);
+    check_context(model->config().max_position_embeddings, 0, static_cast<std::int64_t>(ids.size()), max_new);
+    prompts.push_back(std::move(ids));
+  }
+
+  // What the results depend on; a resume must match it.
+  json run_info = {{"evaluation", "wikisalad"},
+                   {"model", model_identity(path)},
+                   {"dtype", args.get("dtype", "fp32")},
+                   {"max_new_tokens", max_new},
+                   {"system_prompt", eval::kQaSystemPrompt},
+                   {"presets", json::object()}};
+  for (const auto& [name, c] : configs) run_info["presets"][name] = json::parse(c.to_json());
+  std::error_code ec;
+  fs::create_directories(out_dir, ec);
+  if (ec) fail(out_dir.string(), "cannot create the folder: " + ec.message());
+  const fs::path results_path = out_dir / "results.jsonl", run_path = out_dir / "run.json";
+  const OutputLock lock(results_path);
+  if (args.get_flag("restart")) {
+    fs::remove(results_path, ec);
+    fs::remove(run_path, ec);
+  }
+  eval::ResultsFile previous = eval::read_results(results_path);
+  if (fs::exists(run_path)) {
+    const json before = read_json_file(run_path, "run settings");
+    for (const char* key : {"evaluation", "model", "dtype", "max_new_tokens", "system_prompt"})
+      if (!before.contains(key) || before[key] != run_info[key])
+        fail(out_dir.string(), std::string("its results were made with another ") + key + " (" + (before.contains(key) ? before[key].dump() : "none") +
+                                   "); give another --out, or --restart to discard them");
+    if (before.contains("presets") && before["presets"].is_object())
+      for (const auto& [name, c] : before["presets"].items()) {
+        if (run_info["presets"].contains(name) && run_info["presets"][name] != c)
+          fail(out_dir.string(), "its results for preset " + name + " were made with another config; give another --out, or --restart");
+        if (!run_info["presets"].contains(name)) run_info["presets"][name] = c;
+      }
+  } else if (!previous.records.empty()) {
+    fail(out_dir.string(), "results.jsonl is there without run.json; give another --out, or --restart to discard it");
+  }
+  write_json_file(run_path, run_info);
+  if (fs::exists(results_path) && fs::file_size(results_path) != previous.valid_bytes) fs::resize_file(results_path, previous.valid_bytes);
+  std::set<std::string> done;
+  for (const eval::QaRecord& r : previous.records) done.insert(eval::record_key(r));
+
+  std::size_t todo = 0;
+  for (const std::string& p : presets)
+    for (const eval::QaQuestion& q : questions) todo += done.count(eval::record_key(p, q.file, q.example, q.question)) ? 0 : 1;
+  const bool quiet = args.get_flag("quiet");
+  const bool tty = isatty(STDERR_FILENO) != 0;
+  if (!quiet)
+    std::fprintf(stderr, "%zu questions x %zu presets from %zu files; %zu answered already in %s, %zu to go\n", questions.size(),
+                 presets.size(), files.size(), presets.size() * questions.size() - todo, results_path.string().c_str(), todo);
+
+  std::ofstream results(results_path, std::ios::binary | std::ios::app);
+  if (!results) fail(results_path.string(), "cannot open for appending");
+  std::vector<eval::QaRecord> records = previous.records;
+  Decoder decoder(model);
+  RunSettings run;
+  run.max_new_tokens = max_new;
+  run.stop_ids = stop_token_ids(model->config().eos_token_ids, tokenizer);
+  using Clock = std::chrono::steady_clock;
+  const auto t0 = Clock::now();
+  std::size_t answered = 0;
+  auto last_print = t0;
+  for (std::size_t pi = 0; pi < presets.size(); ++pi) {
+    const std::string& preset = presets[pi];
+    const LukaConfig& config = configs.at(preset);
+    const auto layers = device->install_luka(decoder, config);
+    RunLoop loop(decoder, layers, config);
+    loop.set_sampler_factory([device](const SamplingParams& p) { return device->sampler(p); });
+    int matches = 0, scored = 0;
+    for (std::size_t qi = 0; qi < questions.size(); ++qi) {
+      const eval::QaQuestion& q = questions[qi];
+      if (done.count(eval::record_key(preset, q.file, q.example, q.question))) continue;
+      const auto start = Clock::now();
+      const RunResult result = loop.run(prompts[qi], run);
+      std::vector<std::int32_t> shown;
+      for (const std::int32_t id : result.ids)
+        if (!tokenizer.is_special(id)) shown.push_back(id);
+      eval::QaRecord r;
+      r.preset = preset;
+      r.file = q.file;
+      r.difficulty = q.difficulty;
+      r.example = q.example;
+      r.example_id = q.example_id;
+      r.question = q.question;
+      r.question_text = q.text;
+      r.answers = q.answers;
+      r.prediction = strip(tokenizer.decode(shown));
+      r.match = eval::lenient_match(r.prediction, r.answers);
+      r.prompt_tokens = result.prompt_tokens;
+      r.new_tokens = static_cast<std::int64_t>(result.ids.size());
+      r.seconds = std::chrono::duration<double>(Clock::now() - start).count();
+      results << to_json(r).dump(-1, ' ', false, json::error_handler_t::replace) << "\n";
+      results.flush();
+      if (!results) fail(results_path.string(), "write failed (disk full?)");
+      records.push_back(r);
+      ++answered;
+      ++scored;
+      matches += r.match ? 1 : 0;
+      const bool preset_done = qi + 1 == questions.size();
+      if (!quiet && (tty || preset_done || Clock::now() - last_print > std::chrono::seconds(10))) {
+        last_print = Clock::now();
+        const double elapsed = std::chrono::duration<double>(Clock::now() - t0).count();
+        const double per = elapsed / static_cast<double>(answered);
+        std::fprintf(stderr, "%s[%s %zu/%zu] %zu/%zu questions, EM %.1f%% of %d, %.1f s per question, %s left%s", tty ? "\r\033[K" : "",
+                     preset.c_str(), pi + 1, presets.size(), answered, todo, 100.0 * matches / scored, scored, per,
+                     duration(per * static_cast<double>(todo - answered)).c_str(), tty ? "" : "\n");
+        std::fflush(stderr);
+      }
+    }
+  }
+  if (!quiet && tty && answered) std::fputc('\n', stderr);
+
+  const eval::EmTable table = eval::tabulate(records, presets);
+  const std::string text = eval::format_table(table);
+  std::fwrite(text.data(), 1, text.size(), stdout);
+  json summary = {{"run", run_info}, {"table", eval::table_json(table)}};
+  write_json_file(out_dir / "summary.json", summary);
+  if (!quiet) std::fprintf(stderr, "wrote %s and %s\n", results_path.string().c_str(), (out_dir / "summary.json").string().c_str());
+  return 0;
+}
+
+}  // namespace
+
+int run_eval(int argc, char** argv) {
+  const std::string usage =
+      "usage: luka eval <evaluation> [options]\n\n"
+      "evaluations:\n"
+      "  wikisalad  exact match on WikiSalad's interwoven-topic questions, per preset and difficulty\n\n"
+      "'luka eval <evaluation> --help' describes its options.\n";
+  if (argc < 3) {
+    std::fputs(usage.c_str(), stderr);
+    return 2;
+  }
+  const std::string what = argv[2];
+  if (what == "--help" || what == "-h") {
+    std::fputs(usage.c_str(), stdout);
+    return 0;
+  }
+  if (what == "wikisalad") return run_eval_wikisalad(argc, argv);
+  throw UsageError("unknown evaluation '" + what + "' (see luka eval --help)");
+}
+
+}  // namespace luka::cli

@@ -1,0 +1,100 @@
+// The automatic layer config (core/luka/auto_config.h): the optimizer against brute force over
+// every choice on up to 6 layers, and a config built from a hand-made calibration file.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <limits>
+#include <random>
+
+#include <nlohmann/json.hpp>
+
+#include "core/luka/auto_config.h"
+#include "core/util/error.h"
+
+namespace fs = std::filesystem;
+using luka::LayerOption;
+
+namespace {
+
+// The least total loss over every combination within the budget (infinity when none fits).
+double brute_force(const std::vector<std::vector<LayerOption>>& o, std::int64_t budget) {
+  double best = std::numeric_limits<double>::infinity();
+  std::vector<std::size_t> pick(o.size(), 0);
+  for (;;) {
+    std::int64_t cost = 0;
+    double loss = 0;
+    for (std::size_t l = 0; l < o.size(); ++l) cost += o[l][pick[l]].cost, loss += o[l][pick[l]].loss;
+    if (cost <= budget) best = std::min(best, loss);
+    std::size_t l = 0;
+    while (l < o.size() && ++pick[l] == o[l].size()) pick[l++] = 0;
+    if (l == o.size()) return best;
+  }
+}
+
+}  // namespace
+
+TEST(AutoConfig, OptimizerEqualsBruteForce) {
+  std::mt19937 rng(3);
+  for (int trial = 0; trial < 400; ++trial) {
+    const int layers = 1 + trial % 6;
+    std::vector<std::vector<LayerOption>> o(static_cast<std::size_t>(layers));
+    std::int64_t cheapest = 0, dearest = 0;
+    for (auto& l : o) {
+      const int n = 1 + static_cast<int>(rng() % 5);
+      std::int64_t lo = 1 << 30, hi = 0;
+      for (int k = 0; k < n; ++k) {
+        l.push_back({static_cast<std::int64_t>(rng() % 40), static_cast<double>(rng() % 1000) / 100.0});
+        lo = std::min(lo, l.back().cost), hi = std::max(hi, l.back().cost);
+      }
+      cheapest += lo, dearest += hi;
+    }
+    const std::int64_t budget = cheapest + static_cast<std::int64_t>(rng() % static_cast<std::uint32_t>(dearest - cheapest + 1));
+    const std::vector<int> choice = luka::choose_layer_options(o, budget);
+    ASSERT_EQ(choice.size(), o.size());
+    std::int64_t cost = 0;
+    double loss = 0;
+    for (std::size_t l = 0; l < o.size(); ++l) {
+      ASSERT_GE(choice[l], 0);
+      ASSERT_LT(static_cast<std::size_t>(choice[l]), o[l].size());
+      cost += o[l][static_cast<std::size_t>(choice[l])].cost;
+      loss += o[l][static_cast<std::size_t>(choice[l])].loss;
+    }
+    EXPECT_LE(cost, budget) << "trial " << trial;
+    EXPECT_NEAR(loss, brute_force(o, budget), 1e-9) << "trial " << trial;
+  }
+  EXPECT_THROW(luka::choose_layer_options({{{5, 0.0}}, {{5, 0.0}}}, 9), luka::Error);  // nothing fits
+}
+
+TEST(AutoConfig, FromACalibrationFile) {
+  const fs::path dir = fs::path(LUKA_TEST_WORK) / "auto_config";
+  fs::create_directories(dir);
+  // Three layers, dense costs 100 each; candidates lined (cost 20) and clustered (cost 30).
+  // Layer 0 is cheap to approximate with lined, layer 1 with clustered, layer 2 with neither.
+  nlohmann::json cal = {{"calibration", 1}, {"num_layers", 3}, {"num_heads", 2},
+                        {"candidates", {{{"name", "lined"}, {"config", {{"mode", "lined"}, {"rho", 0.125}}}},
+                                        {{"name", "clustered"}, {"config", {{"mode", "clustered"}, {"top_k", 3}}}}}}};
+  const double kl[3][2] = {{0.01, 0.5}, {0.6, 0.02}, {2.0, 1.5}};
+  for (int l = 0; l < 3; ++l)
+    cal["layers"].push_back({{"layer", l}, {"dense_entries", 100.0},
+                             {"candidates", {{{"kl", kl[l][0]}, {"entries", 20.0}}, {{"kl", kl[l][1]}, {"entries", 30.0}}}}});
+  std::ofstream(dir / "cal.json") << cal.dump();
+  // Budget 150 of 300 entries: lined 0, clustered 1, dense 2 (150) is the only choice keeping layer 2 exact.
+  const luka::LukaConfig c = luka::LukaConfig::preset("auto:" + (dir / "cal.json").string() + ",budget=0.5", 3);
+  EXPECT_EQ(c.layers[0].mode, luka::AttentionMode::kLined);
+  EXPECT_EQ(c.layers[1].mode, luka::AttentionMode::kClustered);
+  EXPECT_EQ(c.layers[2].mode, luka::AttentionMode::kDense);
+  EXPECT_DOUBLE_EQ(c.layers[0].lined.rho, 0.125);
+  EXPECT_EQ(c.layers[1].clustered.top_k, 3);
+  // A budget of 0.25 (75 entries) cannot keep any layer dense: the cheapest-loss mix.
+  const luka::LukaConfig tight = luka::LukaConfig::preset("auto:" + (dir / "cal.json").string() + ",budget=0.25", 3);
+  EXPECT_EQ(tight.layers[0].mode, luka::AttentionMode::kLined);
+  EXPECT_EQ(tight.layers[1].mode, luka::AttentionMode::kClustered);
+  EXPECT_EQ(tight.layers[2].mode, luka::AttentionMode::kLined);  // 20 + 30 + 20 = 70; clustered would be 80
+  EXPECT_THROW(luka::LukaConfig::preset("auto:" + (dir / "cal.json").string(), 4), luka::Error);       // another model
+  EXPECT_THROW(luka::LukaConfig::preset("auto:" + (dir / "cal.json").string() + ",budget=0.1", 3), luka::Error);  // too tight
+  EXPECT_THROW(luka::LukaConfig::preset("auto:" + (dir / "cal.json").string() + ",budget=2", 3), luka::Error);
+  EXPECT_THROW(luka::LukaConfig::preset("auto:", 3), luka::Error);
+  EXPECT_THROW(luka::LukaConfig::preset("auto:" + (dir / "absent.json").string(), 3), luka::Error);
+}
