@@ -152,7 +152,7 @@ int run_eval_wikisalad(int argc, char** argv) {
       .option("file", "F", "a WikiSalad .json file (repeatable; with or instead of --data)")
       .option("examples", "N", "examples per file (the paper's Table 1 used 10)", "10")
       .option("first", "K", "the first example of each file (0-based)", "0")
-      .option("presets", "LIST", "comma-separated presets (dense, lined, clustered, mixed(a,b), paper, authors_eval) or\n"
+      .option("presets", "LIST", "comma-separated presets (dense, lined, clustered, mixed(a,b), paper, authors_eval, auto:FILE) or\n"
               "layers-config .json files; one table column each", kDefaultPresets)
       .option("set", "SPEC", "a config override applied to every preset (repeatable), e.g. \"top_k=8\"")
       .option("max-new-tokens", "N", "answer length limit", "100")

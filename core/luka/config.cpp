@@ -264,7 +264,7 @@ void validate(const LayerConfig& c, std::int64_t layer) {
   if (!(k.tau > 0)) fail(where, "tau must be positive");
   if (!(k.epsilon >= 0 && k.epsilon <= 1)) fail(where, "epsilon must be in [0, 1]");
   if (k.top_k < 0) fail(where, "top_k must be >= 0");
-  if (!(k.top_frac > 0 && k.top_frac <= 1)) fail(where, "top_frac must be in (0, 1], got " + std::to_string(k.top_frac));
+  if (!(k.top_frac >= 0 && k.top_frac <= 1)) fail(where, "top_frac must be in [0, 1], got " + std::to_string(k.top_frac));
   if (!(k.top_p > 0 && k.top_p <= 1)) fail(where, "top_p must be in (0, 1], got " + std::to_string(k.top_p));
   if (k.always_refine_first < 0) fail(where, "always_refine_first must be >= 0");
   if (k.page_counter_start < 0) fail(where, "page_counter_start must be >= 0");
@@ -363,11 +363,15 @@ LukaConfig LukaConfig::preset(const std::string& name, std::int64_t num_layers) 
     return c;
   }
   if (name == "paper") {
-    // The settings the paper states: pages of 16, attention-weighted compressor, top_k 3, lined
-    // with rho 1/8 and W 128, raw tail 128; first 8 and last 8 layers lined.
+    // The settings the paper states: pages of 16, attention-weighted compressor (tau 1, no bias),
+    // top_k 3 with the paper's mass-preserving refinement, lined with rho 1/8 and W 128, raw tail
+    // 128; first 8 and last 8 layers lined. Pinned here, not taken from the defaults.
     for (auto& l : c.layers) {
       l.clustered.page_size = 16;
       l.clustered.compressor = Compressor::kAttentionWeighted;
+      l.clustered.tau = 1;
+      l.clustered.bias = SummaryBias::kNone;
+      l.clustered.math = RefineMath::kMassPreserving;  // the paper's Eq. 2-3
       l.clustered.rule = RefineRule::kTopK;
       l.clustered.top_k = 3;
       l.clustered.tail = 128;
@@ -419,7 +423,7 @@ LukaConfig LukaConfig::preset(const std::string& name, std::int64_t num_layers) 
     mixed(first, std::min<std::int64_t>(5, num_layers - first));
     return c;
   }
-  fail("luka config", "unknown preset '" + name + "' (expected dense, lined, clustered, mixed(a,b), paper, authors_eval)");
+  fail("luka config", "unknown preset '" + name + "' (expected dense, lined, clustered, mixed(a,b), paper, authors_eval, auto:FILE[,budget=B])");
 }
 
 LukaConfig LukaConfig::from_json(const std::string& text, std::int64_t num_layers, const std::string& where) {

@@ -64,8 +64,9 @@ struct ClusteredConfig {
   std::int64_t page_counter_start = 0;  // authors schedule: the forward counter's start
   bool page_bypass = false;      // authors schedule: a large cover skips the interval gates
   std::int64_t max_pages = 0;    // pages made at one time at most (0: no limit)
-  Compressor compressor = Compressor::kMean;
-  double tau = 1.0;              // attention_weighted: π = softmax(importance / τ)
+  // Defaults: the best measured at pages of 16 and top_k 3 (docs/luka-config.md, bench/results/luka-defaults.md).
+  Compressor compressor = Compressor::kAttentionWeighted;
+  double tau = 0.1;              // attention_weighted: π = softmax(importance / τ)
   std::uint64_t seed = 0;        // random compressor
   bool zero_v = false;           // summary value 0 (the eviction ablation)
   SummaryBias bias = SummaryBias::kNone;
@@ -73,11 +74,11 @@ struct ClusteredConfig {
   RefineRule rule = RefineRule::kTopK;
   double epsilon = 0.01;         // threshold
   std::int64_t top_k = 3;
-  double top_frac = 0.125;       // in (0, 1]
+  double top_frac = 0.125;       // in [0, 1] (0: summaries only, as top_k 0)
   double top_p = 0.5;            // in (0, 1]
   std::int64_t always_refine_first = 0;
   Selection selection = Selection::kPerHead;
-  RefineMath math = RefineMath::kMassPreserving;
+  RefineMath math = RefineMath::kExact;
   RefineOn refine_on = RefineOn::kBiased;
   PageRank page_rank = PageRank::kMax;
 };

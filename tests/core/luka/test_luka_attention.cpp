@@ -178,6 +178,7 @@ TEST(LukaAttention, EffectiveAttentionSumsToOneAndCoversEachTokenOnce) {
 TEST(LukaAttention, MassPreservingChildrenCarryThePagesMassAndOracleIsDense) {
   const Sequence s(4, 2, 16, 100, 5);
   LayerConfig c = clustered(8, 16, 4);
+  c.clustered.math = RefineMath::kMassPreserving;
   c.clustered.rule = RefineRule::kTopK;
   c.clustered.top_k = 2;
   {
@@ -206,6 +207,29 @@ TEST(LukaAttention, MassPreservingChildrenCarryThePagesMassAndOracleIsDense) {
   });
   EXPECT_LE(worst, 1e-5);
   EXPECT_LE(worst_mass, 1e-6);
+}
+
+// top_frac 0 refines nothing: the same outputs as top_k 0 (summaries and the raw tail only).
+TEST(LukaAttention, TopFracZeroRefinesNothing) {
+  const Sequence s(4, 2, 16, 80, 7);
+  LayerConfig a = clustered(8, 16, 4), b = a;
+  a.clustered.rule = RefineRule::kTopK;
+  a.clustered.top_k = 0;
+  b.clustered.rule = RefineRule::kTopFrac;
+  b.clustered.top_frac = 0;
+  LukaAttention att_a(0, a), att_b(0, b);
+  std::vector<at::Tensor> outs;
+  run(att_a, s, 40, [&](const at::Tensor& out, std::int64_t) { outs.push_back(out.clone()); });
+  std::size_t i = 0, refined = 0;
+  double worst = 0;
+  run(att_b, s, 40, [&](const at::Tensor& out, std::int64_t) {
+    worst = std::max(worst, max_diff(out, outs.at(i++)));
+    for (const auto& r : att_b.last_step().refined) refined += r.size();
+  });
+  EXPECT_EQ(i, outs.size());
+  EXPECT_FALSE(att_b.pages().empty());
+  EXPECT_EQ(refined, 0u);
+  EXPECT_EQ(worst, 0.0);
 }
 
 // Two pages of two tokens, D = 2, one head: summaries, spreads and biases by hand.
