@@ -80,6 +80,7 @@ void CaptureWriter::begin(const Manifest& m, const Layout& layout, const std::ve
   std::filesystem::remove(partial_, ec);
   const std::string partial = partial_.string();
   file_ = h5::Handle(h5::check(H5Fcreate(partial.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, fapl), name_, "cannot create the capture file"));
+  created_partial_ = true;
 
   h5::write_attr(file_, "format", std::string(kFormatName), name_);
   h5::write_attr(file_, "version", std::int64_t{kFormatVersion}, name_);

@@ -40,6 +40,8 @@ class CaptureWriter final : public CaptureSink {
   // Where the capture is while written; renamed to path() when finished.
   const std::filesystem::path& partial_path() const { return partial_; }
   std::int64_t complete_steps() const { return complete_steps_; }
+  // Whether this writer created its .partial file (false when the lock or the create failed).
+  bool created_partial() const { return created_partial_; }
 
  private:
   struct LayerSets {
@@ -74,6 +76,7 @@ class CaptureWriter final : public CaptureSink {
   std::int64_t tokens_ = 0, piece_bytes_ = 0;
   std::int64_t token_cap_ = 0, piece_cap_ = 0, step_cap_ = 0;  // extents allocated ahead (trimmed by finish)
   std::int64_t complete_steps_ = 0;
+  bool created_partial_ = false;
   bool finished_ = false;
 };
 

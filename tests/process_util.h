@@ -19,11 +19,20 @@ struct RunResult {
   std::string out, err;
 };
 
-// LUKA_TEST_WORK/<suite>/<current test name>, created.
-inline std::filesystem::path test_dir(const std::string& suite) {
-  const auto d = std::filesystem::path(LUKA_TEST_WORK) / suite / ::testing::UnitTest::GetInstance()->current_test_info()->name();
+// LUKA_TEST_WORK/<suite>/<current test name>, created, and emptied at the test's first call so
+// that nothing an earlier run left there can pass for this run's output.
+inline std::filesystem::path fresh_test_dir(const std::filesystem::path& d) {
+  static std::string emptied;
+  if (emptied != d.string()) {
+    std::filesystem::remove_all(d);
+    emptied = d.string();
+  }
   std::filesystem::create_directories(d);
   return d;
+}
+
+inline std::filesystem::path test_dir(const std::string& suite) {
+  return fresh_test_dir(std::filesystem::path(LUKA_TEST_WORK) / suite / ::testing::UnitTest::GetInstance()->current_test_info()->name());
 }
 
 inline std::string read_file(const std::filesystem::path& p) {

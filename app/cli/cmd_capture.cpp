@@ -232,7 +232,7 @@ int run_capture(int argc, char** argv) {
     result = loop.run(prompt.ids, run, &recording);
     if (session) session->finish(std::move(recording.pending));
   } catch (const Error& e) {
-    if (!writer) throw;
+    if (!writer || !writer->created_partial()) throw;  // refused before writing (another run holds the path)
     // The writer leaves what it wrote as a killed run leaves it: say where.
     session.reset();
     if (!quiet && tty) std::fputc('\n', stderr);

@@ -227,6 +227,8 @@ TEST(CaptureCli, SecondRunOnTheSamePathIsRefused) {
     EXPECT_EQ(second.exit_code, 1) << second.err;
     EXPECT_NE(second.err.find("another run (process " + std::to_string(::getpid()) + ")"), std::string::npos) << second.err;
     EXPECT_NE(second.err.find("is writing this file"), std::string::npos) << second.err;
+    // The .partial file is the other run's: the refusal does not offer it as this run's steps.
+    EXPECT_EQ(second.err.find(".partial"), std::string::npos) << second.err;
     EXPECT_EQ(read_file(out), before);
     EXPECT_FALSE(fs::exists(out.string() + ".partial"));
   }

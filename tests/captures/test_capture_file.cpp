@@ -29,17 +29,14 @@
 #include "captures/session.h"
 #include "captures/writer.h"
 #include "core/util/error.h"
+#include "tests/process_util.h"
 
 namespace fs = std::filesystem;
 
 namespace luka::capture {
 namespace {
 
-fs::path work_dir() {
-  const fs::path d = fs::path(LUKA_TEST_WORK) / "captures" / ::testing::UnitTest::GetInstance()->current_test_info()->name();
-  fs::create_directories(d);
-  return d;
-}
+fs::path work_dir() { return luka::test::test_dir("captures"); }
 
 // Keeps every map band that reaches the sinks, to compare the reader against.
 struct RecordingSink final : CaptureSink {
@@ -614,12 +611,14 @@ TEST(CaptureFile, UnfinishedFileReadsItsCompleteSteps) {
     CaptureSession session({writer.get(), &rec});
     feed(session, s, 3);
     session.drain();
-    // Read while the writer still has the file open (single-writer mode).
-    const auto f = CaptureFile::open(file);
+    // Read while the writer still has the file open (single-writer mode), under its .partial name.
+    const auto f = CaptureFile::open(writer->partial_path());
     expect_same(*f, s, rec.bands, 3, false);
   }
+  const fs::path partial = writer->partial_path();
   writer.reset();  // closes without finish(): like a run that stopped early
-  const auto f = CaptureFile::open(file);
+  EXPECT_FALSE(fs::exists(file));  // an unfinished run never takes the capture's name
+  const auto f = CaptureFile::open(partial);
   expect_same(*f, s, rec.bands, 3, false);
 }
 

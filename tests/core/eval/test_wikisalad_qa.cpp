@@ -9,16 +9,13 @@
 #include "core/eval/qa_results.h"
 #include "core/eval/wikisalad_qa.h"
 #include "core/util/error.h"
+#include "tests/process_util.h"
 
 namespace fs = std::filesystem;
 using namespace luka::eval;
 
 namespace {
-fs::path work_dir() {
-  const fs::path d = fs::path(LUKA_TEST_WORK) / "eval" / ::testing::UnitTest::GetInstance()->current_test_info()->name();
-  fs::create_directories(d);
-  return d;
-}
+fs::path work_dir() { return luka::test::test_dir("eval"); }
 }  // namespace
 
 TEST(WikiSaladQa, PromptIsTheAuthorsStringsThroughTheChatTemplate) {
