@@ -17,6 +17,7 @@
 
 #include "app/figures/capture_figure.h"
 #include "app/studio/ui_state.h"
+#include "viz/state_colours.h"
 #include "core/util/error.h"
 #include "viz/heatmap.h"
 
@@ -246,7 +247,7 @@ void draw_heatmap_panel(UiState& ui) {
     dl->AddRectFilled(ImVec2(top_left.x, to_screen_y(seg.begin)), ImVec2(top_left.x + band, to_screen_y(seg.end)), col);
   }
   // Overlays at the selected decode step: the page grid, and on that step's query row the refined
-  // pages (orange) and heavy hitters (red) of the selected head.
+  // pages (violet) and heavy hitters (crimson) of the selected head.
   if (hv.overlays && steps > 0 && lay.covers) {
     const std::int64_t s = ui.step > 0 ? std::min<std::int64_t>(ui.step, steps) : steps;
     try {
@@ -272,11 +273,11 @@ void draw_heatmap_panel(UiState& ui) {
       dl->AddRect(ImVec2(to_screen_x(0), y0 - 1), ImVec2(to_screen_x(q + 1), y1 + 1), IM_COL32(255, 255, 255, 160));
       for (const std::int64_t p : ov.refined) {
         const capture::PageInfo& pg = pages.at(static_cast<std::size_t>(p));
-        dl->AddRect(ImVec2(to_screen_x(pg.start), y0 - 3), ImVec2(to_screen_x(pg.end), y1 + 3), IM_COL32(240, 160, 40, 255), 0, 0, 2);
+        dl->AddRect(ImVec2(to_screen_x(pg.start), y0 - 3), ImVec2(to_screen_x(pg.end), y1 + 3), IM_COL32(viz::kRefinedColour.r, viz::kRefinedColour.g, viz::kRefinedColour.b, 255), 0, 0, 2);
       }
       for (const std::int64_t t : ov.heavy) {
         const float x = to_screen_x(t + 0.5);
-        dl->AddLine(ImVec2(x, y0 - 6), ImVec2(x, y1 + 6), IM_COL32(230, 50, 50, 255), 1.5f);
+        dl->AddLine(ImVec2(x, y0 - 6), ImVec2(x, y1 + 6), IM_COL32(viz::kHeavyHitterColour.r, viz::kHeavyHitterColour.g, viz::kHeavyHitterColour.b, 255), 1.5f);
       }
     } catch (const std::exception&) {
     }

@@ -4,6 +4,7 @@
 // Run / Pause / Step / Stop.
 #include <imgui.h>
 #include <algorithm>
+#include <optional>
 #include <imgui_stdlib.h>
 
 #include "app/studio/ui_state.h"
@@ -40,6 +41,7 @@ void set_topic(InterwovenPrompt& p, std::size_t i, char letter) {
 
 void builder(UiState& ui) {
   InterwovenPrompt& p = ui.prompt;
+  if (p.pattern != ui.pattern_shown) ui.pattern_edit = ui.pattern_shown = p.pattern;
   if (ImGui::Button("+ segment")) {
     const char letter = p.pattern.empty() ? 'A' : p.pattern.back() == 'A' ? 'B' : 'A';
     p.segments.push_back({"", "", "New text."});
@@ -181,7 +183,7 @@ void run_controls(UiState& ui) {
   const bool running = s.state == RunState::kRunning || s.state == RunState::kPaused;
   const bool can_run = !running && s.state != RunState::kLoading && !s.model_summary.empty();
   ImGui::BeginDisabled(!can_run);
-  const std::string free = ui.free_text_mode ? ui.free_text : std::string();
+  const std::optional<std::string> free = ui.free_text_mode ? std::optional<std::string>(ui.free_text) : std::nullopt;
   if (ImGui::Button("Run")) ui.session.run({ui.prompt, ui.chat, ui.max_new_tokens, false, ui.sampling, free});
   ImGui::SameLine();
   if (ImGui::Button("Run paused")) ui.session.run({ui.prompt, ui.chat, ui.max_new_tokens, true, ui.sampling, free});

@@ -8,17 +8,13 @@
 #include <string>
 
 #include "app/studio/ui_state.h"
+#include "viz/state_colours.h"
 
 namespace luka::studio {
 namespace {
 
-struct StateColour {
-  const char* name;
-  viz::Rgb rgb;
-};
 // Indexed by capture::CoverState.
-const StateColour kStates[] = {{"absent", {24, 24, 28}},        {"summarized", {70, 100, 150}}, {"refined", {240, 160, 40}},
-                               {"raw", {200, 200, 200}},        {"heavy hitter", {220, 60, 60}}, {"dropped", {55, 55, 62}}};
+const auto& kStates = viz::kCoverStateColours;
 
 }  // namespace
 
@@ -70,7 +66,7 @@ void draw_timeline_panel(UiState& ui) {
     return;
   }
   for (const auto& st : kStates) {
-    if (&st != kStates) ImGui::SameLine();
+    if (&st != &kStates[0]) ImGui::SameLine();
     ImGui::ColorButton(st.name, ImVec4(st.rgb.r / 255.f, st.rgb.g / 255.f, st.rgb.b / 255.f, 1), ImGuiColorEditFlags_NoTooltip, ImVec2(12, 12));
     ImGui::SameLine();
     ImGui::TextUnformatted(st.name);

@@ -110,7 +110,8 @@ bool Script::advance(UiState& ui, std::string& screenshot) {
       ui.session.open_capture(arg(1));
     } else if (cmd == "run") {
       const int n = w.size() > 1 ? static_cast<int>(number(1)) : ui.max_new_tokens;
-      ui.session.run({ui.prompt, ui.chat, n, w.size() > 2 && w[2] == "paused", ui.sampling, ui.free_text_mode ? ui.free_text : ""});
+      ui.session.run({ui.prompt, ui.chat, n, w.size() > 2 && w[2] == "paused", ui.sampling,
+                      ui.free_text_mode ? std::optional<std::string>(ui.free_text) : std::nullopt});
     } else if (cmd == "step") {
       ui.session.step();
     } else if (cmd == "resume") {
@@ -153,6 +154,8 @@ bool Script::advance(UiState& ui, std::string& screenshot) {
       save_prompt_file(ui.prompt, arg(1));
     } else if (cmd == "expect_pattern") {
       if (ui.prompt.pattern != arg(1)) fail(where(l), "the prompt's pattern is " + ui.prompt.pattern + ", expected " + arg(1));
+      // The pattern field shows it once a frame has drawn the prompt panel.
+      if (ui.pattern_edit != arg(1)) fail(where(l), "the pattern field shows " + ui.pattern_edit + ", expected " + arg(1));
     } else if (cmd == "expect_glyph") {  // a code point, e.g. 706F: the font atlas can draw it
       const auto cp = static_cast<ImWchar>(std::stoul(arg(1), nullptr, 16));
       ImFontAtlas* atlas = ImGui::GetIO().Fonts;

@@ -247,11 +247,15 @@ void Session::run_job(RunRequest r) {
   if (!impl_->model) fail("studio", "load a model first");
   const Model& model = *impl_->model;
   const Tokenizer& tok = *impl_->tokenizer;
-  // Free text has no segments; an interwoven prompt is assembled with its segments' spans.
-  const AssembledPrompt a = r.free_text.empty() ? assemble(r.prompt) : AssembledPrompt{r.free_text, {}};
+  // Free text has no segments; an interwoven prompt is assembled with its segments' spans. An
+  // empty prompt is refused, never replaced by another.
+  const bool free = r.free_text.has_value();
+  if (free && r.free_text->find_first_not_of(" \t\r\n") == std::string::npos)
+    fail("studio", "the free-text prompt is empty: type a prompt, or switch to the interwoven prompt");
+  const AssembledPrompt a = free ? AssembledPrompt{*r.free_text, {}} : assemble(r.prompt);
+  if (a.text.find_first_not_of(" \t\r\n") == std::string::npos) fail("studio", "the prompt's segments are empty: give them text");
   const std::vector<PromptSegment> no_segments;
-  const TokenizedPrompt prompt =
-      tokenize_prompt(tok, a.text, r.free_text.empty() ? r.prompt.segments : no_segments, a.spans, r.chat, "");
+  const TokenizedPrompt prompt = tokenize_prompt(tok, a.text, free ? no_segments : r.prompt.segments, a.spans, r.chat, "");
   const std::int64_t n = static_cast<std::int64_t>(prompt.ids.size());
   check_context(model.config().max_position_embeddings, 0, n, r.max_new_tokens);
 

@@ -11,6 +11,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -44,7 +45,7 @@ struct RunRequest {
   int max_new_tokens = 32;
   bool start_paused = false;  // prefill, then wait for step()/resume()
   SamplingParams sampling;    // greedy by default
-  std::string free_text;      // when not empty: this plain text is the prompt (no segments)
+  std::optional<std::string> free_text;  // set: this plain text is the prompt (no segments); empty is an error
 };
 
 class Session {

@@ -117,7 +117,9 @@ struct UiState {
   bool chat = false;
   int free_text_mode = 0;  // 0: the interwoven prompt, 1: free text
   std::string free_text = "The capital of France is";
-  std::string pattern_edit = "ABAB", prompt_path = "prompt.json", prompt_notice;
+  // The pattern field: the prompt's own pattern whenever that changes (opened, built, a WikiSalad
+  // example), the user's edit in between. pattern_shown is the prompt pattern last mirrored.
+  std::string pattern_edit, pattern_shown, prompt_path = "prompt.json", prompt_notice;
   std::string wikisalad_path = "../shared/data/wikisalad/easy_2topic_short.json";
   int wikisalad_example = 0;
   int max_new_tokens = 32;

@@ -608,7 +608,10 @@ void dense_shadow(const AttentionInputs& in, const at::Tensor& out, const std::v
                         pages[static_cast<std::size_t>(page)].end - pages[static_cast<std::size_t>(page)].start)
             .fill_(true);
   }
-  const at::Tensor kl = at::where(p.gt(0), p * (p.clamp_min(1e-300).log() - eff.clamp_min(1e-10).log()), at::zeros_like(p)).sum(1);
+  // KL is >= 0; where the rows agree, the fp32 effective row's rounding (its sum is 1 within
+  // ~1e-7) would give values a little below 0.
+  const at::Tensor kl =
+      at::where(p.gt(0), p * (p.clamp_min(1e-300).log() - eff.clamp_min(1e-10).log()), at::zeros_like(p)).sum(1).clamp_min(0);
   const at::Tensor recall = (p * exact.to(on.dtype(at::kDouble))).sum(1);
   const std::int64_t kk = std::min(kFidelityTopK, T);
   const at::Tensor top_d = std::get<1>(p.topk(kk, 1)), top_e = std::get<1>(eff.topk(kk, 1));

@@ -82,5 +82,39 @@ TEST(StudioSession, LiveSwitchWhilePausedAppliesAtTheNextStepAndIsRecorded) {
   }
 }
 
+// An empty free-text prompt is an error the status line shows; it used to run the interwoven
+// demo prompt instead, silently. The same for an interwoven prompt whose segments are empty.
+TEST(StudioSession, EmptyPromptsAreRefusedNotReplaced) {
+  const fs::path model = fs::path(LUKA_SOURCE_DIR) / "models" / "default";
+  if (!fs::exists(model)) GTEST_SKIP() << "no model at " << model << " (scripts/setup.sh installs the default one)";
+  Session s;
+  s.load_model(model, LoadOptions{}, parse_device("cpu"));
+  ASSERT_TRUE(wait_for([&] { return !s.busy(); }, 120)) << "load timed out";
+  ASSERT_EQ(s.status().state, RunState::kReady) << s.status().message;
+  RunRequest r;
+  r.prompt.pattern = "AB";
+  r.prompt.segments = {{"Tides", "#1f77b4", "The tide rises twice a day."}, {"Bread", "#ff7f0e", "Knead the dough."}};
+  r.max_new_tokens = 3;
+  r.free_text = " \n ";
+  s.run(r);
+  ASSERT_TRUE(wait_for([&] { return !s.busy(); }, 60));
+  EXPECT_EQ(s.status().state, RunState::kError);
+  EXPECT_NE(s.status().message.find("the free-text prompt is empty"), std::string::npos) << s.status().message;
+  EXPECT_EQ(s.status().steps_done, 0);
+
+  r.free_text.reset();
+  for (auto& seg : r.prompt.segments) seg.text.clear();
+  s.run(r);
+  ASSERT_TRUE(wait_for([&] { return !s.busy(); }, 60));
+  EXPECT_EQ(s.status().state, RunState::kError);
+  EXPECT_NE(s.status().message.find("the prompt's segments are empty"), std::string::npos) << s.status().message;
+
+  r.free_text = "The capital of France is";  // and a real prompt still runs
+  s.run(r);
+  ASSERT_TRUE(wait_for([&] { return !s.busy(); }, 120));
+  EXPECT_NE(s.status().state, RunState::kError) << s.status().message;
+  EXPECT_EQ(s.status().steps_done, 2) << s.status().message;
+}
+
 }  // namespace
 }  // namespace luka::studio

@@ -232,6 +232,29 @@ TEST(LukaAttention, TopFracZeroRefinesNothing) {
   EXPECT_EQ(worst, 0.0);
 }
 
+// KL(dense || effective) is never below 0: where the two agree (dense mode, or every page refined
+// exactly) rounding of the fp32 effective row put tiny negative values in the fidelity table.
+TEST(LukaAttention, FidelityKlIsNeverNegative) {
+  const Sequence s(6, 2, 16, 120, 3);
+  LayerConfig dense;
+  dense.dense_shadow = true;
+  LayerConfig all = clustered(8, 12, 4);
+  all.dense_shadow = true;
+  all.clustered.rule = RefineRule::kTopFrac;
+  all.clustered.top_frac = 1.0;
+  for (const LayerConfig& c : {dense, all}) {
+    LukaAttention att(0, c);
+    double lowest = 1, highest = -1;
+    run(att, s, 40, [&](const at::Tensor&, std::int64_t) {
+      const at::Tensor kl = att.last_step().fidelity.select(1, 0);
+      lowest = std::min(lowest, kl.min().item<double>());
+      highest = std::max(highest, kl.max().item<double>());
+    });
+    EXPECT_GE(lowest, 0.0) << (c.mode == AttentionMode::kDense ? "dense" : "clustered, every page refined");
+    EXPECT_LE(highest, 1e-6);
+  }
+}
+
 // Two pages of two tokens, D = 2, one head: summaries, spreads and biases by hand.
 TEST(LukaAttention, CompressorsAndBiasesOnHandBuiltPages) {
   c10::InferenceMode guard;

@@ -1,0 +1,42 @@
+// The cover-state colours against the topic palette: a state never looks like a topic (the
+// "refined" colour was topic B's orange) and the states are told apart, measured as Euclidean
+// distance in OKLab (about 0.01 per just-noticeable difference; topics B and F, orange and
+// vermilion, are 0.12 apart).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <string>
+
+#include "core/prompt/interwoven_prompt.h"
+#include "viz/colormap.h"
+#include "viz/state_colours.h"
+
+namespace luka::viz {
+namespace {
+
+double distance(Rgb x, Rgb y) {
+  const OkLab a = to_oklab(x), b = to_oklab(y);
+  return std::sqrt((a.L - b.L) * (a.L - b.L) + (a.a - b.a) * (a.a - b.a) + (a.b - b.b) * (a.b - b.b));
+}
+
+Rgb hex(const std::string& h) {
+  const unsigned long v = std::stoul(h.substr(1), nullptr, 16);
+  return {static_cast<std::uint8_t>(v >> 16), static_cast<std::uint8_t>(v >> 8), static_cast<std::uint8_t>(v)};
+}
+
+TEST(StateColours, ApartFromEveryTopicColourAndFromEachOther) {
+  for (const StateColour& s : kCoverStateColours)
+    for (int topic = 0; topic < 8; ++topic) {
+      const std::string& t = default_topic_colour(topic);
+      EXPECT_GE(distance(s.rgb, hex(t)), 0.08) << s.name << " against topic " << static_cast<char>('A' + topic) << " " << t;
+    }
+  for (std::size_t i = 0; i < kCoverStateColours.size(); ++i)
+    for (std::size_t j = i + 1; j < kCoverStateColours.size(); ++j)
+      EXPECT_GE(distance(kCoverStateColours[i].rgb, kCoverStateColours[j].rgb), 0.05)
+          << kCoverStateColours[i].name << " against " << kCoverStateColours[j].name;
+  // The old refined orange was next to topic B's.
+  EXPECT_LT(distance({240, 160, 40}, hex(default_topic_colour(1))), 0.08);
+}
+
+}  // namespace
+}  // namespace luka::viz
