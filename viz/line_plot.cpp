@@ -151,8 +151,6 @@ void write_line_plot(const LinePlot& p, const std::filesystem::path& path) {
       cairo_line_to(cr, right, Y(*p.reference_y));
       cairo_stroke(cr);
       cairo_set_dash(cr, nullptr, 0, 0);
-      cairo_set_font_size(cr, 9.5);
-      text_at(cr, p.reference_label, left + 4, Y(*p.reference_y) - 3, 0, 1);
     }
     for (std::size_t k = 0; k < p.series.size(); ++k) {
       const LineSeries& s = p.series[k];
@@ -177,6 +175,18 @@ void write_line_plot(const LinePlot& p, const std::filesystem::path& path) {
           cairo_arc(cr, X(s.x[i]), Y(s.y[i]), 3, 0, 2 * M_PI);
           cairo_fill(cr);
         }
+    }
+    // The reference's label over the series, on a pale box so a line through it stays readable.
+    if (p.reference_y && std::isfinite(*p.reference_y) && !p.reference_label.empty()) {
+      cairo_set_font_size(cr, 9.5);
+      cairo_text_extents_t e;
+      cairo_text_extents(cr, p.reference_label.c_str(), &e);
+      const double x = left + 4, y = Y(*p.reference_y) - 3;
+      cairo_set_source_rgba(cr, 1, 1, 1, 0.85);
+      cairo_rectangle(cr, x - 2, y - e.height - 2, e.width + 4, e.height + 4);
+      cairo_fill(cr);
+      cairo_set_source_rgb(cr, 0.35, 0.35, 0.35);
+      text_at(cr, p.reference_label, x, y, 0, 1);
     }
     cairo_restore(cr);
 

@@ -98,7 +98,7 @@ int run_calibrate(int argc, char** argv) {
                  "Per candidate, layer and head: KL(dense || effective), recall, the attention output's relative\n"
                  "error and the entries attended per step; per head, from the dense attention: the mass on the\n"
                  "first token (sink), entropy, locality (mean distance back) and, for interwoven prompts, the mass\n"
-                 "on other topics' segments. --preset auto:FILE[,budget=B] builds a layer config from the file.");
+                 "on other topics' segments. --preset auto:FILE[,budget=B][,loss=output|kl] builds a layer config from the file.");
   args.option("model", "PATH", kModelOptionHelp)
       .option("out", "FILE", "the calibration JSON to write")
       .option("max-tokens", "N", "use at most the first N tokens of the text", "1024")

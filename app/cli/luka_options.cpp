@@ -7,7 +7,8 @@ namespace luka::cli {
 
 const char* const kLukaOptionsHelp =
     "LuKA attention (default: dense everywhere; every key in docs/luka-config.md):\n"
-    "  --preset NAME         dense, lined, clustered, mixed(a,b), paper, authors_eval, auto:FILE[,budget=B]\n"
+    "  --preset NAME         dense, lined, clustered, mixed(a,b), paper, authors_eval,\n"
+    "                        auto:FILE[,budget=B][,loss=output|kl] (docs/luka-config.md)\n"
     "  --layers-config FILE  JSON: {\"preset\": ..., \"default\": {key: value}, \"layers\": {\"0-7\": {...}}}\n"
     "  --set SPEC            per-layer override, repeatable: \"layer=5,mode=lined,rho=0.25\",\n"
     "                        \"layers=0-7,mode=clustered,top_k=4\" (layers: N, A-B, A-B|C, all)\n"

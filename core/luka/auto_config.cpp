@@ -62,16 +62,35 @@ std::vector<int> choose_layer_options(const std::vector<std::vector<LayerOption>
 
 AutoSpec parse_auto_spec(const std::string& spec) {
   AutoSpec s;
-  const std::size_t comma = spec.rfind(",budget=");
-  s.file = spec.substr(0, comma);
-  if (s.file.empty()) fail("luka config", "auto: needs a calibration file (auto:FILE[,budget=B])");
-  if (comma != std::string::npos) {
-    const std::string b = spec.substr(comma + 8);
-    char* end = nullptr;
-    s.budget = std::strtod(b.c_str(), &end);
-    if (b.empty() || end != b.c_str() + b.size() || !(s.budget > 0 && s.budget <= 1))
-      fail("luka config", "auto: budget must be a number in (0, 1], got '" + b + "'");
+  // Options are taken from the end, so a file name may itself hold commas.
+  std::string rest = spec;
+  bool seen_budget = false, seen_loss = false;
+  for (std::size_t comma = rest.rfind(','); comma != std::string::npos; comma = rest.rfind(',')) {
+    const std::string option = rest.substr(comma + 1);
+    if (option.rfind("budget=", 0) == 0 && !seen_budget) {
+      const std::string b = option.substr(7);
+      char* end = nullptr;
+      s.budget = std::strtod(b.c_str(), &end);
+      if (b.empty() || end != b.c_str() + b.size() || !(s.budget > 0 && s.budget <= 1))
+        fail("luka config", "auto: budget must be a number in (0, 1], got '" + b + "'");
+      seen_budget = true;
+    } else if (option.rfind("loss=", 0) == 0 && !seen_loss) {
+      const std::string l = option.substr(5);
+      if (l == "kl") {
+        s.loss = AutoLoss::kKl;
+      } else if (l == "output") {
+        s.loss = AutoLoss::kOutput;
+      } else {
+        fail("luka config", "auto: loss must be kl or output, got '" + l + "'");
+      }
+      seen_loss = true;
+    } else {
+      break;
+    }
+    rest.erase(comma);
   }
+  s.file = rest;
+  if (s.file.empty()) fail("luka config", "auto: needs a calibration file (auto:FILE[,budget=B][,loss=kl|output])");
   return s;
 }
 
@@ -95,7 +114,8 @@ LukaConfig auto_config(const AutoSpec& spec, std::int64_t num_layers) {
       dense_total += o[0].cost;
       const json& per = layer.at("candidates");
       if (per.size() != candidates.size()) fail(where, "a layer's candidates do not match the candidate list");
-      for (const json& c : per) o.push_back({static_cast<std::int64_t>(std::llround(c.at("entries").get<double>())), c.at("kl").get<double>()});
+      const char* loss = spec.loss == AutoLoss::kKl ? "kl" : "rel_l2";
+      for (const json& c : per) o.push_back({static_cast<std::int64_t>(std::llround(c.at("entries").get<double>())), c.at(loss).get<double>()});
       options.push_back(std::move(o));
     }
   } catch (const json::exception& e) {

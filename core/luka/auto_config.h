@@ -1,4 +1,4 @@
-// The automatic layer config (`--preset auto:FILE[,budget=B]`): from a calibration file written by
+// The automatic layer config (`--preset auto:FILE[,budget=B][,loss=kl|output]`): from a calibration file written by
 // `luka calibrate` — per layer, the KL(dense ‖ effective) and the entries attended per step of each
 // candidate setting (dense, lined and clustered at several budgets) — the per-layer choice that
 // minimizes the total KL with the total entries at most B times dense's.
@@ -22,10 +22,17 @@ struct LayerOption {
 // the cheapest choice per layer exceeds the budget.
 std::vector<int> choose_layer_options(const std::vector<std::vector<LayerOption>>& options, std::int64_t budget);
 
-// "FILE" or "FILE,budget=B" (0 < B <= 1; default 0.125, the paper's "roughly 1/8 of the tokens").
+// What a layer's choice minimizes, summed over layers: the calibration's KL(dense ‖ effective) or
+// the attention output's relative L2 error against dense (both means over heads and steps).
+enum class AutoLoss { kKl, kOutput };
+
+// "FILE[,budget=B][,loss=kl|output]" (0 < B <= 1; default 0.125, the paper's "roughly 1/8 of the
+// tokens"). Default loss output: on the default model it chose configs of lower perplexity than KL
+// did at the same budget (bench/results/luka-defaults.md).
 struct AutoSpec {
   std::string file;
   double budget = 0.125;
+  AutoLoss loss = AutoLoss::kOutput;
 };
 AutoSpec parse_auto_spec(const std::string& spec);
 

@@ -423,7 +423,7 @@ LukaConfig LukaConfig::preset(const std::string& name, std::int64_t num_layers) 
     mixed(first, std::min<std::int64_t>(5, num_layers - first));
     return c;
   }
-  fail("luka config", "unknown preset '" + name + "' (expected dense, lined, clustered, mixed(a,b), paper, authors_eval, auto:FILE[,budget=B])");
+  fail("luka config", "unknown preset '" + name + "' (expected dense, lined, clustered, mixed(a,b), paper, authors_eval, auto:FILE[,budget=B][,loss=output|kl])");
 }
 
 LukaConfig LukaConfig::from_json(const std::string& text, std::int64_t num_layers, const std::string& where) {

@@ -76,19 +76,21 @@ TEST(AutoConfig, FromACalibrationFile) {
                         {"candidates", {{{"name", "lined"}, {"config", {{"mode", "lined"}, {"rho", 0.125}}}},
                                         {{"name", "clustered"}, {"config", {{"mode", "clustered"}, {"top_k", 3}}}}}}};
   const double kl[3][2] = {{0.01, 0.5}, {0.6, 0.02}, {2.0, 1.5}};
+  const double out[3][2] = {{0.3, 0.1}, {0.2, 0.4}, {0.5, 0.6}};  // output error ranks them the other way
   for (int l = 0; l < 3; ++l)
     cal["layers"].push_back({{"layer", l}, {"dense_entries", 100.0},
-                             {"candidates", {{{"kl", kl[l][0]}, {"entries", 20.0}}, {{"kl", kl[l][1]}, {"entries", 30.0}}}}});
+                             {"candidates", {{{"kl", kl[l][0]}, {"rel_l2", out[l][0]}, {"entries", 20.0}},
+                                             {{"kl", kl[l][1]}, {"rel_l2", out[l][1]}, {"entries", 30.0}}}}});
   std::ofstream(dir / "cal.json") << cal.dump();
   // Budget 150 of 300 entries: lined 0, clustered 1, dense 2 (150) is the only choice keeping layer 2 exact.
-  const luka::LukaConfig c = luka::LukaConfig::preset("auto:" + (dir / "cal.json").string() + ",budget=0.5", 3);
+  const luka::LukaConfig c = luka::LukaConfig::preset("auto:" + (dir / "cal.json").string() + ",budget=0.5,loss=kl", 3);
   EXPECT_EQ(c.layers[0].mode, luka::AttentionMode::kLined);
   EXPECT_EQ(c.layers[1].mode, luka::AttentionMode::kClustered);
   EXPECT_EQ(c.layers[2].mode, luka::AttentionMode::kDense);
   EXPECT_DOUBLE_EQ(c.layers[0].lined.rho, 0.125);
   EXPECT_EQ(c.layers[1].clustered.top_k, 3);
   // A budget of 0.25 (75 entries) cannot keep any layer dense: the cheapest-loss mix.
-  const luka::LukaConfig tight = luka::LukaConfig::preset("auto:" + (dir / "cal.json").string() + ",budget=0.25", 3);
+  const luka::LukaConfig tight = luka::LukaConfig::preset("auto:" + (dir / "cal.json").string() + ",loss=kl,budget=0.25", 3);
   EXPECT_EQ(tight.layers[0].mode, luka::AttentionMode::kLined);
   EXPECT_EQ(tight.layers[1].mode, luka::AttentionMode::kClustered);
   EXPECT_EQ(tight.layers[2].mode, luka::AttentionMode::kLined);  // 20 + 30 + 20 = 70; clustered would be 80
@@ -96,5 +98,18 @@ TEST(AutoConfig, FromACalibrationFile) {
   EXPECT_THROW(luka::LukaConfig::preset("auto:" + (dir / "cal.json").string() + ",budget=0.1", 3), luka::Error);  // too tight
   EXPECT_THROW(luka::LukaConfig::preset("auto:" + (dir / "cal.json").string() + ",budget=2", 3), luka::Error);
   EXPECT_THROW(luka::LukaConfig::preset("auto:", 3), luka::Error);
+  // loss=output minimizes the output error instead: clustered 0, lined 1, dense 2 (loss 0.3).
+  const luka::LukaConfig by_output = luka::LukaConfig::preset("auto:" + (dir / "cal.json").string() + ",loss=output,budget=0.5", 3);
+  EXPECT_EQ(by_output.layers[0].mode, luka::AttentionMode::kClustered);
+  EXPECT_EQ(by_output.layers[1].mode, luka::AttentionMode::kLined);
+  EXPECT_EQ(by_output.layers[2].mode, luka::AttentionMode::kDense);
+  EXPECT_THROW(luka::LukaConfig::preset("auto:" + (dir / "cal.json").string() + ",loss=mse", 3), luka::Error);
+  // Options come off the end in either order; the file name keeps its own commas.
+  const luka::AutoSpec spec = luka::parse_auto_spec("a,b.json,budget=0.25,loss=output");
+  EXPECT_EQ(spec.file, "a,b.json");
+  EXPECT_DOUBLE_EQ(spec.budget, 0.25);
+  EXPECT_EQ(spec.loss, luka::AutoLoss::kOutput);
+  EXPECT_EQ(luka::parse_auto_spec("c.json").loss, luka::AutoLoss::kOutput);  // the default
+  EXPECT_EQ(luka::parse_auto_spec("c.json,loss=kl").loss, luka::AutoLoss::kKl);
   EXPECT_THROW(luka::LukaConfig::preset("auto:" + (dir / "absent.json").string(), 3), luka::Error);
 }
