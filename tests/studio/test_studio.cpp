@@ -37,15 +37,15 @@ bool have_xvfb() { return std::system("command -v xvfb-run > /dev/null 2>&1") ==
 // attribute or suppress ("<unknown module>" frames). ASan and UBSan stay on, and the Studio's
 // session code is leak-checked by test_studio_session, which opens no window.
 #if defined(__SANITIZE_ADDRESS__)
-const std::string kStudioEnv = "env ASAN_OPTIONS=\"${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0\" ";
+const std::string kStudioEnv = "ASAN_OPTIONS=\"${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0\" ";
 #else
-const std::string kStudioEnv = "env ";
+const std::string kStudioEnv;
 #endif
 
 RunResult studio(const std::string& args, const std::string& script) {
   const fs::path s = work_dir() / "actions.script";
   std::ofstream(s) << script;
-  return sh(kStudioEnv + "-u LUKA_MODEL xvfb-run -a -s '-screen 0 1280x800x24' '" + std::string(LUKA_CLI_PATH) + "' studio " + args +
+  return sh("env -u LUKA_MODEL " + kStudioEnv + "xvfb-run -a -s '-screen 0 1280x800x24' '" + std::string(LUKA_CLI_PATH) + "' studio " + args +
             " --script '" + s.string() + "'");
 }
 
