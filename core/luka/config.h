@@ -66,7 +66,7 @@ struct ClusteredConfig {
   std::int64_t max_pages = 0;    // pages made at one time at most (0: no limit)
   // Defaults: the best measured at pages of 16 and top_k 3 (docs/luka-config.md, bench/results/luka-defaults.md).
   Compressor compressor = Compressor::kAttentionWeighted;
-  double tau = 0.1;              // attention_weighted: π = softmax(importance / τ)
+  double tau = 0.25;             // attention_weighted: π = softmax(importance / τ)
   std::uint64_t seed = 0;        // random compressor
   bool zero_v = false;           // summary value 0 (the eviction ablation)
   SummaryBias bias = SummaryBias::kNone;
