@@ -77,17 +77,6 @@ struct HeadSums {
   std::int64_t cross_steps = 0;
 };
 
-void write_json(const fs::path& path, const json& j) {
-  AtomicOutput out(path);
-  {
-    std::ofstream f(out.path(), std::ios::binary | std::ios::trunc);
-    f << j.dump(1, ' ', false, json::error_handler_t::replace) << "\n";
-    f.close();
-    if (!f) fail(path.string(), "cannot write the file");
-  }
-  out.commit();
-}
-
 }  // namespace
 
 int run_calibrate(int argc, char** argv) {
@@ -265,7 +254,7 @@ int run_calibrate(int argc, char** argv) {
                     {"topics", topics},
                     {"candidates", cands},
                     {"layers", layers}};
-  write_json(args.get("out"), out);
+  write_file_atomically(args.get("out"), out.dump(1, ' ', false, json::error_handler_t::replace) + "\n");
 
   // A table of the layers' KL per candidate.
   std::printf("%-6s %9s", "layer", "dense");
@@ -281,7 +270,7 @@ int run_calibrate(int argc, char** argv) {
   std::fprintf(stderr, "wrote %s\n", args.get("out").c_str());
   if (args.has("config-out")) {
     const LukaConfig automatic = auto_config({args.get("out"), budget}, L);
-    write_json(args.get("config-out"), json::parse(automatic.to_json()));
+    write_file_atomically(args.get("config-out"), json::parse(automatic.to_json()).dump(1, ' ', false, json::error_handler_t::replace) + "\n");
     std::fprintf(stderr, "wrote %s: %s\n", args.get("config-out").c_str(), describe_modes(automatic).c_str());
   }
   return 0;

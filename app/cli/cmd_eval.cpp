@@ -124,17 +124,6 @@ std::string duration(double seconds) {
   return buf;
 }
 
-void write_json_file(const fs::path& path, const json& j) {
-  AtomicOutput out(path);
-  {
-    std::ofstream f(out.path(), std::ios::binary | std::ios::trunc);
-    f << j.dump(2, ' ', false, json::error_handler_t::replace) << "\n";
-    f.close();
-    if (!f) fail(path.string(), "cannot write the file");
-  }
-  out.commit();
-}
-
 int run_eval_wikisalad(int argc, char** argv) {
   ArgParser args("eval wikisalad",
                  "[--model PATH] (--data DIR | --file F...) [--examples N] [--presets LIST] [--out DIR]",
@@ -238,7 +227,7 @@ int run_eval_wikisalad(int argc, char** argv) {
   } else if (!previous.records.empty()) {
     fail(out_dir.string(), "results.jsonl is there without run.json; give another --out, or --restart to discard it");
   }
-  write_json_file(run_path, run_info);
+  write_file_atomically(run_path, run_info.dump(2, ' ', false, json::error_handler_t::replace) + "\n");
   if (fs::exists(results_path) && fs::file_size(results_path) != previous.valid_bytes) fs::resize_file(results_path, previous.valid_bytes);
   std::set<std::string> done;
   for (const eval::QaRecord& r : previous.records) done.insert(eval::record_key(r));
@@ -317,7 +306,7 @@ int run_eval_wikisalad(int argc, char** argv) {
   const std::string text = eval::format_table(table);
   std::fwrite(text.data(), 1, text.size(), stdout);
   json summary = {{"run", run_info}, {"table", eval::table_json(table)}};
-  write_json_file(out_dir / "summary.json", summary);
+  write_file_atomically(out_dir / "summary.json", summary.dump(2, ' ', false, json::error_handler_t::replace) + "\n");
   if (!quiet) std::fprintf(stderr, "wrote %s and %s\n", results_path.string().c_str(), (out_dir / "summary.json").string().c_str());
   return 0;
 }

@@ -38,17 +38,6 @@ using nlohmann::json;
 
 namespace {
 
-void write_text(const fs::path& path, const std::string& text) {
-  AtomicOutput out(path);
-  {
-    std::ofstream f(out.path(), std::ios::binary | std::ios::trunc);
-    f << text;
-    f.close();
-    if (!f) fail(path.string(), "cannot write the file");
-  }
-  out.commit();
-}
-
 json settings_json(const eval::Settings& s) {
   json out = json::array();
   for (const auto& [k, v] : s) out.push_back({k, v});
@@ -141,7 +130,7 @@ void run_item(const Manifest& m, std::size_t i) {
                        {"baseline", item.value("baseline", false)},
                        {"value", eval::metric_value(m.metric, output)},
                        {"output", output}};
-  write_text(item_result(m, i), result.dump(2) + "\n");
+  write_file_atomically(item_result(m, i), result.dump(2) + "\n");
 }
 
 // Collects every result into results.csv, results.json and plot.{png,svg,pdf}; prints the table.
@@ -167,11 +156,11 @@ int merge(const Manifest& m, const std::string& x_key, const std::string& title)
     fail(m.dir.string(), std::to_string(missing.size()) + " of " + std::to_string(m.items()) + " runs have no result yet (" + list +
                              "); run them (luka sweep --run-item I --out DIR) before merging");
   }
-  write_text(m.dir / "results.csv", eval::results_csv(m.axes, m.metric, results));
+  write_file_atomically(m.dir / "results.csv", eval::results_csv(m.axes, m.metric, results));
   json all = json::array();
   for (const auto& r : results)
     all.push_back({{"index", r.index}, {"settings", settings_json(r.settings)}, {"baseline", r.baseline}, {"value", r.value}});
-  write_text(m.dir / "results.json", json({{"metric", eval::to_string(m.metric)}, {"grid", m.doc["grid"]}, {"results", all}}).dump(2) + "\n");
+  write_file_atomically(m.dir / "results.json", json({{"metric", eval::to_string(m.metric)}, {"grid", m.doc["grid"]}, {"results", all}}).dump(2) + "\n");
 
   // One line per setting of the other keys, the x key along the axis.
   const std::string x = eval::choose_x_axis(m.axes, x_key.empty() ? m.doc.value("x", "") : x_key);
@@ -336,7 +325,7 @@ int run_sweep(int argc, char** argv) {
     if (before.value("items", json::array()).size() != items.size())
       fail(dir.string(), "holds a sweep with another baseline; give another --out, or --restart to discard it");
   }
-  write_text(dir / "manifest.json", manifest.dump(2) + "\n");
+  write_file_atomically(dir / "manifest.json", manifest.dump(2) + "\n");
 
   if (args.get_flag("plan")) {
     const std::int64_t cpus = args.get_int("slurm-cpus", 2), gpus = args.get_int("slurm-gpus", 0);
@@ -351,7 +340,7 @@ int run_sweep(int argc, char** argv) {
     if (args.has("slurm-partition")) s += "#SBATCH --partition=" + args.get("slurm-partition") + "\n";
     s += "#SBATCH --output=" + (dir / "items" / "slurm-%A_%a.out").string() + "\n";
     s += "exec " + shell_quote(self_exe().string()) + " sweep --run-item \"$SLURM_ARRAY_TASK_ID\" --out " + shell_quote(dir.string()) + "\n";
-    write_text(dir / "sweep.sbatch", s);
+    write_file_atomically(dir / "sweep.sbatch", s);
     fs::permissions(dir / "sweep.sbatch", fs::perms::owner_exec | fs::perms::group_exec, fs::perm_options::add, ec);
     std::printf("%zu runs planned in %s\nsubmit: sbatch %s\nmerge:  luka sweep --merge --out %s\n", items.size(),
                 (dir / "manifest.json").string().c_str(), (dir / "sweep.sbatch").string().c_str(), dir.string().c_str());

@@ -6,6 +6,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <fstream>
 #include <string>
 
 #include "core/util/error.h"
@@ -28,6 +29,17 @@ void AtomicOutput::commit() {
   std::filesystem::rename(temp_, target_, ec);
   if (ec) fail(target_.string(), "cannot replace it with the finished file: " + ec.message());
   committed_ = true;
+}
+
+void write_file_atomically(const std::filesystem::path& path, const std::string& bytes) {
+  AtomicOutput out(path);
+  {
+    std::ofstream f(out.path(), std::ios::binary | std::ios::trunc);
+    f << bytes;
+    f.close();
+    if (!f) fail(path.string(), "cannot write the file");
+  }
+  out.commit();
 }
 
 OutputLock::OutputLock(const std::filesystem::path& path) : lock_path_(path.string() + ".lock") {

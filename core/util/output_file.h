@@ -30,6 +30,10 @@ class AtomicOutput {
   bool committed_ = false;
 };
 
+// Writes `bytes` to `path` through an AtomicOutput; throws luka::Error naming the path when the
+// write fails.
+void write_file_atomically(const std::filesystem::path& path, const std::string& bytes);
+
 class OutputLock {
  public:
   // Takes the lock on `path` (a file "<path>.lock" beside it, flock'ed). Throws luka::Error naming
