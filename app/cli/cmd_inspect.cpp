@@ -1,5 +1,6 @@
 // luka inspect: what a capture holds — model, config, tokens, steps, recorded layers and heads,
-// and the size of each part — without loading any of its arrays.
+// and the size of each part — without loading any of its arrays; with --topics or --heads, the
+// numbers captures/analysis.h computes from its maps and rows (docs/capture-analysis.md).
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -11,6 +12,7 @@
 #include "app/cli/args.h"
 #include "app/cli/commands.h"
 #include "app/cli/luka_options.h"
+#include "captures/analysis.h"
 #include "captures/reader.h"
 #include "captures/survival.h"
 #include "core/luka/config.h"
@@ -111,29 +113,261 @@ int print_survival(const capture::CaptureFile& file, const ArgParser& args) {
   return 0;
 }
 
+// [SECTION] --topics and --heads
+
+nlohmann::json number(double v) { return std::isnan(v) ? nlohmann::json() : nlohmann::json(v); }
+
+std::string fixed(double v, int width, int digits) {
+  char buf[64];
+  if (std::isnan(v)) std::snprintf(buf, sizeof buf, "%*s", width, "-");
+  else std::snprintf(buf, sizeof buf, "%*.*f", width, digits, v);
+  return buf;
+}
+
+// --layer / --head with --topics or --heads: comma lists of recorded layers and heads.
+capture::AnalysisOptions analysis_options(const ArgParser& args) {
+  capture::AnalysisOptions o;
+  if (args.has("layer"))
+    for (const auto v : parse_int_list("layer", args.get("layer"))) o.layers.push_back(static_cast<int>(v));
+  if (args.has("head"))
+    for (const auto v : parse_int_list("head", args.get("head"))) o.heads.push_back(static_cast<int>(v));
+  if (args.has("decode-topic")) {
+    const std::string letter = args.get("decode-topic");
+    if (letter.size() != 1 || letter[0] < 'A' || letter[0] > 'Z') throw UsageError("--decode-topic: '" + letter + "' is not a topic letter A-Z");
+    o.decode_topic = letter[0] - 'A';
+  }
+  return o;
+}
+
+std::string notes(bool prefill, const std::string& prefill_note, bool decode, const std::string& decode_note) {
+  std::string s;
+  if (!prefill) s += "prefill: " + prefill_note;
+  if (!decode) s += std::string(s.empty() ? "" : "; ") + "decode: " + decode_note;
+  return s;
+}
+
+// The fields --topics and --heads share: the file, its prompt and steps, and which parts the numbers come from.
+nlohmann::json report_json(const capture::CaptureView& view, const std::string& path, std::int64_t steps, bool prefill,
+                           const std::string& prefill_note, bool decode, const std::string& decode_note) {
+  nlohmann::json j = {{"file", path}, {"prompt_tokens", view.summary().layout.prompt_tokens}, {"steps", steps},
+                      {"prefill", prefill}, {"decode", decode}};
+  if (!prefill || !decode) j["notes"] = notes(prefill, prefill_note, decode, decode_note);
+  return j;
+}
+
+// luka inspect FILE --topics [--layer L,...] [--head H,...] [--json].
+int print_topics(const capture::CaptureView& view, const std::string& path, const ArgParser& args) {
+  const capture::TopicAnalysis a = capture::analyze_topics(view, analysis_options(args));
+  const capture::TopicIndex& t = a.topics;
+  const std::size_t S = t.segments.size(), K = t.labels.size();
+  std::vector<std::string> segment_names, topic_names = t.letters;
+  for (std::size_t i = 0; i < S; ++i) segment_names.push_back(std::to_string(i) + ":" + t.letters[static_cast<std::size_t>(t.segment_topic[i])]);
+  segment_names.push_back("other");
+  topic_names.push_back("other");
+  const auto counts = [&](const std::vector<std::int64_t>& v) { return v.empty() ? nlohmann::json() : nlohmann::json(v); };
+
+  if (args.get_flag("json")) {
+    using nlohmann::json;
+    json j = report_json(view, path, a.steps, a.prefill, a.prefill_note, a.decode, a.decode_note);
+    j["covers"] = a.covers;
+    j["topics"] = json::array();
+    for (std::size_t k = 0; k < K; ++k) {
+      json segs = json::array();
+      for (std::size_t i = 0; i < S; ++i)
+        if (t.segment_topic[i] == static_cast<int>(k)) segs.push_back(i);
+      j["topics"].push_back({{"letter", t.letters[k]}, {"label", t.labels[k]}, {"colour", t.colours[k]}, {"segments", segs}});
+    }
+    j["segments"] = json::array();
+    for (std::size_t i = 0; i < S; ++i)
+      j["segments"].push_back({{"index", i}, {"label", t.segments[i].label}, {"topic", t.letters[static_cast<std::size_t>(t.segment_topic[i])]},
+                               {"begin", t.segments[i].begin}, {"end", t.segments[i].end}});
+    j["decode_topic"] = t.decode_topic >= 0 ? json(t.letters[static_cast<std::size_t>(t.decode_topic)]) : json();
+    j["columns"] = {{"segments", segment_names}, {"topics", topic_names}};
+    j["heads"] = json::array();
+    for (const auto& h : a.heads) {
+      json e = {{"layer", h.layer}, {"head", h.head}};
+      if (a.prefill) {
+        json m = json::array();
+        for (std::size_t i = 0; i <= S; ++i)
+          m.push_back(std::vector<double>(h.prefill_matrix.begin() + static_cast<std::ptrdiff_t>(i * (S + 1)),
+                                          h.prefill_matrix.begin() + static_cast<std::ptrdiff_t>((i + 1) * (S + 1))));
+        e["prefill"] = {{"matrix", m}, {"queries", h.prefill_queries}, {"leakage", number(h.prefill_leakage)}};
+      }
+      if (a.decode) e["decode"] = {{"leakage", number(h.decode_leakage)}, {"refined_pages", counts(h.refined_pages)}, {"heavy_hitters", counts(h.heavy_hitters)},
+                                   {"steps", json::array()}};
+      j["heads"].push_back(std::move(e));
+    }
+    // Steps are stored step-major; each goes to its head's entry.
+    const std::size_t per_step = a.heads.size();
+    for (std::size_t i = 0; i < a.steps_by_head.size(); ++i) {
+      const auto& st = a.steps_by_head[i];
+      j["heads"][i % per_step]["decode"]["steps"].push_back({{"step", st.step}, {"segments", st.segment_mass}, {"topics", st.topic_mass},
+                                                              {"generated", st.generated}, {"leakage", st.leakage},
+                                                              {"refined_pages", counts(st.refined_pages)}, {"heavy_hitters", counts(st.heavy_hitters)}});
+    }
+    std::printf("%s\n", j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
+    return 0;
+  }
+
+  std::printf("topics    ");
+  for (std::size_t k = 0; k < K; ++k) {
+    std::string segs;
+    for (std::size_t i = 0; i < S; ++i)
+      if (t.segment_topic[i] == static_cast<int>(k)) segs += (segs.empty() ? "" : ", ") + std::to_string(i);
+    std::printf("%s%s %s (segment%s %s)", k ? ", " : "", t.letters[k].c_str(), t.labels[k].c_str(), segs.find(',') != std::string::npos ? "s" : "",
+                segs.c_str());
+  }
+  std::printf("\n");
+  if (!a.prefill || !a.decode) std::printf("missing   %s\n", notes(a.prefill, a.prefill_note, a.decode, a.decode_note).c_str());
+  std::printf("leakage   mass on segments of other topics: prefill, mean over query rows inside a segment; decode, mean over %lld steps,\n"
+              "          against topic %s%s\n",
+              static_cast<long long>(a.steps), t.decode_topic >= 0 ? t.letters[static_cast<std::size_t>(t.decode_topic)].c_str() : "-",
+              args.has("decode-topic") ? "" : " (the last segment's)");
+  std::string topic_head;
+  for (const auto& name : topic_names) topic_head += " " + std::string(std::max<std::size_t>(1, 6 - name.size()), ' ') + name;
+  std::printf("\n%-6s %-5s %9s %9s", "layer", "head", "prefill", "decode");
+  if (a.covers) std::printf("   refined pages by topic%*s   heavy hitters by topic", static_cast<int>(topic_head.size()) - 23, "");
+  std::printf("\n%-6s %-5s %9s %9s", "", "", "leakage", "leakage");
+  if (a.covers) std::printf("  %s  %s", topic_head.c_str(), topic_head.c_str());
+  std::printf("\n");
+  for (const auto& h : a.heads) {
+    std::printf("%-6d %-5d %s %s", h.layer, h.head, fixed(h.prefill_leakage, 9, 4).c_str(), fixed(h.decode_leakage, 9, 4).c_str());
+    if (a.covers) {
+      std::printf("  ");
+      for (const auto c : h.refined_pages) std::printf(" %6lld", static_cast<long long>(c));
+      std::printf("  ");
+      for (const auto c : h.heavy_hitters) std::printf(" %6lld", static_cast<long long>(c));
+    }
+    std::printf("\n");
+  }
+  // One head: its segment matrix and each step's mass by topic.
+  if (a.heads.size() == 1) {
+    const auto& h = a.heads[0];
+    if (a.prefill) {
+      std::printf("\nprefill, layer %d head %d: row = query segment, column = key segment; the mean over the row's queries of their mass on the column\n",
+                  h.layer, h.head);
+      std::printf("%-8s %7s", "", "queries");
+      for (const auto& name : segment_names) std::printf(" %7s", name.c_str());
+      std::printf("\n");
+      for (std::size_t i = 0; i <= S; ++i) {
+        std::printf("%-8s %7lld", segment_names[i].c_str(), static_cast<long long>(h.prefill_queries[i]));
+        for (std::size_t jj = 0; jj <= S; ++jj) std::printf(" %s", fixed(h.prefill_matrix[i * (S + 1) + jj], 7, 4).c_str());
+        std::printf("\n");
+      }
+    }
+    if (a.decode) {
+      std::printf("\ndecode, layer %d head %d: each step's attention by topic (\"other\" includes the generated tokens)\n", h.layer, h.head);
+      std::printf("%-6s", "step");
+      for (const auto& name : topic_names) std::printf(" %7s", name.c_str());
+      std::printf(" %9s %8s\n", "generated", "leakage");
+      for (const auto& st : a.steps_by_head) {
+        std::printf("%-6lld", static_cast<long long>(st.step));
+        for (const double v : st.topic_mass) std::printf(" %s", fixed(v, 7, 4).c_str());
+        std::printf(" %s %s\n", fixed(st.generated, 9, 4).c_str(), fixed(st.leakage, 8, 4).c_str());
+      }
+    }
+  }
+  return 0;
+}
+
+nlohmann::json scores_json(const capture::PatternScores& p) {
+  return {{"sink", number(p.sink)},
+          {"entropy", number(p.entropy)},
+          {"locality", number(p.locality)},
+          {"previous_token", number(p.previous_token)},
+          {"induction", number(p.induction)},
+          {"cross_topic", number(p.cross_topic)},
+          {"rows", p.rows},
+          {"previous_rows", p.previous_rows},
+          {"induction_rows", p.induction_rows},
+          {"cross_rows", p.cross_rows}};
+}
+
+// luka inspect FILE --heads [--layer L,...] [--head H,...] [--json].
+int print_heads(const capture::CaptureView& view, const std::string& path, const ArgParser& args) {
+  const capture::HeadScoreAnalysis a = capture::analyze_heads(view, analysis_options(args));
+  if (args.get_flag("json")) {
+    nlohmann::json j = report_json(view, path, a.steps, a.prefill, a.prefill_note, a.decode, a.decode_note);
+    j["topics"] = a.topics;
+    j["decode_topic"] = a.decode_topic >= 0 ? nlohmann::json(a.topic_letters[static_cast<std::size_t>(a.decode_topic)]) : nlohmann::json();
+    j["kl_source"] = "per head: the mean of decode/fidelity KL(dense || effective) over the steps the dense shadow ran";
+    j["heads"] = nlohmann::json::array();
+    for (const auto& h : a.heads) {
+      nlohmann::json e = {{"layer", h.layer}, {"head", h.head}, {"kl", number(h.kl)}, {"kl_steps", h.kl_steps}};
+      if (a.prefill) e["prefill"] = scores_json(h.prefill);
+      if (a.decode) e["decode"] = scores_json(h.decode);
+      j["heads"].push_back(std::move(e));
+    }
+    std::printf("%s\n", j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
+    return 0;
+  }
+  const std::int64_t n = view.summary().layout.prompt_tokens;
+  std::printf("head scores of %s\n", path.c_str());
+  if (!a.prefill || !a.decode) std::printf("missing   %s\n", notes(a.prefill, a.prefill_note, a.decode, a.decode_note).c_str());
+  std::printf("sink: mass on token 0; entropy in nats; locality: mean distance back (tokens); prev: mass on the previous token;\n"
+              "induction: mass on tokens that followed earlier occurrences of the query's token; cross: mass on other topics' segments%s;\n"
+              "KL: mean dense-shadow KL(dense || effective) over the steps it ran\n",
+              a.topics ? "" : " (no segments: -)");
+  // KL is a decode-step number: in the decode table, or the prefill one when rows were not recorded.
+  const auto table = [&](const std::string& title, const capture::PatternScores capture::HeadScoreRow::*part, bool kl) {
+    std::printf("\n%s\n%-6s %-5s %7s %8s %9s %7s %9s %7s %10s\n", title.c_str(), "layer", "head", "sink", "entropy", "locality", "prev", "induction",
+                "cross", kl ? "KL" : "");
+    for (const auto& h : a.heads) {
+      const capture::PatternScores& p = h.*part;
+      std::printf("%-6d %-5d %s %s %s %s %s %s %s\n", h.layer, h.head, fixed(p.sink, 7, 4).c_str(), fixed(p.entropy, 8, 3).c_str(),
+                  fixed(p.locality, 9, 2).c_str(), fixed(p.previous_token, 7, 4).c_str(), fixed(p.induction, 9, 4).c_str(),
+                  fixed(p.cross_topic, 7, 4).c_str(), kl ? fixed(h.kl, 10, 5).c_str() : "");
+    }
+  };
+  if (a.prefill) table("prefill: the mean over the " + std::to_string(n) + " query rows of the level-0 map", &capture::HeadScoreRow::prefill, !a.decode);
+  if (a.decode) {
+    std::string title = "decode: the mean over " + std::to_string(a.steps) + " steps' effective rows";
+    if (a.topics) title += args.has("decode-topic") ? "; cross-topic against topic " + args.get("decode-topic") : "; cross-topic against the last segment's topic";
+    table(title, &capture::HeadScoreRow::decode, true);
+  }
+  return 0;
+}
+
 }  // namespace
 
 int run_inspect(int argc, char** argv) {
-  ArgParser args("inspect", "FILE [--json]",
+  ArgParser args("inspect", "FILE [--json] [--track SPEC | --topics | --heads] [--layer L] [--head H]",
                  "Summarizes a capture: model, LuKA config, tokens and segments, decode steps, the layers,\n"
                  "heads and map levels recorded, and the size of each part stored and uncompressed. A capture\n"
                  "cut off by a crash is reported with its complete steps.");
   args.flag("json", "print one JSON object instead of text")
       .option("track", "SPEC", "what became of tokens at every decode step: A-B (positions, both included), A, or\n"
               "text:STRING (the tokens covering its first occurrence, e.g. an answer span)")
-      .option("layer", "L", "with --track: one layer, per head (with --head: per step)")
-      .option("head", "H", "with --track and --layer: one head's timeline, one line per step");
+      .flag("topics", "attention by topic of an interwoven prompt: segment x segment mass of the prefill,\n"
+            "each decode step's mass per segment and topic, cross-topic leakage, refined pages and heavy\n"
+            "hitters by topic, per layer and head")
+      .flag("heads", "head scores per layer and head, from the prefill map and the decode rows: sink mass,\n"
+            "entropy, locality, previous-token and induction mass, cross-topic mass, dense-shadow KL")
+      .option("decode-topic", "X", "with --topics or --heads: the topic letter decode queries are measured against\n"
+              "(cross-topic leakage), e.g. the topic a question asks about; default: the last segment's")
+      .option("layer", "L", "with --track: one layer, per head (with --head: per step); with --topics or --heads:\n"
+              "layers to include, e.g. 12 or 0,12,29")
+      .option("head", "H", "with --track and --layer: one head's timeline, one line per step; with --topics or\n"
+              "--heads: heads to include (one layer and one head: --topics adds its matrix and steps)");
   args.epilog("With --track, per layer (or per head, or per step) the share of token-steps kept raw (r), seen\n"
               "through a page summary (s), refined back (R), kept as heavy hitters (h) or dropped (x), and the\n"
               "attention the span got per step.\n\n"
+              "--topics and --heads compute from the prefill map's level 0 (recorded when the prompt fits\n"
+              "map_cap) and the decode steps' effective rows; docs/capture-analysis.md defines every number.\n"
+              "A topic is a segment label; decode queries, in no segment, are measured against the topic of\n"
+              "the prompt's last segment. --topics needs a capture of an interwoven prompt.\n\n"
               "examples:\n  luka capture --prompt \"The capital of France is\" --out run.h5 && luka inspect run.h5\n"
-              "  luka inspect run.h5 --track text:Paris --layer 12");
+              "  luka inspect run.h5 --track text:Paris --layer 12\n"
+              "  luka capture --prompt-file assets/prompts/demo.json --record layers=0,14,29 --out demo.h5\n"
+              "  luka inspect demo.h5 --topics                      # leakage per layer and head\n"
+              "  luka inspect demo.h5 --topics --layer 14 --head 3  # one head's segment matrix and steps\n"
+              "  luka inspect demo.h5 --heads --json > heads.json");
   // The one positional argument is the file; the rest are options.
   std::string path;
   std::vector<char*> rest = {argv[0], argv[1]};
   for (int i = 2; i < argc; ++i) {
     const std::string a = argv[i];
-    if ((a == "--track" || a == "--layer" || a == "--head") && i + 1 < argc) {  // an option and its value
+    if ((a == "--track" || a == "--layer" || a == "--head" || a == "--decode-topic") && i + 1 < argc) {  // an option and its value
       rest.push_back(argv[i]);
       rest.push_back(argv[++i]);
     } else if (argv[i][0] != '-' && path.empty()) {
@@ -147,10 +381,24 @@ int run_inspect(int argc, char** argv) {
   if (!args.parse(static_cast<int>(rest.size()), rest.data(), 2)) return 0;
   if (path.empty()) throw UsageError("the capture FILE is required");
 
-  if ((args.has("layer") || args.has("head")) && !args.has("track")) throw UsageError("--layer and --head go with --track");
-  if (args.has("head") && !args.has("layer")) throw UsageError("--head needs --layer");
+  const bool topics = args.get_flag("topics"), heads = args.get_flag("heads");
+  if (static_cast<int>(args.has("track")) + static_cast<int>(topics) + static_cast<int>(heads) > 1)
+    throw UsageError("--track, --topics and --heads are separate reports: give one");
+  if ((args.has("layer") || args.has("head")) && !args.has("track") && !topics && !heads)
+    throw UsageError("--layer and --head go with --track, --topics or --heads");
+  if (args.has("decode-topic") && !topics && !heads) throw UsageError("--decode-topic goes with --topics or --heads");
+  if (args.has("track") && args.has("head") && !args.has("layer")) throw UsageError("--head needs --layer");
   const auto file = capture::CaptureFile::open(path);
   if (args.has("track")) return print_survival(*file, args);
+  if (topics || heads) {
+    try {
+      return topics ? print_topics(*file, path, args) : print_heads(*file, path, args);
+    } catch (const UsageError&) {
+      throw;
+    } catch (const Error& e) {
+      throw Error(path + ": " + e.what());  // the analysis does not know the file's name
+    }
+  }
   const capture::Summary s = file->summary();
   const capture::Layout& l = s.layout;
   const capture::Manifest& m = s.manifest;
