@@ -115,6 +115,124 @@ FullWindow full_window(const capture::CaptureView& view, int layer, int head, in
   return w;
 }
 
+DecodeRows decode_rows(const capture::CaptureView& view, int layer, int head, MapView mv, std::int64_t first, std::int64_t last,
+                       int pool_level, std::int64_t col0, std::int64_t cols) {
+  const capture::Summary sum = view.summary();
+  const capture::Layout& lay = sum.layout;
+  const std::int64_t n = lay.prompt_tokens;
+  if (first < 1 || last < first || last > sum.complete_steps)
+    fail("capture", "decode rows " + std::to_string(first) + ".." + std::to_string(last) + " are not in 1.." + std::to_string(sum.complete_steps));
+  if (!lay.rows) fail("capture", "effective rows were not recorded");
+  if (pool_level < 0 || pool_level > 30) fail("capture", "pool level " + std::to_string(pool_level) + " is out of range");
+  DecodeRows d;
+  d.first = first;
+  d.steps = last - first + 1;
+  d.pool = std::int64_t{1} << pool_level;
+  d.keys = n + last;
+  const std::int64_t size = (d.keys + d.pool - 1) / d.pool;
+  d.col0 = std::clamp<std::int64_t>(col0, 0, size);
+  d.cols = std::clamp<std::int64_t>(col0 + cols, 0, size) - d.col0;
+  if (d.cols <= 0) {
+    d.cols = 0;
+    d.steps = 0;
+    return d;
+  }
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  // Pools a row of keys [0, row.size()) into out[cols]: NaN beyond the row, else max (or largest magnitude).
+  const auto pool_into = [&](const std::vector<float>& row, float* out, bool magnitude) {
+    for (std::int64_t c = 0; c < d.cols; ++c) {
+      const std::int64_t k0 = (d.col0 + c) * d.pool, k1 = std::min<std::int64_t>(k0 + d.pool, static_cast<std::int64_t>(row.size()));
+      if (k0 >= k1) {
+        out[c] = nan;
+        continue;
+      }
+      float v = row[static_cast<std::size_t>(k0)];
+      for (std::int64_t k = k0 + 1; k < k1; ++k) {
+        const float x = row[static_cast<std::size_t>(k)];
+        if (magnitude ? std::abs(x) > std::abs(v) : x > v) v = x;
+      }
+      out[c] = v;
+    }
+  };
+  const bool diff = mv == MapView::kDifference;
+  d.prefill.assign(static_cast<std::size_t>(d.cols), 0.f);
+  if (n > 0) {
+    std::vector<float> last_query(static_cast<std::size_t>(n), 0.f);
+    if (!diff && !lay.levels.empty()) {
+      // The finest stored level: level 0 is the row itself; a coarser one gives the max over the
+      // last 2^level queries, each cell repeated over its keys.
+      const int lv = lay.levels.front();
+      const std::int64_t sz = capture::level_size(n, lv);
+      const capture::MapWindow m = view.map_window(layer, head, lv, (n - 1) >> lv, 0, 1, sz);
+      for (std::int64_t k = 0; k < n; ++k)
+        if (static_cast<std::size_t>(k >> lv) < m.values.size()) last_query[static_cast<std::size_t>(k)] = m.values[static_cast<std::size_t>(k >> lv)];
+    }
+    pool_into(last_query, d.prefill.data(), diff);
+  }
+  d.values.assign(static_cast<std::size_t>(d.steps * d.cols), nan);
+  d.missing.assign(static_cast<std::size_t>(d.steps), 0);
+  for (std::int64_t i = 0; i < d.steps; ++i) {
+    const std::int64_t s = first + i;
+    std::vector<float> row;
+    if (mv == MapView::kEffective) {
+      row = view.row(s, layer, head);
+    } else {
+      try {
+        row = view.dense_row(s, layer, head);
+      } catch (const Error&) {
+        d.missing[static_cast<std::size_t>(i)] = 1;  // the dense shadow was off at this step
+        continue;
+      }
+      if (diff) {
+        const std::vector<float> eff = view.row(s, layer, head);
+        for (std::size_t t = 0; t < row.size(); ++t) row[t] = eff[t] - row[t];
+      }
+    }
+    pool_into(row, d.values.data() + i * d.cols, diff);
+  }
+  return d;
+}
+
+void check_comparable(const capture::CaptureView& a, const capture::CaptureView& b) {
+  const std::int64_t na = a.summary().layout.prompt_tokens, nb = b.summary().layout.prompt_tokens;
+  if (na != nb) fail("compare", "the captures ran different prompts (" + std::to_string(na) + " and " + std::to_string(nb) + " prompt tokens)");
+  const std::vector<capture::Token> ta = a.tokens(), tb = b.tokens();
+  for (std::int64_t i = 0; i < na; ++i)
+    if (ta.at(static_cast<std::size_t>(i)).id != tb.at(static_cast<std::size_t>(i)).id)
+      fail("compare", "the captures ran different prompts (they differ at token " + std::to_string(i) + ")");
+}
+
+void subtract(DecodeRows& a, const DecodeRows& b) {
+  if (a.steps != b.steps || a.cols != b.cols || a.col0 != b.col0 || a.pool != b.pool)
+    fail("compare", "decode rows of different shapes cannot be subtracted");
+  for (std::size_t i = 0; i < a.values.size(); ++i) a.values[i] -= b.values[i];
+  for (std::size_t i = 0; i < a.prefill.size(); ++i) a.prefill[i] -= b.prefill[i];
+  for (std::size_t i = 0; i < a.missing.size(); ++i) a.missing[i] |= b.missing[i];
+}
+
+viz::HeatmapOptions decode_rows_options(MapView mv, const DecodeRows& rows, bool log_scale, double log_min) {
+  viz::HeatmapOptions o;
+  float vmax = 0;
+  const auto scan = [&](const std::vector<float>& v) {
+    for (const float x : v)
+      if (!std::isnan(x)) vmax = std::max(vmax, mv == MapView::kDifference ? std::abs(x) : x);
+  };
+  scan(rows.values);
+  if (mv != MapView::kDifference) scan(rows.prefill);  // the difference's prefill row is 0
+  if (mv == MapView::kDifference) {
+    o.colormap = &viz::Colormap::get(viz::ColormapId::kBalance);
+    o.scale.kind = viz::ColorScale::kSymmetric;
+    o.scale.vmax = std::max(1e-6f, vmax);
+  } else if (log_scale) {
+    o.scale.kind = viz::ColorScale::kLog;
+    o.scale.vmax = std::max(1e-6, static_cast<double>(vmax));
+    o.scale.vmin = std::min(log_min, o.scale.vmax / 10);
+  } else {
+    o.scale.vmax = std::max(1e-6, static_cast<double>(vmax));
+  }
+  return o;
+}
+
 viz::Figure figure_from_capture(const capture::CaptureView& view, int layer, int head, int level, std::int64_t steps, bool log_scale,
                                 MapView mv) {
   const capture::Summary sum = view.summary();

@@ -29,6 +29,33 @@ struct FullWindow {
 FullWindow full_window(const capture::CaptureView& view, int layer, int head, int level, std::int64_t steps, MapView map_view,
                        std::int64_t row0, std::int64_t col0, std::int64_t rows, std::int64_t cols);
 
+// Decode rows: steps first..last as rows of a step x key map, each step's keys max-pooled
+// `2^pool_level` per column (difference: the value of largest magnitude), columns
+// [col0, col0 + cols) clipped to the last step's keys; plus the prefill collapsed into one row,
+// the attention of its last query (prompt token n - 1), which every mode computes exactly and
+// identically (0 in the difference view). Cells right of a step's last key are NaN, and so is the
+// whole row of a step whose dense shadow was off in the dense and difference views (`missing`).
+struct DecodeRows {
+  std::int64_t first = 1, steps = 0;  // rows: steps first .. first + steps - 1
+  std::int64_t pool = 1, col0 = 0, cols = 0;
+  std::int64_t keys = 0;              // keys of the last step: prompt + last
+  std::vector<float> prefill;         // [cols]
+  std::vector<float> values;          // [steps][cols]
+  std::vector<std::uint8_t> missing;  // [steps]
+};
+DecodeRows decode_rows(const capture::CaptureView& view, int layer, int head, MapView map_view, std::int64_t first, std::int64_t last,
+                       int pool_level, std::int64_t col0, std::int64_t cols);
+
+// Throws luka::Error unless captures `a` and `b` ran the same prompt (the same prompt token ids),
+// so that their maps can be subtracted cell by cell.
+void check_comparable(const capture::CaptureView& a, const capture::CaptureView& b);
+// a -= b, cell by cell (decode rows read with the same arguments from two comparable captures).
+void subtract(DecodeRows& a, const DecodeRows& b);
+
+// The colour scale of decode rows, fitted to the values shown (NaN skipped): linear 0..max, log
+// from min(log_min, max / 10) to max, or symmetric to the largest |value| in the difference view.
+viz::HeatmapOptions decode_rows_options(MapView map_view, const DecodeRows& rows, bool log_scale, double log_min = 1e-4);
+
 // The figure of the whole map at `level` over the prompt and decode steps 1..steps.
 viz::Figure figure_from_capture(const capture::CaptureView& view, int layer, int head, int level, std::int64_t steps, bool log_scale,
                                 MapView map_view = MapView::kEffective);

@@ -9,7 +9,8 @@ namespace luka::studio {
 
 bool MapRequest::same_window(const MapRequest& o) const {
   return view == o.view && layer == o.layer && head == o.head && level == o.level && kind == o.kind && steps == o.steps && r0 == o.r0 &&
-         c0 == o.c0 && rows == o.rows && cols == o.cols && log == o.log && log_min == o.log_min;
+         c0 == o.c0 && rows == o.rows && cols == o.cols && log == o.log && log_min == o.log_min && decode_rows == o.decode_rows &&
+         first == o.first && last == o.last && pool_level == o.pool_level && minus == o.minus;
 }
 
 MapFetcher::MapFetcher() : thread_([this] { run(); }) {}
@@ -43,6 +44,63 @@ bool MapFetcher::idle() const {
   return !pending_ && !working_ && !done_;
 }
 
+namespace {
+
+// Reads and renders one request (on the worker thread).
+MapResult fetch(const MapRequest& r) {
+  MapResult out;
+  out.request = r;
+  try {
+    const auto kind = r.minus ? figures::MapView::kDifference : static_cast<figures::MapView>(r.kind);
+    if (r.minus) figures::check_comparable(*r.view, *r.minus);
+    if (r.decode_rows) {
+      figures::DecodeRows d = figures::decode_rows(*r.view, r.layer, r.head, r.minus ? figures::MapView::kEffective : kind, r.first, r.last,
+                                                   r.pool_level, r.c0, r.cols);
+      if (r.minus) {
+        const figures::DecodeRows b = figures::decode_rows(*r.minus, r.layer, r.head, figures::MapView::kEffective, r.first, r.last, r.pool_level, r.c0, r.cols);
+        figures::subtract(d, b);
+      }
+      viz::HeatmapOptions o = figures::decode_rows_options(kind, d, r.log, r.log_min);
+      o.empty = {24, 24, 28};
+      out.request.c0 = d.col0;  // as clipped
+      out.request.cols = d.cols;
+      out.scale = o.scale;
+      out.diff_max = static_cast<float>(o.scale.vmax);
+      if (d.cols > 0 && d.steps > 0) {
+        out.values = d.prefill;  // row 0: the collapsed prefill
+        out.values.insert(out.values.end(), d.values.begin(), d.values.end());
+        out.image = viz::render_heatmap(out.values.data(), d.steps + 1, d.cols, static_cast<int>(d.cols), static_cast<int>(d.steps + 1), o);
+      }
+      return out;
+    }
+    figures::FullWindow w = figures::full_window(*r.view, r.layer, r.head, r.level, r.steps, r.minus ? figures::MapView::kEffective : kind, r.r0, r.c0,
+                                                 r.rows, r.cols);
+    if (r.minus) {
+      const figures::FullWindow b = figures::full_window(*r.minus, r.layer, r.head, r.level, r.steps, figures::MapView::kEffective, r.r0, r.c0, r.rows, r.cols);
+      for (std::size_t i = 0; i < w.values.size() && i < b.values.size(); ++i) w.values[i] -= b.values[i];
+    }
+    viz::HeatmapOptions o = figures::map_view_options(kind, w.values, r.log, r.log_min);
+    o.row0 = w.row0;
+    o.col0 = w.col0;
+    o.empty = {24, 24, 28};
+    out.diff_max = static_cast<float>(o.scale.vmax);
+    out.scale = o.scale;
+    if (w.rows > 0 && w.cols > 0)
+      out.image = viz::render_heatmap(w.values.data(), w.rows, w.cols, static_cast<int>(w.cols), static_cast<int>(w.rows), o);
+    out.values = w.values;
+    out.request.r0 = w.row0;  // as clipped
+    out.request.c0 = w.col0;
+    out.request.rows = w.rows;
+    out.request.cols = w.cols;
+  } catch (const std::exception& e) {
+    out.request = r;
+    out.error = e.what();
+  }
+  return out;
+}
+
+}  // namespace
+
 void MapFetcher::run() {
   for (;;) {
     MapRequest r;
@@ -54,27 +112,7 @@ void MapFetcher::run() {
       pending_.reset();
       working_ = true;
     }
-    MapResult out;
-    try {
-      const auto kind = static_cast<figures::MapView>(r.kind);
-      const figures::FullWindow w = figures::full_window(*r.view, r.layer, r.head, r.level, r.steps, kind, r.r0, r.c0, r.rows, r.cols);
-      viz::HeatmapOptions o = figures::map_view_options(kind, w.values, r.log, r.log_min);
-      o.row0 = w.row0;
-      o.col0 = w.col0;
-      o.empty = {24, 24, 28};
-      out.diff_max = static_cast<float>(o.scale.vmax);
-      if (w.rows > 0 && w.cols > 0)
-        out.image = viz::render_heatmap(w.values.data(), w.rows, w.cols, static_cast<int>(w.cols), static_cast<int>(w.rows), o);
-      out.values = w.values;
-      out.request = r;
-      out.request.r0 = w.row0;  // as clipped
-      out.request.c0 = w.col0;
-      out.request.rows = w.rows;
-      out.request.cols = w.cols;
-    } catch (const std::exception& e) {
-      out.request = r;
-      out.error = e.what();
-    }
+    MapResult out = fetch(r);
     std::lock_guard<std::mutex> lock(mu_);
     working_ = false;
     if (!pending_) done_ = std::move(out);  // a newer request supersedes this result

@@ -22,14 +22,23 @@ struct MapRequest {
   std::int64_t steps = 0, r0 = 0, c0 = 0, rows = 0, cols = 0;
   bool log = true;
   double log_min = 1e-4;
+  // The decode-rows view instead of the query x key map: steps first..last, keys pooled
+  // 2^pool_level per column, columns [c0, c0 + cols) (r0, rows and level unused).
+  bool decode_rows = false;
+  // Set: the map is view's effective attention minus this capture's (same prompt), in the
+  // difference colours; `kind` is then unused.
+  std::shared_ptr<const capture::CaptureView> minus;
+  std::int64_t first = 0, last = 0;
+  int pool_level = 0;
   bool same_window(const MapRequest& o) const;
 };
 
 struct MapResult {
   MapRequest request;
   viz::Image image;
-  std::vector<float> values;
+  std::vector<float> values;  // decode rows: the prefill row, then one row per step
   float diff_max = 0;
+  viz::ColorScale scale;  // the colour scale the image was drawn with
   std::string error;
 };
 

@@ -1,9 +1,14 @@
-// Heatmap view: the query x key map of the selected layer and head — the prefill map from the
-// capture's max-pooled pyramid, then one row per decode step — in the effective, dense or
-// difference view, read for the visible window only: the level is chosen so a cell covers at
-// least a pixel, and only the visible cells are read. Wheel zooms around
-// the cursor, dragging pans, hovering shows both tokens and the value; topic bands run along
-// both axes.
+// Heatmap view of the selected layer and head, in the effective, dense or difference view, in one
+// of two layouts:
+// - the full query x key map: the prefill map from the capture's max-pooled pyramid, then one row
+//   per decode step, read for the visible window only (the level is chosen so a cell covers at
+//   least a pixel each way, and only the visible cells are read);
+// - decode rows: a step x key map where each decode step gets a readable height and the prefill
+//   is collapsed into one row (its last query), for the question the modes differ on: what did
+//   compression change at each step. It is the default for the dense and difference views, with
+//   the colour range fitted to the rows shown.
+// Wheel zooms around the cursor, dragging pans, hovering shows both tokens, the value and (decode
+// rows) the step's cover; token labels, topic bands and a legend run along the axes.
 #include <imgui.h>
 #include <imgui_stdlib.h>
 
@@ -12,31 +17,22 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <functional>
 #include <future>
 #include <string>
 
 #include "app/figures/capture_figure.h"
 #include "app/studio/ui_state.h"
-#include "viz/state_colours.h"
+#include "captures/reader.h"
 #include "core/util/error.h"
 #include "viz/heatmap.h"
+#include "viz/state_colours.h"
 
 namespace luka::studio {
 namespace {
 
-std::string printable(const std::string& piece) {
-  std::string s;
-  for (const unsigned char c : piece) {
-    if (c == '\n') s += "\\n";
-    else if (c < 32) s += '?';
-    else s += static_cast<char>(c);
-  }
-  return s.size() > 40 ? s.substr(0, 40) + "..." : s;
-}
-
-}  // namespace
-
-namespace {
+// A token or label as drawn: partial UTF-8 as its bytes, at most `max_chars` characters.
+std::string printable(const std::string& piece, std::size_t max_chars = 40) { return token_label(piece, max_chars); }
 
 // Writes what the map shows — one layer and head, or the head grid / layer strip — as a figure;
 // returns "wrote PATH" or the error. Safe on any thread: it takes its inputs by value.
@@ -93,7 +89,698 @@ void export_row(UiState& ui) {
   }
 }
 
+// Margins around the map: query labels on the left, the topic band, key labels below.
+constexpr float kBand = 8.f, kLabelWidth = 92.f;
+
+ImU32 rgb(const viz::Rgb& c, int alpha = 255) { return IM_COL32(c.r, c.g, c.b, alpha); }
+// The decode boundary and the selected step: light grey and white, apart from every topic colour.
+const ImU32 kBoundary = IM_COL32(200, 200, 210, 200);
+const ImU32 kMark = IM_COL32(255, 255, 255, 230);  // the found token
+
+// Token labels along an axis, thinned so none overlaps the one before: `at(i)` is the screen
+// coordinate of token i's centre, [lo, hi) the visible span, `gap` the room a label needs.
+template <class At, class Draw>
+void thinned_labels(std::int64_t first, std::int64_t last, float gap, At at, Draw draw) {
+  float next = -1e30f;
+  for (std::int64_t i = std::max<std::int64_t>(first, 0); i < last; ++i) {
+    const float p = at(i);
+    if (p < next) continue;
+    if (draw(i, p)) next = p + gap;
+  }
+}
+
+// What the selected decode step's cover holds, in words (the decode-rows hover).
+std::vector<std::string> describe_cover(const capture::CaptureView& view, std::int64_t step, int layer, int head) {
+  std::vector<std::string> out;
+  const capture::StepMetrics m = view.metrics(step, layer);
+  const capture::Layout lay = view.summary().layout;
+  char line[256];
+  std::snprintf(line, sizeof line, "step %lld, layer %d: %s over %lld tokens", static_cast<long long>(step), layer, capture::mode_name(m.mode),
+                static_cast<long long>(m.tokens));
+  out.push_back(line);
+  if (!lay.covers) {
+    out.push_back("(covers were not recorded)");
+    return out;
+  }
+  const std::vector<std::uint8_t> cover = view.cover(step, layer, head);
+  std::int64_t count[6] = {0, 0, 0, 0, 0, 0};
+  for (const std::uint8_t c : cover)
+    if (c < 6) ++count[c];
+  if (m.mode == capture::kModeClustered) {
+    const std::vector<std::uint8_t> states = view.page_states(step, layer, head);
+    const std::vector<capture::PageInfo> pages = view.pages(layer);
+    std::int64_t summarized = 0;
+    std::string refined;
+    for (std::size_t p = 0; p < states.size(); ++p) {
+      if (states[p] == capture::kPageSummarized) ++summarized;
+      if (states[p] == capture::kPageRefined && p < pages.size()) {
+        if (refined.size() < 120)
+          refined += (refined.empty() ? "" : ", ") + std::to_string(pages[p].start) + "-" + std::to_string(pages[p].end - 1);
+        else if (refined.back() != '.')
+          refined += ", ...";
+      }
+    }
+    std::snprintf(line, sizeof line, "%lld pages summarized (%lld tokens)", static_cast<long long>(summarized),
+                  static_cast<long long>(count[capture::kSummarized]));
+    out.push_back(line);
+    std::snprintf(line, sizeof line, "%lld tokens in refined pages%s%s", static_cast<long long>(count[capture::kRefined]),
+                  refined.empty() ? "" : ": ", refined.c_str());
+    out.push_back(line);
+    std::snprintf(line, sizeof line, "%lld raw tokens (the tail)", static_cast<long long>(count[capture::kRaw]));
+    out.push_back(line);
+  } else if (m.mode == capture::kModeLined) {
+    std::snprintf(line, sizeof line, "%lld heavy hitters, %lld tokens in the recent window, %lld dropped",
+                  static_cast<long long>(count[capture::kHeavy]), static_cast<long long>(count[capture::kRaw]),
+                  static_cast<long long>(count[capture::kDropped]));
+    out.push_back(line);
+  } else {
+    std::snprintf(line, sizeof line, "every token attended exactly (%lld)", static_cast<long long>(count[capture::kRaw]));
+    out.push_back(line);
+  }
+  return out;
+}
+
+// Applies a finished fetch to the view's texture and bookkeeping.
+void take_result(HeatmapView& hv, MapResult got) {
+  if (got.error.empty()) {
+    if (!got.image.rgba.empty()) hv.texture.upload(got.image);
+    hv.values = std::move(got.values);
+    hv.diff_max = got.diff_max;
+    hv.scale = got.scale;
+    hv.error.clear();
+  } else {
+    hv.error = got.error;
+  }
+  const MapRequest& r = got.request;
+  hv.fetched_view = r.view.get();
+  hv.fetched_layer = r.layer;
+  hv.fetched_head = r.head;
+  hv.fetched_level = r.level;
+  hv.fetched_r0 = r.r0;
+  hv.fetched_c0 = r.c0;
+  hv.fetched_rows = r.rows;
+  hv.fetched_cols = r.cols;
+  hv.fetched_log = r.log;
+  hv.fetched_steps = r.steps;
+  hv.fetched_view_kind = r.kind;
+  hv.fetched_decode_rows = r.decode_rows;
+  hv.fetched_first = r.first;
+  hv.fetched_last = r.last;
+  hv.fetched_pool = r.pool_level;
+}
+
+// What a canvas draws from: the capture, its map state (texture, fetcher, zoom) and the caches of
+// its reads. The main map uses the UiState's; the compare canvas its own. `minus`: draw this
+// capture's effective attention minus that one's.
+struct Canvas {
+  std::shared_ptr<const capture::CaptureView> view;
+  std::shared_ptr<const capture::CaptureView> minus;
+  HeatmapView& hv;
+  Cached<std::vector<capture::Token>>& tokens;
+  Cached<std::vector<capture::Segment>>& segments;
+  Cached<MapOverlay>& overlay;
+  Cached<std::vector<std::string>>& row_cover;
+  bool labels = true;  // query / step labels on the left
+};
+
+// Topic bands along the top (keys) and, for the full map, the left (queries).
+void draw_bands(ImDrawList* dl, const std::vector<capture::Segment>& segments, ImVec2 top, ImVec2 left, float x_max, float y_max,
+                const std::function<float(double)>& sx, const std::function<float(double)>* sy) {
+  for (const capture::Segment& seg : segments) {
+    const unsigned int col = parse_colour(seg.colour);
+    const float a = std::max(sx(seg.begin), left.x + kBand + 2), b = std::min(sx(seg.end), x_max);
+    if (b > a) dl->AddRectFilled(ImVec2(a, top.y), ImVec2(b, top.y + kBand), col);
+    if (sy) {
+      const float c = std::max((*sy)(seg.begin), top.y + kBand + 2), d = std::min((*sy)(seg.end), y_max);
+      if (d > c) dl->AddRectFilled(ImVec2(left.x, c), ImVec2(left.x + kBand, d), col);
+    }
+  }
+}
+
+// The full query x key map in the canvas [origin, origin + size).
+void draw_full_map(UiState& ui, Canvas& cv, const capture::Summary& sum, ImVec2 top_left, ImVec2 origin, ImVec2 size) {
+  HeatmapView& hv = cv.hv;
+  const auto& view = cv.view;
+  const capture::Layout& lay = sum.layout;
+  const std::int64_t steps = sum.complete_steps;
+  const std::int64_t n = lay.prompt_tokens + steps;  // the map: prompt queries, then one per decode step
+  if (hv.tokens_per_pixel <= 0 || hv.tokens_per_pixel_y <= 0) {
+    hv.tokens_per_pixel = static_cast<double>(n) / size.x;
+    hv.tokens_per_pixel_y = static_cast<double>(n) / size.y;
+    hv.x0 = hv.y0 = 0;
+  }
+  ImGui::SetCursorScreenPos(origin);
+  ImGui::InvisibleButton("canvas", size);
+  const bool hovered = ImGui::IsItemHovered();
+  const ImGuiIO& io = ImGui::GetIO();
+  if (ImGui::IsItemActive() && ImGui::IsMouseDragging(ImGuiMouseButton_Left)) {
+    hv.x0 -= io.MouseDelta.x * hv.tokens_per_pixel;
+    hv.y0 -= io.MouseDelta.y * hv.tokens_per_pixel_y;
+  }
+  if (hovered && io.MouseWheel != 0) {
+    const double mx = hv.x0 + (io.MousePos.x - origin.x) * hv.tokens_per_pixel;
+    const double my = hv.y0 + (io.MousePos.y - origin.y) * hv.tokens_per_pixel_y;
+    const double f = std::pow(0.8, io.MouseWheel);
+    const double tx = std::clamp(hv.tokens_per_pixel * f, 1.0 / 64, 2.0 * n / size.x);
+    hv.tokens_per_pixel_y = std::clamp(hv.tokens_per_pixel_y * tx / hv.tokens_per_pixel, 1.0 / 64, 2.0 * n / size.y);
+    hv.tokens_per_pixel = tx;
+    hv.x0 = mx - (io.MousePos.x - origin.x) * hv.tokens_per_pixel;
+    hv.y0 = my - (io.MousePos.y - origin.y) * hv.tokens_per_pixel_y;
+  }
+  const double span_x = size.x * hv.tokens_per_pixel, span_y = size.y * hv.tokens_per_pixel_y;
+  if (hv.center_on_found && hv.found >= 0) {
+    hv.x0 = static_cast<double>(hv.found) + 0.5 - span_x / 2;
+    hv.y0 = static_cast<double>(hv.found) + 0.5 - span_y / 2;
+    hv.center_on_found = false;
+  }
+  hv.x0 = std::clamp(hv.x0, -span_x / 2, n - span_x / 2);
+  hv.y0 = std::clamp(hv.y0, -span_y / 2, n - span_y / 2);
+
+  // The level: the finest stored one whose cells cover at least a pixel each way, so every cell
+  // is drawn and, being a max over its tokens, no sink or needle is lost when zoomed out.
+  const double tpp = std::max(hv.tokens_per_pixel, hv.tokens_per_pixel_y);
+  int level = lay.levels.back();
+  for (auto it = lay.levels.rbegin(); it != lay.levels.rend(); ++it)
+    if (std::ldexp(1.0, *it) >= tpp) level = *it;
+  const double cell = std::ldexp(1.0, level);  // tokens per cell
+  const std::int64_t cells = capture::level_size(n, level);
+  const auto clamp_cell = [&](double v) { return std::clamp<std::int64_t>(static_cast<std::int64_t>(v), 0, cells); };
+  const std::int64_t c0 = clamp_cell(std::floor(hv.x0 / cell)), c1 = clamp_cell(std::ceil((hv.x0 + span_x) / cell));
+  const std::int64_t r0 = clamp_cell(std::floor(hv.y0 / cell)), r1 = clamp_cell(std::ceil((hv.y0 + span_y) / cell));
+  hv.geometry = {false, origin.x, origin.y, size.x, size.y, hv.x0, hv.tokens_per_pixel, hv.y0, hv.tokens_per_pixel_y};
+  const bool live_prefill = !sum.finished && steps == 0;
+  MapRequest want;
+  want.view = view;
+  want.layer = ui.layer;
+  want.head = ui.head;
+  want.level = level;
+  want.kind = hv.view;
+  want.steps = steps;
+  want.r0 = r0;
+  want.c0 = c0;
+  want.rows = r1 - r0;
+  want.cols = c1 - c0;
+  want.log = hv.log_scale;
+  want.log_min = hv.log_min;
+  want.minus = cv.minus;
+  if (r1 > r0 && c1 > c0 && (!hv.requested || !want.same_window(*hv.requested) || (live_prefill && ImGui::GetFrameCount() % 15 == 0))) {
+    hv.fetcher.request(want);  // a live map fills in during the prefill: ask again now and then
+    hv.requested = want;
+  }
+  if (auto got = hv.fetcher.poll()) take_result(hv, std::move(*got));
+  const bool showing = hv.texture.valid() && !hv.fetched_decode_rows;  // the texture may still hold the other layout
+  const double fetched_cell = std::ldexp(1.0, hv.fetched_level);
+
+  ImDrawList* dl = ImGui::GetWindowDrawList();
+  const ImVec2 canvas_max(origin.x + size.x, origin.y + size.y);
+  dl->AddRectFilled(origin, canvas_max, IM_COL32(24, 24, 28, 255));
+  const std::function<float(double)> sx = [&](double t) { return static_cast<float>(origin.x + (t - hv.x0) / hv.tokens_per_pixel); };
+  const std::function<float(double)> sy = [&](double t) { return static_cast<float>(origin.y + (t - hv.y0) / hv.tokens_per_pixel_y); };
+  dl->PushClipRect(origin, canvas_max, true);
+  if (showing) {
+    const ImVec2 a(sx(hv.fetched_c0 * fetched_cell), sy(hv.fetched_r0 * fetched_cell));
+    // The last cell of a level may hold fewer than `cell` tokens: stretch the image to the map edge.
+    const ImVec2 b(sx(std::min<double>((hv.fetched_c0 + hv.fetched_cols) * fetched_cell, n)),
+                   sy(std::min<double>((hv.fetched_r0 + hv.fetched_rows) * fetched_cell, n)));
+    dl->AddImage(hv.texture.id(), a, b);
+    if (ui.first_map_ms < 0) ui.first_map_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - ui.started).count();
+  }
+  // The decode boundary: queries (rows) and keys (columns) from the first generated token on.
+  if (steps > 0) {
+    const double b = static_cast<double>(lay.prompt_tokens);
+    dl->AddLine(ImVec2(origin.x, sy(b)), ImVec2(canvas_max.x, sy(b)), kBoundary, 1.f);
+    dl->AddLine(ImVec2(sx(b), origin.y), ImVec2(sx(b), canvas_max.y), kBoundary, 1.f);
+    dl->AddText(ImVec2(std::max(origin.x, sx(0)) + 4, sy(b) + 2), kBoundary, "decode");
+  }
+  const std::string ck = capture_key(view.get());
+  // Overlays at the selected decode step: the page grid, and on that step's query row the refined
+  // pages (violet) and heavy hitters (crimson) of the selected head.
+  if (hv.overlays && steps > 0 && lay.covers) {
+    const std::int64_t s = ui.step > 0 ? std::min<std::int64_t>(ui.step, steps) : steps;
+    try {
+      const std::string okey = ck + "/" + std::to_string(s) + "/" + std::to_string(ui.layer) + "/" + std::to_string(ui.head);
+      const auto& ov = cv.overlay.get(okey, [view, s, layer = ui.layer, head = ui.head] {
+        MapOverlay o;
+        o.pages = view->pages(layer);
+        o.refined = view->refined_pages(s, layer, head);
+        o.heavy = view->heavy_hitters(s, layer, head);
+        return o;
+      });
+      if (!cv.overlay.fresh(okey)) throw Error("overlay not read yet");  // never draw another step's overlay
+      const auto& pages = ov.pages;
+      const double page_px = pages.empty() ? 0 : (pages.front().end - pages.front().start) / hv.tokens_per_pixel;
+      if (page_px >= 8)  // a grid any denser would hide the map
+        for (const capture::PageInfo& p : pages) {
+          if (p.created_step >= s) continue;
+          const float x = sx(static_cast<double>(p.start));
+          dl->AddLine(ImVec2(x, sy(p.start)), ImVec2(x, sy(static_cast<double>(n))), IM_COL32(120, 140, 170, 90));
+        }
+      const double q = static_cast<double>(lay.prompt_tokens + s - 1);
+      const float y0 = sy(q), y1 = std::max(sy(q + 1), y0 + 3.f);
+      dl->AddRect(ImVec2(sx(0), y0 - 1), ImVec2(sx(q + 1), y1 + 1), IM_COL32(255, 255, 255, 160));
+      for (const std::int64_t p : ov.refined) {
+        const capture::PageInfo& pg = pages.at(static_cast<std::size_t>(p));
+        dl->AddRect(ImVec2(sx(pg.start), y0 - 3), ImVec2(sx(pg.end), y1 + 3), rgb(viz::kRefinedColour), 0, 0, 2);
+      }
+      for (const std::int64_t t : ov.heavy) {
+        const float x = sx(t + 0.5);
+        dl->AddLine(ImVec2(x, y0 - 6), ImVec2(x, y1 + 6), rgb(viz::kHeavyHitterColour), 1.5f);
+      }
+    } catch (const std::exception&) {
+    }
+  }
+  // The found token's row and column, and the row that produced the generated token under the
+  // cursor in the output panel.
+  if (hv.found >= 0 && hv.found < n) {
+    const auto f = static_cast<double>(hv.found);
+    dl->AddRect(ImVec2(sx(f), origin.y), ImVec2(std::max(sx(f + 1), sx(f) + 2), canvas_max.y), kMark, 0, 0, 1.5f);
+    dl->AddRect(ImVec2(origin.x, sy(f)), ImVec2(canvas_max.x, std::max(sy(f + 1), sy(f) + 2)), kMark, 0, 0, 1.5f);
+  }
+  if (ui.track) {  // tracked tokens: their columns, and their rows while they are prompt queries
+    const auto a = static_cast<double>(ui.track->begin), b = static_cast<double>(std::min(ui.track->end, n));
+    dl->AddRect(ImVec2(sx(a), origin.y), ImVec2(std::max(sx(b), sx(a) + 2), canvas_max.y), kMark, 0, 0, 1.f);
+    dl->AddRect(ImVec2(origin.x, sy(a)), ImVec2(canvas_max.x, std::max(sy(b), sy(a) + 2)), kMark, 0, 0, 1.f);
+  }
+  if (ui.hover_token > 0 && ui.hover_token <= n) {
+    const auto q = static_cast<double>(ui.hover_token - 1);
+    dl->AddRectFilled(ImVec2(origin.x, sy(q)), ImVec2(canvas_max.x, std::max(sy(q + 1), sy(q) + 2)), IM_COL32(255, 255, 255, 90));
+  }
+  dl->PopClipRect();
+  if (live_prefill) {
+    const char* msg = "computing the prefill: rows fill in as each layer finishes";
+    const ImVec2 ts = ImGui::CalcTextSize(msg);
+    const ImVec2 p(origin.x + (size.x - ts.x) / 2, origin.y + 12);
+    dl->AddRectFilled(ImVec2(p.x - 8, p.y - 4), ImVec2(p.x + ts.x + 8, p.y + ts.y + 4), IM_COL32(0, 0, 0, 200), 4.f);
+    dl->AddText(p, IM_COL32(255, 255, 255, 255), msg);
+  }
+  // Topic bands and token labels on both axes.
+  const auto& segments = cv.segments.get(ck, [view] { return view->segments(); });
+  draw_bands(dl, segments, ImVec2(origin.x, top_left.y), ImVec2(origin.x - kBand - 2, origin.y), canvas_max.x, canvas_max.y, sx, cv.labels ? &sy : nullptr);
+  const auto& tokens = cv.tokens.get(ck, [view] { return view->tokens(); });
+  const auto piece = [&](std::int64_t i, std::size_t max_chars) {
+    return i < static_cast<std::int64_t>(tokens.size()) ? printable(tokens[static_cast<std::size_t>(i)].piece, max_chars) : std::string("...");
+  };
+  const ImU32 label_colour = IM_COL32(170, 170, 180, 255);
+  const float line = ImGui::GetTextLineHeight();
+  if (!tokens.empty() && cv.labels) {
+    const auto first_row = static_cast<std::int64_t>(std::max(0.0, std::floor(hv.y0)));
+    const auto last_row = std::min<std::int64_t>(n, static_cast<std::int64_t>(std::ceil(hv.y0 + span_y)) + 1);
+    thinned_labels(first_row, last_row, line, [&](std::int64_t i) { return sy(i + 0.5); }, [&](std::int64_t i, float y) {
+      if (y < origin.y || y > canvas_max.y) return false;
+      const std::string s = piece(i, 10);
+      const float w = ImGui::CalcTextSize(s.c_str()).x;
+      dl->AddText(ImVec2(origin.x - kBand - 6 - w, y - line / 2), label_colour, s.c_str());
+      return true;
+    });
+  }
+  if (!tokens.empty()) {
+    const auto first_col = static_cast<std::int64_t>(std::max(0.0, std::floor(hv.x0)));
+    const auto last_col = std::min<std::int64_t>(n, static_cast<std::int64_t>(std::ceil(hv.x0 + span_x)) + 1);
+    thinned_labels(first_col, last_col, 0.f, [&](std::int64_t i) { return sx(i + 0.5); }, [&, next = -1e30f](std::int64_t i, float x) mutable {
+      const std::string s = piece(i, 10);
+      const float w = ImGui::CalcTextSize(s.c_str()).x;
+      if (x - w / 2 < std::max(next, origin.x - 4) || x + w / 2 > canvas_max.x + 4) return false;
+      dl->AddText(ImVec2(x - w / 2, canvas_max.y + 2), label_colour, s.c_str());
+      next = x + w / 2 + 8;
+      return true;
+    });
+  }
+
+  // Hover: query and key tokens and the value under the cursor.
+  const auto map_view = static_cast<figures::MapView>(hv.view);
+  if (hovered && showing) {
+    const auto q = static_cast<std::int64_t>(std::floor(hv.y0 + (io.MousePos.y - origin.y) * hv.tokens_per_pixel_y));
+    const auto k = static_cast<std::int64_t>(std::floor(hv.x0 + (io.MousePos.x - origin.x) * hv.tokens_per_pixel));
+    if (q >= 0 && q < n && k >= 0 && k < n) {
+      const std::int64_t r = q / static_cast<std::int64_t>(fetched_cell) - hv.fetched_r0, c = k / static_cast<std::int64_t>(fetched_cell) - hv.fetched_c0;
+      ImGui::BeginTooltip();
+      ImGui::Text("query %lld  '%s'", static_cast<long long>(q), piece(q, 40).c_str());
+      ImGui::Text("key   %lld  '%s'", static_cast<long long>(k), piece(k, 40).c_str());
+      if (k > q) {
+        ImGui::TextUnformatted("(masked: key after query)");
+      } else if (r >= 0 && c >= 0 && r < hv.fetched_rows && c < hv.fetched_cols &&
+                 static_cast<std::size_t>(r * hv.fetched_cols + c) < hv.values.size()) {
+        const float v = hv.values[static_cast<std::size_t>(r * hv.fetched_cols + c)];
+        const char* what = map_view == figures::MapView::kDifference ? "effective - dense" : "attention";
+        if (std::isnan(v)) ImGui::TextUnformatted("no dense row at this step (shadow off)");
+        else if (hv.fetched_level == 0) ImGui::Text("%s %.6g", what, v);
+        else ImGui::Text("%s, max over %gx%g tokens: %.6g", what, fetched_cell, fetched_cell, v);
+        if (q >= lay.prompt_tokens) ImGui::Text("decode step %lld", static_cast<long long>(q - lay.prompt_tokens + 1));
+      }
+      ImGui::EndTooltip();
+    }
+  }
+}
+
+// Decode rows in the canvas [origin, origin + size): the collapsed prefill row on top, the
+// boundary, then one row per decode step.
+void draw_decode_rows(UiState& ui, Canvas& cv, const capture::Summary& sum, ImVec2 top_left, ImVec2 origin, ImVec2 size) {
+  HeatmapView& hv = cv.hv;
+  const auto& view = cv.view;
+  const capture::Layout& lay = sum.layout;
+  const std::int64_t steps = sum.complete_steps;
+  const std::int64_t n = lay.prompt_tokens, keys = n + steps;
+  const float strip = 14.f, gap = 6.f;
+  const ImVec2 rows_origin(origin.x, origin.y + strip + gap);
+  const float rows_h = std::max(8.f, size.y - strip - gap);
+  if (hv.rows_keys_per_pixel <= 0) {
+    hv.rows_keys_per_pixel = static_cast<double>(keys) / size.x;
+    hv.rows_x0 = 0;
+  }
+  if (hv.row_px <= 0) hv.row_px = std::clamp(static_cast<double>(rows_h) / static_cast<double>(steps), 3.0, 28.0);
+  const double visible_steps = rows_h / hv.row_px;
+  const double max_y0 = std::max(0.0, static_cast<double>(steps) - visible_steps);
+  if (hv.rows_follow) hv.rows_y0 = max_y0;  // a live run shows its newest steps
+  ImGui::SetCursorScreenPos(origin);
+  ImGui::InvisibleButton("canvas", size);
+  const bool hovered = ImGui::IsItemHovered();
+  const ImGuiIO& io = ImGui::GetIO();
+  if (ImGui::IsItemActive() && ImGui::IsMouseDragging(ImGuiMouseButton_Left)) {
+    hv.rows_x0 -= io.MouseDelta.x * hv.rows_keys_per_pixel;
+    hv.rows_y0 -= io.MouseDelta.y / hv.row_px;
+    hv.rows_follow = false;
+  }
+  if (hovered && io.MouseWheel != 0) {
+    const double mx = hv.rows_x0 + (io.MousePos.x - origin.x) * hv.rows_keys_per_pixel;
+    hv.rows_keys_per_pixel = std::clamp(hv.rows_keys_per_pixel * std::pow(0.8, io.MouseWheel), 1.0 / 64, 2.0 * keys / size.x);
+    hv.rows_x0 = mx - (io.MousePos.x - origin.x) * hv.rows_keys_per_pixel;
+  }
+  const double span = size.x * hv.rows_keys_per_pixel;
+  if (hv.center_on_found && hv.found >= 0) {
+    hv.rows_x0 = static_cast<double>(hv.found) + 0.5 - span / 2;
+    hv.center_on_found = false;
+  }
+  hv.rows_x0 = std::clamp(hv.rows_x0, -span / 2, keys - span / 2);
+  hv.rows_y0 = std::clamp(hv.rows_y0, 0.0, max_y0);
+  if (hv.rows_y0 >= max_y0 - 1e-9) hv.rows_follow = true;
+
+  hv.geometry = {true, rows_origin.x, rows_origin.y, size.x, rows_h, hv.rows_x0, hv.rows_keys_per_pixel, hv.rows_y0, 1.0 / hv.row_px};
+  // Keys pooled so a column covers at least a pixel; the visible columns and steps only.
+  int pool = 0;
+  while (std::ldexp(1.0, pool) < hv.rows_keys_per_pixel && pool < 30) ++pool;
+  const double per_col = std::ldexp(1.0, pool);
+  const std::int64_t cols = (keys + static_cast<std::int64_t>(per_col) - 1) / static_cast<std::int64_t>(per_col);
+  const auto clamp_col = [&](double v) { return std::clamp<std::int64_t>(static_cast<std::int64_t>(v), 0, cols); };
+  const std::int64_t c0 = clamp_col(std::floor(hv.rows_x0 / per_col)), c1 = clamp_col(std::ceil((hv.rows_x0 + span) / per_col));
+  const std::int64_t first = std::clamp<std::int64_t>(static_cast<std::int64_t>(std::floor(hv.rows_y0)) + 1, 1, steps);
+  const std::int64_t last = std::clamp<std::int64_t>(static_cast<std::int64_t>(std::ceil(hv.rows_y0 + visible_steps)), first, steps);
+  MapRequest want;
+  want.view = view;
+  want.layer = ui.layer;
+  want.head = ui.head;
+  want.kind = hv.view;
+  want.steps = steps;
+  want.decode_rows = true;
+  want.first = first;
+  want.last = last;
+  want.pool_level = pool;
+  want.c0 = c0;
+  want.cols = c1 - c0;
+  want.log = hv.log_scale;
+  want.log_min = hv.log_min;
+  want.minus = cv.minus;
+  if (c1 > c0 && (!hv.requested || !want.same_window(*hv.requested))) {
+    hv.fetcher.request(want);
+    hv.requested = want;
+  }
+  if (auto got = hv.fetcher.poll()) take_result(hv, std::move(*got));
+  const bool showing = hv.texture.valid() && hv.fetched_decode_rows && hv.fetched_cols > 0;
+
+  ImDrawList* dl = ImGui::GetWindowDrawList();
+  const ImVec2 canvas_max(origin.x + size.x, origin.y + size.y);
+  dl->AddRectFilled(origin, canvas_max, IM_COL32(24, 24, 28, 255));
+  const std::function<float(double)> sx = [&](double t) { return static_cast<float>(origin.x + (t - hv.rows_x0) / hv.rows_keys_per_pixel); };
+  const auto sy = [&](double step_index) { return static_cast<float>(rows_origin.y + (step_index - hv.rows_y0) * hv.row_px); };  // top of step index+1
+  dl->PushClipRect(origin, canvas_max, true);
+  if (showing) {
+    const double fcell = std::ldexp(1.0, hv.fetched_pool);
+    const float xa = sx(hv.fetched_c0 * fcell), xb = sx(std::min<double>((hv.fetched_c0 + hv.fetched_cols) * fcell, keys));
+    const float rows_total = static_cast<float>(hv.fetched_last - hv.fetched_first + 2);  // + the prefill row
+    dl->AddImage(hv.texture.id(), ImVec2(xa, origin.y), ImVec2(xb, origin.y + strip), ImVec2(0, 0), ImVec2(1, 1.f / rows_total));
+    dl->PushClipRect(rows_origin, canvas_max, true);
+    dl->AddImage(hv.texture.id(), ImVec2(xa, sy(static_cast<double>(hv.fetched_first - 1))), ImVec2(xb, sy(static_cast<double>(hv.fetched_last))),
+                 ImVec2(0, 1.f / rows_total), ImVec2(1, 1));
+    // The selected step.
+    const std::int64_t s = ui.step > 0 ? std::min<std::int64_t>(ui.step, steps) : steps;
+    dl->AddRect(ImVec2(origin.x, sy(static_cast<double>(s - 1)) - 1), ImVec2(canvas_max.x, sy(static_cast<double>(s)) + 1), IM_COL32(255, 255, 255, 170));
+    // The row that produced the generated token under the cursor in the output panel.
+    if (ui.hover_token > n && ui.hover_token <= keys) {
+      const auto q = static_cast<double>(ui.hover_token - n - 1);
+      dl->AddRectFilled(ImVec2(origin.x, sy(q)), ImVec2(canvas_max.x, sy(q + 1)), IM_COL32(255, 255, 255, 90));
+    }
+    dl->PopClipRect();
+    if (ui.first_map_ms < 0) ui.first_map_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - ui.started).count();
+  }
+  if (ui.track && ui.track->begin < keys) {  // tracked tokens' columns
+    const auto a = static_cast<double>(ui.track->begin), b = static_cast<double>(std::min(ui.track->end, keys));
+    dl->AddRect(ImVec2(sx(a), origin.y), ImVec2(std::max(sx(b), sx(a) + 2), canvas_max.y), kMark, 0, 0, 1.f);
+  }
+  if (hv.found >= 0 && hv.found < keys) {  // the found token's column
+    const auto f = static_cast<double>(hv.found);
+    dl->AddRect(ImVec2(sx(f), origin.y), ImVec2(std::max(sx(f + 1), sx(f) + 2), canvas_max.y), kMark, 0, 0, 1.5f);
+  }
+  if (ui.hover_token == n) dl->AddRectFilled(origin, ImVec2(canvas_max.x, origin.y + strip), IM_COL32(255, 255, 255, 90));
+  // The boundary between the collapsed prefill and the decode steps, and where generated keys start.
+  dl->AddLine(ImVec2(origin.x, origin.y + strip + gap / 2), ImVec2(canvas_max.x, origin.y + strip + gap / 2), kBoundary, 1.f);
+  dl->AddLine(ImVec2(sx(static_cast<double>(n)), rows_origin.y), ImVec2(sx(static_cast<double>(n)), canvas_max.y), kBoundary, 1.f);
+  dl->PopClipRect();
+
+  // Labels: the prefill row and thinned step labels on the left (step number and its query
+  // token), thinned key labels below, topic bands along the top.
+  const std::string ck = capture_key(view.get());
+  const auto& tokens = cv.tokens.get(ck, [view] { return view->tokens(); });
+  const auto piece = [&](std::int64_t i, std::size_t max_chars) {
+    return i >= 0 && i < static_cast<std::int64_t>(tokens.size()) ? printable(tokens[static_cast<std::size_t>(i)].piece, max_chars) : std::string("...");
+  };
+  const ImU32 label_colour = IM_COL32(170, 170, 180, 255);
+  const float line = ImGui::GetTextLineHeight();
+  const float label_right = origin.x - 6;
+  if (cv.labels) {
+    const char* p = "prefill";
+    dl->AddText(ImVec2(label_right - ImGui::CalcTextSize(p).x, origin.y + strip / 2 - line / 2), label_colour, p);
+  }
+  if (cv.labels) thinned_labels(first, last + 1, line, [&](std::int64_t s) { return sy(static_cast<double>(s) - 0.5); }, [&](std::int64_t s, float y) {
+    if (y < rows_origin.y || y > canvas_max.y) return false;
+    const std::string text = std::to_string(s) + " " + piece(n + s - 1, 6);
+    dl->AddText(ImVec2(label_right - ImGui::CalcTextSize(text.c_str()).x, y - line / 2), label_colour, text.c_str());
+    return true;
+  });
+  const auto first_col = static_cast<std::int64_t>(std::max(0.0, std::floor(hv.rows_x0)));
+  const auto last_col = std::min<std::int64_t>(keys, static_cast<std::int64_t>(std::ceil(hv.rows_x0 + span)) + 1);
+  thinned_labels(first_col, last_col, 0.f, [&](std::int64_t i) { return sx(i + 0.5); }, [&, next = -1e30f](std::int64_t i, float x) mutable {
+    const std::string s = piece(i, 10);
+    const float w = ImGui::CalcTextSize(s.c_str()).x;
+    if (x - w / 2 < std::max(next, origin.x - 4) || x + w / 2 > canvas_max.x + 4) return false;
+    dl->AddText(ImVec2(x - w / 2, canvas_max.y + 2), label_colour, s.c_str());
+    next = x + w / 2 + 8;
+    return true;
+  });
+  const auto& segments = cv.segments.get(ck, [view] { return view->segments(); });
+  draw_bands(dl, segments, ImVec2(origin.x, top_left.y), ImVec2(origin.x - kBand - 2, origin.y), canvas_max.x, canvas_max.y, sx, nullptr);
+
+  // Hover: the step and key, the value, and the step's cover. A click selects the step.
+  if (hovered && showing) {
+    const float my = io.MousePos.y;
+    const auto k = static_cast<std::int64_t>(std::floor(hv.rows_x0 + (io.MousePos.x - origin.x) * hv.rows_keys_per_pixel));
+    const bool in_prefill = my < origin.y + strip;
+    const std::int64_t s = in_prefill ? 0 : static_cast<std::int64_t>(std::floor(hv.rows_y0 + (my - rows_origin.y) / hv.row_px)) + 1;
+    const std::int64_t fcell = std::int64_t{1} << hv.fetched_pool;
+    const std::int64_t c = k / fcell - hv.fetched_c0;
+    const std::int64_t r = in_prefill ? 0 : s - hv.fetched_first + 1;
+    if (k >= 0 && k < keys && (in_prefill || (s >= 1 && s <= steps))) {
+      ImGui::BeginTooltip();
+      if (in_prefill) ImGui::Text("prefill, collapsed: query %lld '%s' (the last prompt token; every mode alike)", static_cast<long long>(n - 1),
+                                  piece(n - 1, 40).c_str());
+      else ImGui::Text("decode step %lld: query %lld '%s'", static_cast<long long>(s), static_cast<long long>(n + s - 1), piece(n + s - 1, 40).c_str());
+      ImGui::Text("key %lld  '%s'", static_cast<long long>(k), piece(k, 40).c_str());
+      const std::int64_t query = in_prefill ? n - 1 : n + s - 1;
+      const auto rows_have = hv.fetched_last - hv.fetched_first + 2;
+      if (k > query) {
+        ImGui::TextUnformatted("(masked: key after query)");
+      } else if (c >= 0 && c < hv.fetched_cols && r >= 0 && r < rows_have && static_cast<std::size_t>(r * hv.fetched_cols + c) < hv.values.size()) {
+        const float v = hv.values[static_cast<std::size_t>(r * hv.fetched_cols + c)];
+        const char* what = static_cast<figures::MapView>(hv.view) == figures::MapView::kDifference ? "effective - dense" : "attention";
+        if (std::isnan(v)) ImGui::TextUnformatted("no dense row at this step (shadow off)");
+        else if (fcell == 1) ImGui::Text("%s %.6g", what, v);
+        else ImGui::Text("%s, max over %lld keys: %.6g", what, static_cast<long long>(fcell), v);
+      }
+      if (!in_prefill) {
+        const std::string key = ck + "/" + std::to_string(s) + "/" + std::to_string(ui.layer) + "/" + std::to_string(ui.head);
+        const auto& lines = cv.row_cover.get(key, [view, s, layer = ui.layer, head = ui.head] { return describe_cover(*view, s, layer, head); });
+        if (cv.row_cover.fresh(key)) {
+          ImGui::Separator();
+          for (const std::string& l : lines) ImGui::TextUnformatted(l.c_str());
+        }
+        if (ImGui::IsMouseClicked(ImGuiMouseButton_Left)) ui.step = s;
+      }
+      ImGui::EndTooltip();
+    }
+  }
+}
+
+// Tick positions and labels of a colour scale, as fractions of the bar.
+std::vector<std::pair<float, std::string>> scale_ticks(const viz::ColorScale& sc) {
+  std::vector<std::pair<float, std::string>> out;
+  char buf[32];
+  if (sc.kind == viz::ColorScale::kLog) {
+    const double lo = std::log10(sc.vmin), hi = std::log10(sc.vmax);
+    for (double e = std::ceil(lo - 1e-9); e <= hi + 1e-9; e += 1) {
+      std::snprintf(buf, sizeof buf, "1e%d", static_cast<int>(e));
+      out.push_back({static_cast<float>((e - lo) / (hi - lo)), buf});
+    }
+    if (out.empty() || out.back().first < 0.85f) {
+      std::snprintf(buf, sizeof buf, "%.2g", sc.vmax);
+      out.push_back({1.f, buf});
+    }
+  } else if (sc.kind == viz::ColorScale::kSymmetric) {
+    std::snprintf(buf, sizeof buf, "%+.2g", -sc.vmax);
+    out.push_back({0.f, buf});
+    out.push_back({0.5f, "0"});
+    std::snprintf(buf, sizeof buf, "%+.2g", sc.vmax);
+    out.push_back({1.f, buf});
+  } else {
+    for (int i = 0; i <= 2; ++i) {
+      std::snprintf(buf, sizeof buf, "%.2g", sc.vmin + (sc.vmax - sc.vmin) * i / 2);
+      out.push_back({i / 2.f, buf});
+    }
+  }
+  return out;
+}
+
+// Below the map: the ticked colour bar, the topic legend, the level and layout, then export.
+void draw_footer(UiState& ui, bool rows_layout, int level) {
+  HeatmapView& hv = ui.heatmap;
+  const auto map_view = static_cast<figures::MapView>(hv.view);
+  ImDrawList* dl = ImGui::GetWindowDrawList();
+  const bool diff = map_view == figures::MapView::kDifference;
+  const auto& table = viz::Colormap::get(diff ? viz::ColormapId::kBalance : viz::ColormapId::kEmber).table();
+  const ImVec2 p = ImGui::GetCursorScreenPos();
+  const float w = 200, h = 10;
+  for (int i = 0; i < 256; ++i)
+    dl->AddRectFilled(ImVec2(p.x + w * i / 256.f, p.y + 2), ImVec2(p.x + w * (i + 1) / 256.f + 0.5f, p.y + 2 + h), rgb(table[static_cast<std::size_t>(i)]));
+  const ImU32 tick = IM_COL32(200, 200, 205, 255);
+  float last_end = -1e30f;
+  for (const auto& [f, text] : scale_ticks(hv.scale)) {
+    const float x = p.x + w * f;
+    dl->AddLine(ImVec2(x, p.y + 2 + h), ImVec2(x, p.y + 5 + h), tick);
+    const float tw = ImGui::CalcTextSize(text.c_str()).x;
+    const float tx = std::clamp(x - tw / 2, p.x - 4, p.x + w - tw + 30);
+    if (tx < last_end) continue;
+    dl->AddText(ImGui::GetFont(), ImGui::GetFontSize() * 0.85f, ImVec2(tx, p.y + 5 + h), tick, text.c_str());
+    last_end = tx + tw + 4;
+  }
+  ImGui::Dummy(ImVec2(w + 30, h + 18));
+  ImGui::SameLine();
+  const char* what = diff ? "effective - dense" : hv.log_scale ? "attention, log" : "attention";
+  if (rows_layout) ImGui::Text("%s  |  decode rows, keys max over %d  |  layer %d head %d", what, 1 << hv.fetched_pool, ui.layer, ui.head);
+  else ImGui::Text("%s  |  full map, level %d (%d tokens/cell)  |  layer %d head %d", what, level, 1 << level, ui.layer, ui.head);
+  if (!hv.error.empty()) {
+    ImGui::SameLine();
+    ImGui::TextColored(ImVec4(1.f, 0.5f, 0.5f, 1.f), "%s", hv.error.c_str());
+  }
+  // The topic legend: one swatch per topic (colour and label), in prompt order.
+  const std::string ck = capture_key(ui.session.view().get());
+  const auto view = ui.session.view();
+  const auto& segments = ui.segments.get(ck, [view] { return view->segments(); });
+  std::vector<std::string> seen;
+  bool first = true;
+  for (const capture::Segment& seg : segments) {
+    const std::string id = seg.colour + "\t" + seg.label;
+    if (std::find(seen.begin(), seen.end(), id) != seen.end()) continue;
+    seen.push_back(id);
+    if (!first) ImGui::SameLine(0, 14);
+    first = false;
+    const ImVec2 q = ImGui::GetCursorScreenPos();
+    const float line = ImGui::GetTextLineHeight();
+    dl->AddRectFilled(ImVec2(q.x, q.y + 2), ImVec2(q.x + line - 4, q.y + line - 2), parse_colour(seg.colour));
+    ImGui::Dummy(ImVec2(line, line));
+    ImGui::SameLine(0, 2);
+    ImGui::TextUnformatted(printable(seg.label, 28).c_str());
+  }
+}
+
+// "find": a token search; Enter (or Next) jumps to the next token whose text contains it and
+// marks its row and column on the map.
+void search_box(UiState& ui, const std::shared_ptr<const capture::CaptureView>& view) {
+  HeatmapView& hv = ui.heatmap;
+  ImGui::SetNextItemWidth(140);
+  bool go = ImGui::InputTextWithHint("##find", "find token", &hv.search, ImGuiInputTextFlags_EnterReturnsTrue);
+  ImGui::SameLine();
+  go |= ImGui::Button("Next");
+  if (go) run_search(ui, *view);
+  if (!hv.search_note.empty()) {
+    ImGui::SameLine();
+    ImGui::TextUnformatted(hv.search_note.c_str());
+  }
+}
+
+// The right canvas follows the left: the same window, layout, view and marks.
+void copy_view(const HeatmapView& from, HeatmapView& to) {
+  to.x0 = from.x0;
+  to.y0 = from.y0;
+  to.tokens_per_pixel = from.tokens_per_pixel;
+  to.tokens_per_pixel_y = from.tokens_per_pixel_y;
+  to.layout = from.layout;
+  to.rows_x0 = from.rows_x0;
+  to.rows_keys_per_pixel = from.rows_keys_per_pixel;
+  to.rows_y0 = from.rows_y0;
+  to.row_px = from.row_px;
+  to.rows_follow = from.rows_follow;
+  to.log_scale = from.log_scale;
+  to.log_min = from.log_min;
+  to.view = from.view;
+  to.overlays = from.overlays;
+  to.found = from.found;
+}
+
+// "compare": a second capture beside the map, or the difference of the two.
+void compare_box(UiState& ui) {
+  CompareState& c = ui.compare;
+  ImGui::SetNextItemWidth(150);
+  const bool enter = ImGui::InputTextWithHint("##compare", "compare with .h5", &c.path, ImGuiInputTextFlags_EnterReturnsTrue);
+  ImGui::SameLine();
+  if (ImGui::Button(c.view ? "Close" : "Compare") || enter) {
+    if (c.view && !enter) c.path.clear();
+    open_compare(ui);
+  }
+  if (c.view) {
+    ImGui::SameLine();
+    ImGui::Checkbox("A-B", &c.difference);
+  } else if (!c.note.empty()) {
+    ImGui::SameLine();
+    ImGui::TextColored(ImVec4(1.f, 0.5f, 0.5f, 1.f), "%s", c.note.c_str());
+  }
+}
+
 }  // namespace
+
+void open_compare(UiState& ui) {
+  CompareState& c = ui.compare;
+  ui.heatmap.fit();  // the map's canvas changes width
+  c.map.fit();
+  c.view.reset();
+  c.note.clear();
+  if (c.path.find_first_not_of(' ') == std::string::npos) return;
+  try {
+    std::shared_ptr<const capture::CaptureView> v = capture::CaptureFile::open(c.path);
+    c.note = std::filesystem::path(c.path).filename().string();
+    c.view = std::move(v);
+  } catch (const std::exception& e) {
+    c.note = e.what();
+  }
+}
+
+void run_search(UiState& ui, const capture::CaptureView& view) {
+  HeatmapView& hv = ui.heatmap;
+  const std::vector<capture::Token> tokens = view.tokens();
+  hv.found = find_token(tokens, hv.search, hv.found);
+  if (hv.found < 0) {
+    hv.search_note = hv.search.empty() ? "" : "not found";
+    return;
+  }
+  hv.search_note = "token " + std::to_string(hv.found) + " '" + token_label(tokens[static_cast<std::size_t>(hv.found)].piece, 16) + "'";
+  hv.center_on_found = true;
+}
 
 void draw_heatmap_panel(UiState& ui) {
   HeatmapView& hv = ui.heatmap;
@@ -123,213 +810,93 @@ void draw_heatmap_panel(UiState& ui) {
   static const char* kViews[] = {"effective", "dense", "difference"};
   ImGui::Combo("##view", &hv.view, kViews, 3);
   ImGui::SameLine();
-  if (ImGui::Button("Fit")) hv.tokens_per_pixel = 0;
+  ImGui::SetNextItemWidth(120);
+  static const char* kLayouts[] = {"auto layout", "full map", "decode rows"};
+  ImGui::Combo("##layout", &hv.layout, kLayouts, 3);
+  ImGui::SameLine();
+  if (ImGui::Button("Fit")) hv.fit();
   ImGui::SameLine();
   ImGui::Checkbox("overlays", &hv.overlays);
-  ImGui::SameLine();
   ImGui::RadioButton("map", &hv.mode, 0);
   ImGui::SameLine();
   ImGui::RadioButton("heads", &hv.mode, 1);
   ImGui::SameLine();
   ImGui::RadioButton("layers", &hv.mode, 2);
+  ImGui::SameLine(0, 24);
+  search_box(ui, view);
+  ImGui::SameLine(0, 24);
+  compare_box(ui);
   if (hv.mode != 0) {
     export_row(ui);  // the small multiples as one figure
     draw_thumbnails(ui, *view, hv.mode == 1);
     return;
   }
-
   const std::int64_t steps = sum.complete_steps;
-  const std::int64_t n = lay.prompt_tokens + steps;  // the map: prompt queries, then one per decode step
-  const float band = 8.f;
+  const bool rows_layout =
+      steps > 0 && (hv.layout == 2 || (hv.layout == 0 && static_cast<figures::MapView>(hv.view) != figures::MapView::kEffective));
+
+  // The canvas fills the panel less the label margins and the footer.
   const ImVec2 avail = ImGui::GetContentRegionAvail();
-  const float side = std::max(64.f, std::min(avail.x, avail.y - 64.f) - band - 4.f);
   const ImVec2 top_left = ImGui::GetCursorScreenPos();
-  const ImVec2 origin(top_left.x + band + 2, top_left.y + band + 2);
-  if (hv.tokens_per_pixel <= 0) {
-    hv.tokens_per_pixel = static_cast<double>(n) / side;
-    hv.x0 = hv.y0 = 0;
-  }
-  // Interaction on the canvas.
-  ImGui::SetCursorScreenPos(origin);
-  ImGui::InvisibleButton("canvas", ImVec2(side, side));
-  const bool hovered = ImGui::IsItemHovered();
-  const ImGuiIO& io = ImGui::GetIO();
-  if (ImGui::IsItemActive() && ImGui::IsMouseDragging(ImGuiMouseButton_Left)) {
-    hv.x0 -= io.MouseDelta.x * hv.tokens_per_pixel;
-    hv.y0 -= io.MouseDelta.y * hv.tokens_per_pixel;
-  }
-  if (hovered && io.MouseWheel != 0) {
-    const double mx = hv.x0 + (io.MousePos.x - origin.x) * hv.tokens_per_pixel;
-    const double my = hv.y0 + (io.MousePos.y - origin.y) * hv.tokens_per_pixel;
-    hv.tokens_per_pixel = std::clamp(hv.tokens_per_pixel * std::pow(0.8, io.MouseWheel), 1.0 / 64, 2.0 * n / side);
-    hv.x0 = mx - (io.MousePos.x - origin.x) * hv.tokens_per_pixel;
-    hv.y0 = my - (io.MousePos.y - origin.y) * hv.tokens_per_pixel;
-  }
-  const double span = side * hv.tokens_per_pixel;
-  hv.x0 = std::clamp(hv.x0, -span / 2, n - span / 2);
-  hv.y0 = std::clamp(hv.y0, -span / 2, n - span / 2);
-
-  // The level: the finest stored one whose cells cover at least a pixel, so every cell is drawn
-  // and, being a max over its tokens, no sink or needle is lost when zoomed out.
+  const float label_h = ImGui::GetTextLineHeight() + 4;
+  const ImVec2 origin(top_left.x + kLabelWidth + kBand + 2, top_left.y + kBand + 2);
+  // The footer: the colour bar's row, the legend and the export row.
+  const ImGuiStyle& style = ImGui::GetStyle();
+  const float footer = 28 + style.ItemSpacing.y + ImGui::GetTextLineHeightWithSpacing() + ImGui::GetFrameHeightWithSpacing() + 6;
+  const ImVec2 size(std::max(64.f, avail.x - kLabelWidth - kBand - 6), std::max(64.f, avail.y - kBand - 2 - label_h - footer));
   int level = lay.levels.back();
-  for (auto it = lay.levels.rbegin(); it != lay.levels.rend(); ++it)
-    if (std::ldexp(1.0, *it) >= hv.tokens_per_pixel) level = *it;
-  const double cell = std::ldexp(1.0, level);  // tokens per cell
-  const std::int64_t size = capture::level_size(n, level);
-  const auto map_view = static_cast<figures::MapView>(hv.view);
-  const std::int64_t c0 = std::clamp<std::int64_t>(static_cast<std::int64_t>(std::floor(hv.x0 / cell)), 0, size);
-  const std::int64_t r0 = std::clamp<std::int64_t>(static_cast<std::int64_t>(std::floor(hv.y0 / cell)), 0, size);
-  const std::int64_t c1 = std::clamp<std::int64_t>(static_cast<std::int64_t>(std::ceil((hv.x0 + span) / cell)), 0, size);
-  const std::int64_t r1 = std::clamp<std::int64_t>(static_cast<std::int64_t>(std::ceil((hv.y0 + span) / cell)), 0, size);
-  const bool live_prefill = !sum.finished && steps == 0;
-  // Ask the fetcher (off the UI thread) for the visible window; draw the last one it delivered.
-  MapRequest want;
-  want.view = view;
-  want.layer = ui.layer;
-  want.head = ui.head;
-  want.level = level;
-  want.kind = hv.view;
-  want.steps = steps;
-  want.r0 = r0;
-  want.c0 = c0;
-  want.rows = r1 - r0;
-  want.cols = c1 - c0;
-  want.log = hv.log_scale;
-  want.log_min = hv.log_min;
-  if (r1 > r0 && c1 > c0 && (!hv.requested || !want.same_window(*hv.requested) || (live_prefill && ImGui::GetFrameCount() % 15 == 0))) {
-    hv.fetcher.request(want);  // a live map fills in during the prefill: ask again now and then
-    hv.requested = want;
-  }
-  if (auto got = hv.fetcher.poll()) {
-    if (got->error.empty()) {
-      if (!got->image.rgba.empty()) hv.texture.upload(got->image);
-      hv.values = std::move(got->values);
-      hv.diff_max = got->diff_max;
-      hv.error.clear();
+  CompareState& cmp = ui.compare;
+  if (!cmp.view) {
+    Canvas main{view, nullptr, hv, ui.tokens, ui.segments, ui.overlay, ui.row_cover};
+    if (rows_layout) draw_decode_rows(ui, main, sum, top_left, origin, size);
+    else draw_full_map(ui, main, sum, top_left, origin, size);
+  } else {
+    // Two canvases side by side, the right one following the left's zoom, layer, head and view.
+    const float gap = 14;
+    const ImVec2 half((size.x - gap) / 2, size.y);
+    Canvas main{view, nullptr, hv, ui.tokens, ui.segments, ui.overlay, ui.row_cover};
+    capture::Summary a_sum = sum, b_sum = cmp.view->summary();
+    std::string why;
+    if (cmp.difference) {
+      a_sum.complete_steps = b_sum.complete_steps = std::min(sum.complete_steps, b_sum.complete_steps);
+      b_sum = a_sum;
+    }
+    const capture::Layout& bl = cmp.view->summary().layout;
+    if (!std::binary_search(bl.layers.begin(), bl.layers.end(), ui.layer) || !std::binary_search(bl.heads.begin(), bl.heads.end(), ui.head))
+      why = "layer " + std::to_string(ui.layer) + " head " + std::to_string(ui.head) + " is not recorded in " + cmp.note;
+    else if (bl.levels.empty())
+      why = cmp.note + " has no prefill maps";
+    const bool b_rows = b_sum.complete_steps > 0 && (hv.layout == 2 || (hv.layout == 0 && (cmp.difference || static_cast<figures::MapView>(hv.view) != figures::MapView::kEffective)));
+    if (rows_layout) draw_decode_rows(ui, main, sum, top_left, origin, half);
+    else draw_full_map(ui, main, sum, top_left, origin, half);
+    const ImVec2 b_origin(origin.x + half.x + gap, origin.y);
+    ImDrawList* dl = ImGui::GetWindowDrawList();
+    if (why.empty()) {
+      copy_view(hv, cmp.map);
+      if (cmp.difference) cmp.map.view = static_cast<int>(figures::MapView::kDifference);
+      Canvas right{cmp.difference ? view : cmp.view, cmp.difference ? cmp.view : nullptr, cmp.map, cmp.tokens, cmp.segments, cmp.overlay, cmp.row_cover, false};
+      const ImVec2 b_top_left(b_origin.x - kBand - 2, top_left.y);
+      if (b_rows) draw_decode_rows(ui, right, b_sum, b_top_left, b_origin, half);
+      else draw_full_map(ui, right, b_sum, b_top_left, b_origin, half);
+      const int kind = hv.view;
+      copy_view(cmp.map, hv);  // a pan or zoom on the right moves the left too
+      hv.view = kind;
     } else {
-      hv.error = got->error;
+      dl->AddText(ImVec2(b_origin.x + 8, b_origin.y + 8), IM_COL32(255, 160, 160, 255), why.c_str());
     }
-    const MapRequest& r = got->request;
-    hv.fetched_view = r.view.get();
-    hv.fetched_layer = r.layer;
-    hv.fetched_head = r.head;
-    hv.fetched_level = r.level;
-    hv.fetched_r0 = r.r0;
-    hv.fetched_c0 = r.c0;
-    hv.fetched_rows = r.rows;
-    hv.fetched_cols = r.cols;
-    hv.fetched_log = r.log;
-    hv.fetched_steps = r.steps;
-    hv.fetched_view_kind = r.kind;
-  }
-  // The texture may still show an earlier window (or level) while the new one is read.
-  const double fetched_cell = std::ldexp(1.0, hv.fetched_level);
-
-  ImDrawList* dl = ImGui::GetWindowDrawList();
-  const ImVec2 canvas_max(origin.x + side, origin.y + side);
-  dl->AddRectFilled(origin, canvas_max, IM_COL32(24, 24, 28, 255));
-  dl->PushClipRect(ImVec2(top_left.x, top_left.y), canvas_max, true);
-  const auto to_screen_x = [&](double tokens) { return static_cast<float>(origin.x + (tokens - hv.x0) / hv.tokens_per_pixel); };
-  const auto to_screen_y = [&](double tokens) { return static_cast<float>(origin.y + (tokens - hv.y0) / hv.tokens_per_pixel); };
-  if (hv.texture.valid()) {
-    const ImVec2 a(to_screen_x(hv.fetched_c0 * fetched_cell), to_screen_y(hv.fetched_r0 * fetched_cell));
-    const ImVec2 b(to_screen_x(std::min<double>((hv.fetched_c0 + hv.fetched_cols) * fetched_cell, n)),
-                   to_screen_y(std::min<double>((hv.fetched_r0 + hv.fetched_rows) * fetched_cell, n)));
-    // The last cell of a level may hold fewer than `cell` tokens: stretch the image to the map edge.
-    dl->AddImage(hv.texture.id(), a, b);
-    if (ui.first_map_ms < 0) ui.first_map_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - ui.started).count();
-  }
-  // Topic bands along both axes.
-  const std::string ck = capture_key(view.get());
-  for (const capture::Segment& seg : ui.segments.get(ck, [view] { return view->segments(); })) {
-    const unsigned int col = parse_colour(seg.colour);
-    dl->AddRectFilled(ImVec2(to_screen_x(seg.begin), top_left.y), ImVec2(to_screen_x(seg.end), top_left.y + band), col);
-    dl->AddRectFilled(ImVec2(top_left.x, to_screen_y(seg.begin)), ImVec2(top_left.x + band, to_screen_y(seg.end)), col);
-  }
-  // Overlays at the selected decode step: the page grid, and on that step's query row the refined
-  // pages (violet) and heavy hitters (crimson) of the selected head.
-  if (hv.overlays && steps > 0 && lay.covers) {
-    const std::int64_t s = ui.step > 0 ? std::min<std::int64_t>(ui.step, steps) : steps;
-    try {
-      const std::string okey = ck + "/" + std::to_string(s) + "/" + std::to_string(ui.layer) + "/" + std::to_string(ui.head);
-      const auto& ov = ui.overlay.get(okey, [view, s, layer = ui.layer, head = ui.head] {
-        UiState::Overlay o;
-        o.pages = view->pages(layer);
-        o.refined = view->refined_pages(s, layer, head);
-        o.heavy = view->heavy_hitters(s, layer, head);
-        return o;
-      });
-      if (!ui.overlay.fresh(okey)) throw Error("overlay not read yet");  // never draw another step's overlay
-      const auto& pages = ov.pages;
-      const double page_px = pages.empty() ? 0 : (pages.front().end - pages.front().start) / hv.tokens_per_pixel;
-      if (page_px >= 8)  // a grid any denser would hide the map
-        for (const capture::PageInfo& p : pages) {
-          if (p.created_step >= s) continue;
-          const float x = to_screen_x(static_cast<double>(p.start));
-          dl->AddLine(ImVec2(x, to_screen_y(p.start)), ImVec2(x, to_screen_y(static_cast<double>(n))), IM_COL32(120, 140, 170, 90));
-        }
-      const double q = static_cast<double>(lay.prompt_tokens + s - 1);
-      const float y0 = to_screen_y(q), y1 = std::max(to_screen_y(q + 1), y0 + 3.f);
-      dl->AddRect(ImVec2(to_screen_x(0), y0 - 1), ImVec2(to_screen_x(q + 1), y1 + 1), IM_COL32(255, 255, 255, 160));
-      for (const std::int64_t p : ov.refined) {
-        const capture::PageInfo& pg = pages.at(static_cast<std::size_t>(p));
-        dl->AddRect(ImVec2(to_screen_x(pg.start), y0 - 3), ImVec2(to_screen_x(pg.end), y1 + 3), IM_COL32(viz::kRefinedColour.r, viz::kRefinedColour.g, viz::kRefinedColour.b, 255), 0, 0, 2);
-      }
-      for (const std::int64_t t : ov.heavy) {
-        const float x = to_screen_x(t + 0.5);
-        dl->AddLine(ImVec2(x, y0 - 6), ImVec2(x, y1 + 6), IM_COL32(viz::kHeavyHitterColour.r, viz::kHeavyHitterColour.g, viz::kHeavyHitterColour.b, 255), 1.5f);
-      }
-    } catch (const std::exception&) {
+    // Which capture each side shows.
+    const std::string a_title = "A: " + std::filesystem::path(ui.session.status().source).filename().string();
+    const std::string b_title = cmp.difference ? "A - B, B: " + cmp.note : "B: " + cmp.note;
+    for (const auto& [x, text] : {std::pair{origin.x, a_title}, std::pair{b_origin.x, b_title}}) {
+      const ImVec2 ts = ImGui::CalcTextSize(text.c_str());
+      dl->AddRectFilled(ImVec2(x + 4, origin.y + 4), ImVec2(x + 12 + ts.x, origin.y + 8 + ts.y), IM_COL32(0, 0, 0, 190), 3.f);
+      dl->AddText(ImVec2(x + 8, origin.y + 6), IM_COL32(255, 255, 255, 255), text.c_str());
     }
   }
-  dl->PopClipRect();
-
-  // Hover: query and key tokens and the value under the cursor.
-  if (hovered && hv.texture.valid()) {
-    const std::int64_t q = static_cast<std::int64_t>(std::floor(hv.y0 + (io.MousePos.y - origin.y) * hv.tokens_per_pixel));
-    const std::int64_t k = static_cast<std::int64_t>(std::floor(hv.x0 + (io.MousePos.x - origin.x) * hv.tokens_per_pixel));
-    if (q >= 0 && q < n && k >= 0 && k < n) {
-      const std::int64_t r = q / static_cast<std::int64_t>(fetched_cell) - hv.fetched_r0, c = k / static_cast<std::int64_t>(fetched_cell) - hv.fetched_c0;
-      const auto& tokens = ui.tokens.get(ck, [view] { return view->tokens(); });
-      const auto piece = [&](std::int64_t i) {
-        return i < static_cast<std::int64_t>(tokens.size()) ? printable(tokens[static_cast<std::size_t>(i)].piece) : std::string("...");
-      };
-      ImGui::BeginTooltip();
-      ImGui::Text("query %lld  '%s'", static_cast<long long>(q), piece(q).c_str());
-      ImGui::Text("key   %lld  '%s'", static_cast<long long>(k), piece(k).c_str());
-      if (k > q) {
-        ImGui::TextUnformatted("(masked: key after query)");
-      } else if (r >= 0 && c >= 0 && r < hv.fetched_rows && c < hv.fetched_cols &&
-                 static_cast<std::size_t>(r * hv.fetched_cols + c) < hv.values.size()) {
-        const float v = hv.values[static_cast<std::size_t>(r * hv.fetched_cols + c)];
-        const char* what = map_view == figures::MapView::kDifference ? "effective - dense" : "attention";
-        if (std::isnan(v)) ImGui::TextUnformatted("no dense row at this step (shadow off)");
-        else if (hv.fetched_level == 0) ImGui::Text("%s %.6g", what, v);
-        else ImGui::Text("%s, max over %gx%g tokens: %.6g", what, fetched_cell, fetched_cell, v);
-        if (q >= lay.prompt_tokens) ImGui::Text("decode step %lld", static_cast<long long>(q - lay.prompt_tokens + 1));
-      }
-      ImGui::EndTooltip();
-    }
-  }
-  ImGui::SetCursorScreenPos(ImVec2(top_left.x, canvas_max.y + 4));
-  char scale_text[64];
-  if (map_view == figures::MapView::kDifference) std::snprintf(scale_text, sizeof scale_text, "blue -%.3g .. red +%.3g", hv.diff_max, hv.diff_max);
-  else std::snprintf(scale_text, sizeof scale_text, "%s", hv.log_scale ? "log10 1e-4..1" : "linear 0..1");
-  // The colour bar: the colormap in use, with its scale's ends.
-  {
-    const bool diff = map_view == figures::MapView::kDifference;
-    const auto& table = viz::Colormap::get(diff ? viz::ColormapId::kBalance : viz::ColormapId::kEmber).table();
-    const ImVec2 p = ImGui::GetCursorScreenPos();
-    const float w = 160, h = 10;
-    for (int i = 0; i < 256; ++i)
-      dl->AddRectFilled(ImVec2(p.x + w * i / 256.f, p.y + 3), ImVec2(p.x + w * (i + 1) / 256.f + 0.5f, p.y + 3 + h),
-                        IM_COL32(table[static_cast<std::size_t>(i)].r, table[static_cast<std::size_t>(i)].g, table[static_cast<std::size_t>(i)].b, 255));
-    ImGui::Dummy(ImVec2(w, h + 4));
-    ImGui::SameLine();
-  }
-  ImGui::Text("%s  |  layer %d head %d  %s  level %d (%.0f tokens/cell)  %s", scale_text, ui.layer, ui.head, figures::to_string(map_view), level,
-              cell, hv.error.c_str());
-
+  if (!rows_layout) level = hv.fetched_level;
+  ImGui::SetCursorScreenPos(ImVec2(top_left.x, origin.y + size.y + label_h + 2));
+  draw_footer(ui, rows_layout, level);
+  ui.hover_token = -1;  // the output panel sets it again while its token is hovered
   export_row(ui);  // the current layer and head (the same figure `luka export` draws)
 }
 

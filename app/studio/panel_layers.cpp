@@ -11,6 +11,34 @@
 
 namespace luka::studio {
 
+namespace {
+
+// The panel is narrow (a third of the window at most): an item goes on the current line only when
+// it fits there, else it starts the next one, so nothing is cut off at the panel's edge.
+void same_line_if_fits(float width) {
+  const float right = ImGui::GetWindowPos().x + ImGui::GetWindowContentRegionMax().x;
+  if (ImGui::GetItemRectMax().x + ImGui::GetStyle().ItemSpacing.x + width <= right) ImGui::SameLine();
+}
+
+// Width of a framed widget of `field` pixels followed by its label.
+float labelled(float field, const char* label) {
+  return field + ImGui::GetStyle().ItemInnerSpacing.x + ImGui::CalcTextSize(label, nullptr, true).x;
+}
+
+float button_width(const char* label) { return ImGui::CalcTextSize(label, nullptr, true).x + 2 * ImGui::GetStyle().FramePadding.x; }
+
+}  // namespace
+
+void apply_mixed_preset(UiState& ui) {
+  const std::string mixed = "mixed(" + std::to_string(ui.mixed_a) + "," + std::to_string(ui.mixed_b) + ")";
+  try {
+    ui.session.set_config(LukaConfig::preset(mixed, static_cast<std::int64_t>(ui.session.config().layers.size())));
+    ui.layers_notice.clear();
+  } catch (const std::exception& e) {
+    ui.layers_notice = e.what();
+  }
+}
+
 void draw_layers_panel(UiState& ui) {
   LukaConfig cfg = ui.session.config();
   const int L = static_cast<int>(cfg.layers.size());
@@ -18,27 +46,32 @@ void draw_layers_panel(UiState& ui) {
     ImGui::TextDisabled("load a model or open a capture");
     return;
   }
+  // Replay: the modes shown are the capture's; layers stay selectable, nothing else changes.
+  const bool replay = ui.session.status().replay;
+  if (replay) ImGui::TextDisabled("replay: the capture's modes, read-only");
+  ImGui::BeginDisabled(replay);
   ImGui::TextUnformatted("preset");
   for (const char* name : {"dense", "lined", "clustered", "paper"}) {
-    ImGui::SameLine();
-    if (ImGui::SmallButton(name)) ui.session.set_config(LukaConfig::preset(name, L));
-  }
-  // mixed(a,b): the first a and last b layers lined, the rest clustered.
-  ImGui::SameLine();
-  ImGui::SetNextItemWidth(28);
-  ImGui::DragInt("##mixed_a", &ui.mixed_a, 0.2f, 0, L);
-  ImGui::SameLine();
-  ImGui::SetNextItemWidth(28);
-  ImGui::DragInt("##mixed_b", &ui.mixed_b, 0.2f, 0, L);
-  ImGui::SameLine();
-  const std::string mixed = "mixed(" + std::to_string(ui.mixed_a) + "," + std::to_string(ui.mixed_b) + ")";
-  if (ImGui::SmallButton(mixed.c_str())) {
-    try {
-      ui.session.set_config(LukaConfig::preset(mixed, L));
-    } catch (const std::exception& e) {
-      ui.notice = e.what();
+    same_line_if_fits(button_width(name));
+    if (ImGui::SmallButton(name)) {
+      ui.session.set_config(LukaConfig::preset(name, L));
+      ui.layers_notice.clear();
     }
   }
+  // mixed(a,b): the first a and last b layers lined, the rest clustered.
+  const std::string mixed = "mixed(" + std::to_string(ui.mixed_a) + "," + std::to_string(ui.mixed_b) + ")";
+  const float drag = ImGui::CalcTextSize("000").x + 2 * ImGui::GetStyle().FramePadding.x;
+  same_line_if_fits(2 * drag + button_width(mixed.c_str()) + 2 * ImGui::GetStyle().ItemSpacing.x);
+  ImGui::SetNextItemWidth(drag);
+  ImGui::DragInt("##mixed_a", &ui.mixed_a, 0.2f, 0, L);
+  if (ImGui::IsItemHovered()) ImGui::SetTooltip("mixed(a,b): the first a layers lined (drag or double-click to type)");
+  ImGui::SameLine();
+  ImGui::SetNextItemWidth(drag);
+  ImGui::DragInt("##mixed_b", &ui.mixed_b, 0.2f, 0, L);
+  if (ImGui::IsItemHovered()) ImGui::SetTooltip("mixed(a,b): the last b layers lined, the layers between them clustered");
+  ImGui::SameLine();
+  if (ImGui::SmallButton(mixed.c_str())) apply_mixed_preset(ui);
+  if (ImGui::IsItemHovered()) ImGui::SetTooltip("the first %d and last %d layers lined, the rest clustered", ui.mixed_a, ui.mixed_b);
   const auto view = ui.session.view();
   std::int64_t last = 0;
   if (view) last = view->summary().complete_steps;
@@ -48,44 +81,62 @@ void draw_layers_panel(UiState& ui) {
   {
     LayerConfig lc = cfg.layers[static_cast<std::size_t>(std::clamp(ui.layer, 0, L - 1))];
     bool changed = false;
-    ImGui::Text("layer %d:", ui.layer);
-    ImGui::SameLine();
-    ImGui::SetNextItemWidth(70);
+    const float number = ImGui::CalcTextSize("00000").x + 2 * ImGui::GetStyle().FramePadding.x;
+    ImGui::Text("layer %d lined:", ui.layer);
+    same_line_if_fits(labelled(number, "W"));
+    ImGui::SetNextItemWidth(number);
     int window = static_cast<int>(lc.lined.window);
     if (ImGui::InputInt("W", &window, 0)) lc.lined.window = std::max(1, window), changed = true;
-    ImGui::SameLine();
-    ImGui::SetNextItemWidth(70);
+    if (ImGui::IsItemHovered()) ImGui::SetTooltip("lined: the recent-token window");
+    same_line_if_fits(labelled(number, "rho"));
+    ImGui::SetNextItemWidth(number);
     float rho = static_cast<float>(lc.lined.rho);
     if (ImGui::InputFloat("rho", &rho, 0, 0, "%.3f")) lc.lined.rho = std::clamp(rho, 0.001f, 1.f), changed = true;
-    ImGui::SameLine();
-    ImGui::SetNextItemWidth(60);
+    if (ImGui::IsItemHovered()) ImGui::SetTooltip("lined: the fraction of older tokens kept as heavy hitters");
+    ImGui::Text("clustered:");
+    same_line_if_fits(labelled(number, "page"));
+    ImGui::SetNextItemWidth(number);
     int page = static_cast<int>(lc.clustered.page_size);
     if (ImGui::InputInt("page", &page, 0)) lc.clustered.page_size = std::max(1, page), changed = true;
-    ImGui::SetNextItemWidth(60);
+    same_line_if_fits(labelled(number, "tail"));
+    ImGui::SetNextItemWidth(number);
     int tail = static_cast<int>(lc.clustered.tail);
     if (ImGui::InputInt("tail", &tail, 0)) lc.clustered.tail = std::max(0, tail), changed = true;
-    ImGui::SameLine();
-    ImGui::SetNextItemWidth(50);
+    if (ImGui::IsItemHovered()) ImGui::SetTooltip("clustered: the latest tokens kept raw");
+    same_line_if_fits(labelled(number, "top_k"));
+    ImGui::SetNextItemWidth(number);
     int top_k = static_cast<int>(lc.clustered.top_k);
     if (ImGui::InputInt("top_k", &top_k, 0)) lc.clustered.top_k = std::max(0, top_k), changed = true;
-    ImGui::SameLine();
-    ImGui::SetNextItemWidth(100);
+    if (ImGui::IsItemHovered()) ImGui::SetTooltip("clustered: pages refined to their raw tokens per step");
     static const char* kCompressors[] = {"mean", "attn-weighted", "random"};
+    const float combo = ImGui::CalcTextSize("attn-weighted").x + ImGui::GetFrameHeight() + 2 * ImGui::GetStyle().FramePadding.x;
+    same_line_if_fits(combo);
+    ImGui::SetNextItemWidth(combo);
     int comp = static_cast<int>(lc.clustered.compressor);
     if (ImGui::Combo("##comp", &comp, kCompressors, 3)) lc.clustered.compressor = static_cast<Compressor>(comp), changed = true;
-    ImGui::SameLine();
+    if (ImGui::IsItemHovered()) ImGui::SetTooltip("clustered: how a page is summarized");
+    same_line_if_fits(labelled(ImGui::GetFrameHeight(), "exact"));
     bool exact = lc.clustered.math == RefineMath::kExact;
     if (ImGui::Checkbox("exact", &exact)) lc.clustered.math = exact ? RefineMath::kExact : RefineMath::kMassPreserving, changed = true;
+    if (ImGui::IsItemHovered()) ImGui::SetTooltip("clustered: exact refinement (off: mass-preserving)");
     if (changed) {
       try {
         validate(lc, ui.layer);
         cfg.layers[static_cast<std::size_t>(ui.layer)] = lc;
         ui.session.set_config(cfg);
+        ui.layers_notice.clear();
       } catch (const std::exception& e) {
-        ui.notice = e.what();
+        ui.layers_notice = e.what();
       }
     }
   }
+  // An error from the controls above, wrapped to the panel so that all of it shows.
+  if (!ui.layers_notice.empty()) {
+    ImGui::PushStyleColor(ImGuiCol_Text, ImVec4(1.f, 0.55f, 0.45f, 1.f));
+    ImGui::TextWrapped("%s", ui.layers_notice.c_str());
+    ImGui::PopStyleColor();
+  }
+  ImGui::EndDisabled();
   if (!ImGui::BeginTable("layers", 5, ImGuiTableFlags_RowBg | ImGuiTableFlags_ScrollY | ImGuiTableFlags_SizingFixedFit,
                          ImVec2(-1, ImGui::GetContentRegionAvail().y)))
     return;
@@ -105,11 +156,13 @@ void draw_layers_panel(UiState& ui) {
     if (ImGui::Selectable(std::to_string(l).c_str(), selected, ImGuiSelectableFlags_None, ImVec2(28, 0))) ui.layer = l;
     ImGui::TableNextColumn();
     ImGui::PushID(l);
+    ImGui::BeginDisabled(replay);
     for (int m = 0; m < 3; ++m) {
       if (m) ImGui::SameLine();
       if (ImGui::RadioButton(kModes[m], cfg.layers[static_cast<std::size_t>(l)].mode == kModeValues[m]))
         ui.session.set_layer_mode(l, kModeValues[m]);
     }
+    ImGui::EndDisabled();
     ImGui::PopID();
     // Cost at the last recorded step (read once per step, not per frame).
     const auto& costs = ui.layer_costs.get(capture_key(view.get()) + "/" + std::to_string(L), [view, last, recorded, L] {

@@ -26,20 +26,23 @@ ImVec4 confidence_colour(float p) {
 
 // The generated tokens, each coloured by the probability the model gave it, wrapped by hand
 // (ImGui wraps only whole single-colour texts); hovering shows the probability.
-void coloured_tokens(const std::vector<capture::Token>& tokens) {
+void coloured_tokens(UiState& ui, const std::vector<capture::Token>& tokens) {
   const float width = ImGui::GetContentRegionAvail().x;
   float x = 0;
   double nll = 0;
   int counted = 0;
-  for (const capture::Token& t : tokens) {
+  for (std::size_t i = 0; i < tokens.size(); ++i) {
+    const capture::Token& t = tokens[i];
     if (!t.generated) continue;
-    std::string piece;
-    for (const char c : t.piece) piece += c == '\n' ? ' ' : c;
+    const std::string piece = token_label(t.piece);  // a partial character shows as its bytes
     const float w = ImGui::CalcTextSize(piece.c_str()).x;
     if (x > 0 && x + w > width) x = 0;
     else if (x > 0) ImGui::SameLine(0, 0);
     ImGui::TextColored(std::isnan(t.prob) ? ImVec4(0.8f, 0.8f, 0.8f, 1) : confidence_colour(t.prob), "%s", piece.c_str());
-    if (ImGui::IsItemHovered() && !std::isnan(t.prob)) ImGui::SetTooltip("p = %.4f", t.prob);
+    if (ImGui::IsItemHovered()) {
+      ui.hover_token = static_cast<std::int64_t>(i);  // the map marks the row that produced it
+      if (!std::isnan(t.prob)) ImGui::SetTooltip("p = %.4f (its attention row is marked on the map)", t.prob);
+    }
     x += w;
     if (!std::isnan(t.prob) && t.prob > 0) {
       nll -= std::log(static_cast<double>(t.prob));
@@ -59,7 +62,7 @@ void draw_output_panel(UiState& ui) {
     return;
   }
   const std::string ck = capture_key(view.get());
-  coloured_tokens(ui.tokens.get(ck, [view] { return view->tokens(); }));
+  coloured_tokens(ui, ui.tokens.get(ck, [view] { return view->tokens(); }));
   const capture::Summary sum = view->summary();
   if (sum.complete_steps == 0) return;
   int step = static_cast<int>(ui.step > 0 ? std::min<std::int64_t>(ui.step, sum.complete_steps) : sum.complete_steps);

@@ -1,9 +1,14 @@
-// Prompt panel: the interwoven-prompt builder — segments coloured by topic, each with its topic
-// letter, label and text; add, move up, remove; re-lay out in a pattern (ABAB, AABB, ABCABC...);
-// load a WikiSalad example; open and save prompt files — then the question, chat formatting, and
-// Run / Pause / Step / Stop.
+// Prompt panel: capture files first (open, save the current view as, recent files), then Run /
+// Pause / Step / Stop with chat formatting and sampling, then the interwoven-prompt builder —
+// segments coloured by topic, each with its topic letter, label and text; add, move up, remove;
+// re-lay out in a pattern (ABAB, AABB, ABCABC...); load a WikiSalad example; open and save prompt
+// files — and the question. While a capture is replayed the panel shows the capture's own prompt
+// and segments instead, and the run controls are off.
 #include <imgui.h>
 #include <algorithm>
+#include <cfloat>
+#include <cstdio>
+#include <filesystem>
 #include <optional>
 #include <imgui_stdlib.h>
 
@@ -101,18 +106,185 @@ void builder(UiState& ui) {
 
 void draw_segments(UiState& ui);
 void run_controls(UiState& ui);
+void run_settings(UiState& ui);
+void capture_files(UiState& ui, const Status& s);
+void replay_prompt(UiState& ui, const Status& s);
 
 void draw_prompt_panel(UiState& ui) {
-  run_controls(ui);  // first, so Run is always in view
+  const Status s = ui.session.status();
+  capture_files(ui, s);
   ImGui::Separator();
+  // Replay: the run controls show but stay off until the replay is left.
+  ui.run_locked = s.replay;
+  ImGui::BeginDisabled(s.replay);
+  run_controls(ui);  // near the top, so Run is always in view
+  ImGui::EndDisabled();
+  ImGui::Separator();
+  if (s.replay) {
+    replay_prompt(ui, s);
+    return;
+  }
   ImGui::RadioButton("interwoven", &ui.free_text_mode, 0);
   ImGui::SameLine();
   ImGui::RadioButton("free text", &ui.free_text_mode, 1);
   if (ui.free_text_mode) {
+    ui.prompt_shown = ui.free_text;
     ImGui::InputTextMultiline("##free", &ui.free_text, ImVec2(-1, ImGui::GetContentRegionAvail().y - 4));
   } else {
+    ui.prompt_shown.clear();
+    for (const PromptSegment& seg : ui.prompt.segments) ui.prompt_shown += seg.text + "\n";
+    ui.prompt_shown += ui.prompt.question;
     draw_segments(ui);
   }
+}
+
+// [SECTION] capture files: open, save as, recent
+
+namespace {
+
+void open_capture_file(UiState& ui, const std::string& path) {
+  if (path.empty()) return;
+  ui.capture_path = path;
+  ui.open_pending = path;
+  ui.session.open_capture(path);
+}
+
+// Why the current view cannot be saved now (empty: it can).
+std::string why_not_save(UiState& ui, const Status& s) {
+  if (s.saving) return "a save is in progress";
+  if (!ui.session.view()) return "nothing to save: run a prompt or open a capture";
+  if (s.state == RunState::kRunning && !s.replay) return "the run is computing: pause or stop it first";
+  return "";
+}
+
+}  // namespace
+
+void capture_files(UiState& ui, const Status& s) {
+  // An open or save asked for earlier: once it has succeeded, its file joins the recent list.
+  if (!ui.open_pending.empty()) {
+    if (s.replay && s.capture == ui.open_pending) {
+      ui.recent.add(ui.open_pending);
+      ui.open_pending.clear();
+    } else if (!ui.session.busy()) {
+      ui.open_pending.clear();  // it failed: the status line says why
+    }
+  }
+  if (!ui.save_pending.empty() && !s.saving) {
+    if (!s.save_failed && s.saved_path == ui.save_pending) ui.recent.add(ui.save_pending);
+    ui.save_pending.clear();
+  }
+
+  const ImGuiStyle& style = ImGui::GetStyle();
+  const auto button = [&](const char* label) { return ImGui::CalcTextSize(label).x + 2 * style.FramePadding.x; };
+  const float recent_w = button("Recent") + ImGui::GetFrameHeight();
+  const float buttons = button("Open") + button("Save as") + recent_w + 3 * style.ItemSpacing.x;
+  ImGui::SetNextItemWidth(std::max(80.f, ImGui::GetContentRegionAvail().x - buttons));
+  ImGui::InputTextWithHint("##capture", "capture file (.h5)", &ui.capture_path);
+  if (ImGui::IsItemHovered()) ImGui::SetTooltip("a capture file to open, or to save the current run or replay as");
+  ImGui::SameLine();
+  if (ImGui::Button("Open")) open_capture_file(ui, ui.capture_path);
+  if (ImGui::IsItemHovered()) ImGui::SetTooltip("replay this capture file (no model needed)");
+  ImGui::SameLine();
+  const std::string why = why_not_save(ui, s);
+  ImGui::BeginDisabled(!why.empty());
+  if (ImGui::Button("Save as")) {
+    std::error_code ec;
+    if (std::filesystem::exists(ui.capture_path, ec)) {
+      ImGui::OpenPopup("replace capture");
+    } else {
+      ui.save_pending = ui.capture_path;
+      ui.session.save_capture(ui.capture_path);
+    }
+  }
+  ImGui::EndDisabled();
+  if (ImGui::IsItemHovered(ImGuiHoveredFlags_AllowWhenDisabled))
+    ImGui::SetTooltip("%s", why.empty() ? "save the run or replay shown as a capture file" : why.c_str());
+  if (ImGui::BeginPopup("replace capture")) {
+    ImGui::Text("%s exists. Replace it?", ui.capture_path.c_str());
+    if (ImGui::Button("Replace")) {
+      ui.save_pending = ui.capture_path;
+      ui.session.save_capture(ui.capture_path);
+      ImGui::CloseCurrentPopup();
+    }
+    ImGui::SameLine();
+    if (ImGui::Button("Cancel")) ImGui::CloseCurrentPopup();
+    ImGui::EndPopup();
+  }
+  ImGui::SameLine();
+  ImGui::SetNextItemWidth(recent_w);
+  ImGui::SetNextWindowSizeConstraints(ImVec2(320, 0), ImVec2(FLT_MAX, ImGui::GetTextLineHeightWithSpacing() * 12));
+  if (ImGui::BeginCombo("##recent", "Recent")) {
+    const std::vector<std::string> paths = ui.recent.paths();  // a copy: opening one reorders the list
+    if (paths.empty()) ImGui::TextDisabled("no recent captures");
+    for (std::size_t i = 0; i < paths.size(); ++i) {
+      ImGui::PushID(static_cast<int>(i));
+      if (ImGui::Selectable(paths[i].c_str())) open_capture_file(ui, paths[i]);
+      ImGui::PopID();
+    }
+    if (!ui.recent.warning().empty()) ImGui::TextDisabled("%s", ui.recent.warning().c_str());
+    ImGui::EndCombo();
+  }
+  if (ImGui::IsItemHovered()) ImGui::SetTooltip("captures opened or saved lately");
+
+  if (s.saving) {
+    char label[48];
+    std::snprintf(label, sizeof label, "saving %.0f%%", 100 * s.save_progress);
+    ImGui::ProgressBar(static_cast<float>(s.save_progress), ImVec2(-button("Cancel") - style.ItemSpacing.x, 0), label);
+    ImGui::SameLine();
+    if (ImGui::Button("Cancel##save")) ui.session.cancel_save();
+  } else if (!s.save_message.empty()) {
+    ImGui::PushStyleColor(ImGuiCol_Text, s.save_failed ? ImVec4(1.f, 0.55f, 0.45f, 1.f) : ImVec4(0.7f, 0.7f, 0.7f, 1.f));
+    ImGui::TextWrapped("%s", s.save_message.c_str());
+    ImGui::PopStyleColor();
+    if (!s.save_failed && ImGui::IsItemHovered()) ImGui::SetTooltip("%s", s.saved_path.c_str());
+  }
+}
+
+// [SECTION] replay: the capture's own prompt
+
+void replay_prompt(UiState& ui, const Status& s) {
+  const std::string file = std::filesystem::path(s.capture).filename().string();
+  ImGui::PushStyleColor(ImGuiCol_Text, ImVec4(0.95f, 0.8f, 0.45f, 1.f));
+  ImGui::TextWrapped("replaying %s: the run and mode controls are off", file.c_str());
+  ImGui::PopStyleColor();
+  if (ImGui::Button("Leave replay")) ui.session.leave_replay();
+  ImGui::SameLine();
+  ImGui::TextDisabled("%s", s.model_summary.empty() ? "then load a model and press Run" : "then edit a prompt and press Run");
+  const auto view = ui.session.view();
+  if (!view) return;
+  const std::string ck = capture_key(view.get());
+  const auto& tokens = ui.tokens.get(ck, [view] { return view->tokens(); });
+  const auto& segments = ui.segments.get(ck, [view] { return view->segments(); });
+  const std::size_t n = std::min<std::size_t>(tokens.size(), static_cast<std::size_t>(std::max<std::int64_t>(0, s.prompt_tokens)));
+  ImGui::Text("prompt: %zu tokens, %zu segments", n, segments.size());
+  // The prompt in order, in runs of tokens of one segment: a segment's run under its colour and
+  // label, the tokens outside segments (chat template, question) dimmed.
+  std::string shown;
+  // At least a few lines tall: in a short panel the panel scrolls rather than the prompt vanishing.
+  ImGui::BeginChild("##capture_prompt", ImVec2(0, std::max(ImGui::GetContentRegionAvail().y, 8 * ImGui::GetTextLineHeightWithSpacing())), false);
+  for (std::size_t i = 0; i < n;) {
+    const std::int32_t seg = tokens[i].segment;
+    std::string text;
+    std::size_t j = i;
+    for (; j < n && tokens[j].segment == seg; ++j) text += tokens[j].piece;
+    shown += text;
+    if (seg >= 0 && static_cast<std::size_t>(seg) < segments.size()) {
+      const capture::Segment& g = segments[static_cast<std::size_t>(seg)];
+      const ImVec2 pos = ImGui::GetCursorScreenPos();
+      ImGui::GetWindowDrawList()->AddRectFilled(pos, ImVec2(pos.x + 10, pos.y + 14), parse_colour(g.colour));
+      ImGui::Dummy(ImVec2(12, 14));
+      ImGui::SameLine();
+      ImGui::Text("%s  tokens %zu-%zu", g.label.c_str(), i, j - 1);
+      ImGui::TextWrapped("%s", text.c_str());
+    } else {
+      ImGui::PushStyleColor(ImGuiCol_Text, ImGui::GetStyle().Colors[ImGuiCol_TextDisabled]);
+      ImGui::TextWrapped("%s", text.c_str());
+      ImGui::PopStyleColor();
+    }
+    i = j;
+  }
+  ImGui::EndChild();
+  ui.prompt_shown = shown;
 }
 
 void draw_segments(UiState& ui) {
@@ -159,27 +331,9 @@ void draw_segments(UiState& ui) {
 }
 
 void run_controls(UiState& ui) {
-  ImGui::Checkbox("chat format", &ui.chat);
-  ImGui::SameLine();
-  ImGui::SetNextItemWidth(120);
-  ImGui::SliderInt("new tokens", &ui.max_new_tokens, 2, 256);
-
-  // Sampling: greedy at temperature 0.
-  ImGui::SetNextItemWidth(90);
-  ImGui::InputFloat("temp", &ui.sampling.temperature, 0.1f, 0.5f, "%.2f");
-  ui.sampling.temperature = std::max(0.f, ui.sampling.temperature);
-  ImGui::SameLine();
-  ImGui::SetNextItemWidth(70);
-  ImGui::InputInt("top-k", &ui.sampling.top_k, 0);
-  ui.sampling.top_k = std::max(0, ui.sampling.top_k);
-  ImGui::SetNextItemWidth(90);
-  ImGui::SliderFloat("top-p", &ui.sampling.top_p, 0.05f, 1.f, "%.2f");
-  ImGui::SameLine();
-  ImGui::SetNextItemWidth(70);
-  int seed = static_cast<int>(ui.sampling.seed);
-  if (ImGui::InputInt("seed", &seed, 0)) ui.sampling.seed = static_cast<std::uint64_t>(std::max(0, seed));
-
   const Status s = ui.session.status();
+  // Replay: only the buttons, off, so that the capture's prompt below has the room.
+  if (!s.replay) run_settings(ui);
   const bool running = s.state == RunState::kRunning || s.state == RunState::kPaused;
   const bool can_run = !running && s.state != RunState::kLoading && !s.model_summary.empty();
   ImGui::BeginDisabled(!can_run);
@@ -200,6 +354,29 @@ void run_controls(UiState& ui) {
   ImGui::SameLine();
   if (ImGui::Button("Stop")) ui.session.stop();
   ImGui::EndDisabled();
+}
+
+// Chat formatting, the number of new tokens and sampling.
+void run_settings(UiState& ui) {
+  ImGui::Checkbox("chat format", &ui.chat);
+  ImGui::SameLine();
+  ImGui::SetNextItemWidth(120);
+  ImGui::SliderInt("new tokens", &ui.max_new_tokens, 2, 256);
+
+  // Sampling: greedy at temperature 0.
+  ImGui::SetNextItemWidth(90);
+  ImGui::InputFloat("temp", &ui.sampling.temperature, 0.1f, 0.5f, "%.2f");
+  ui.sampling.temperature = std::max(0.f, ui.sampling.temperature);
+  ImGui::SameLine();
+  ImGui::SetNextItemWidth(70);
+  ImGui::InputInt("top-k", &ui.sampling.top_k, 0);
+  ui.sampling.top_k = std::max(0, ui.sampling.top_k);
+  ImGui::SetNextItemWidth(90);
+  ImGui::SliderFloat("top-p", &ui.sampling.top_p, 0.05f, 1.f, "%.2f");
+  ImGui::SameLine();
+  ImGui::SetNextItemWidth(70);
+  int seed = static_cast<int>(ui.sampling.seed);
+  if (ImGui::InputInt("seed", &seed, 0)) ui.sampling.seed = static_cast<std::uint64_t>(std::max(0, seed));
 }
 
 }  // namespace luka::studio

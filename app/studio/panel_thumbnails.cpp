@@ -1,12 +1,13 @@
 // Small multiples: every recorded head of the selected layer (head grid), or the selected head in
 // every recorded layer (layer strip), each a coarse thumbnail of the full map in the current view.
-// Clicking a thumbnail selects it and returns to the map.
+// Clicking a thumbnail selects it and returns to the map. Under each, the head's scores.
 #include <imgui.h>
 
 #include <algorithm>
 #include <chrono>
 #include <future>
 #include <cmath>
+#include <cstdio>
 #include <string>
 
 #include "app/figures/capture_figure.h"
@@ -65,10 +66,23 @@ void draw_thumbnails(UiState& ui, const capture::CaptureView& view, bool heads) 
     ImGui::TextDisabled("reading thumbnails...");
     return;
   }
+  // Each thumbnail's head scores (prefill rows) underneath: sink, entropy, previous token.
+  const auto& scores = head_scores(ui, ui.session.view());
+  const auto score_line = [&](int layer, int head) -> std::string {
+    if (!scores.value) return "";
+    for (const capture::HeadScoreRow& r : scores.value->heads)
+      if (r.layer == layer && r.head == head) {
+        const capture::PatternScores& p = r.prefill.rows > 0 ? r.prefill : r.decode;
+        char buf[96];
+        std::snprintf(buf, sizeof buf, "sink %.2f H %.1f prev %.2f", p.sink, p.entropy, p.previous_token);
+        return buf;
+      }
+    return "";
+  };
   const ImVec2 avail = ImGui::GetContentRegionAvail();
   const int count = static_cast<int>(items.size());
   const int columns = std::max(1, static_cast<int>(std::ceil(std::sqrt(count * avail.x / std::max(1.f, avail.y - 60)))));
-  const float side = std::max(24.f, std::min((avail.x - 8 * columns) / columns, (avail.y - 70) / std::ceil(count / static_cast<float>(columns)) - 22));
+  const float side = std::max(24.f, std::min((avail.x - 8 * columns) / columns, (avail.y - 70) / std::ceil(count / static_cast<float>(columns)) - 40));
   for (int i = 0; i < count; ++i) {
     if (i % columns) ImGui::SameLine();
     ImGui::BeginGroup();
@@ -82,6 +96,10 @@ void draw_thumbnails(UiState& ui, const capture::CaptureView& view, bool heads) 
       hv.mode = 0;
     }
     ImGui::PopID();
+    const std::string line = score_line(heads ? ui.layer : items[i], heads ? items[i] : ui.head);
+    ImGui::PushStyleColor(ImGuiCol_Text, ImVec4(0.7f, 0.7f, 0.75f, 1.f));
+    ImGui::TextUnformatted(line.empty() ? "scores..." : line.c_str());
+    ImGui::PopStyleColor();
     ImGui::EndGroup();
   }
 }

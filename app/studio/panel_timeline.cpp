@@ -1,10 +1,13 @@
 // Cover timeline: decode step (rows) x raw token (columns) for the selected layer and head, each
 // cell the token's state in that step's cover — summarized in a page, refined, raw (tail, window
 // or dense), heavy hitter, or dropped — so one sees pages form, refinements move and heavy
-// hitters persist over a generation.
+// hitters persist over a generation. Step numbers run down the left, token positions below, and
+// the prompt's topic bands above.
 #include <imgui.h>
+#include <imgui_stdlib.h>
 
 #include <algorithm>
+#include <array>
 #include <string>
 
 #include "app/studio/ui_state.h"
@@ -71,12 +74,68 @@ void draw_timeline_panel(UiState& ui) {
     ImGui::SameLine();
     ImGui::TextUnformatted(st.name);
   }
-  const ImVec2 size(ImGui::GetContentRegionAvail().x, std::max(20.f, ImGui::GetContentRegionAvail().y - 4));
-  const ImVec2 origin = ImGui::GetCursorScreenPos();
+  // Tracked tokens: a span or text, marked here and on the map, with their states at the step.
+  ImGui::SameLine(0, 24);
+  ImGui::SetNextItemWidth(150);
+  if (ImGui::InputTextWithHint("##track", "track: 120-135, text:..", &ui.track_spec, ImGuiInputTextFlags_EnterReturnsTrue)) set_track(ui, *view);
+  if (ui.track && ui.track->end > data.tokens) ui.track.reset();  // another run's span
+  if (ui.track) {
+    const std::int64_t s = std::clamp<std::int64_t>(ui.step > 0 ? ui.step : data.steps, 1, data.steps);
+    std::array<std::int64_t, 6> count{};
+    for (std::int64_t t = ui.track->begin; t < ui.track->end; ++t) ++count[std::min<std::size_t>(data.codes[static_cast<std::size_t>((s - 1) * data.tokens + t)], 5)];
+    ImGui::SameLine();
+    ImGui::Text("%s at step %lld: raw %lld, summarized %lld, refined %lld, heavy %lld, dropped %lld", ui.track_note.c_str(),
+                static_cast<long long>(s), static_cast<long long>(count[capture::kRaw]), static_cast<long long>(count[capture::kSummarized]),
+                static_cast<long long>(count[capture::kRefined]), static_cast<long long>(count[capture::kHeavy]),
+                static_cast<long long>(count[capture::kDropped]));
+  } else if (!ui.track_note.empty()) {
+    ImGui::SameLine();
+    ImGui::TextColored(ImVec4(1.f, 0.5f, 0.5f, 1.f), "%s", ui.track_note.c_str());
+  }
+  // The raster, with step numbers on the left, token positions below and topic bands above.
+  const float band = 6.f, left = 44.f, line = ImGui::GetTextLineHeight();
+  const ImVec2 top_left = ImGui::GetCursorScreenPos();
+  const ImVec2 avail = ImGui::GetContentRegionAvail();
+  const ImVec2 origin(top_left.x + left, top_left.y + band + 2);
+  const ImVec2 size(std::max(20.f, avail.x - left - 4), std::max(12.f, avail.y - band - 2 - line - 6));
+  ImGui::SetCursorScreenPos(origin);
   ImGui::Image(tv.texture.id(), size);
-  if (ImGui::IsItemHovered()) {
+  const bool hovered = ImGui::IsItemHovered();
+  ImDrawList* dl = ImGui::GetWindowDrawList();
+  const std::int64_t DT = data.tokens, DS = data.steps;  // the raster shown may lag the capture
+  const auto sx = [&](double t) { return origin.x + static_cast<float>(t / static_cast<double>(DT)) * size.x; };
+  const auto sy = [&](double s) { return origin.y + static_cast<float>(s / static_cast<double>(DS)) * size.y; };
+  const std::string ck = capture_key(view.get());
+  for (const capture::Segment& seg : ui.segments.get(ck, [view] { return view->segments(); }))
+    dl->AddRectFilled(ImVec2(sx(static_cast<double>(seg.begin)), top_left.y), ImVec2(sx(static_cast<double>(seg.end)), top_left.y + band),
+                      parse_colour(seg.colour));
+  const ImU32 axis = IM_COL32(170, 170, 180, 255);
+  // Ticks at round numbers at least 60 px (tokens) or a line (steps) apart.
+  const auto round_step = [](double min_gap) {  // the smallest 1, 2 or 5 x 10^k at least min_gap
+    for (double decade = 1;; decade *= 10)
+      for (const double m : {1.0, 2.0, 5.0})
+        if (m * decade >= min_gap) return m * decade;
+  };
+  const double tok_unit = round_step(60.0 * static_cast<double>(DT) / size.x);
+  for (double t = 0; t < static_cast<double>(DT); t += tok_unit) {
+    const float x = sx(t);
+    dl->AddLine(ImVec2(x, origin.y + size.y), ImVec2(x, origin.y + size.y + 3), axis);
+    const std::string text = std::to_string(static_cast<long long>(t));
+    dl->AddText(ImVec2(x + 2, origin.y + size.y + 1), axis, text.c_str());
+  }
+  const double step_unit = round_step(line * static_cast<double>(DS) / size.y);
+  for (double s = 1; s <= static_cast<double>(DS); s += step_unit) {
+    const std::string text = std::to_string(static_cast<long long>(s));
+    const float y = sy(s - 0.5);
+    dl->AddText(ImVec2(origin.x - 6 - ImGui::CalcTextSize(text.c_str()).x, y - line / 2), axis, text.c_str());
+  }
+  dl->AddText(ImVec2(top_left.x, origin.y + size.y + 1), axis, "step");
+  if (ui.track) {  // the tracked tokens' columns
+    const float a = sx(static_cast<double>(ui.track->begin)), b = std::max(sx(static_cast<double>(ui.track->end)), a + 2);
+    dl->AddRect(ImVec2(a - 1, origin.y - 2), ImVec2(b + 1, origin.y + size.y + 2), IM_COL32(255, 255, 255, 230), 0, 0, 1.5f);
+  }
+  if (hovered) {
     const ImVec2 m = ImGui::GetIO().MousePos;
-    const std::int64_t DT = data.tokens, DS = data.steps;  // the raster shown may lag the capture
     const std::int64_t t = static_cast<std::int64_t>((m.x - origin.x) / size.x * static_cast<float>(DT));
     const std::int64_t s = static_cast<std::int64_t>((m.y - origin.y) / size.y * static_cast<float>(DS));
     if (t >= 0 && t < DT && s >= 0 && s < DS && static_cast<std::size_t>(s * DT + t) < data.codes.size()) {

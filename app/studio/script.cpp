@@ -13,6 +13,7 @@
 #include <imgui.h>
 
 #include "app/figures/capture_figure.h"
+#include "app/studio/shortcuts.h"
 #include "core/prompt/prompt_file.h"
 #include "core/prompt/wikisalad.h"
 #include "core/util/error.h"
@@ -21,8 +22,11 @@ namespace luka::studio {
 namespace {
 
 const std::set<std::string> kCommands = {"load_model", "device", "open_capture", "run", "step", "resume", "stop", "set_mode", "preset",
-                                         "select", "scale", "zoom", "fit", "frames", "wait_idle", "wait_paused", "wait_steps",
-                                         "expect_mode", "expect_steps", "expect_status", "expect_glyph", "free_text", "expect_segments", "set", "sampling", "expect_refined", "view", "grid", "pattern", "wikisalad", "save_prompt", "expect_pattern", "show_timeline", "show_fidelity", "shadow", "expect_fidelity", "export", "measure", "print_first_map", "screenshot", "quit"};
+                                         "select", "scale", "zoom", "fit", "layout", "print_geometry", "compare", "compare_difference", "mouse", "search", "expect_found", "track", "expect_track", "show_topics", "show_head_scores", "expect_head_scores", "frames", "wait_idle", "wait_paused", "wait_steps",
+                                         "expect_mode", "expect_steps", "expect_status", "expect_glyph", "free_text", "expect_segments", "set", "sampling", "expect_refined", "view", "grid", "pattern", "wikisalad", "save_prompt", "expect_pattern", "show_timeline", "show_fidelity", "shadow", "expect_fidelity", "export", "measure", "print_first_map", "screenshot", "quit", "key", "expect_ui", "mixed"};
+
+// Capture files: save the view, leave a replay, and check the prompt panel and recent list.
+const std::set<std::string> kFileCommands = {"save_capture", "leave_replay", "expect_prompt", "expect_locked", "expect_recent"};
 
 AttentionMode parse_mode(const std::string& s, const std::string& where) {
   if (s == "dense") return AttentionMode::kDense;
@@ -44,7 +48,7 @@ Script Script::load(const std::filesystem::path& path) {
     Line line{number, {}};
     for (std::string w; words >> w;) line.words.push_back(w);
     if (line.words.empty()) continue;
-    if (!kCommands.count(line.words[0])) fail(s.where(line), "unknown command '" + line.words[0] + "'");
+    if (!kCommands.count(line.words[0]) && !kFileCommands.count(line.words[0])) fail(s.where(line), "unknown command '" + line.words[0] + "'");
     s.lines_.push_back(std::move(line));
   }
   return s;
@@ -68,6 +72,42 @@ bool Script::advance(UiState& ui, std::string& screenshot) {
       return w[i];
     };
     const auto number = [&](std::size_t i) { return std::stod(arg(i)); };
+    // Saves the current view as a capture file and holds this line until it is written.
+    if (cmd == "save_capture") {
+      if (!waiting_) {
+        ui.save_pending = arg(1);
+        ui.session.save_capture(arg(1));
+        waiting_ = true;
+        wait_start_ = Clock::now();
+      }
+      const Status s = ui.session.status();
+      if (s.saving) {
+        if (std::chrono::duration<double>(Clock::now() - wait_start_).count() > 300) fail(where(l), "save_capture timed out");
+        return true;
+      }
+      waiting_ = false;
+      if (s.save_failed) fail(where(l), s.save_message);
+      ++next_;
+      continue;
+    }
+    // Holds this line until the prompt panel shows the text (the rest of the line), for up to 10 s:
+    // a capture's tokens are read off the UI thread.
+    if (cmd == "expect_prompt") {
+      if (!waiting_) {
+        waiting_ = true;
+        wait_start_ = Clock::now();
+      }
+      std::string want;
+      for (std::size_t i = 1; i < w.size(); ++i) want += (i > 1 ? " " : "") + w[i];
+      if (ui.prompt_shown.find(want) == std::string::npos) {
+        if (std::chrono::duration<double>(Clock::now() - wait_start_).count() > 10)
+          fail(where(l), "the prompt panel shows '" + ui.prompt_shown.substr(0, 200) + "', expected it to contain '" + want + "'");
+        return true;
+      }
+      waiting_ = false;
+      ++next_;
+      continue;
+    }
     // Waits: hold this line until the condition holds (or its timeout, default 300 s, passes).
     if (cmd == "wait_idle" || cmd == "wait_paused" || cmd == "wait_steps") {
       if (!waiting_) {
@@ -107,7 +147,27 @@ bool Script::advance(UiState& ui, std::string& screenshot) {
       parse_device(arg(1));  // a bad value fails the script here
       ui.device = arg(1);
     } else if (cmd == "open_capture") {
+      ui.open_pending = arg(1);
       ui.session.open_capture(arg(1));
+    } else if (cmd == "leave_replay") {
+      ui.session.leave_replay();
+    } else if (cmd == "expect_locked") {  // on|off: the run controls and the layer modes are off (replay)
+      const bool want = arg(1) == "on";
+      if (ui.run_locked != want) fail(where(l), std::string("the run controls are ") + (ui.run_locked ? "locked" : "unlocked") + ", expected " + arg(1));
+      const LukaConfig before = ui.session.config();
+      if (!before.layers.empty()) {  // a mode change is taken only when unlocked
+        const AttentionMode m = before.layers[0].mode == AttentionMode::kDense ? AttentionMode::kLined : AttentionMode::kDense;
+        ui.session.set_layer_mode(0, m);
+        const bool changed = ui.session.config().layers[0].mode == m;
+        ui.session.set_layer_mode(0, before.layers[0].mode);
+        if (changed == want) fail(where(l), std::string("a layer mode change was ") + (changed ? "taken" : "refused") + ", expected the modes " + arg(1));
+      }
+    } else if (cmd == "expect_recent") {  // INDEX PATH: the recent-files list has PATH at INDEX (0: newest)
+      const auto& paths = ui.recent.paths();
+      const std::size_t i = static_cast<std::size_t>(number(1));
+      const std::string want = std::filesystem::absolute(arg(2)).lexically_normal().string();
+      if (i >= paths.size() || paths[i] != want)
+        fail(where(l), "recent file " + arg(1) + " is '" + (i < paths.size() ? paths[i] : std::string("none")) + "', expected '" + want + "'");
     } else if (cmd == "run") {
       const int n = w.size() > 1 ? static_cast<int>(number(1)) : ui.max_new_tokens;
       ui.session.run({ui.prompt, ui.chat, n, w.size() > 2 && w[2] == "paused", ui.sampling,
@@ -128,7 +188,7 @@ bool Script::advance(UiState& ui, std::string& screenshot) {
     } else if (cmd == "scale") {
       ui.heatmap.log_scale = arg(1) == "log";
     } else if (cmd == "zoom") {
-      ui.heatmap.tokens_per_pixel /= number(1);
+      ui.heatmap.zoom(number(1));
     } else if (cmd == "measure") {
       ui.measure_frames = static_cast<int>(number(1));
       ui.frame_ms.clear();
@@ -166,6 +226,25 @@ bool Script::advance(UiState& ui, std::string& screenshot) {
       if (!view) fail(where(l), "no capture to check");
       const auto n = view->segments().size();
       if (static_cast<double>(n) != number(1)) fail(where(l), "the capture has " + std::to_string(n) + " segments, expected " + arg(1));
+    } else if (cmd == "search") {  // the rest of the line is the text to find
+      const auto view = ui.session.view();
+      if (!view) fail(where(l), "search: no run or capture to search");
+      ui.heatmap.search.clear();
+      for (std::size_t i = 1; i < w.size(); ++i) ui.heatmap.search += (i > 1 ? " " : "") + w[i];
+      run_search(ui, *view);
+    } else if (cmd == "track") {  // the rest of the line is the span or text:STRING
+      const auto view = ui.session.view();
+      if (!view) fail(where(l), "track: no run or capture");
+      ui.track_spec.clear();
+      for (std::size_t i = 1; i < w.size(); ++i) ui.track_spec += (i > 1 ? " " : "") + w[i];
+      set_track(ui, *view);
+      if (!ui.track) fail(where(l), "track: " + ui.track_note);
+    } else if (cmd == "expect_track") {
+      if (!ui.track || static_cast<double>(ui.track->begin) != number(1) || static_cast<double>(ui.track->end - 1) != number(2))
+        fail(where(l), "tracked " + (ui.track ? ui.track_note : std::string("nothing")) + ", expected tokens " + arg(1) + "-" + arg(2));
+    } else if (cmd == "expect_found") {
+      if (static_cast<double>(ui.heatmap.found) != number(1))
+        fail(where(l), "the search found token " + std::to_string(ui.heatmap.found) + ", expected " + arg(1));
     } else if (cmd == "free_text") {  // the rest of the line is the prompt
       std::string text;
       for (std::size_t i = 1; i < w.size(); ++i) text += (i > 1 ? " " : "") + w[i];
@@ -190,10 +269,40 @@ bool Script::advance(UiState& ui, std::string& screenshot) {
       ui.heatmap.mode = arg(1) == "heads" ? 1 : arg(1) == "layers" ? 2 : 0;
     } else if (cmd == "view") {
       ui.heatmap.view = static_cast<int>(figures::parse_map_view(arg(1)));
+    } else if (cmd == "expect_head_scores") {  // the Head scores table's rows, once computed
+      const auto view = ui.session.view();
+      if (!view) fail(where(l), "expect_head_scores: no run or capture");
+      const auto& out = head_scores(ui, view);
+      if (!out.error.empty()) fail(where(l), "head scores: " + out.error);
+      const std::size_t rows = out.value ? out.value->heads.size() : 0;
+      if (static_cast<double>(rows) != number(1)) fail(where(l), "head scores have " + std::to_string(rows) + " rows, expected " + arg(1));
+    } else if (cmd == "show_topics") {
+      ui.show_tab = "topics";
+    } else if (cmd == "show_head_scores") {
+      ui.show_tab = "heads";
     } else if (cmd == "show_timeline") {
       ui.show_timeline = true;
     } else if (cmd == "fit") {
-      ui.heatmap.tokens_per_pixel = 0;
+      ui.heatmap.fit();
+    } else if (cmd == "mouse") {
+      ui.move_mouse = std::make_pair(number(1), number(2));
+    } else if (cmd == "print_geometry") {  // the map's, then (comparing) the right canvas's
+      for (const HeatmapView* hv : {&ui.heatmap, ui.compare.view ? &ui.compare.map : nullptr}) {
+        if (!hv) continue;
+        const HeatmapView::Geometry& g = hv->geometry;
+        std::printf("geometry %s left %.3f top %.3f width %.3f height %.3f key0 %.9g keys_per_pixel %.9g row0 %.9g rows_per_pixel %.9g\n",
+                    g.decode_rows ? "rows" : "full", g.left, g.top, g.width, g.height, g.key0, g.keys_per_pixel, g.row0, g.rows_per_pixel);
+      }
+      std::fflush(stdout);
+    } else if (cmd == "compare") {  // a capture to compare with, or "off"
+      ui.compare.path = arg(1) == "off" ? "" : arg(1);
+      open_compare(ui);
+      if (arg(1) != "off" && !ui.compare.view) fail(where(l), "compare: " + ui.compare.note);
+    } else if (cmd == "compare_difference") {
+      ui.compare.difference = arg(1) == "on";
+    } else if (cmd == "layout") {
+      if (arg(1) != "auto" && arg(1) != "full" && arg(1) != "rows") fail(where(l), "layout is auto, full or rows");
+      ui.heatmap.layout = arg(1) == "full" ? 1 : arg(1) == "rows" ? 2 : 0;
     } else if (cmd == "frames") {
       frames_left_ = static_cast<int>(number(1));
       return true;
@@ -228,6 +337,7 @@ bool Script::advance(UiState& ui, std::string& screenshot) {
     } else if (cmd == "screenshot") {
       // Wait until the map shows what was last asked for (it is read off the UI thread).
       if (!ui.heatmap.fetcher.idle() || (ui.heatmap.requested && ui.heatmap.requested->view.get() != ui.heatmap.fetched_view) ||
+          (ui.compare.view && !ui.compare.map.fetcher.idle()) ||
           (ui.heatmap.thumbs_job.valid() && ui.heatmap.thumbs_job.wait_for(std::chrono::seconds(0)) != std::future_status::ready) ||
           async_reads() > 0) {
         --next_;
@@ -235,6 +345,28 @@ bool Script::advance(UiState& ui, std::string& screenshot) {
       }
       screenshot = arg(1);
       return true;  // taken after this frame is drawn
+    } else if (cmd == "mixed") {  // A B: the layers panel's mixed(a,b) button (an error shows in the panel)
+      ui.mixed_a = static_cast<int>(number(1));
+      ui.mixed_b = static_cast<int>(number(2));
+      apply_mixed_preset(ui);
+    } else if (cmd == "key") {  // a key press, seen by the next frame's shortcuts
+      try {
+        press_key(arg(1));
+      } catch (const std::exception& e) {
+        fail(where(l), e.what());
+      }
+      return true;
+    } else if (cmd == "expect_ui") {  // FIELD VALUE: layer N, head N, scale log|linear, view NAME, help shown|hidden, state NAME
+      const std::string& field = arg(1);
+      std::string got;
+      if (field == "layer") got = std::to_string(ui.layer);
+      else if (field == "head") got = std::to_string(ui.head);
+      else if (field == "scale") got = ui.heatmap.log_scale ? "log" : "linear";
+      else if (field == "view") got = figures::to_string(static_cast<figures::MapView>(ui.heatmap.view));
+      else if (field == "help") got = ui.show_shortcuts ? "shown" : "hidden";
+      else if (field == "state") got = to_string(ui.session.status().state);
+      else fail(where(l), "expect_ui: unknown field '" + field + "' (layer, head, scale, view, help, state)");
+      if (got != arg(2)) fail(where(l), field + " is " + got + ", expected " + arg(2));
     } else if (cmd == "quit") {
       next_ = lines_.size();
       return false;

@@ -2,12 +2,14 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 
 #include <ATen/ATen.h>
 
 #include "captures/live.h"
 #include "captures/reader.h"
 #include "captures/recorder.h"
+#include "captures/save_view.h"
 #include "captures/session.h"
 #include "core/generate/sampler.h"
 #include "core/prompt/tokenized_prompt.h"
@@ -37,6 +39,7 @@ struct Session::Impl {
   std::shared_ptr<const Model> model;
   std::unique_ptr<Tokenizer> tokenizer;
   std::shared_ptr<const Backend> device;
+  std::string model_path;
 };
 
 Session::Session() : impl_(std::make_unique<Impl>()), thread_([this] { worker(); }) {}
@@ -48,8 +51,10 @@ Session::~Session() {
     paused_ = false;
   }
   stop_ = true;
+  cancel_save_ = true;
   cv_.notify_all();
   thread_.join();
+  if (save_thread_.joinable()) save_thread_.join();
 }
 
 void Session::post(std::function<void()> job) {
@@ -119,6 +124,7 @@ LukaConfig Session::config() const {
 
 void Session::set_layer_mode(int layer, AttentionMode mode) {
   std::lock_guard<std::mutex> lock(mu_);
+  if (status_.replay) return;  // the capture's modes, until leave_replay()
   if (layer < 0 || static_cast<std::size_t>(layer) >= config_.layers.size()) return;
   config_.layers[static_cast<std::size_t>(layer)].mode = mode;
   config_dirty_ = true;
@@ -126,6 +132,7 @@ void Session::set_layer_mode(int layer, AttentionMode mode) {
 
 void Session::set_config(const LukaConfig& config) {
   std::lock_guard<std::mutex> lock(mu_);
+  if (status_.replay) return;
   config_ = config;
   config_dirty_ = true;
 }
@@ -154,13 +161,31 @@ void Session::load_model(const std::filesystem::path& path, const LoadOptions& o
     impl_->model = model;
     impl_->tokenizer = std::move(tokenizer);
     impl_->device = device;
+    impl_->model_path = path.string();
     {
       std::lock_guard<std::mutex> lock(mu_);
-      config_ = LukaConfig::preset("dense", c.num_layers);
-      config_dirty_ = true;
+      // During a replay the layers show the capture's config; leave_replay() fits it to the model.
+      if (!status_.replay) {
+        config_ = LukaConfig::preset("dense", c.num_layers);
+        config_dirty_ = true;
+      }
     }
     set_status([&](Status& s) {
+      // A capture being replayed stays on screen (and the run controls off) until leave_replay().
+      Status kept = s;
       s = Status{};
+      if (kept.replay) {
+        s.replay = true;
+        s.capture = kept.capture;
+        s.prompt_tokens = kept.prompt_tokens;
+        s.steps_done = kept.steps_done;
+        s.steps_total = kept.steps_total;
+      }
+      s.saving = kept.saving;
+      s.save_progress = kept.save_progress;
+      s.save_failed = kept.save_failed;
+      s.save_message = kept.save_message;
+      s.saved_path = kept.saved_path;
       s.state = RunState::kReady;
       s.source = path.string();
       s.model_summary = c.model_type + ", " + std::to_string(c.num_layers) + " layers, " + std::to_string(c.num_heads) + "/" +
@@ -181,6 +206,15 @@ void Session::cancel_load() {
 }
 
 void Session::open_capture(const std::filesystem::path& path) {
+  {
+    // A run in progress ends first (the worker opens the file after it).
+    std::lock_guard<std::mutex> lock(mu_);
+    if (status_.state == RunState::kRunning || status_.state == RunState::kPaused) {
+      stop_ = true;
+      paused_ = false;
+    }
+  }
+  cv_.notify_all();
   post([this, path] {
     std::shared_ptr<const capture::CaptureView> file = capture::CaptureFile::open(path);
     const capture::Summary sum = file->summary();
@@ -192,6 +226,7 @@ void Session::open_capture(const std::filesystem::path& path) {
         if (t.generated) output_ += t.piece;
       status_.replay = true;
       status_.source = path.string();
+      status_.capture = path.string();
       status_.prompt_tokens = sum.layout.prompt_tokens;
       status_.steps_done = status_.steps_total = sum.complete_steps;
       status_.message = "replaying " + path.filename().string() + (sum.finished ? "" : " (cut off)");
@@ -203,6 +238,76 @@ void Session::open_capture(const std::filesystem::path& path) {
     }
   });
 }
+
+void Session::leave_replay() {
+  post([this] {
+    const std::int64_t layers = impl_->model ? impl_->model->config().num_layers : 0;
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!status_.replay) return;
+    view_.reset();
+    output_.clear();
+    const std::string file = std::filesystem::path(status_.capture).filename().string();
+    status_.replay = false;
+    status_.capture.clear();
+    status_.source = impl_->model_path;
+    status_.prompt_tokens = status_.steps_done = status_.steps_total = 0;
+    status_.message = "left the replay of " + file;
+    // The capture's config runs next where it fits the model; a capture of another model's
+    // layers gives way to the model's default.
+    if (layers > 0 && static_cast<std::int64_t>(config_.layers.size()) != layers) {
+      config_ = LukaConfig::preset("dense", layers);
+      config_dirty_ = true;
+    }
+  });
+}
+
+void Session::save_capture(const std::filesystem::path& path) {
+  std::shared_ptr<const capture::CaptureView> view;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    const auto refuse = [&](const std::string& why) {
+      status_.save_failed = true;
+      status_.save_message = why;
+    };
+    if (status_.saving) return refuse("a save is in progress: wait for it, or cancel it");
+    if (!view_) return refuse("nothing to save: run a prompt or open a capture first");
+    if (status_.state == RunState::kRunning && !status_.replay) return refuse("the run is computing: pause or stop it, then save");
+    if (path.empty()) return refuse("give the capture a file name");
+    view = view_;
+    status_.saving = true;
+    status_.save_failed = false;
+    status_.save_progress = 0;
+    status_.save_message = "saving " + path.string();
+  }
+  if (save_thread_.joinable()) save_thread_.join();  // the last save, finished
+  cancel_save_ = false;
+  save_thread_ = std::thread([this, view, path] {
+    capture::SaveOptions options;
+    options.cancel = &cancel_save_;
+    options.progress = [this](double f) { set_status([&](Status& s) { s.save_progress = f; }); };
+    try {
+      const capture::SaveResult r = capture::save_view(*view, path, options);
+      char size[32];
+      std::snprintf(size, sizeof size, "%.1f MB", static_cast<double>(r.bytes) / 1e6);
+      set_status([&](Status& s) {
+        s.saving = false;
+        s.save_progress = 1;
+        s.saved_path = path.string();
+        s.save_message = "saved " + path.filename().string() + " (" + std::to_string(r.steps) + " steps, " + std::to_string(r.tokens) + " tokens, " + size + ")";
+      });
+    } catch (const std::exception& e) {
+      std::string what = e.what();
+      if (const auto nl = what.find('\n'); nl != std::string::npos) what.resize(nl);
+      set_status([&](Status& s) {
+        s.saving = false;
+        s.save_failed = true;
+        s.save_message = "save failed: " + what;
+      });
+    }
+  });
+}
+
+void Session::cancel_save() { cancel_save_ = true; }
 
 void Session::pause() {
   std::lock_guard<std::mutex> lock(mu_);
@@ -261,6 +366,11 @@ void Session::run_job(RunRequest r) {
 
   Decoder decoder(impl_->model);
   LukaConfig cfg = config();
+  if (static_cast<std::int64_t>(cfg.layers.size()) != model.config().num_layers) {  // a replayed capture's config, of another model
+    cfg = LukaConfig::preset("dense", model.config().num_layers);
+    std::lock_guard<std::mutex> lock(mu_);
+    config_ = cfg;
+  }
   const auto layers = impl_->device->install_luka(decoder, cfg);
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -288,6 +398,8 @@ void Session::run_job(RunRequest r) {
     view_ = live;
     output_.clear();
     status_.replay = false;
+    status_.capture.clear();
+    status_.source = impl_->model_path;
     status_.prompt_tokens = n;
     status_.steps_done = 0;
     status_.steps_total = r.max_new_tokens - 1;

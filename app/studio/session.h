@@ -35,6 +35,13 @@ struct Status {
   std::string device;         // "cpu", "cuda:0, NVIDIA H100 ..." once loaded
   std::string source;         // the model path, or the capture file being replayed
   bool replay = false;        // a capture file is open (no model needed)
+  std::string capture;        // replay: the capture file shown (kept while a model loads)
+  // Saving the current view to a capture file (save_capture), in the background.
+  bool saving = false;
+  double save_progress = 0;   // 0..1 while saving
+  bool save_failed = false;   // the last save failed (save_message says why)
+  std::string save_message;   // "saving FILE", "saved FILE (...)", or the error
+  std::string saved_path;     // the file the last successful save wrote
   std::int64_t steps_done = 0, steps_total = 0;
   std::int64_t prompt_tokens = 0;
 };
@@ -59,14 +66,25 @@ class Session {
   void load_model(const std::filesystem::path& path, const LoadOptions& options, const DeviceRequest& device = {});
   // Gives the UI back at once: a load in progress finishes in the background and is discarded.
   void cancel_load();
+  // Replays a capture file (stops a run in progress first); the run and mode controls stay off
+  // until leave_replay().
   void open_capture(const std::filesystem::path& path);
+  // Back from replay to an empty view: the prompt editor and run controls again.
+  void leave_replay();
+  // Writes the current view (a run paused or finished, or the capture replayed) to `path` as a
+  // capture file, on a thread of its own; Status's save_* fields report progress and outcome.
+  // Refused (save_failed, with a message) while a run computes, without a view, or while another
+  // save runs.
+  void save_capture(const std::filesystem::path& path);
+  void cancel_save();
   void run(const RunRequest& request);
   void pause();
   void resume();
   void step();  // one decode step while paused
   void stop();  // ends the run after the current step
 
-  // The config every layer runs; a change takes effect at the next decode step (live).
+  // The config every layer runs; a change takes effect at the next decode step (live). During a
+  // replay the config is the capture's, and changes are ignored.
   LukaConfig config() const;
   void set_layer_mode(int layer, AttentionMode mode);
   void set_config(const LukaConfig& config);
@@ -98,6 +116,8 @@ class Session {
   Status status_;
   std::shared_ptr<const capture::CaptureView> view_;
   std::string output_;
+  std::thread save_thread_;  // the last save (joined before the next and at the end)
+  std::atomic<bool> cancel_save_{false};
   std::thread thread_;
 };
 

@@ -16,6 +16,7 @@
 
 #include "app/studio/studio.h"
 #include "app/studio/script.h"
+#include "app/studio/shortcuts.h"
 #include "app/studio/ui_state.h"
 #include "core/device/device.h"
 #include "captures/reader.h"
@@ -49,32 +50,55 @@ void save_screenshot(GLFWwindow* window, const std::string& path) {
   viz::write_png(img, path);
 }
 
+// Fonts from Debian packages, merged into one atlas. A later font only adds the glyphs the earlier
+// ones lack (ImGui keeps the first glyph merged for a code point), so DejaVu's style wins where it
+// has a glyph. Ranges are limited to the scripts token pieces need: every glyph costs atlas space.
+// Dear ImGui from Debian is built with 16-bit ImWchar, so nothing beyond U+FFFF can be drawn
+// (most emoji): panels show those as <U+XXXXX> (viz::token_text with max_code_point).
 void load_fonts() {
   ImGuiIO& io = ImGui::GetIO();
-  // DejaVu (Debian's fonts-dejavu-core) covers Latin, Greek, Cyrillic and many symbols; WenQuanYi
-  // Micro Hei (fonts-wqy-microhei) is merged in for CJK, so Qwen's Chinese and Japanese token
-  // pieces render (common simplified Chinese, kana and common kanji, Hangul syllables).
-  static const ImWchar ranges[] = {0x0020, 0x024F, 0x0370, 0x03FF, 0x0400, 0x04FF, 0x2000, 0x22FF, 0x2500, 0x25FF, 0};
+  // ImGui scales a font to fit its ascent-to-descent height in the given size; the sizes below
+  // give each merged font DejaVu's em (12.9 px at 15 px), whatever its line height.
+  const auto merge_font = [&](const char* path, float size, const ImWchar* ranges, int oversample) {
+    if (!std::filesystem::exists(path)) return;
+    ImFontConfig merge;
+    merge.MergeMode = true;
+    merge.OversampleH = oversample;
+    io.Fonts->AddFontFromFileTTF(path, size, &merge, ranges);
+  };
+  // DejaVu (fonts-dejavu-core): Latin, Greek, Cyrillic, punctuation, arrows, maths, box drawing,
+  // and the BMP's symbols and dingbats (☀ ♥ ✔ ❤ ...) that emoji pieces often are.
+  static const ImWchar ranges[] = {0x0020, 0x024F, 0x0370, 0x03FF, 0x0400, 0x04FF, 0x2000, 0x22FF, 0x2300, 0x23FF, 0x2460, 0x24FF,
+                                   0x2500, 0x27BF, 0x2900, 0x2BFF, 0xFE00, 0xFE0F, 0};
   const char* font = "/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf";
   if (!std::filesystem::exists(font)) {
     io.Fonts->AddFontDefault();
     return;
   }
   io.Fonts->AddFontFromFileTTF(font, 15.f, nullptr, ranges);
-  const char* cjk = "/usr/share/fonts/truetype/wqy/wqy-microhei.ttc";
-  if (std::filesystem::exists(cjk)) {
-    static ImVector<ImWchar> cjk_ranges;
+  // WenQuanYi Micro Hei (fonts-wqy-microhei) for CJK, so Qwen's Chinese and Japanese token pieces
+  // render (common simplified Chinese, kana and common kanji, Hangul syllables).
+  static ImVector<ImWchar> cjk_ranges;
+  if (cjk_ranges.empty()) {
     ImFontGlyphRangesBuilder b;
     b.AddRanges(io.Fonts->GetGlyphRangesChineseSimplifiedCommon());
     b.AddRanges(io.Fonts->GetGlyphRangesJapanese());
     static const ImWchar hangul[] = {0x3131, 0x3163, 0xAC00, 0xD7A3, 0};
     b.AddRanges(hangul);
     b.BuildRanges(&cjk_ranges);
-    ImFontConfig merge;
-    merge.MergeMode = true;
-    merge.OversampleH = 1;  // a large atlas: keep it small
-    io.Fonts->AddFontFromFileTTF(cjk, 15.f, &merge, cjk_ranges.Data);
   }
+  merge_font("/usr/share/fonts/truetype/wqy/wqy-microhei.ttc", 15.f, cjk_ranges.Data, 1);  // a large atlas: keep it small
+  // Noto Sans Arabic and Hebrew (fonts-noto-core). Arabic includes its presentation forms
+  // (U+FB50..U+FDFF, U+FE70..U+FEFF): the joined letter shapes, since ImGui does no shaping.
+  static const ImWchar arabic[] = {0x0600, 0x06FF, 0x0750, 0x077F, 0xFB50, 0xFDFF, 0xFE70, 0xFEFF, 0};
+  merge_font("/usr/share/fonts/truetype/noto/NotoSansArabic-Regular.ttf", 27.2f, arabic, 2);  // tall: room for stacked marks
+  static const ImWchar hebrew[] = {0x0590, 0x05FF, 0xFB1D, 0xFB4F, 0};
+  merge_font("/usr/share/fonts/truetype/noto/NotoSansHebrew-Regular.ttf", 17.5f, hebrew, 2);
+  // Symbola (fonts-symbola), a monochrome outline font (colour emoji fonts are bitmaps that
+  // stb_truetype cannot draw), for the BMP symbols DejaVu lacks (✅ ❌ ❓ ✨ ⭐ ⌛ ...).
+  static const ImWchar symbols[] = {0x2300, 0x23FF, 0x2460, 0x24FF, 0x2600, 0x27BF, 0x2900, 0x2BFF, 0x3030, 0x3030, 0x303D, 0x303D,
+                                    0x3297, 0x3297, 0x3299, 0x3299, 0};
+  merge_font("/usr/share/fonts/truetype/ancient-scripts/Symbola_hint.ttf", 16.3f, symbols, 1);
 }
 
 }  // namespace
@@ -151,6 +175,10 @@ int run_window(const WindowOptions& options) {
           exit_code = 1;
           break;
         }
+        if (ui->move_mouse) {
+          glfwSetCursorPos(window, ui->move_mouse->first, ui->move_mouse->second);
+          ui->move_mouse.reset();
+        }
       }
       ImGui_ImplOpenGL3_NewFrame();
       ImGui_ImplGlfw_NewFrame();
@@ -184,9 +212,19 @@ int run_window(const WindowOptions& options) {
           studio::draw_fidelity_panel(u);
           ImGui::EndTabItem();
         }
+        if (ImGui::BeginTabItem("Topics", nullptr, u.show_tab == "topics" ? ImGuiTabItemFlags_SetSelected : 0)) {
+          studio::draw_topics_panel(u);
+          ImGui::EndTabItem();
+        }
+        if (ImGui::BeginTabItem("Head scores", nullptr, u.show_tab == "heads" ? ImGuiTabItemFlags_SetSelected : 0)) {
+          studio::draw_head_scores_panel(u);
+          ImGui::EndTabItem();
+        }
+        u.show_tab.clear();
         u.show_timeline = u.show_fidelity = false;
         ImGui::EndTabBar();
       });
+      studio::update_shortcuts(*ui);  // after the panels: its help overlay goes on top
       ImGui::Render();
       glViewport(0, 0, fw, fh);
       glClearColor(0.08f, 0.08f, 0.09f, 1.f);

@@ -1,5 +1,9 @@
 #include "app/studio/ui_state.h"
 
+#include <imgui.h>
+
+#include "viz/token_text.h"
+
 namespace luka::studio {
 
 std::atomic<int>& async_reads() {
@@ -12,6 +16,42 @@ std::string capture_key(const capture::CaptureView* view) {
   const capture::Summary s = view->summary();
   return std::to_string(reinterpret_cast<std::uintptr_t>(view)) + "/" + std::to_string(s.complete_steps) + "/" +
          std::to_string(s.num_tokens) + "/" + std::to_string(s.finished);
+}
+
+std::string token_label(const std::string& piece, std::size_t max_chars) {
+  viz::TokenTextOptions o;
+  o.max_chars = max_chars;
+  o.max_code_point = IM_UNICODE_CODEPOINT_MAX;  // 0xFFFF: Debian's Dear ImGui has 16-bit ImWchar
+  o.visual_order = true;  // ImGui neither shapes Arabic nor lays out right-to-left text
+  return viz::token_text(piece, o);
+}
+
+void set_track(UiState& ui, const capture::CaptureView& view) {
+  ui.track.reset();
+  ui.track_note.clear();
+  if (ui.track_spec.find_first_not_of(' ') == std::string::npos) return;
+  try {
+    ui.track = capture::parse_track(ui.track_spec, view.tokens());
+    ui.track_note = "tokens " + std::to_string(ui.track->begin) + "-" + std::to_string(ui.track->end - 1);
+  } catch (const std::exception& e) {
+    ui.track_note = e.what();
+  }
+}
+
+std::int64_t find_token(const std::vector<capture::Token>& tokens, const std::string& text, std::int64_t after) {
+  if (text.empty() || tokens.empty()) return -1;
+  const auto lower = [](std::string s) {
+    for (char& c : s)
+      if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
+    return s;
+  };
+  const std::string needle = lower(text);
+  const auto n = static_cast<std::int64_t>(tokens.size());
+  for (std::int64_t k = 1; k <= n; ++k) {
+    const std::int64_t i = ((after + k) % n + n) % n;
+    if (lower(token_label(tokens[static_cast<std::size_t>(i)].piece)).find(needle) != std::string::npos) return i;
+  }
+  return -1;
 }
 
 }  // namespace luka::studio

@@ -7,14 +7,18 @@
 #include <cstdint>
 #include <filesystem>
 #include <future>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "app/studio/map_fetcher.h"
+#include "app/studio/recent_files.h"
 #include "app/studio/session.h"
 #include "app/studio/texture.h"
+#include "captures/analysis.h"
+#include "captures/survival.h"
 #include "core/prompt/interwoven_prompt.h"
 
 namespace luka::studio {
@@ -60,9 +64,58 @@ struct Cached {
 // "view pointer/complete steps/tokens": changes whenever the capture grows or is replaced.
 std::string capture_key(const capture::CaptureView* view);
 
+// The map's overlays at the selected step: pages, and the head's refined pages and heavy hitters.
+struct MapOverlay {
+  std::vector<capture::PageInfo> pages;
+  std::vector<std::int64_t> refined, heavy;
+};
+
+// An analysis run off the UI thread (captures/analysis.h), or why it failed.
+template <class T>
+struct AnalysisOutcome {
+  std::shared_ptr<const T> value;
+  std::string error;
+};
+
 struct HeatmapView {
-  // Visible region in token coordinates: top-left corner and tokens per screen pixel (0: fit).
-  double x0 = 0, y0 = 0, tokens_per_pixel = 0;
+  // Visible region of the full map in token coordinates: top-left corner and tokens per screen
+  // pixel across (keys) and down (queries); 0: fit the map to the panel.
+  double x0 = 0, y0 = 0, tokens_per_pixel = 0, tokens_per_pixel_y = 0;
+  // The map's layout: 0 auto (decode rows for the dense and difference views once there are
+  // steps, else the full map), 1 the full query x key map, 2 decode rows.
+  int layout = 0;
+  // Decode rows: first key and keys per pixel across (0: fit), first visible step - 1 (may be
+  // fractional) and pixels per step down (0: fit), and whether the view follows the newest step.
+  double rows_x0 = 0, rows_keys_per_pixel = 0, rows_y0 = 0, row_px = 0;
+  bool rows_follow = true;
+  // The token search box: its text, the token found (-1: none) and what the search said.
+  std::string search;
+  std::int64_t found = -1;
+  std::string search_note;
+  bool center_on_found = false;  // scroll the map to the found token at the next frame
+  bool fetched_decode_rows = false;
+  std::int64_t fetched_first = 0, fetched_last = 0;
+  int fetched_pool = 0;
+  viz::ColorScale scale;  // of the image shown, for the colour bar
+  // Where the map was last drawn, in screen pixels, and its transform (scripts: print_geometry).
+  // Across: key = key0 + (x - left) * keys_per_pixel. Down, full map: query = row0 + (y - top) *
+  // rows_per_pixel; decode rows (top: the first step row's top): step = floor(row0 + (y - top) *
+  // rows_per_pixel) + 1.
+  struct Geometry {
+    bool decode_rows = false;
+    float left = 0, top = 0, width = 0, height = 0;
+    double key0 = 0, keys_per_pixel = 0, row0 = 0, rows_per_pixel = 0;
+  } geometry;
+  // Zoom in by `factor` (both layouts, about the top-left corner), or fit the map to the panel.
+  void zoom(double factor) {
+    tokens_per_pixel /= factor;
+    tokens_per_pixel_y /= factor;
+    rows_keys_per_pixel /= factor;
+  }
+  void fit() {
+    tokens_per_pixel = tokens_per_pixel_y = rows_keys_per_pixel = row_px = 0;
+    rows_follow = true;
+  }
   bool log_scale = true;
   double log_min = 1e-4;
   // The texture and the window it shows, refetched when any of these change.
@@ -82,6 +135,21 @@ struct HeatmapView {
   MapFetcher fetcher;
   std::optional<MapRequest> requested;  // the window last asked for
   std::string error;
+};
+
+// A second capture beside the map (the compare field): its own canvas, whose zoom, layer, head
+// and view follow the main map's, showing either that capture or the difference A - B of the
+// effective attention of the two (same prompt tokens; the steps both have).
+struct CompareState {
+  std::string path;
+  std::shared_ptr<const capture::CaptureView> view;
+  std::string note;      // the capture's name, or why it did not open
+  bool difference = false;  // the right canvas shows A - B instead of B
+  HeatmapView map;
+  Cached<std::vector<capture::Token>> tokens;
+  Cached<std::vector<capture::Segment>> segments;
+  Cached<MapOverlay> overlay;
+  Cached<std::vector<std::string>> row_cover;
 };
 
 struct TimelineData {
@@ -126,19 +194,39 @@ struct UiState {
   SamplingParams sampling;
   int layer = 0, head = 0;
   int mixed_a = 2, mixed_b = 2;  // the layers panel's mixed(a,b) preset
+  std::string layers_notice;      // the layers panel's last error (a bad preset or parameter)
   std::int64_t step = 0;  // selected decode step for rows (0: the latest)
+  std::int64_t hover_token = -1;  // the generated token under the cursor in the output panel (-1: none)
+  // Tracked tokens (the timeline's "track" field, as `luka inspect --track`): marked on the map and
+  // the cover timeline, with their states at the selected step.
+  std::string track_spec;
+  std::optional<capture::TokenSpan> track;
+  std::string track_note;
   HeatmapView heatmap;
+  CompareState compare;
   TimelineView timeline;
   std::string figure_path = "luka-figure.png";
   std::future<std::string> export_job;  // an export being written: its outcome for `notice`
   bool show_timeline = false;
   bool show_fidelity = false;
+  std::string show_tab;  // "topics" or "heads": select that bottom tab at the next frame (scripts)
+  bool show_shortcuts = false;  // the keyboard shortcuts' help overlay (F1)
   // Timing (bench/run_studio_bench.sh): frame times while measuring, and when the first map was drawn.
+  std::optional<std::pair<double, double>> move_mouse;  // scripts: warp the cursor here before the next frame
   int measure_frames = 0;
   std::vector<double> frame_ms;
   double first_map_ms = -1;
   std::chrono::steady_clock::time_point started = std::chrono::steady_clock::now();  // select the timeline tab at the next frame (scripts)
   std::string notice;     // a one-line message for the user (errors from UI actions)
+  // Capture files (prompt panel): the path field of Open and Save as, the recently opened or
+  // saved files, and the open or save whose success adds its file to that list.
+  std::string capture_path = "capture.h5";
+  RecentFiles recent;
+  std::string open_pending, save_pending;
+  // What the prompt panel drew last frame, for scripts: the prompt text shown (the capture's own
+  // in replay) and whether the run controls were off.
+  std::string prompt_shown;
+  bool run_locked = false;
   // Capture reads the panels share, refreshed when the capture changes.
   Cached<std::vector<capture::Token>> tokens;
   Cached<std::vector<capture::Segment>> segments;
@@ -146,20 +234,37 @@ struct UiState {
   Cached<std::vector<capture::StepMetrics>> step_metrics;  // fidelity panel: per recorded layer
   Cached<std::vector<float>> output_row;              // output panel: the selected step's row
   Cached<std::string> output_row_label;
-  struct Overlay {
-    std::vector<capture::PageInfo> pages;
-    std::vector<std::int64_t> refined, heavy;
-  };
-  Cached<Overlay> overlay;
+  Cached<MapOverlay> overlay;
+  Cached<std::vector<std::string>> row_cover;  // decode rows: the hovered step's cover, in words
+  // The Topics and Head scores tabs, and the progress of their jobs by name (0..1).
+  Cached<AnalysisOutcome<capture::TopicAnalysis>> topics;
+  Cached<AnalysisOutcome<capture::HeadScoreAnalysis>> head_scores;
+  int head_scores_source = 0;  // 0: prefill rows, 1: decode rows
+  std::map<std::string, std::shared_ptr<std::atomic<double>>> analysis_progress;
 };
 
 void draw_model_panel(UiState& ui);
 void draw_prompt_panel(UiState& ui);
 void draw_layers_panel(UiState& ui);
+// The layers panel's mixed(a,b) button: applies ui.mixed_a/b, or says why not in ui.layers_notice.
+void apply_mixed_preset(UiState& ui);
 void draw_heatmap_panel(UiState& ui);
+// The track field's action: parses ui.track_spec against the view's tokens ("A-B", "A" or
+// "text:STRING"; empty clears); an error goes to ui.track_note.
+void set_track(UiState& ui, const capture::CaptureView& view);
+// Opens ui.compare.path as the capture to compare with (empty: closes it); the outcome goes to
+// ui.compare.note.
+void open_compare(UiState& ui);
+// The search box's action: the next token matching ui.heatmap.search, marked and scrolled to.
+void run_search(UiState& ui, const capture::CaptureView& view);
 void draw_output_panel(UiState& ui);
 void draw_timeline_panel(UiState& ui);
 void draw_fidelity_panel(UiState& ui);
+void draw_topics_panel(UiState& ui);
+void draw_head_scores_panel(UiState& ui);
+// The head scores of `view` (every recorded layer and head), computed off the UI thread once per
+// capture state; empty until ready.
+const AnalysisOutcome<capture::HeadScoreAnalysis>& head_scores(UiState& ui, const std::shared_ptr<const capture::CaptureView>& view);
 // Small multiples inside the heatmap panel: heads of the layer (heads = true) or layers of the head.
 void draw_thumbnails(UiState& ui, const capture::CaptureView& view, bool heads);
 
@@ -168,5 +273,14 @@ void export_figure(UiState& ui, const std::filesystem::path& path);
 
 // "#rrggbb" -> packed ImGui colour (alpha 255); grey for anything else.
 unsigned int parse_colour(const std::string& hex);
+
+// A token's piece as the panels show it: viz::token_text (partial UTF-8 as <0xNN> bytes, controls
+// escaped) with the code points the fonts cannot draw (beyond U+FFFF: most emoji) as <U+XXXXX>,
+// Arabic letters joined and right-to-left runs in visual order; at most max_chars characters (0: all).
+std::string token_label(const std::string& piece, std::size_t max_chars = 0);
+
+// The first token after `after` (wrapping around) whose label contains `text`, ignoring ASCII
+// case; -1 when none does or `text` is empty.
+std::int64_t find_token(const std::vector<capture::Token>& tokens, const std::string& text, std::int64_t after);
 
 }  // namespace luka::studio

@@ -1,0 +1,287 @@
+// The numbers behind the pictures (captures/analysis.h, docs/capture-analysis.md), computed off
+// the UI thread from the capture, live or replayed:
+// - Topics: for the selected layer and head, the prefill's segment x segment attention matrix,
+//   the selected decode step's attention per topic as bars, cross-topic leakage, and refined pages
+//   and heavy hitters by topic;
+// - Head scores: every recorded layer and head in a sortable table with a colour grid (sink mass,
+//   entropy, locality, previous-token and induction scores, cross-topic mass, fidelity KL); a
+//   click on a row selects that head and shows its map.
+#include <imgui.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <string>
+
+#include "app/studio/ui_state.h"
+#include "viz/colormap.h"
+
+namespace luka::studio {
+namespace {
+
+ImU32 ember(double t, int alpha = 255) {
+  const viz::Rgb c = viz::Colormap::get(viz::ColormapId::kEmber).at(std::clamp(t, 0.0, 1.0));
+  return IM_COL32(c.r, c.g, c.b, alpha);
+}
+
+std::string fmt(double v, const char* f = "%.3f") {
+  if (std::isnan(v)) return "-";
+  char buf[32];
+  std::snprintf(buf, sizeof buf, f, v);
+  return buf;
+}
+
+// The progress of the job running for `what`, shared with it: 0..1.
+std::shared_ptr<std::atomic<double>> progress_of(UiState& ui, const std::string& what) {
+  auto& p = ui.analysis_progress[what];
+  if (!p) p = std::make_shared<std::atomic<double>>(0.0);
+  return p;
+}
+
+}  // namespace
+
+void draw_topics_panel(UiState& ui) {
+  const auto view = ui.session.view();
+  if (!view) {
+    ImGui::TextDisabled("run a prompt or open a capture");
+    return;
+  }
+  const std::string ck = capture_key(view.get());
+  const int layer = ui.layer, head = ui.head;
+  const std::string key = ck + "/" + std::to_string(layer) + "/" + std::to_string(head);
+  auto progress = progress_of(ui, "topics");
+  const auto& out = ui.topics.get(key, [view, layer, head, progress] {
+    AnalysisOutcome<capture::TopicAnalysis> o;
+    try {
+      capture::AnalysisOptions opt;
+      opt.layers = {layer};
+      opt.heads = {head};
+      opt.progress = [progress](double f) {
+        progress->store(f);
+        return true;
+      };
+      o.value = std::make_shared<capture::TopicAnalysis>(capture::analyze_topics(*view, opt));
+    } catch (const std::exception& e) {
+      o.error = e.what();
+    }
+    return o;
+  });
+  if (!ui.topics.fresh(key)) {
+    ImGui::TextDisabled("computing attention by topic for layer %d head %d... %.0f%%", layer, head, 100 * progress->load());
+    if (!out.value) return;
+  }
+  if (!out.error.empty()) {
+    ImGui::TextDisabled("%s", out.error.c_str());
+    return;
+  }
+  if (!out.value) return;
+  const capture::TopicAnalysis& a = *out.value;
+  const capture::HeadTopics* h = a.find(layer, head);
+  if (!h) return;
+  const auto& ti = a.topics;
+  const int S = ti.num_segments(), K = ti.num_topics();
+  ImDrawList* dl = ImGui::GetWindowDrawList();
+  const float line = ImGui::GetTextLineHeight();
+
+  // Left: the prefill segment x segment matrix (rows: query segment, columns: key segment).
+  ImGui::BeginGroup();
+  ImGui::Text("layer %d head %d: prefill attention, query segment (row) to key segment", layer, head);
+  if (a.prefill && !h->prefill_matrix.empty()) {
+    const float cell = std::clamp((ImGui::GetContentRegionAvail().y - 2 * line - 8) / static_cast<float>(S + 1), 12.f, 28.f);
+    const ImVec2 p = ImGui::GetCursorScreenPos();
+    const float label = 40;
+    for (int i = 0; i <= S; ++i) {
+      const std::string name = i < S ? ti.letters[static_cast<std::size_t>(ti.segment_topic[static_cast<std::size_t>(i)])] + std::to_string(i) : "other";
+      dl->AddText(ImVec2(p.x, p.y + label / 2 + cell * static_cast<float>(i) + cell / 2 - line / 2), IM_COL32(200, 200, 205, 255), name.c_str());
+      if (i < S) dl->AddRectFilled(ImVec2(p.x + label + cell * static_cast<float>(i), p.y + label / 2 - 6),
+                                   ImVec2(p.x + label + cell * static_cast<float>(i + 1) - 1, p.y + label / 2 - 1),
+                                   parse_colour(ti.segments[static_cast<std::size_t>(i)].colour));
+      for (int j = 0; j <= S; ++j) {
+        const double v = h->prefill_matrix[static_cast<std::size_t>(i * (S + 1) + j)];
+        const ImVec2 a0(p.x + label + cell * static_cast<float>(j), p.y + label / 2 + cell * static_cast<float>(i));
+        dl->AddRectFilled(a0, ImVec2(a0.x + cell - 1, a0.y + cell - 1), ember(v));
+      }
+    }
+    const ImVec2 size(label + cell * static_cast<float>(S + 1), label / 2 + cell * static_cast<float>(S + 1));
+    ImGui::InvisibleButton("matrix", size);
+    if (ImGui::IsItemHovered()) {
+      const ImVec2 m = ImGui::GetIO().MousePos;
+      const int j = static_cast<int>((m.x - p.x - label) / cell), i = static_cast<int>((m.y - p.y - label / 2) / cell);
+      if (i >= 0 && i <= S && j >= 0 && j <= S)
+        ImGui::SetTooltip("queries in %s (%lld rows) put %.4f of their attention on %s", i < S ? ti.segments[static_cast<std::size_t>(i)].label.c_str() : "no segment",
+                          static_cast<long long>(h->prefill_queries[static_cast<std::size_t>(i)]), h->prefill_matrix[static_cast<std::size_t>(i * (S + 1) + j)],
+                          j < S ? ti.segments[static_cast<std::size_t>(j)].label.c_str() : "tokens outside every segment");
+    }
+  } else {
+    ImGui::TextDisabled("%s", a.prefill_note.empty() ? "no prefill map" : a.prefill_note.c_str());
+  }
+  ImGui::EndGroup();
+  ImGui::SameLine(0, 30);
+
+  // Right: leakage, the selected step's mass per topic, refined pages and heavy hitters by topic.
+  ImGui::BeginGroup();
+  ImGui::Text("cross-topic leakage: prefill %s, decode %s (against topic %s)", fmt(h->prefill_leakage).c_str(), fmt(h->decode_leakage).c_str(),
+              ti.decode_topic >= 0 ? ti.letters[static_cast<std::size_t>(ti.decode_topic)].c_str() : "-");
+  const capture::StepTopics* st = nullptr;
+  if (a.decode && !a.steps_by_head.empty()) {
+    const std::int64_t s = ui.step > 0 ? std::min<std::int64_t>(ui.step, a.steps) : a.steps;
+    for (const capture::StepTopics& x : a.steps_by_head)
+      if (x.step == s && x.layer == layer && x.head == head) st = &x;
+  }
+  if (st) {
+    ImGui::Text("step %lld: attention per topic (generated tokens %.3f)", static_cast<long long>(st->step), st->generated);
+    const float bar_w = std::max(100.f, ImGui::GetContentRegionAvail().x - 160);
+    for (int k = 0; k <= K; ++k) {
+      const double v = st->topic_mass[static_cast<std::size_t>(k)];
+      const ImVec2 p = ImGui::GetCursorScreenPos();
+      const ImU32 col = k < K ? parse_colour(ti.colours[static_cast<std::size_t>(k)]) : IM_COL32(150, 150, 155, 255);
+      dl->AddRectFilled(ImVec2(p.x + 90, p.y + 2), ImVec2(p.x + 90 + bar_w * static_cast<float>(std::clamp(v, 0.0, 1.0)), p.y + line - 1), col);
+      const std::string name = k < K ? ti.letters[static_cast<std::size_t>(k)] + " " + token_label(ti.labels[static_cast<std::size_t>(k)], 10) : "other";
+      ImGui::TextUnformatted(name.c_str());
+      ImGui::SameLine(0, 0);
+      ImGui::SetCursorScreenPos(ImVec2(p.x + 96 + bar_w, p.y));
+      ImGui::Text("%.3f", v);
+    }
+    if (!st->refined_pages.empty()) {
+      std::string r = "refined pages by topic:", hh = "heavy hitters by topic:";
+      for (int k = 0; k <= K; ++k) {
+        const std::string name = k < K ? ti.letters[static_cast<std::size_t>(k)] : "other";
+        r += " " + name + " " + std::to_string(st->refined_pages[static_cast<std::size_t>(k)]);
+        hh += " " + name + " " + std::to_string(st->heavy_hitters[static_cast<std::size_t>(k)]);
+      }
+      ImGui::TextUnformatted((r + "  (this step)").c_str());
+      ImGui::TextUnformatted((hh + "  (this step)").c_str());
+    }
+  } else {
+    ImGui::TextDisabled("%s", a.decode_note.empty() ? "no decode steps yet" : a.decode_note.c_str());
+  }
+  ImGui::EndGroup();
+}
+
+const AnalysisOutcome<capture::HeadScoreAnalysis>& head_scores(UiState& ui, const std::shared_ptr<const capture::CaptureView>& view) {
+  auto progress = progress_of(ui, "heads");
+  return ui.head_scores.get(capture_key(view.get()), [view, progress] {
+    AnalysisOutcome<capture::HeadScoreAnalysis> o;
+    try {
+      capture::AnalysisOptions opt;
+      opt.progress = [progress](double f) {
+        progress->store(f);
+        return true;
+      };
+      o.value = std::make_shared<capture::HeadScoreAnalysis>(capture::analyze_heads(*view, opt));
+    } catch (const std::exception& e) {
+      o.error = e.what();
+    }
+    return o;
+  });
+}
+
+void draw_head_scores_panel(UiState& ui) {
+  const auto view = ui.session.view();
+  if (!view) {
+    ImGui::TextDisabled("run a prompt or open a capture");
+    return;
+  }
+  const std::string key = capture_key(view.get());
+  const auto& out = head_scores(ui, view);
+  auto progress = progress_of(ui, "heads");
+  if (!ui.head_scores.fresh(key)) {
+    ImGui::TextDisabled("computing head scores... %.0f%%", 100 * progress->load());
+    if (!out.value) return;
+    ImGui::SameLine();
+  }
+  if (!out.error.empty()) {
+    ImGui::TextDisabled("%s", out.error.c_str());
+    return;
+  }
+  if (!out.value) return;
+  const capture::HeadScoreAnalysis& a = *out.value;
+  ImGui::SetNextItemWidth(120);
+  static const char* kSources[] = {"prefill rows", "decode rows"};
+  ImGui::Combo("##source", &ui.head_scores_source, kSources, 2);
+  ImGui::SameLine();
+  const bool decode = ui.head_scores_source == 1;
+  const std::string note = decode ? a.decode_note : a.prefill_note;
+  if (!note.empty()) ImGui::TextDisabled("%s", note.c_str());
+  else ImGui::TextDisabled("means over %s; colour: each column from its lowest (dark) to its highest (light); click a row for its map",
+                           decode ? "the decode steps' effective rows" : "the prefill map's query rows (level 0)");
+
+  // Columns: layer, head, then the scores.
+  struct Column {
+    const char* name;
+    const char* tip;
+  };
+  static const Column kColumns[] = {{"layer", ""}, {"head", ""},
+                                    {"sink", "attention on token 0"}, {"entropy", "nats"}, {"locality", "mean distance back from the query"},
+                                    {"prev", "attention on the previous token"}, {"induction", "attention on the token after an earlier copy of the query's token"},
+                                    {"cross-topic", "attention on segments of other topics"}, {"KL", "KL(dense || effective), mean over the steps the shadow ran"}};
+  constexpr int kCount = 9;
+  const auto value = [&](const capture::HeadScoreRow& r, int c) -> double {
+    const capture::PatternScores& p = decode ? r.decode : r.prefill;
+    switch (c) {
+      case 0: return r.layer;
+      case 1: return r.head;
+      case 2: return p.sink;
+      case 3: return p.entropy;
+      case 4: return p.locality;
+      case 5: return p.previous_token;
+      case 6: return p.induction;
+      case 7: return p.cross_topic;
+      default: return r.kl;
+    }
+  };
+  // Per column, the range the colours span.
+  double lo[kCount], hi[kCount];
+  for (int c = 0; c < kCount; ++c) {
+    lo[c] = INFINITY;
+    hi[c] = -INFINITY;
+    for (const auto& r : a.heads) {
+      const double v = value(r, c);
+      if (std::isnan(v)) continue;
+      lo[c] = std::min(lo[c], v);
+      hi[c] = std::max(hi[c], v);
+    }
+  }
+  std::vector<int> order(a.heads.size());
+  for (std::size_t i = 0; i < order.size(); ++i) order[i] = static_cast<int>(i);
+  const ImGuiTableFlags flags = ImGuiTableFlags_Sortable | ImGuiTableFlags_ScrollY | ImGuiTableFlags_RowBg | ImGuiTableFlags_BordersInnerV |
+                                ImGuiTableFlags_SizingStretchSame;
+  if (!ImGui::BeginTable("head_scores", kCount, flags, ImVec2(0, ImGui::GetContentRegionAvail().y))) return;
+  ImGui::TableSetupScrollFreeze(0, 1);
+  for (int c = 0; c < kCount; ++c) ImGui::TableSetupColumn(kColumns[c].name, c == 0 ? ImGuiTableColumnFlags_DefaultSort : 0);
+  ImGui::TableHeadersRow();
+  if (ImGuiTableSortSpecs* specs = ImGui::TableGetSortSpecs(); specs && specs->SpecsCount > 0) {
+    const int c = specs->Specs[0].ColumnIndex;
+    const bool descending = specs->Specs[0].SortDirection == ImGuiSortDirection_Descending;
+    std::stable_sort(order.begin(), order.end(), [&](int x, int y) {
+      const double vx = value(a.heads[static_cast<std::size_t>(x)], c), vy = value(a.heads[static_cast<std::size_t>(y)], c);
+      if (std::isnan(vx) || std::isnan(vy)) return !std::isnan(vx) && std::isnan(vy);  // NaN last
+      return descending ? vx > vy : vx < vy;
+    });
+  }
+  for (const int i : order) {
+    const capture::HeadScoreRow& r = a.heads[static_cast<std::size_t>(i)];
+    ImGui::TableNextRow();
+    for (int c = 0; c < kCount; ++c) {
+      ImGui::TableSetColumnIndex(c);
+      const double v = value(r, c);
+      if (c >= 2 && !std::isnan(v) && hi[c] > lo[c]) ImGui::TableSetBgColor(ImGuiTableBgTarget_CellBg, ember(0.15 + 0.7 * (v - lo[c]) / (hi[c] - lo[c]), 150));
+      if (c == 1) {
+        ImGui::Text("%d", r.head);
+      } else if (c == 0) {
+        const std::string label = std::to_string(r.layer) + "##" + std::to_string(i);
+        if (ImGui::Selectable(label.c_str(), r.layer == ui.layer && r.head == ui.head, ImGuiSelectableFlags_SpanAllColumns)) {
+          ui.layer = r.layer;
+          ui.head = r.head;
+          ui.heatmap.mode = 0;  // show that head's map
+        }
+      } else {
+        ImGui::TextUnformatted(fmt(v, c == 4 ? "%.1f" : "%.3f").c_str());
+        if (ImGui::IsItemHovered() && kColumns[c].tip[0]) ImGui::SetTooltip("%s", kColumns[c].tip);
+      }
+    }
+  }
+  ImGui::EndTable();
+}
+
+}  // namespace luka::studio

@@ -1,0 +1,20 @@
+// Keyboard shortcuts: run/pause, step, layer and head, log scale, views, fit, and a help overlay
+// that lists them (F1 or ?). They act on UiState and the Session as the panels' buttons do.
+#pragma once
+
+#include <string>
+
+#include "app/studio/ui_state.h"
+
+namespace luka::studio {
+
+// Acts on this frame's key presses (none while a text field has the keyboard) and draws the help
+// overlay when it is open. Call once per frame, after the panels: the overlay goes on top.
+void update_shortcuts(UiState& ui);
+
+// For scripts: presses a key for the next frame. `name` is space, f1, escape, up, down, left,
+// right, or one printable character (typed, as a keyboard would: l, f, 1, ?, [ ...).
+// Throws luka::Error for any other name.
+void press_key(const std::string& name);
+
+}  // namespace luka::studio

@@ -1,0 +1,156 @@
+// The Studio's keyboard shortcuts, pressed through the script's `key` command under Xvfb: run,
+// pause, resume and step a live run; move through layers and heads; switch the colour scale and
+// the views; fit a zoomed map; open and close the help overlay. Replay ignores the run keys.
+// Also the layers panel at the default and a wide window (its error line wraps inside the panel),
+// and the fonts merged for Arabic, Hebrew and the BMP's emoji-like symbols.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+
+#include "tests/process_util.h"
+#include "viz/png.h"
+
+namespace fs = std::filesystem;
+
+namespace {
+
+const fs::path kRoot = LUKA_SOURCE_DIR;
+const fs::path kModel = kRoot / "models" / "default";
+
+using luka::test::RunResult;
+
+fs::path work_dir() { return luka::test::test_dir("studio_keys"); }
+
+bool have_xvfb() { return std::system("command -v xvfb-run > /dev/null 2>&1") == 0; }
+
+#if defined(__SANITIZE_ADDRESS__)
+const std::string kStudioEnv = "ASAN_OPTIONS=\"${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0\" ";  // see test_studio.cpp
+#else
+const std::string kStudioEnv;
+#endif
+
+RunResult studio(const fs::path& dir, const std::string& args, const std::string& script, const std::string& size = "1280x800") {
+  const fs::path s = dir / "keys.script";
+  std::ofstream(s) << script;
+  return luka::test::run_shell("env -u LUKA_MODEL " + kStudioEnv + "xvfb-run -a -s '-screen 0 " + size + "x24' '" + std::string(LUKA_CLI_PATH) +
+                                   "' studio --size " + size + " " + args + " --script '" + s.string() + "'",
+                               dir);
+}
+
+// Number of pixels that differ between two screenshots of the same size.
+std::size_t differing_pixels(const fs::path& a, const fs::path& b) {
+  const luka::viz::Image x = luka::viz::read_png(a), y = luka::viz::read_png(b);
+  EXPECT_EQ(x.width, y.width);
+  EXPECT_EQ(x.height, y.height);
+  std::size_t n = 0;
+  for (std::size_t i = 0; i + 3 < std::min(x.rgba.size(), y.rgba.size()); i += 4)
+    n += x.rgba[i] != y.rgba[i] || x.rgba[i + 1] != y.rgba[i + 1] || x.rgba[i + 2] != y.rgba[i + 2];
+  return n;
+}
+
+// The selection, scale, view and help keys.
+const std::string kViewKeys =
+    "select 0 0\nframes 2\n"
+    "key up\nexpect_ui layer 0\n"  // stays at the first layer
+    "key down\nexpect_ui layer 1\nkey ]\nkey ]\nexpect_ui layer 3\nkey [\nkey up\nexpect_ui layer 1\n"
+    "key left\nexpect_ui head 0\nkey right\nkey .\nexpect_ui head 2\nkey ,\nexpect_ui head 1\n"
+    "key l\nexpect_ui scale linear\nkey l\nexpect_ui scale log\n"
+    "key 3\nexpect_ui view difference\nkey 2\nexpect_ui view dense\nkey 1\nexpect_ui view effective\n"
+    "key f1\nexpect_ui help shown\nkey escape\nexpect_ui help hidden\nkey ?\nexpect_ui help shown\nkey f1\nexpect_ui help hidden\n";
+
+#define REQUIRE_XVFB() \
+  if (!have_xvfb()) GTEST_SKIP() << "xvfb-run is not installed (scripts/setup.sh installs it)"
+
+TEST(StudioKeys, SpaceAndSDriveALiveRun) {
+  REQUIRE_XVFB();
+  if (!fs::exists(kModel)) GTEST_SKIP() << "no default model at " << kModel;
+  const fs::path dir = work_dir();
+  const RunResult r = studio(dir, "",
+                             "load_model " + kModel.string() + "\nwait_idle 300\n"
+                             "free_text The capital of France is\n"  // a short prefill: the test is about the keys
+                             "run 40 paused\nwait_paused 300\nexpect_steps 0\n"
+                             "key s\nwait_steps 1 120\nwait_paused 60\nexpect_steps 1\n"  // one step, then paused again
+                             "key s\nwait_steps 2 120\nwait_paused 60\nexpect_steps 2\n"
+                             "key space\nwait_steps 4 120\nexpect_ui state running\n"  // resumed
+                             "key space\nwait_paused 60\nexpect_ui state paused\n"     // paused mid-run
+                             "stop\nwait_idle 120\nexpect_status stopped after\n"
+                             // Space when idle runs the prompt again (to its end: "done", not "stopped").
+                             "key space\nwait_idle 300\nexpect_status done:\nquit\n");
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+}
+
+TEST(StudioKeys, ViewKeysInReplayAndFitUndoesAZoom) {
+  REQUIRE_XVFB();
+  const fs::path dir = work_dir(), cap = dir / "run.h5";
+  if (!fs::exists(kModel)) GTEST_SKIP() << "no default model at " << kModel;
+  const RunResult c = luka::test::run_shell("'" + std::string(LUKA_CLI_PATH) + "' capture --prompt-file '" +
+                                                (kRoot / "assets/prompts/demo.json").string() +
+                                                "' --preset clustered --max-new-tokens 6 --quiet --out '" + cap.string() + "'",
+                                            dir);
+  ASSERT_EQ(c.exit_code, 0) << c.err;
+  const fs::path fitted = dir / "fitted.png", zoomed = dir / "zoomed.png", refitted = dir / "refitted.png";
+  const RunResult r = studio(dir, "--capture '" + cap.string() + "'",
+                             "wait_idle 60\nexpect_steps 5\n" + kViewKeys +
+                                 "key space\nframes 3\nexpect_steps 5\n"  // replay: no run starts
+                                 "key s\nframes 3\nexpect_steps 5\n"
+                                 "select 4 1\nframes 3\nscreenshot " + fitted.string() +
+                                 "\nzoom 4\nframes 3\nscreenshot " + zoomed.string() +
+                                 "\nkey f\nframes 3\nscreenshot " + refitted.string() + "\nquit\n");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_GT(differing_pixels(fitted, zoomed), 20000u);  // the zoom changed the map
+  EXPECT_EQ(differing_pixels(fitted, refitted), 0u);    // and F put it back
+}
+
+TEST(StudioLayersPanel, ErrorLineWrapsInsideThePanel) {
+  REQUIRE_XVFB();
+  if (!fs::exists(kModel)) GTEST_SKIP() << "no default model at " << kModel;
+  for (const auto& [w, h] : {std::pair{1280, 800}, std::pair{1600, 1000}}) {
+    const fs::path dir = work_dir(), shot = dir / "error.png";
+    const std::string size = std::to_string(w) + "x" + std::to_string(h);
+    // mixed(20,20) on 30 layers: refused, with a message longer than the panel is wide.
+    const RunResult r = studio(dir, "", "load_model " + kModel.string() + "\nwait_idle 300\nmixed 20 20\nframes 3\nscreenshot " + shot.string() + "\nquit\n", size);
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    // The layers panel: the lower left, 420 px wide. The error is the only red text there.
+    const luka::viz::Image img = luka::viz::read_png(shot);
+    ASSERT_EQ(img.width, w);
+    int top = h, bottom = -1, right = -1;
+    std::size_t red = 0;
+    for (int y = static_cast<int>(h * 0.58f); y < h; ++y)
+      for (int x = 0; x < 420; ++x) {
+        const auto p = img.pixel(x, y);
+        if (p.r > 120 && p.r - p.g > 50 && p.r - p.b > 70) {
+          ++red;
+          top = std::min(top, y);
+          bottom = std::max(bottom, y);
+          right = std::max(right, x);
+        }
+      }
+    EXPECT_GT(red, 300u) << size;
+    EXPECT_GT(bottom - top, 18) << size << ": on two lines";  // one line is 17 px
+    EXPECT_LT(right, 412) << size << ": inside the panel's padding";
+  }
+}
+
+TEST(StudioFonts, ArabicHebrewAndSymbolGlyphs) {
+  REQUIRE_XVFB();
+  std::string script;
+  // Noto Sans Arabic (fonts-noto-core): letters and the joined presentation forms, lam-alef.
+  if (fs::exists("/usr/share/fonts/truetype/noto/NotoSansArabic-Regular.ttf")) script += "expect_glyph 0627\nexpect_glyph FE91\nexpect_glyph FEFB\n";
+  if (fs::exists("/usr/share/fonts/truetype/noto/NotoSansHebrew-Regular.ttf")) script += "expect_glyph 05D0\nexpect_glyph 05E9\n";
+  // Symbola (fonts-symbola) fills what DejaVu lacks: white heavy check mark, cross mark, star.
+  if (fs::exists("/usr/share/fonts/truetype/ancient-scripts/Symbola_hint.ttf")) script += "expect_glyph 2705\nexpect_glyph 274C\nexpect_glyph 2B50\n";
+  if (script.empty()) GTEST_SKIP() << "fonts-noto-core and fonts-symbola are not installed (scripts/setup.sh installs them)";
+  const RunResult r = studio(work_dir(), "", script + "expect_glyph 2764\nframes 1\nquit\n");  // heavy black heart: DejaVu
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+}
+
+TEST(StudioKeys, UnknownKeyNameFailsTheScript) {
+  REQUIRE_XVFB();
+  const RunResult r = studio(work_dir(), "", "key hyperspace\nquit\n");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("unknown key 'hyperspace'"), std::string::npos) << r.err;
+}
+
+}  // namespace
