@@ -6,6 +6,7 @@
 #include <ATen/Parallel.h>
 
 #include "core/util/error.h"
+#include "kernels/cpu/quant_gemv.h"
 
 namespace luka {
 
@@ -60,6 +61,22 @@ class GgufLoader {
     return out.scalar_type() == dtype_ ? out : out.to(dtype_);
   }
 
+  // A [out, in] matrix's GGUF blocks, in place in the mapping, when quant_gemv reads its type;
+  // empty otherwise (the dequantized tensor from get() serves alone). Call after get().
+  QuantizedMatrix blocks(const std::string& name) const {
+    QuantizedMatrix q;
+    const gguf::TensorInfo* t = file_.find_tensor(name);
+    if (!t || t->dims.size() != 2 || !cpu::quant_gemv_supports(t->type)) return q;
+    const auto traits = *gguf::type_traits(static_cast<std::uint32_t>(t->type));
+    if (t->dims[0] % traits.block_elements != 0) return q;
+    q.type = t->type;
+    q.data = t->data;
+    q.in = t->dims[0];
+    q.out = t->dims[1];
+    q.bytes = t->bytes;
+    return q;
+  }
+
   at::Tensor get_optional(bool present, const std::string& name, const std::vector<std::int64_t>& shape) {
     return present ? get(name, shape) : at::Tensor();
   }
@@ -89,7 +106,20 @@ at::Tensor unpermute_rows(const at::Tensor& w, std::int64_t heads) {
 
 }  // namespace
 
-LoadedWeights load_gguf_weights(std::shared_ptr<const gguf::File> file, const ModelConfig& c, DType dtype) {
+// The same row reordering on a matrix's blocks (whole rows of blocks move), copied out of the mapping.
+QuantizedMatrix unpermute_block_rows(const QuantizedMatrix& q, std::int64_t heads) {
+  if (!q.defined()) return q;
+  const std::int64_t row_bytes = static_cast<std::int64_t>(q.bytes) / q.out;
+  // The mapping is read-only; from_blob only reads it here.
+  const at::Tensor rows = at::from_blob(const_cast<std::uint8_t*>(q.data), {q.out, row_bytes}, at::kByte);
+  QuantizedMatrix out = q;
+  out.storage = unpermute_rows(rows, heads);
+  out.data = out.storage.const_data_ptr<std::uint8_t>();
+  return out;
+}
+
+LoadedWeights load_gguf_weights(std::shared_ptr<const gguf::File> file, const ModelConfig& c, DType dtype,
+                                WeightFormat format) {
   GgufLoader L(*file, dtype);
   auto w = std::make_unique<ModelWeights>();
   const std::int64_t H = c.hidden_size;
@@ -109,6 +139,24 @@ LoadedWeights load_gguf_weights(std::shared_ptr<const gguf::File> file, const Mo
   }
   w->final_norm = L.get("output_norm.weight", {H});
   w->lm_head = c.tie_word_embeddings ? w->embed_tokens : L.get("output.weight", {c.vocab_size, H});
+  if (format == WeightFormat::kQuantized) {
+    for (std::size_t i = 0; i < w->layers.size(); ++i) {
+      const std::string p = kNames.prefix + std::to_string(i) + ".";
+      LayerWeights::Quantized& q = w->layers[i].quantized;
+      q.q_proj = L.blocks(p + "attn_q.weight");
+      q.k_proj = L.blocks(p + "attn_k.weight");
+      q.v_proj = L.blocks(p + "attn_v.weight");
+      q.o_proj = L.blocks(p + "attn_output.weight");
+      q.gate_proj = L.blocks(p + "ffn_gate.weight");
+      q.up_proj = L.blocks(p + "ffn_up.weight");
+      q.down_proj = L.blocks(p + "ffn_down.weight");
+      if (c.arch == Architecture::kLlama) {
+        q.q_proj = unpermute_block_rows(q.q_proj, c.num_heads);
+        q.k_proj = unpermute_block_rows(q.k_proj, c.num_kv_heads);
+      }
+    }
+    w->quantized_lm_head = L.blocks(c.tie_word_embeddings ? "token_embd.weight" : "output.weight");
+  }
   w->gguf = std::move(file);
 
   LoadedWeights out;

@@ -37,6 +37,16 @@ void check_finite(const ModelWeights& w, const std::filesystem::path& path) {
 
 }  // namespace
 
+const char* to_string(WeightFormat format) {
+  return format == WeightFormat::kQuantized ? "quantized" : "dequantized";
+}
+
+WeightFormat parse_weight_format(std::string_view text) {
+  if (text == "quantized") return WeightFormat::kQuantized;
+  if (text == "dequantized") return WeightFormat::kDequantized;
+  fail("weights", "'" + std::string(text) + "': expected quantized or dequantized");
+}
+
 std::shared_ptr<const Model> Model::load(const std::filesystem::path& dir, const LoadOptions& options) {
   const bool gguf_file = std::filesystem::is_regular_file(dir) && gguf::File::has_magic(dir);
   if (!std::filesystem::exists(dir)) fail(dir.string(), "no such file or folder");
@@ -67,7 +77,8 @@ std::shared_ptr<const Model> Model::load(const std::filesystem::path& dir, const
     model->config_ = config_from_gguf(*file);
     model->config_path_ = dir;
     model->is_gguf_ = true;
-    LoadedWeights loaded = load_gguf_weights(std::move(file), model->config_, options.dtype);
+    LoadedWeights loaded = load_gguf_weights(std::move(file), model->config_, options.dtype, options.weights);
+    model->weight_format_ = options.weights;
     model->weights_ = std::move(loaded.weights);
     model->stored_dtypes_ = std::move(loaded.stored_dtypes);
     model->stored_types_ = std::move(loaded.stored_types);

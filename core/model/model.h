@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "core/model/config.h"
@@ -13,10 +14,21 @@
 
 namespace luka {
 
+// How a GGUF file's quantized linear weights are held. kDequantized: decoded into the compute
+// dtype at load (the reference). kQuantized: additionally kept as their GGUF blocks, which
+// one-row decode steps on the CPU read directly (kernels/cpu/quant_gemv.h); prefill GEMMs still
+// use the dequantized copy for now, so memory does not shrink yet. Safetensors checkpoints and
+// tensors of other types (F32, F16, BF16, or rows that are no whole number of blocks) are
+// unaffected.
+enum class WeightFormat { kDequantized, kQuantized };
+const char* to_string(WeightFormat format);                 // "dequantized", "quantized"
+WeightFormat parse_weight_format(std::string_view text);    // throws luka::Error otherwise
+
 struct LoadOptions {
   DType dtype = DType::kF32;
   int threads = 0;  // LibTorch intra-op threads; 0 = all cores
   bool cuda = false;  // weights on the GPU (needs a LibTorch with CUDA and a device)
+  WeightFormat weights = WeightFormat::kDequantized;
 };
 
 struct ModelWeights;  // defined in core/model/weights.h (LibTorch inside)
@@ -50,6 +62,7 @@ class Model {
   const std::vector<StoredType>& stored_types() const { return stored_types_; }
   const ModelWeights& weights() const { return *weights_; }
   bool on_cuda() const { return on_cuda_; }
+  WeightFormat weight_format() const { return weight_format_; }
 
  private:
   Model() = default;
@@ -62,6 +75,7 @@ class Model {
   std::vector<StoredType> stored_types_;
   std::int64_t parameter_count_ = 0;
   bool on_cuda_ = false;
+  WeightFormat weight_format_ = WeightFormat::kDequantized;
   std::unique_ptr<ModelWeights> weights_;
 };
 

@@ -11,6 +11,7 @@
 
 #include <ATen/ATen.h>
 
+#include "core/gguf/ggml_types.h"
 #include "core/model/config.h"
 #include "core/model/dtype.h"
 #include "core/model/model.h"
@@ -22,6 +23,19 @@ namespace gguf {
 class File;
 }
 
+// A linear weight kept as GGUF blocks (WeightFormat::kQuantized): `out` rows, each
+// in / block_elements blocks of `type`, as kernels/cpu/quant_gemv.h reads them. `data` points into
+// the GGUF mapping (kept alive by ModelWeights::gguf) or, where rows had to be reordered, into
+// `storage`. Empty (data == nullptr) when the weight is used dequantized only.
+struct QuantizedMatrix {
+  gguf::GgmlType type = gguf::GgmlType::kF32;
+  const std::uint8_t* data = nullptr;
+  std::int64_t out = 0, in = 0;
+  std::uint64_t bytes = 0;
+  at::Tensor storage;  // uint8 [out, row bytes] when the blocks were copied
+  bool defined() const { return data != nullptr; }
+};
+
 // Linear weights are [out, in] as in Hugging Face; undefined tensors mean "no bias".
 struct LayerWeights {
   at::Tensor input_norm;           // [hidden]
@@ -31,6 +45,10 @@ struct LayerWeights {
   at::Tensor post_attention_norm;  // [hidden]
   at::Tensor gate_proj, up_proj, down_proj;
   at::Tensor gate_bias, up_bias, down_bias;
+  // The same projections as GGUF blocks, for one-row decode steps (empty unless kQuantized).
+  struct Quantized {
+    QuantizedMatrix q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj, down_proj;
+  } quantized;
 };
 
 struct ModelWeights {
@@ -38,6 +56,7 @@ struct ModelWeights {
   std::vector<LayerWeights> layers;
   at::Tensor final_norm;    // [hidden]
   at::Tensor lm_head;       // [vocab, hidden]; the same tensor as embed_tokens when tied
+  QuantizedMatrix quantized_lm_head;  // the lm_head (or tied embedding) as GGUF blocks, if kQuantized
   std::vector<std::shared_ptr<const SafetensorsFile>> files;  // keeps the mappings alive
   std::shared_ptr<const gguf::File> gguf;                     // ... or the GGUF mapping
 

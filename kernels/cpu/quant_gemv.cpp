@@ -1,0 +1,738 @@
+#include "kernels/cpu/quant_gemv.h"
+
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <stdexcept>
+#include <string>
+
+#include <ATen/Parallel.h>
+
+namespace luka::cpu {
+
+namespace {
+
+using gguf::GgmlType;
+
+// [SECTION] Block geometry and shared scalar pieces
+
+constexpr std::int64_t kQ4_0Bytes = 18;   // half d; u8 qs[16]
+constexpr std::int64_t kQ4_1Bytes = 20;   // half d; half m; u8 qs[16]
+constexpr std::int64_t kQ8_0Bytes = 34;   // half d; i8 qs[32]
+constexpr std::int64_t kQ4_KBytes = 144;  // half d; half dmin; u8 scales[12]; u8 qs[128]
+constexpr std::int64_t kQ6_KBytes = 210;  // u8 ql[128]; u8 qh[64]; i8 scales[16]; half d
+
+std::int64_t block_elements(GgmlType type) {
+  return type == GgmlType::kQ4_K || type == GgmlType::kQ6_K ? 256 : 32;
+}
+
+std::int64_t block_bytes(GgmlType type) {
+  switch (type) {
+    case GgmlType::kQ4_0: return kQ4_0Bytes;
+    case GgmlType::kQ4_1: return kQ4_1Bytes;
+    case GgmlType::kQ8_0: return kQ8_0Bytes;
+    case GgmlType::kQ4_K: return kQ4_KBytes;
+    case GgmlType::kQ6_K: return kQ6_KBytes;
+    default: return 0;
+  }
+}
+
+float half_at(const std::uint8_t* p) { return gguf::half_to_float(static_cast<std::uint16_t>(p[0] | (p[1] << 8))); }
+
+// Q4_K: twelve bytes hold eight 6-bit sub-block scales and eight 6-bit mins. Bytes 0-3 carry
+// scales 0-3 (low 6 bits) and the top 2 bits of scales 4-7; bytes 4-7 the same for the mins;
+// bytes 8-11 the low 4 bits of scales 4-7 (low nibbles) and mins 4-7 (high nibbles). Unpacked
+// four at a time as 32-bit words: sc holds the 8 scales as bytes, mn the 8 mins.
+inline void unpack_q4_k_scale_bytes(const std::uint8_t* s, std::uint32_t sc[2], std::uint32_t mn[2]) {
+  std::uint32_t u[3];
+  std::memcpy(u, s, 12);
+  sc[0] = u[0] & 0x3F3F3F3Fu;
+  mn[0] = u[1] & 0x3F3F3F3Fu;
+  sc[1] = (u[2] & 0x0F0F0F0Fu) | (((u[0] >> 6) & 0x03030303u) << 4);
+  mn[1] = ((u[2] >> 4) & 0x0F0F0F0Fu) | (((u[1] >> 6) & 0x03030303u) << 4);
+}
+
+inline void unpack_q4_k_scales(const std::uint8_t* s, int sc[8], int mn[8]) {
+  std::uint32_t scw[2], mnw[2];
+  unpack_q4_k_scale_bytes(s, scw, mnw);
+  for (int j = 0; j < 8; ++j) {
+    sc[j] = (scw[j / 4] >> (8 * (j % 4))) & 0xFF;
+    mn[j] = (mnw[j / 4] >> (8 * (j % 4))) & 0xFF;
+  }
+}
+
+// Σⱼ minⱼ · (sum of the activation's q over sub-block j): Q4_K's offset term, in integers.
+inline int q4_k_offset(const int mn[8], const std::int16_t* sums16) {
+  int s = 0;
+  for (int j = 0; j < 8; ++j) s += mn[j] * (sums16[2 * j] + sums16[2 * j + 1]);
+  return s;
+}
+
+// Σ_g scale_g · (sum of q over group g): with Q6_K's values stored as 0..63, the "− 32" of every
+// value comes out as −32 times this.
+inline int q6_k_offset(const std::int8_t* sc, const std::int16_t* sums16) {
+  int s = 0;
+  for (int g = 0; g < 16; ++g) s += sc[g] * sums16[g];
+  return s;
+}
+
+// The fixed summation tree of the 16 lanes: (l, l+8), then (l, l+4), (l, l+2), (l, l+1).
+float reduce16(const float* a) {
+  float r8[8], r4[4];
+  for (int l = 0; l < 8; ++l) r8[l] = a[l] + a[l + 8];
+  for (int l = 0; l < 4; ++l) r4[l] = r8[l] + r8[l + 4];
+  return (r4[0] + r4[2]) + (r4[1] + r4[3]);
+}
+
+// [SECTION] Scalar path: the reference for the lane arithmetic the SIMD paths reproduce
+
+// Value e (0..31) of a Q4 block: low nibbles are values 0..15, high nibbles 16..31.
+inline int q4_value(const std::uint8_t* qs, int e) { return e < 16 ? qs[e] & 0xF : qs[e - 16] >> 4; }
+
+float row_scalar_q4_0(const std::uint8_t* row, const QuantizedActivation& a) {
+  float acc[16] = {};
+  const std::int64_t nb = a.in / 32;
+  for (std::int64_t b = 0; b < nb; ++b) {
+    const std::uint8_t* blk = row + b * kQ4_0Bytes;
+    const std::int8_t* xq = a.q.data() + b * 32;
+    const float dd = half_at(blk) * a.d[b];
+    float* lane = acc + (b & 1) * 8;
+    for (int j = 0; j < 8; ++j) {
+      int s = 0;
+      for (int e = 4 * j; e < 4 * j + 4; ++e) s += (q4_value(blk + 2, e) - 8) * xq[e];
+      lane[j] = std::fma(static_cast<float>(s), dd, lane[j]);
+    }
+  }
+  return reduce16(acc);
+}
+
+float row_scalar_q4_1(const std::uint8_t* row, const QuantizedActivation& a) {
+  float acc[16] = {};
+  const std::int64_t nb = a.in / 32;
+  for (std::int64_t b = 0; b < nb; ++b) {
+    const std::uint8_t* blk = row + b * kQ4_1Bytes;
+    const std::int8_t* xq = a.q.data() + b * 32;
+    const float dd = half_at(blk) * a.d[b];
+    const float m = half_at(blk + 2);
+    float* lane = acc + (b & 1) * 8;
+    for (int j = 0; j < 8; ++j) {
+      int s = 0;
+      for (int e = 4 * j; e < 4 * j + 4; ++e) s += q4_value(blk + 4, e) * xq[e];
+      lane[j] = std::fma(static_cast<float>(s), dd, lane[j]);
+      lane[j] = std::fma(m, a.lane_sums[b * 8 + j], lane[j]);
+    }
+  }
+  return reduce16(acc);
+}
+
+float row_scalar_q8_0(const std::uint8_t* row, const QuantizedActivation& a) {
+  float acc[16] = {};
+  const std::int64_t nb = a.in / 32;
+  for (std::int64_t b = 0; b < nb; ++b) {
+    const std::uint8_t* blk = row + b * kQ8_0Bytes;
+    const auto* wq = reinterpret_cast<const std::int8_t*>(blk + 2);
+    const std::int8_t* xq = a.q.data() + b * 32;
+    const float dd = half_at(blk) * a.d[b];
+    float* lane = acc + (b & 1) * 8;
+    for (int j = 0; j < 8; ++j) {
+      int s = 0;
+      for (int e = 4 * j; e < 4 * j + 4; ++e) s += wq[e] * xq[e];
+      lane[j] = std::fma(static_cast<float>(s), dd, lane[j]);
+    }
+  }
+  return reduce16(acc);
+}
+
+float row_scalar_q4_k(const std::uint8_t* row, const QuantizedActivation& a) {
+  float acc[16] = {};
+  float offset = 0;
+  const std::int64_t nb = a.in / 256;
+  for (std::int64_t b = 0; b < nb; ++b) {
+    const std::uint8_t* blk = row + b * kQ4_KBytes;
+    const std::uint8_t* qs = blk + 16;
+    const std::int8_t* xq = a.q.data() + b * 256;
+    int sc[8], mn[8];
+    unpack_q4_k_scales(blk + 4, sc, mn);
+    int il[16] = {};
+    for (int c = 0; c < 4; ++c) {  // 64 values: low nibbles of qs[32c..], then high nibbles
+      for (int l = 0; l < 16; ++l) {
+        int s = 0;
+        for (int e = 4 * l; e < 4 * l + 4; ++e) {
+          const int w = e < 32 ? qs[32 * c + e] & 0xF : qs[32 * c + e - 32] >> 4;
+          s += w * xq[64 * c + e];
+        }
+        il[l] += sc[2 * c + (l >= 8)] * s;
+      }
+    }
+    const float dd = half_at(blk) * a.d[b];
+    for (int l = 0; l < 16; ++l) acc[l] = std::fma(static_cast<float>(il[l]), dd, acc[l]);
+    offset = std::fma(static_cast<float>(q4_k_offset(mn, a.sums16.data() + b * 16)), half_at(blk + 2) * a.d[b], offset);
+  }
+  return reduce16(acc) - offset;
+}
+
+// Value e (0..255) of a Q6_K block as stored, 0..63: 128-value halves n; in each, four runs k of
+// 32 values take the low or high nibble of ql and two bits of qh.
+inline int q6_k_value(const std::uint8_t* blk, int e) {
+  const int n = e / 128, k = (e % 128) / 32, l = e % 32;
+  const std::uint8_t* ql = blk + 64 * n;
+  const std::uint8_t* qh = blk + 128 + 32 * n;
+  const int low = (ql[l + 32 * (k & 1)] >> (4 * (k >> 1))) & 0xF;
+  const int high = (qh[l] >> (2 * k)) & 3;
+  return low | (high << 4);
+}
+
+float row_scalar_q6_k(const std::uint8_t* row, const QuantizedActivation& a) {
+  float acc[16] = {};
+  float offset = 0;
+  const std::int64_t nb = a.in / 256;
+  for (std::int64_t b = 0; b < nb; ++b) {
+    const std::uint8_t* blk = row + b * kQ6_KBytes;
+    const auto* sc = reinterpret_cast<const std::int8_t*>(blk + 192);
+    const std::int8_t* xq = a.q.data() + b * 256;
+    int il[16] = {};
+    for (int c = 0; c < 4; ++c) {
+      for (int l = 0; l < 16; ++l) {
+        int s = 0;
+        for (int e = 64 * c + 4 * l; e < 64 * c + 4 * l + 4; ++e) s += q6_k_value(blk, e) * xq[e];
+        il[l] += sc[(64 * c + 4 * l) / 16] * s;
+      }
+    }
+    const float dd = half_at(blk + 208) * a.d[b];
+    for (int l = 0; l < 16; ++l) acc[l] = std::fma(static_cast<float>(il[l]), dd, acc[l]);
+    offset = std::fma(static_cast<float>(q6_k_offset(sc, a.sums16.data() + b * 16)), 32.0f * dd, offset);
+  }
+  return reduce16(acc) - offset;
+}
+
+// [SECTION] AVX-512 path (F, BW, DQ, VL, VNNI): 64 values per instruction
+
+#define LUKA_AVX512 __attribute__((target("avx512f,avx512bw,avx512dq,avx512vl,avx512vnni,fma,f16c")))
+#define LUKA_AVX2 __attribute__((target("avx2,fma,f16c")))
+
+LUKA_AVX512 inline float half_at_512(const std::uint8_t* p) {
+  std::uint16_t h;
+  std::memcpy(&h, p, 2);
+  return _cvtsh_ss(h);
+}
+
+LUKA_AVX512 inline float reduce16_512(__m512 a) {
+  const __m256 r8 = _mm256_add_ps(_mm512_castps512_ps256(a), _mm512_extractf32x8_ps(a, 1));
+  const __m128 r4 = _mm_add_ps(_mm256_castps256_ps128(r8), _mm256_extractf128_ps(r8, 1));
+  const __m128 r2 = _mm_add_ps(r4, _mm_movehl_ps(r4, r4));
+  return _mm_cvtss_f32(_mm_add_ss(r2, _mm_movehdup_ps(r2)));
+}
+
+// [a × 8, b × 8]
+LUKA_AVX512 inline __m512 pair_512(float a, float b) {
+  return _mm512_mask_broadcastss_ps(_mm512_set1_ps(a), 0xFF00, _mm_set_ss(b));
+}
+
+// Two Q4 blocks' 16 packed bytes each as 64 values [lowA, highA, lowB, highB] (value order).
+LUKA_AVX512 inline __m512i unpack_q4_pair_512(const std::uint8_t* qa, const std::uint8_t* qb) {
+  const __m128i a = _mm_loadu_si128(reinterpret_cast<const __m128i*>(qa));
+  const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(qb));
+  __m512i v = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_broadcastsi128_si256(a)), _mm256_broadcastsi128_si256(b), 1);
+  v = _mm512_mask_srli_epi16(v, 0xFF00FF00u, v, 4);
+  return _mm512_and_si512(v, _mm512_set1_epi8(0x0F));
+}
+
+// Lane sums of signed w × signed x through the unsigned×signed VNNI product: |w| · (x with w's sign).
+LUKA_AVX512 inline __m512i dot_signed_512(__m512i w, __m512i x) {
+  const __m512i xs = _mm512_mask_sub_epi8(x, _mm512_movepi8_mask(w), _mm512_setzero_si512(), x);
+  return _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_abs_epi8(w), xs);
+}
+
+LUKA_AVX512 float row_avx512_q4_0(const std::uint8_t* row, const QuantizedActivation& a) {
+  __m512 acc = _mm512_setzero_ps();
+  const std::int64_t nb = a.in / 32;
+  const __m512i eight = _mm512_set1_epi8(8);
+  std::int64_t b = 0;
+  for (; b + 2 <= nb; b += 2) {
+    const std::uint8_t* A = row + b * kQ4_0Bytes;
+    const std::uint8_t* B = A + kQ4_0Bytes;
+    const __m512i w = _mm512_sub_epi8(unpack_q4_pair_512(A + 2, B + 2), eight);
+    const __m512i s = dot_signed_512(w, _mm512_loadu_si512(a.q.data() + b * 32));
+    acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), pair_512(half_at_512(A) * a.d[b], half_at_512(B) * a.d[b + 1]), acc);
+  }
+  if (b < nb) {  // a last even block: lanes 0-7 only
+    const std::uint8_t* A = row + b * kQ4_0Bytes;
+    const __m512i w = _mm512_sub_epi8(unpack_q4_pair_512(A + 2, A + 2), eight);
+    const __m512i s = dot_signed_512(w, _mm512_maskz_loadu_epi8(0xFFFFFFFFull, a.q.data() + b * 32));
+    acc = _mm512_mask3_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_set1_ps(half_at_512(A) * a.d[b]), acc, 0x00FF);
+  }
+  return reduce16_512(acc);
+}
+
+LUKA_AVX512 float row_avx512_q4_1(const std::uint8_t* row, const QuantizedActivation& a) {
+  __m512 acc = _mm512_setzero_ps();
+  const std::int64_t nb = a.in / 32;
+  const __m512i zero = _mm512_setzero_si512();
+  std::int64_t b = 0;
+  for (; b + 2 <= nb; b += 2) {
+    const std::uint8_t* A = row + b * kQ4_1Bytes;
+    const std::uint8_t* B = A + kQ4_1Bytes;
+    const __m512i w = unpack_q4_pair_512(A + 4, B + 4);
+    const __m512i s = _mm512_dpbusd_epi32(zero, w, _mm512_loadu_si512(a.q.data() + b * 32));
+    acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), pair_512(half_at_512(A) * a.d[b], half_at_512(B) * a.d[b + 1]), acc);
+    acc = _mm512_fmadd_ps(pair_512(half_at_512(A + 2), half_at_512(B + 2)), _mm512_loadu_ps(a.lane_sums.data() + b * 8), acc);
+  }
+  if (b < nb) {
+    const std::uint8_t* A = row + b * kQ4_1Bytes;
+    const __m512i w = unpack_q4_pair_512(A + 4, A + 4);
+    const __m512i s = _mm512_dpbusd_epi32(zero, w, _mm512_maskz_loadu_epi8(0xFFFFFFFFull, a.q.data() + b * 32));
+    acc = _mm512_mask3_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_set1_ps(half_at_512(A) * a.d[b]), acc, 0x00FF);
+    acc = _mm512_mask3_fmadd_ps(_mm512_set1_ps(half_at_512(A + 2)), _mm512_maskz_loadu_ps(0x00FF, a.lane_sums.data() + b * 8),
+                                acc, 0x00FF);
+  }
+  return reduce16_512(acc);
+}
+
+LUKA_AVX512 float row_avx512_q8_0(const std::uint8_t* row, const QuantizedActivation& a) {
+  __m512 acc = _mm512_setzero_ps();
+  const std::int64_t nb = a.in / 32;
+  std::int64_t b = 0;
+  for (; b + 2 <= nb; b += 2) {
+    const std::uint8_t* A = row + b * kQ8_0Bytes;
+    const std::uint8_t* B = A + kQ8_0Bytes;
+    const __m512i w = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(A + 2))),
+                                         _mm256_loadu_si256(reinterpret_cast<const __m256i*>(B + 2)), 1);
+    const __m512i s = dot_signed_512(w, _mm512_loadu_si512(a.q.data() + b * 32));
+    acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), pair_512(half_at_512(A) * a.d[b], half_at_512(B) * a.d[b + 1]), acc);
+  }
+  if (b < nb) {
+    const std::uint8_t* A = row + b * kQ8_0Bytes;
+    const __m512i w = _mm512_maskz_loadu_epi8(0xFFFFFFFFull, A + 2);
+    const __m512i s = dot_signed_512(w, _mm512_maskz_loadu_epi8(0xFFFFFFFFull, a.q.data() + b * 32));
+    acc = _mm512_mask3_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_set1_ps(half_at_512(A) * a.d[b]), acc, 0x00FF);
+  }
+  return reduce16_512(acc);
+}
+
+// Σ of 8 int32 lanes.
+LUKA_AVX512 inline int hsum8_epi32_512(__m256i v) {
+  __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+  s = _mm_add_epi32(s, _mm_unpackhi_epi64(s, s));
+  return _mm_cvtsi128_si32(_mm_add_epi32(s, _mm_shuffle_epi32(s, 1)));
+}
+
+LUKA_AVX512 float row_avx512_q4_k(const std::uint8_t* row, const QuantizedActivation& a) {
+  __m512 acc = _mm512_setzero_ps();
+  float offset = 0;
+  const std::int64_t nb = a.in / 256;
+  const __m256i low4 = _mm256_set1_epi8(0x0F);
+  // Per 64-value chunk c, 16-bit word i takes sub-block 2c + i / 16's scale.
+  __m512i sub_index[4];
+  for (int c = 0; c < 4; ++c) {
+    alignas(64) std::int16_t idx[32];
+    for (int i = 0; i < 32; ++i) idx[i] = static_cast<std::int16_t>(2 * c + i / 16);
+    sub_index[c] = _mm512_load_si512(idx);
+  }
+  for (std::int64_t b = 0; b < nb; ++b) {
+    const std::uint8_t* blk = row + b * kQ4_KBytes;
+    const std::int8_t* xq = a.q.data() + b * 256;
+    std::uint32_t scw[2], mnw[2];
+    unpack_q4_k_scale_bytes(blk + 4, scw, mnw);
+    const __m512i scales = _mm512_castsi128_si512(_mm_cvtepu8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(scw))));
+    __m512i il = _mm512_setzero_si512();
+    for (int c = 0; c < 4; ++c) {
+      const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 16 + 32 * c));
+      const __m512i w = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_and_si256(q, low4)),
+                                           _mm256_and_si256(_mm256_srli_epi16(q, 4), low4), 1);
+      const __m512i p = _mm512_maddubs_epi16(w, _mm512_loadu_si512(xq + 64 * c));
+      il = _mm512_dpwssd_epi32(il, p, _mm512_permutexvar_epi16(sub_index[c], scales));
+    }
+    acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(il), _mm512_set1_ps(half_at_512(blk) * a.d[b]), acc);
+    // Offset: min j times the activation's sum over sub-block j (two 16-sums), eight products.
+    const __m128i mn8 = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(mnw));
+    const __m256i mins = _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(mn8, mn8));
+    const __m256i sums = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.sums16.data() + b * 16));
+    const int corr = hsum8_epi32_512(_mm256_madd_epi16(mins, sums));
+    offset = std::fma(static_cast<float>(corr), half_at_512(blk + 2) * a.d[b], offset);
+  }
+  return reduce16_512(acc) - offset;
+}
+
+LUKA_AVX512 float row_avx512_q6_k(const std::uint8_t* row, const QuantizedActivation& a) {
+  __m512 acc = _mm512_setzero_ps();
+  float offset = 0;
+  const std::int64_t nb = a.in / 256;
+  const __m512i low4 = _mm512_set1_epi8(0x0F), bits45 = _mm512_set1_epi8(0x30);
+  // Per 64-value chunk c, 16-bit word i takes group 4c + i / 8's scale.
+  __m512i group_index[4];
+  for (int c = 0; c < 4; ++c) {
+    alignas(64) std::int16_t idx[32];
+    for (int i = 0; i < 32; ++i) idx[i] = static_cast<std::int16_t>(4 * c + i / 8);
+    group_index[c] = _mm512_load_si512(idx);
+  }
+  // qh bits (0,1) | (2,3) to bits 4,5 for even chunks; (4,5) | (6,7) for odd ones.
+  const __m512i shift_even = _mm512_inserti64x4(_mm512_set1_epi16(4), _mm256_set1_epi16(2), 1);
+  const __m512i shift_odd = _mm512_inserti64x4(_mm512_setzero_si512(), _mm256_set1_epi16(2), 1);
+  for (std::int64_t b = 0; b < nb; ++b) {
+    const std::uint8_t* blk = row + b * kQ6_KBytes;
+    const auto* sc = reinterpret_cast<const std::int8_t*>(blk + 192);
+    const std::int8_t* xq = a.q.data() + b * 256;
+    const __m512i scales = _mm512_castsi256_si512(_mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(sc))));
+    __m512i il = _mm512_setzero_si512();
+    for (int n = 0; n < 2; ++n) {
+      const __m512i ql = _mm512_loadu_si512(blk + 64 * n);
+      const __m512i qh = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 128 + 32 * n)));
+      const __m512i w0 = _mm512_or_si512(_mm512_and_si512(ql, low4), _mm512_and_si512(_mm512_sllv_epi16(qh, shift_even), bits45));
+      const __m512i w1 = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(ql, 4), low4),
+                                         _mm512_and_si512(_mm512_srlv_epi16(qh, shift_odd), bits45));
+      const int c0 = 2 * n, c1 = 2 * n + 1;
+      il = _mm512_dpwssd_epi32(il, _mm512_maddubs_epi16(w0, _mm512_loadu_si512(xq + 64 * c0)),
+                               _mm512_permutexvar_epi16(group_index[c0], scales));
+      il = _mm512_dpwssd_epi32(il, _mm512_maddubs_epi16(w1, _mm512_loadu_si512(xq + 64 * c1)),
+                               _mm512_permutexvar_epi16(group_index[c1], scales));
+    }
+    const float dd = half_at_512(blk + 208) * a.d[b];
+    acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(il), _mm512_set1_ps(dd), acc);
+    offset = std::fma(static_cast<float>(q6_k_offset(sc, a.sums16.data() + b * 16)), 32.0f * dd, offset);
+  }
+  return reduce16_512(acc) - offset;
+}
+
+// [SECTION] AVX2 path: 32 values per instruction; lanes 0-7 and 8-15 in two accumulators
+
+LUKA_AVX2 inline float half_at_256(const std::uint8_t* p) {
+  std::uint16_t h;
+  std::memcpy(&h, p, 2);
+  return _cvtsh_ss(h);
+}
+
+LUKA_AVX2 inline float reduce16_256(__m256 lanes0, __m256 lanes8) {
+  const __m256 r8 = _mm256_add_ps(lanes0, lanes8);
+  const __m128 r4 = _mm_add_ps(_mm256_castps256_ps128(r8), _mm256_extractf128_ps(r8, 1));
+  const __m128 r2 = _mm_add_ps(r4, _mm_movehl_ps(r4, r4));
+  return _mm_cvtss_f32(_mm_add_ss(r2, _mm_movehdup_ps(r2)));
+}
+
+// One Q4 block's 16 packed bytes as 32 values [low, high] (value order).
+LUKA_AVX2 inline __m256i unpack_q4_256(const std::uint8_t* qs) {
+  const __m256i v = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(qs)));
+  return _mm256_and_si256(_mm256_blend_epi32(v, _mm256_srli_epi16(v, 4), 0xF0), _mm256_set1_epi8(0x0F));
+}
+
+// Lane sums (4 values each) of unsigned w × signed x.
+LUKA_AVX2 inline __m256i dot_unsigned_256(__m256i w, __m256i x) {
+  return _mm256_madd_epi16(_mm256_maddubs_epi16(w, x), _mm256_set1_epi16(1));
+}
+
+LUKA_AVX2 inline __m256i dot_signed_256(__m256i w, __m256i x) {
+  return dot_unsigned_256(_mm256_sign_epi8(w, w), _mm256_sign_epi8(x, w));
+}
+
+LUKA_AVX2 inline __m256i load_x_256(const QuantizedActivation& a, std::int64_t b) {
+  return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.q.data() + b * 32));
+}
+
+LUKA_AVX2 float row_avx2_q4_0(const std::uint8_t* row, const QuantizedActivation& a) {
+  __m256 acc[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
+  const std::int64_t nb = a.in / 32;
+  const __m256i eight = _mm256_set1_epi8(8);
+  for (std::int64_t b = 0; b < nb; ++b) {
+    const std::uint8_t* blk = row + b * kQ4_0Bytes;
+    const __m256i s = dot_signed_256(_mm256_sub_epi8(unpack_q4_256(blk + 2), eight), load_x_256(a, b));
+    acc[b & 1] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_set1_ps(half_at_256(blk) * a.d[b]), acc[b & 1]);
+  }
+  return reduce16_256(acc[0], acc[1]);
+}
+
+LUKA_AVX2 float row_avx2_q4_1(const std::uint8_t* row, const QuantizedActivation& a) {
+  __m256 acc[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
+  const std::int64_t nb = a.in / 32;
+  for (std::int64_t b = 0; b < nb; ++b) {
+    const std::uint8_t* blk = row + b * kQ4_1Bytes;
+    const __m256i s = dot_unsigned_256(unpack_q4_256(blk + 4), load_x_256(a, b));
+    __m256 v = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_set1_ps(half_at_256(blk) * a.d[b]), acc[b & 1]);
+    acc[b & 1] = _mm256_fmadd_ps(_mm256_set1_ps(half_at_256(blk + 2)), _mm256_loadu_ps(a.lane_sums.data() + b * 8), v);
+  }
+  return reduce16_256(acc[0], acc[1]);
+}
+
+LUKA_AVX2 float row_avx2_q8_0(const std::uint8_t* row, const QuantizedActivation& a) {
+  __m256 acc[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
+  const std::int64_t nb = a.in / 32;
+  for (std::int64_t b = 0; b < nb; ++b) {
+    const std::uint8_t* blk = row + b * kQ8_0Bytes;
+    const __m256i w = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 2));
+    const __m256i s = dot_signed_256(w, load_x_256(a, b));
+    acc[b & 1] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_set1_ps(half_at_256(blk) * a.d[b]), acc[b & 1]);
+  }
+  return reduce16_256(acc[0], acc[1]);
+}
+
+LUKA_AVX2 float row_avx2_q4_k(const std::uint8_t* row, const QuantizedActivation& a) {
+  __m256 acc0 = _mm256_setzero_ps(), acc8 = _mm256_setzero_ps();
+  float offset = 0;
+  const std::int64_t nb = a.in / 256;
+  const __m256i low4 = _mm256_set1_epi8(0x0F);
+  for (std::int64_t b = 0; b < nb; ++b) {
+    const std::uint8_t* blk = row + b * kQ4_KBytes;
+    const std::int8_t* xq = a.q.data() + b * 256;
+    int sc[8], mn[8];
+    unpack_q4_k_scales(blk + 4, sc, mn);
+    __m256i il0 = _mm256_setzero_si256(), il8 = _mm256_setzero_si256();
+    for (int c = 0; c < 4; ++c) {
+      const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 16 + 32 * c));
+      const __m256i x0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq + 64 * c));
+      const __m256i x1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq + 64 * c + 32));
+      const __m256i p0 = _mm256_maddubs_epi16(_mm256_and_si256(q, low4), x0);
+      const __m256i p1 = _mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(q, 4), low4), x1);
+      il0 = _mm256_add_epi32(il0, _mm256_madd_epi16(p0, _mm256_set1_epi16(static_cast<short>(sc[2 * c]))));
+      il8 = _mm256_add_epi32(il8, _mm256_madd_epi16(p1, _mm256_set1_epi16(static_cast<short>(sc[2 * c + 1]))));
+    }
+    const __m256 dd = _mm256_set1_ps(half_at_256(blk) * a.d[b]);
+    acc0 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(il0), dd, acc0);
+    acc8 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(il8), dd, acc8);
+    offset = std::fma(static_cast<float>(q4_k_offset(mn, a.sums16.data() + b * 16)), half_at_256(blk + 2) * a.d[b], offset);
+  }
+  return reduce16_256(acc0, acc8) - offset;
+}
+
+// Scales for 16 words: words 0-7 take s0, 8-15 take s1.
+LUKA_AVX2 inline __m256i scale_pair_256(int s0, int s1) {
+  return _mm256_set_m128i(_mm_set1_epi16(static_cast<short>(s1)), _mm_set1_epi16(static_cast<short>(s0)));
+}
+
+LUKA_AVX2 float row_avx2_q6_k(const std::uint8_t* row, const QuantizedActivation& a) {
+  __m256 acc0 = _mm256_setzero_ps(), acc8 = _mm256_setzero_ps();
+  float offset = 0;
+  const std::int64_t nb = a.in / 256;
+  const __m256i low4 = _mm256_set1_epi8(0x0F), bits45 = _mm256_set1_epi8(0x30);
+  for (std::int64_t b = 0; b < nb; ++b) {
+    const std::uint8_t* blk = row + b * kQ6_KBytes;
+    const auto* sc = reinterpret_cast<const std::int8_t*>(blk + 192);
+    const std::int8_t* xq = a.q.data() + b * 256;
+    __m256i il0 = _mm256_setzero_si256(), il8 = _mm256_setzero_si256();
+    for (int n = 0; n < 2; ++n) {
+      const __m256i qa = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 64 * n));
+      const __m256i qb = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 64 * n + 32));
+      const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 128 + 32 * n));
+      // Chunk 2n: low nibbles with qh bits (0,1) and (2,3); chunk 2n+1: high nibbles, bits (4,5) and (6,7).
+      const __m256i w[4] = {
+          _mm256_or_si256(_mm256_and_si256(qa, low4), _mm256_and_si256(_mm256_slli_epi16(qh, 4), bits45)),
+          _mm256_or_si256(_mm256_and_si256(qb, low4), _mm256_and_si256(_mm256_slli_epi16(qh, 2), bits45)),
+          _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(qa, 4), low4), _mm256_and_si256(qh, bits45)),
+          _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(qb, 4), low4), _mm256_and_si256(_mm256_srli_epi16(qh, 2), bits45)),
+      };
+      for (int h = 0; h < 2; ++h) {
+        const int c = 2 * n + h;
+        const __m256i x0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq + 64 * c));
+        const __m256i x1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq + 64 * c + 32));
+        il0 = _mm256_add_epi32(il0, _mm256_madd_epi16(_mm256_maddubs_epi16(w[2 * h], x0), scale_pair_256(sc[4 * c], sc[4 * c + 1])));
+        il8 = _mm256_add_epi32(il8,
+                               _mm256_madd_epi16(_mm256_maddubs_epi16(w[2 * h + 1], x1), scale_pair_256(sc[4 * c + 2], sc[4 * c + 3])));
+      }
+    }
+    const float dd = half_at_256(blk + 208) * a.d[b];
+    acc0 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(il0), _mm256_set1_ps(dd), acc0);
+    acc8 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(il8), _mm256_set1_ps(dd), acc8);
+    offset = std::fma(static_cast<float>(q6_k_offset(sc, a.sums16.data() + b * 16)), 32.0f * dd, offset);
+  }
+  return reduce16_256(acc0, acc8) - offset;
+}
+
+// [SECTION] Activation quantization: the same values from every path (products of the same
+// floats, rounded to nearest even: std::nearbyint in the default rounding mode, cvtps2dq).
+
+void quantize_blocks_scalar(const float* x, std::int64_t nb, std::int64_t block, std::int8_t* q, float* d) {
+  for (std::int64_t b = 0; b < nb; ++b) {
+    const float* xb = x + b * block;
+    float amax = 0;
+    for (std::int64_t i = 0; i < block; ++i) amax = std::max(amax, std::fabs(xb[i]));
+    const float inv = amax > 0 ? 127.0f / amax : 0.0f;
+    for (std::int64_t i = 0; i < block; ++i) q[b * block + i] = static_cast<std::int8_t>(std::nearbyint(xb[i] * inv));
+    d[b] = amax / 127.0f;
+  }
+}
+
+LUKA_AVX512 void quantize_blocks_avx512(const float* x, std::int64_t nb, std::int64_t block, std::int8_t* q, float* d) {
+  for (std::int64_t b = 0; b < nb; ++b) {
+    const float* xb = x + b * block;
+    __m512 m = _mm512_setzero_ps();
+    for (std::int64_t i = 0; i < block; i += 16) m = _mm512_max_ps(m, _mm512_abs_ps(_mm512_loadu_ps(xb + i)));
+    const float amax = _mm512_reduce_max_ps(m);
+    const __m512 inv = _mm512_set1_ps(amax > 0 ? 127.0f / amax : 0.0f);
+    for (std::int64_t i = 0; i < block; i += 16) {
+      const __m512i qi = _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_loadu_ps(xb + i), inv));
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(q + b * block + i), _mm512_cvtsepi32_epi8(qi));
+    }
+    d[b] = amax / 127.0f;
+  }
+}
+
+LUKA_AVX2 void quantize_blocks_avx2(const float* x, std::int64_t nb, std::int64_t block, std::int8_t* q, float* d) {
+  const __m256 abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7FFFFFFF));
+  const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+  for (std::int64_t b = 0; b < nb; ++b) {
+    const float* xb = x + b * block;
+    __m256 m = _mm256_setzero_ps();
+    for (std::int64_t i = 0; i < block; i += 8) m = _mm256_max_ps(m, _mm256_and_ps(_mm256_loadu_ps(xb + i), abs_mask));
+    __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
+    m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
+    const float amax = _mm_cvtss_f32(_mm_max_ss(m4, _mm_movehdup_ps(m4)));
+    const __m256 inv = _mm256_set1_ps(amax > 0 ? 127.0f / amax : 0.0f);
+    for (std::int64_t i = 0; i < block; i += 32) {
+      __m256i v[4];
+      for (int k = 0; k < 4; ++k) v[k] = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(xb + i + 8 * k), inv));
+      // The packs interleave 128-bit halves; the permutation puts the 32 bytes back in order.
+      const __m256i bytes = _mm256_packs_epi16(_mm256_packs_epi32(v[0], v[1]), _mm256_packs_epi32(v[2], v[3]));
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(q + b * block + i), _mm256_permutevar8x32_epi32(bytes, order));
+    }
+    d[b] = amax / 127.0f;
+  }
+}
+
+#undef LUKA_AVX512
+#undef LUKA_AVX2
+
+// [SECTION] Dispatch
+
+using RowKernel = float (*)(const std::uint8_t*, const QuantizedActivation&);
+
+RowKernel row_kernel(GgmlType type, QuantIsa isa) {
+  switch (isa) {
+    case QuantIsa::kAvx512:
+      switch (type) {
+        case GgmlType::kQ4_0: return row_avx512_q4_0;
+        case GgmlType::kQ4_1: return row_avx512_q4_1;
+        case GgmlType::kQ8_0: return row_avx512_q8_0;
+        case GgmlType::kQ4_K: return row_avx512_q4_k;
+        case GgmlType::kQ6_K: return row_avx512_q6_k;
+        default: return nullptr;
+      }
+    case QuantIsa::kAvx2:
+      switch (type) {
+        case GgmlType::kQ4_0: return row_avx2_q4_0;
+        case GgmlType::kQ4_1: return row_avx2_q4_1;
+        case GgmlType::kQ8_0: return row_avx2_q8_0;
+        case GgmlType::kQ4_K: return row_avx2_q4_k;
+        case GgmlType::kQ6_K: return row_avx2_q6_k;
+        default: return nullptr;
+      }
+    case QuantIsa::kScalar:
+      switch (type) {
+        case GgmlType::kQ4_0: return row_scalar_q4_0;
+        case GgmlType::kQ4_1: return row_scalar_q4_1;
+        case GgmlType::kQ8_0: return row_scalar_q8_0;
+        case GgmlType::kQ4_K: return row_scalar_q4_k;
+        case GgmlType::kQ6_K: return row_scalar_q6_k;
+        default: return nullptr;
+      }
+  }
+  return nullptr;
+}
+
+QuantIsa detect_isa() {
+  if (quant_isa_supported(QuantIsa::kAvx512)) return QuantIsa::kAvx512;
+  if (quant_isa_supported(QuantIsa::kAvx2)) return QuantIsa::kAvx2;
+  return QuantIsa::kScalar;
+}
+
+}  // namespace
+
+const char* quant_isa_name(QuantIsa isa) {
+  switch (isa) {
+    case QuantIsa::kScalar: return "scalar";
+    case QuantIsa::kAvx2: return "avx2";
+    case QuantIsa::kAvx512: return "avx512";
+  }
+  return "?";
+}
+
+bool quant_isa_supported(QuantIsa isa) {
+  static const bool avx2 =
+      __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
+  static const bool avx512 = avx2 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+                             __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl") &&
+                             __builtin_cpu_supports("avx512vnni");
+  switch (isa) {
+    case QuantIsa::kScalar: return true;
+    case QuantIsa::kAvx2: return avx2;
+    case QuantIsa::kAvx512: return avx512;
+  }
+  return false;
+}
+
+QuantIsa quant_isa() {
+  static const QuantIsa chosen = [] {
+    const QuantIsa best = detect_isa();
+    const char* env = std::getenv("LUKA_CPU_ISA");
+    if (env == nullptr || *env == '\0') return best;
+    const std::string want = env;
+    QuantIsa asked;
+    if (want == "avx512") asked = QuantIsa::kAvx512;
+    else if (want == "avx2") asked = QuantIsa::kAvx2;
+    else if (want == "scalar") asked = QuantIsa::kScalar;
+    else throw std::invalid_argument("LUKA_CPU_ISA=" + want + ": expected avx512, avx2 or scalar");
+    return static_cast<int>(asked) < static_cast<int>(best) ? asked : best;
+  }();
+  return chosen;
+}
+
+bool quant_gemv_supports(GgmlType type) { return block_bytes(type) != 0; }
+
+void quantize_activation(GgmlType type, const float* x, std::int64_t in, QuantizedActivation& out, QuantIsa isa) {
+  if (!quant_gemv_supports(type))
+    throw std::invalid_argument(std::string("quantize_activation: unsupported weight type ") + gguf::type_name(type));
+  const std::int64_t block = block_elements(type);
+  if (in <= 0 || in % block != 0)
+    throw std::invalid_argument("quantize_activation: input length " + std::to_string(in) + " is not a positive multiple of " +
+                                std::to_string(block) + " (" + gguf::type_name(type) + " blocks)");
+  if (!quant_isa_supported(isa))
+    throw std::invalid_argument(std::string("quantize_activation: this CPU cannot run the ") + quant_isa_name(isa) + " path");
+  const std::int64_t nb = in / block;
+  out.block = block;
+  out.in = in;
+  out.q.resize(static_cast<std::size_t>(in));
+  out.d.resize(static_cast<std::size_t>(nb));
+  out.lane_sums.resize(block == 32 ? static_cast<std::size_t>(nb * 8) : 0);
+  out.sums16.resize(block == 256 ? static_cast<std::size_t>(nb * 16) : 0);
+  switch (isa) {
+    case QuantIsa::kAvx512: quantize_blocks_avx512(x, nb, block, out.q.data(), out.d.data()); break;
+    case QuantIsa::kAvx2: quantize_blocks_avx2(x, nb, block, out.q.data(), out.d.data()); break;
+    case QuantIsa::kScalar: quantize_blocks_scalar(x, nb, block, out.q.data(), out.d.data()); break;
+  }
+  const std::int8_t* q = out.q.data();
+  if (block == 32) {
+    for (std::int64_t j = 0; j < nb * 8; ++j)
+      out.lane_sums[j] = out.d[j / 8] * static_cast<float>(q[4 * j] + q[4 * j + 1] + q[4 * j + 2] + q[4 * j + 3]);
+  } else {
+    for (std::int64_t g = 0; g < nb * 16; ++g) {
+      int s = 0;
+      for (int i = 0; i < 16; ++i) s += q[16 * g + i];
+      out.sums16[g] = static_cast<std::int16_t>(s);
+    }
+  }
+}
+
+void quant_gemv(const QuantizedActivation& xq, GgmlType type, const void* w, std::int64_t out, float* y, QuantIsa isa) {
+  if (!quant_gemv_supports(type))
+    throw std::invalid_argument(std::string("quant_gemv: unsupported weight type ") + gguf::type_name(type));
+  if (xq.block != block_elements(type))
+    throw std::invalid_argument(std::string("quant_gemv: activation quantized for another block size than ") +
+                                gguf::type_name(type));
+  if (!quant_isa_supported(isa))
+    throw std::invalid_argument(std::string("quant_gemv: this CPU cannot run the ") + quant_isa_name(isa) + " path");
+  const RowKernel kernel = row_kernel(type, isa);
+  const auto* base = static_cast<const std::uint8_t*>(w);
+  const std::int64_t row_bytes = xq.in / xq.block * block_bytes(type);
+  // Chunks of at least ~32K weights, so a thread's share outweighs its start-up.
+  const std::int64_t grain = std::max<std::int64_t>(1, 32768 / xq.in);
+  at::parallel_for(0, out, grain, [&](std::int64_t o0, std::int64_t o1) {
+    for (std::int64_t o = o0; o < o1; ++o) y[o] = kernel(base + o * row_bytes, xq);
+  });
+}
+
+void quant_gemv(GgmlType type, const void* w, std::int64_t out, std::int64_t in, const float* x, float* y, QuantIsa isa) {
+  thread_local QuantizedActivation xq;  // keeps its buffers between calls
+  quantize_activation(type, x, in, xq, isa);
+  quant_gemv(xq, type, w, out, y, isa);
+}
+
+}  // namespace luka::cpu

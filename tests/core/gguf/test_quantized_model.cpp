@@ -1,0 +1,129 @@
+// The default model (SmolLM2-135M, Q4_1 projections, Q8_0 tied embedding) decoding with its
+// GGUF blocks kept (WeightFormat::kQuantized) against the dequantized reference path, fp32.
+// The two differ only by the quantized GEMV (its activation quantization) of one-row products:
+// every decode step, and the lm_head of the prompt's last row; the prompt's other products
+// (several rows) use the dequantized weights in both.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include "core/model/decoder.h"
+#include "core/model/model.h"
+#include "core/model/weights.h"
+#include "core/tokenizer/tokenizer.h"
+
+namespace luka {
+namespace {
+
+namespace fs = std::filesystem;
+const fs::path kDefault = fs::path(LUKA_SOURCE_DIR) / "models" / "default";
+
+std::int32_t top_id(const at::Tensor& logits) { return static_cast<std::int32_t>(logits.argmax().item<std::int64_t>()); }
+
+class QuantizedModel : public testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    if (!fs::exists(kDefault)) return;
+    c10::InferenceMode guard;
+    reference_ = Model::load(kDefault, LoadOptions{DType::kF32, 0, false, WeightFormat::kDequantized});
+    quantized_ = Model::load(kDefault, LoadOptions{DType::kF32, 0, false, WeightFormat::kQuantized});
+  }
+  static void TearDownTestSuite() {
+    reference_.reset();
+    quantized_.reset();
+  }
+  void SetUp() override {
+    if (!reference_) GTEST_SKIP() << "no default model at " << kDefault << " (scripts/setup.sh installs it)";
+  }
+  static std::shared_ptr<const Model> reference_, quantized_;
+};
+std::shared_ptr<const Model> QuantizedModel::reference_, QuantizedModel::quantized_;
+
+TEST_F(QuantizedModel, KeepsEveryProjectionAsBlocks) {
+  ASSERT_EQ(quantized_->weight_format(), WeightFormat::kQuantized);
+  for (const LayerWeights& l : quantized_->weights().layers) {
+    for (const QuantizedMatrix* m : {&l.quantized.q_proj, &l.quantized.k_proj, &l.quantized.v_proj, &l.quantized.o_proj,
+                                     &l.quantized.gate_proj, &l.quantized.up_proj, &l.quantized.down_proj})
+      ASSERT_TRUE(m->defined());
+  }
+  EXPECT_EQ(quantized_->weights().layers[0].quantized.q_proj.type, gguf::GgmlType::kQ4_1);
+  EXPECT_EQ(quantized_->weights().quantized_lm_head.type, gguf::GgmlType::kQ8_0);
+  EXPECT_FALSE(reference_->weights().quantized_lm_head.defined());
+  EXPECT_FALSE(reference_->weights().layers[0].quantized.q_proj.defined());
+}
+
+// Greedy decoding, teacher-forced on the reference's ids so every step compares the two.
+TEST_F(QuantizedModel, GreedyIdsMatchDequantized) {
+  c10::InferenceMode guard;
+  const Tokenizer tokenizer = Tokenizer::load(kDefault);
+  const std::vector<std::int32_t> prompt =
+      tokenizer.encode("Emma Woodhouse, handsome, clever, and rich, with a comfortable home and happy disposition, "
+                       "seemed to unite some of the best blessings of existence; and had lived nearly twenty-one years");
+  Decoder ref(reference_), dec(quantized_);
+  at::Tensor lr = ref.prefill(prompt), lq = dec.prefill(prompt);
+  constexpr int kSteps = 64;
+  int flips = 0, free_run_agree = 0;
+  bool diverged = false;
+  double worst = 0, mean = 0;
+  for (int step = 0; step < kSteps; ++step) {
+    const std::int32_t next = top_id(lr);
+    if (top_id(lq) != next) {
+      ++flips;
+      diverged = true;
+    }
+    if (!diverged) ++free_run_agree;
+    // Logit differences against the logits' spread (std over the vocabulary).
+    const at::Tensor diff = (lq - lr).abs() / lr.std();
+    worst = std::max(worst, diff.max().item<double>());
+    mean += diff.mean().item<double>() / kSteps;
+    lr = ref.decode(next);
+    lq = dec.decode(next);
+  }
+  RecordProperty("argmax_flips", flips);
+  std::printf("greedy, 64 steps: %d argmax flips; identical free-running prefix %d tokens; "
+              "|Δlogit| / std(logits): max %.4f, mean %.4f\n", flips, free_run_agree, worst, mean);
+  // 8-bit activations (per 32 values, as ggml does for these formats) move logits by a few
+  // percent of their spread, so a step whose top-2 margin is smaller may flip. Measured on this
+  // prompt: 1 flip (at step 21), max 0.23, mean 0.037. Allowed: 2 flips, max 0.35, mean 0.06.
+  EXPECT_LE(flips, 2);
+  EXPECT_LT(worst, 0.35);
+  EXPECT_LT(mean, 0.06);
+}
+
+// Perplexity of real text, every token after a short prompt through a decode step.
+TEST_F(QuantizedModel, PerplexityWithinOnePercent) {
+  const fs::path text_path = fs::path(LUKA_SHARED_DATA) / "texts" / "emma.txt";
+  if (!fs::exists(text_path)) GTEST_SKIP() << "no " << text_path;
+  std::ifstream in(text_path);
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  c10::InferenceMode guard;
+  const Tokenizer tokenizer = Tokenizer::load(kDefault);
+  std::vector<std::int32_t> ids = tokenizer.encode(text.substr(0, 4000));
+  constexpr std::size_t kPrompt = 16, kScored = 240;
+  ASSERT_GE(ids.size(), kPrompt + kScored);
+  Decoder ref(reference_), dec(quantized_);
+  const std::vector<std::int32_t> prompt(ids.begin(), ids.begin() + kPrompt);
+  at::Tensor lr = ref.prefill(prompt), lq = dec.prefill(prompt);
+  double nll_ref = 0, nll_q = 0;
+  int flips = 0;
+  for (std::size_t i = kPrompt; i < kPrompt + kScored; ++i) {
+    nll_ref -= at::log_softmax(lr.to(at::kDouble), 0)[ids[i]].item<double>();
+    nll_q -= at::log_softmax(lq.to(at::kDouble), 0)[ids[i]].item<double>();
+    flips += top_id(lr) != top_id(lq);
+    lr = ref.decode(ids[i]);
+    lq = dec.decode(ids[i]);
+  }
+  const double ppl_ref = std::exp(nll_ref / kScored), ppl_q = std::exp(nll_q / kScored);
+  std::printf("emma.txt, %zu tokens after %zu: perplexity %.4f dequantized, %.4f quantized (%+.3f%%), %d argmax flips\n",
+              kScored, kPrompt, ppl_ref, ppl_q, 100 * (ppl_q / ppl_ref - 1), flips);
+  // Measured: +0.79% over these 240 tokens (+0.16% over the first 160): over the 0.5%
+  // target, which stays open; allowed here: 1%, so a regression in the kernels still shows.
+  EXPECT_NEAR(ppl_q / ppl_ref, 1.0, 0.01);
+}
+
+}  // namespace
+}  // namespace luka
