@@ -160,6 +160,7 @@ void CaptureRecorder::start_prefill() {
   if (layout_.levels.empty()) return;
   const std::int64_t n = layout_.prompt_tokens;
   const std::vector<int> heads = layout_.heads;
+  prefill_rows_done_.assign(layers_.size(), 0);
   for (const int x : layout_.layers) {
     layers_[static_cast<std::size_t>(x)]->set_prefill_observer(
         [this, n, heads, last = heads.empty() ? -1 : *std::max_element(heads.begin(), heads.end())](
@@ -192,7 +193,16 @@ void CaptureRecorder::start_prefill() {
               }
             }
           });
-          if (head0 + G > last) session_.prefill_rows(layer, q0, m, halves_);  // the block's last recorded head
+          if (head0 + G > last) {  // the block's last recorded head
+            session_.prefill_rows(layer, q0, m, halves_);
+            if (prefill_progress_ && static_cast<std::size_t>(layer) < prefill_rows_done_.size()) {
+              std::int64_t& done = prefill_rows_done_[static_cast<std::size_t>(layer)];
+              done = std::max(done, q0 + m);
+              std::int64_t total = 0;
+              for (const std::int64_t d : prefill_rows_done_) total += d;
+              prefill_progress_(static_cast<double>(total) / static_cast<double>(n * static_cast<std::int64_t>(layout_.layers.size())));
+            }
+          }
         });
   }
 }

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -42,6 +43,9 @@ class CaptureRecorder {
   void start_prefill();
   // After it: stop observing and close the prefill part.
   void end_prefill();
+  // Called on the model thread as the prefill's recorded rows arrive, with the fraction of them
+  // done (rows over recorded layers, 0..1), for progress displays.
+  void set_prefill_progress(std::function<void(double)> progress) { prefill_progress_ = std::move(progress); }
   // After decode step `step` (1-based): `new_tokens` are the tokens appended since the last
   // record, the step's query token first.
   void record_step(std::int64_t step, std::vector<Token> new_tokens);
@@ -52,6 +56,8 @@ class CaptureRecorder {
   std::vector<std::shared_ptr<LukaLayer>> layers_;
   std::vector<std::size_t> pages_reported_;  // per recorded layer
   std::vector<std::uint16_t> halves_;        // prefill rows being handed over (reused)
+  std::function<void(double)> prefill_progress_;
+  std::vector<std::int64_t> prefill_rows_done_;  // per model layer: prompt rows handed over
 };
 
 }  // namespace luka::capture

@@ -14,6 +14,7 @@
 
 #include "core/util/error.h"
 #include "core/util/output_file.h"
+#include "viz/token_text.h"
 
 namespace luka::viz {
 namespace {
@@ -29,15 +30,12 @@ Rgbf hex(const std::string& s) {
 }
 
 // Token pieces as axis labels: printable, short.
+// A token on an axis: whole characters only (cairo stops at invalid UTF-8), partial ones as
+// their bytes, at most 14 characters.
 std::string label_text(const std::string& piece) {
-  std::string s;
-  for (const unsigned char c : piece) {
-    if (c == '\n') s += "\\n";
-    else if (c < 32) s += ' ';
-    else s += static_cast<char>(c);
-  }
-  if (s.size() > 14) s = s.substr(0, 13) + "…";
-  return s;
+  TokenTextOptions o;
+  o.max_chars = 14;
+  return token_text(piece, o);
 }
 
 // A cairo image of the heatmap (ARGB32, premultiplied; our colours are opaque).

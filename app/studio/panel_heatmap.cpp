@@ -366,12 +366,16 @@ void draw_full_map(UiState& ui, Canvas& cv, const capture::Summary& sum, ImVec2 
     dl->AddRectFilled(ImVec2(origin.x, sy(q)), ImVec2(canvas_max.x, std::max(sy(q + 1), sy(q) + 2)), IM_COL32(255, 255, 255, 90));
   }
   dl->PopClipRect();
-  if (live_prefill) {
-    const char* msg = "computing the prefill: rows fill in as each layer finishes";
-    const ImVec2 ts = ImGui::CalcTextSize(msg);
-    const ImVec2 p(origin.x + (size.x - ts.x) / 2, origin.y + 12);
-    dl->AddRectFilled(ImVec2(p.x - 8, p.y - 4), ImVec2(p.x + ts.x + 8, p.y + ts.y + 4), IM_COL32(0, 0, 0, 200), 4.f);
-    dl->AddText(p, IM_COL32(255, 255, 255, 255), msg);
+  if (live_prefill) {  // not data yet: say so, with the prefill's progress, over the empty map
+    const Status st = ui.session.status();
+    const std::string msg = (st.prefill_fraction >= 0 ? st.message : std::string("computing the prefill")) + " (rows fill in as layers finish)";
+    const ImVec2 ts = ImGui::CalcTextSize(msg.c_str());
+    const ImVec2 p(origin.x + std::max(4.f, (size.x - ts.x) / 2), origin.y + 12);
+    dl->AddRectFilled(ImVec2(p.x - 8, p.y - 4), ImVec2(p.x + ts.x + 8, p.y + ts.y + 10), IM_COL32(0, 0, 0, 210), 4.f);
+    dl->AddText(p, IM_COL32(255, 255, 255, 255), msg.c_str());
+    if (st.prefill_fraction >= 0)
+      dl->AddRectFilled(ImVec2(p.x, p.y + ts.y + 3), ImVec2(p.x + ts.x * static_cast<float>(std::clamp(st.prefill_fraction, 0.0, 1.0)), p.y + ts.y + 7),
+                        IM_COL32(230, 230, 235, 255));
   }
   // Topic bands and token labels on both axes.
   const auto& segments = cv.segments.get(ck, [view] { return view->segments(); });
@@ -817,6 +821,8 @@ void draw_heatmap_panel(UiState& ui) {
   if (ImGui::Button("Fit")) hv.fit();
   ImGui::SameLine();
   ImGui::Checkbox("overlays", &hv.overlays);
+  ImGui::SameLine();
+  if (ImGui::SmallButton("keys (F1)")) ui.show_shortcuts = true;
   ImGui::RadioButton("map", &hv.mode, 0);
   ImGui::SameLine();
   ImGui::RadioButton("heads", &hv.mode, 1);

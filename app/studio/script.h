@@ -34,6 +34,7 @@ class Script {
   // Throws luka::Error("<file>:<line>: ...") when a command fails or a wait times out.
   bool advance(UiState& ui, std::string& screenshot);
   bool failed() const { return failed_; }
+  bool waiting() const { return waiting_; }  // in wait_idle, wait_paused or wait_steps
 
  private:
   struct Line {

@@ -404,6 +404,7 @@ void Session::run_job(RunRequest r) {
     status_.steps_done = 0;
     status_.steps_total = r.max_new_tokens - 1;
     status_.message = "prefill of " + std::to_string(n) + " tokens";
+    status_.prefill_fraction = 0;
   }
 
   // The run loop's observer: records the run into the live capture, shows the text, and waits
@@ -419,7 +420,10 @@ void Session::run_job(RunRequest r) {
     Live(Session& s, capture::CaptureRecorder& r, capture::CaptureSession& p, const Tokenizer& t, RunLoop& l, const Backend& d)
         : session(s), recorder(r), pipeline(p), tok(t), loop(l), device(d) {}
     void prefill_begin(std::int64_t) override { recorder.start_prefill(); }
-    void prefill_end(std::int64_t, double) override { recorder.end_prefill(); }
+    void prefill_end(std::int64_t, double) override {
+      recorder.end_prefill();
+      session.set_status([](Status& s) { s.prefill_fraction = -1; });
+    }
     bool token(const ChosenToken& t) override {
       const std::string piece = tok.token_bytes(t.id);
       pending.push_back({t.id, piece, true, -1, static_cast<float>(t.probability)});
@@ -457,6 +461,19 @@ void Session::run_job(RunRequest r) {
       session.set_status([&](Status& s) { s.steps_done = step; });
     }
   };
+  // Prefill progress, with the time left extrapolated from the time so far.
+  const auto prefill_start = std::chrono::steady_clock::now();
+  recorder.set_prefill_progress([this, n, prefill_start](double f) {
+    const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - prefill_start).count();
+    char text[160];
+    if (f > 0.02 && f < 1) std::snprintf(text, sizeof text, "prefill of %lld tokens: %.0f%%, about %.0f s left", static_cast<long long>(n), 100 * f,
+                                         elapsed * (1 - f) / f);
+    else std::snprintf(text, sizeof text, "prefill of %lld tokens: %.0f%%", static_cast<long long>(n), 100 * f);
+    set_status([&](Status& s) {
+      s.prefill_fraction = f;
+      s.message = text;
+    });
+  });
   RunLoop loop(decoder, layers, cfg);
   const std::shared_ptr<const Backend> device = impl_->device;
   loop.set_sampler_factory([device](const SamplingParams& p) { return device->sampler(p); });

@@ -44,6 +44,7 @@ struct Status {
   std::string saved_path;     // the file the last successful save wrote
   std::int64_t steps_done = 0, steps_total = 0;
   std::int64_t prompt_tokens = 0;
+  double prefill_fraction = -1;  // the live run's prefill, 0..1 (-1: none running)
 };
 
 struct RunRequest {

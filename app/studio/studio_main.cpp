@@ -13,6 +13,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <thread>
 
 #include "app/studio/studio.h"
 #include "app/studio/script.h"
@@ -175,6 +176,9 @@ int run_window(const WindowOptions& options) {
           exit_code = 1;
           break;
         }
+        // While the script waits for the model, frames need not come as fast as they can: they
+        // would take a core from the run being waited for.
+        if (script->waiting()) std::this_thread::sleep_for(std::chrono::milliseconds(15));
         if (ui->move_mouse) {
           glfwSetCursorPos(window, ui->move_mouse->first, ui->move_mouse->second);
           ui->move_mouse.reset();
