@@ -18,6 +18,7 @@
 #include "app/studio/studio.h"
 #include "app/studio/script.h"
 #include "app/studio/shortcuts.h"
+#include "app/studio/style.h"
 #include "app/studio/ui_state.h"
 #include "core/device/device.h"
 #include "captures/reader.h"
@@ -128,7 +129,7 @@ int run_window(const WindowOptions& options) {
   IMGUI_CHECKVERSION();
   ImGui::CreateContext();
   ImGui::GetIO().IniFilename = nullptr;  // a fixed layout: nothing to remember
-  ImGui::StyleColorsDark();
+  apply_style();
   load_fonts();
   ImGui_ImplGlfw_InitForOpenGL(window, true);
   ImGui_ImplOpenGL3_Init("#version 330 core");

@@ -10,6 +10,7 @@
 #include "core/prompt/interwoven_prompt.h"
 #include "viz/colormap.h"
 #include "viz/state_colours.h"
+#include "viz/ui_colours.h"
 
 namespace luka::viz {
 namespace {
@@ -36,6 +37,22 @@ TEST(StateColours, ApartFromEveryTopicColourAndFromEachOther) {
           << kCoverStateColours[i].name << " against " << kCoverStateColours[j].name;
   // The old refined orange was next to topic B's.
   EXPECT_LT(distance({240, 160, 40}, hex(default_topic_colour(1))), 0.08);
+}
+
+// The Studio's controls (Dear ImGui's dark style is blue, next to topics A and E) are neutral:
+// apart from every topic and cover state.
+TEST(UiColours, ApartFromEveryTopicAndStateColour) {
+  for (const UiColour& u : kUiColours) {
+    for (int topic = 0; topic < 8; ++topic) {
+      const std::string& t = default_topic_colour(topic);
+      EXPECT_GE(distance(u.rgb, hex(t)), 0.08) << u.name << " against topic " << static_cast<char>('A' + topic) << " " << t;
+    }
+    for (const StateColour& s : kCoverStateColours)
+      if (std::string(s.name) != "absent" && std::string(s.name) != "dropped")  // the map's background greys
+        EXPECT_GE(distance(u.rgb, s.rgb), 0.03) << u.name << " against " << s.name;
+  }
+  // Dear ImGui's own button blue was next to topic E's sky blue.
+  EXPECT_LT(distance({66, 150, 250}, hex(default_topic_colour(4))), 0.15);
 }
 
 }  // namespace
