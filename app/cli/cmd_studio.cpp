@@ -1,5 +1,6 @@
 // luka studio: reads the options and opens the Studio window (app/studio).
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <string>
 
@@ -19,12 +20,14 @@ int run_studio(int argc, char** argv) {
   ArgParser args("studio", "[--model PATH] [--capture FILE] [--prompt-file F] [--script FILE] [--device D]",
                  "Opens the LuKA Studio window: run a prompt with per-layer dense / lined / clustered attention,\n"
                  "switch a layer's mode live, and explore attention maps, covers and costs; or replay a capture\n"
-                 "file without a model. With no argument it loads the default model and the demo prompt.");
+                 "file without a model. With no argument it loads the default model and the demo prompt the first\n"
+                 "time, and after that the last session's model, prompt, LuKA config and view (--fresh: the defaults).");
   args.option("model", "PATH", kModelOptionHelp)
       .option("capture", "FILE", "open a capture for replay (no model is loaded)")
       .option("prompt-file", "F", "an interwoven prompt .json (default: assets/prompts/demo.json)")
       .option("script", "FILE", "run scripted UI actions (tests, demos); exits when it ends")
-      .option("size", "WxH", "window size", "1280x800");
+      .option("size", "WxH", "window size", "1280x800")
+      .flag("fresh", "start from the defaults instead of the last session (model, prompt, LuKA config, selection, view, panel sizes)");
   add_device_option(args);
   args.epilog("example:\n  luka studio\n  luka studio --capture demo.h5\n  luka studio --device cuda\n\n" + std::string(kEnvironmentHelp));
   if (!args.parse(argc, argv, 2)) return 0;
@@ -37,6 +40,12 @@ int run_studio(int argc, char** argv) {
     throw UsageError(std::string("--") + e.what());
   }
   if (args.has("script")) o.script = args.get("script");
+  // The last session comes back unless a script drives the window (tests need the defaults) or
+  // --fresh says otherwise; options given here win over it.
+  o.restore = !args.has("script") && !args.get_flag("fresh");
+  o.model_given = args.has("model") || std::getenv("LUKA_MODEL") != nullptr;
+  o.prompt_given = args.has("prompt-file");
+  o.device_given = args.has("device");
   const std::filesystem::path prompt_file =
       args.has("prompt-file") ? std::filesystem::path(args.get("prompt-file"))
                               : std::filesystem::path(LUKA_SOURCE_DIR) / "assets" / "prompts" / "demo.json";

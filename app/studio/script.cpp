@@ -13,6 +13,7 @@
 #include <imgui.h>
 
 #include "app/figures/capture_figure.h"
+#include "app/studio/session_state.h"
 #include "app/studio/shortcuts.h"
 #include "core/prompt/prompt_file.h"
 #include "core/prompt/wikisalad.h"
@@ -22,7 +23,7 @@ namespace luka::studio {
 namespace {
 
 const std::set<std::string> kCommands = {"load_model", "device", "open_capture", "run", "step", "resume", "stop", "set_mode", "preset",
-                                         "select", "scale", "zoom", "fit", "layout", "print_geometry", "compare", "compare_difference", "mouse", "search", "expect_found", "track", "expect_track", "show_topics", "show_head_scores", "expect_head_scores", "frames", "wait_idle", "wait_paused", "wait_steps",
+                                         "select", "scale", "zoom", "fit", "layout", "print_geometry", "compare", "compare_difference", "mouse", "search", "expect_found", "track", "expect_track", "save_session", "load_session", "show_topics", "show_head_scores", "expect_head_scores", "frames", "wait_idle", "wait_paused", "wait_steps",
                                          "expect_mode", "expect_steps", "expect_status", "expect_glyph", "free_text", "expect_segments", "set", "sampling", "expect_refined", "view", "grid", "pattern", "wikisalad", "save_prompt", "expect_pattern", "show_timeline", "show_fidelity", "shadow", "expect_fidelity", "export", "measure", "print_first_map", "screenshot", "quit", "key", "expect_ui", "mixed"};
 
 // Capture files: save the view, leave a replay, and check the prompt panel and recent list.
@@ -276,6 +277,12 @@ bool Script::advance(UiState& ui, std::string& screenshot) {
       if (!out.error.empty()) fail(where(l), "head scores: " + out.error);
       const std::size_t rows = out.value ? out.value->heads.size() : 0;
       if (static_cast<double>(rows) != number(1)) fail(where(l), "head scores have " + std::to_string(rows) + " rows, expected " + arg(1));
+    } else if (cmd == "save_session") {
+      save_session(ui, arg(1));
+    } else if (cmd == "load_session") {
+      const std::string note = load_session(ui, arg(1));
+      if (!note.empty()) fail(where(l), "load_session: " + note);
+      ui.heatmap.requested.reset();  // fetch for the restored view
     } else if (cmd == "show_topics") {
       ui.show_tab = "topics";
     } else if (cmd == "show_head_scores") {

@@ -17,6 +17,10 @@ struct WindowOptions {
   InterwovenPrompt prompt;        // the prompt panel's start
   std::string device = "auto";    // --device value for loading
   int width = 1280, height = 800;
+  // Restore the last session (app/studio/session_state.h) and save it at exit; what the command
+  // line names explicitly (model, prompt, capture) wins over what the session remembers.
+  bool restore = false;
+  bool model_given = false, prompt_given = false, device_given = false;
   std::chrono::steady_clock::time_point launched = std::chrono::steady_clock::now();
 };
 

@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <memory>
@@ -17,6 +18,7 @@
 
 #include "app/studio/studio.h"
 #include "app/studio/script.h"
+#include "app/studio/session_state.h"
 #include "app/studio/shortcuts.h"
 #include "app/studio/style.h"
 #include "app/studio/ui_state.h"
@@ -128,7 +130,7 @@ int run_window(const WindowOptions& options) {
   glfwSwapInterval(script ? 0 : 1);
   IMGUI_CHECKVERSION();
   ImGui::CreateContext();
-  ImGui::GetIO().IniFilename = nullptr;  // a fixed layout: nothing to remember
+  ImGui::GetIO().IniFilename = nullptr;  // the layout is the session's (session_state.h), not an ini file's
   apply_style();
   load_fonts();
   ImGui_ImplGlfw_InitForOpenGL(window, true);
@@ -141,12 +143,26 @@ int run_window(const WindowOptions& options) {
     ui->prompt = prompt;
     const auto salad = std::filesystem::path(LUKA_SOURCE_DIR).parent_path() / "shared" / "data" / "wikisalad" / "easy_2topic_short.json";
     ui->wikisalad_path = std::filesystem::exists(salad) ? salad.lexically_normal().string() : "";
+    const std::filesystem::path session_file = default_session_file();
+    if (options.restore) {
+      ui->notice = load_session(*ui, session_file);
+      if (options.prompt_given) ui->prompt = prompt;
+    }
     if (!options.capture.empty()) {
       ui->session.open_capture(options.capture);
     } else {
-      ui->model_path = options.model.string();
-      ui->device = options.device;
-      if (!script) ui->session.load_model(ui->model_path, LoadOptions{}, parse_device(options.device));
+      std::error_code ec;
+      if (!options.restore || options.model_given || ui->model_path.empty() || !std::filesystem::exists(ui->model_path, ec))
+        ui->model_path = options.model.string();
+      if (!options.restore || options.device_given) ui->device = options.device;
+      LoadOptions load;
+      load.dtype = ui->dtype == 2 ? DType::kF16 : ui->dtype == 1 ? DType::kBF16 : DType::kF32;
+      load.threads = ui->threads;
+      try {
+        if (!script) ui->session.load_model(ui->model_path, load, parse_device(ui->device));
+      } catch (const std::exception& e) {  // a remembered device that is gone: the panel says so
+        ui->notice = e.what();
+      }
     }
     bool running = true;
     auto last_frame = std::chrono::steady_clock::now();
@@ -185,25 +201,41 @@ int run_window(const WindowOptions& options) {
           ui->move_mouse.reset();
         }
       }
+      apply_pending_config(*ui);
       ImGui_ImplOpenGL3_NewFrame();
       ImGui_ImplGlfw_NewFrame();
       ImGui::NewFrame();
       int fw = 0, fh = 0;
       glfwGetFramebufferSize(window, &fw, &fh);
       const float W = static_cast<float>(fw), H = static_cast<float>(fh);
-      const float left = std::min(420.f, W * 0.34f);
+      // The split follows ui->panels; dragging the map panel's left or bottom edge, or the prompt
+      // panel's bottom edge, moves it.
+      auto& split = ui->panels;
+      const float left = std::round(W * split.left), prompt_bottom = std::max(220.f, std::round(H * split.prompt)),
+                  map_bottom = std::round(H * split.map);
       const ImGuiWindowFlags fixed = ImGuiWindowFlags_NoMove | ImGuiWindowFlags_NoResize | ImGuiWindowFlags_NoCollapse;
-      const auto panel = [&](const char* title, ImVec2 pos, ImVec2 size, void (*draw)(studio::UiState&)) {
+      const ImGuiWindowFlags sizable = ImGuiWindowFlags_NoMove | ImGuiWindowFlags_NoCollapse;
+      const auto panel = [&](const char* title, ImVec2 pos, ImVec2 size, void (*draw)(studio::UiState&), bool resizable = false) {
         ImGui::SetNextWindowPos(pos, ImGuiCond_Always);
         ImGui::SetNextWindowSize(size, ImGuiCond_Always);
-        if (ImGui::Begin(title, nullptr, fixed)) draw(*ui);
+        ImVec2 got_pos = pos, got_size = size;
+        if (ImGui::Begin(title, nullptr, resizable ? sizable : fixed)) {
+          got_pos = ImGui::GetWindowPos();
+          got_size = ImGui::GetWindowSize();
+          draw(*ui);
+        }
         ImGui::End();
+        return std::make_pair(got_pos, got_size);
       };
+      const auto fraction = [](float v) { return std::clamp(v, 0.15f, 0.85f); };
       panel("Model", ImVec2(0, 0), ImVec2(left, 158), studio::draw_model_panel);
-      panel("Prompt", ImVec2(0, 158), ImVec2(left, H * 0.58f - 158), studio::draw_prompt_panel);
-      panel("Layers", ImVec2(0, H * 0.58f), ImVec2(left, H * 0.42f), studio::draw_layers_panel);
-      panel("Attention map", ImVec2(left, 0), ImVec2(W - left, H * 0.74f), studio::draw_heatmap_panel);
-      panel("Output", ImVec2(left, H * 0.74f), ImVec2(W - left, H * 0.26f), [](studio::UiState& u) {
+      const auto [prompt_pos, prompt_size] = panel("Prompt", ImVec2(0, 158), ImVec2(left, prompt_bottom - 158), studio::draw_prompt_panel, true);
+      if (std::abs(prompt_pos.y + prompt_size.y - prompt_bottom) > 0.5f) split.prompt = fraction((prompt_pos.y + prompt_size.y) / H);
+      panel("Layers", ImVec2(0, prompt_bottom), ImVec2(left, H - prompt_bottom), studio::draw_layers_panel);
+      const auto [map_pos, map_size] = panel("Attention map", ImVec2(left, 0), ImVec2(W - left, map_bottom), studio::draw_heatmap_panel, true);
+      if (std::abs(map_pos.x - left) > 0.5f) split.left = fraction(map_pos.x / W);
+      if (std::abs(map_pos.y + map_size.y - map_bottom) > 0.5f) split.map = fraction((map_pos.y + map_size.y) / H);
+      panel("Output", ImVec2(left, map_bottom), ImVec2(W - left, H - map_bottom), [](studio::UiState& u) {
         if (!ImGui::BeginTabBar("bottom")) return;
         if (ImGui::BeginTabItem("Output")) {
           studio::draw_output_panel(u);
@@ -247,6 +279,13 @@ int run_window(const WindowOptions& options) {
       glfwSwapBuffers(window);
     }
     if (script) ui->session.stop();
+    if (options.restore && !session_file.empty()) {
+      try {
+        save_session(*ui, session_file);
+      } catch (const std::exception& e) {
+        std::fprintf(stderr, "luka studio: warning: the session was not saved: %s\n", e.what());
+      }
+    }
   }
   ImGui_ImplOpenGL3_Shutdown();
   ImGui_ImplGlfw_Shutdown();

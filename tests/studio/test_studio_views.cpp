@@ -219,6 +219,53 @@ TEST(StudioViews, CompareShowsTwoCapturesAndTheirDifference) {
   EXPECT_EQ(ok, checked);
 }
 
+// The session file: selection, view, zoom and panel split come back as they were saved, and a
+// hand-edited split moves the map.
+TEST(StudioViews, SessionRestoresSelectionViewZoomAndPanels) {
+  REQUIRE_STUDIO();
+  const fs::path cap = work_dir() / "run.h5", session = work_dir() / "config" / "session.json";
+  const RunResult c = sh("'" + std::string(LUKA_CLI_PATH) + "' capture --prompt-file '" + (kRoot / "assets/prompts/demo.json").string() +
+                         "' --record 'layers=3,8' --max-new-tokens 4 --quiet --out '" + cap.string() + "'");
+  ASSERT_EQ(c.exit_code, 0) << c.err;
+  const RunResult first = studio("--capture '" + cap.string() + "'",
+                                 "mouse 2 2\nwait_idle 60\nselect 8 2\nscale linear\nview dense\nlayout full\nframes 3\nzoom 2\nframes 3\n"
+                                 "print_geometry\nsave_session " + session.string() + "\nquit\n");
+  ASSERT_EQ(first.exit_code, 0) << first.err;
+  ASSERT_TRUE(fs::exists(session));
+  ASSERT_TRUE(fs::exists(work_dir() / "config" / "session-prompt.json"));
+  const RunResult second = studio("--capture '" + cap.string() + "'",
+                                  "mouse 2 2\nwait_idle 60\nload_session " + session.string() +
+                                      "\nframes 3\nexpect_ui layer 8\nexpect_ui head 2\nexpect_ui scale linear\nexpect_ui view dense\n"
+                                      "print_geometry\nquit\n");
+  ASSERT_EQ(second.exit_code, 0) << second.err;
+  const std::vector<Geometry> a = geometries(first.out), b = geometries(second.out);
+  ASSERT_EQ(a.size(), 1u);
+  ASSERT_EQ(b.size(), 1u);
+  EXPECT_EQ(b[0].layout, "full");
+  EXPECT_DOUBLE_EQ(b[0].keys_per_pixel, a[0].keys_per_pixel);  // the zoom
+  EXPECT_DOUBLE_EQ(b[0].key0, a[0].key0);
+  EXPECT_EQ(b[0].left, a[0].left);
+
+  // A narrower left column (the split as a user dragged it) puts the map further left.
+  std::string text = luka::test::read_file(session);
+  const auto at = text.find("\"left\":");
+  ASSERT_NE(at, std::string::npos) << text;
+  text.replace(at, text.find_first_of(",}", at) - at, "\"left\": 0.2");
+  std::ofstream(session) << text;
+  const RunResult third = studio("--capture '" + cap.string() + "'", "mouse 2 2\nwait_idle 60\nload_session " + session.string() +
+                                                                          "\nframes 3\nprint_geometry\nquit\n");
+  ASSERT_EQ(third.exit_code, 0) << third.err;
+  const std::vector<Geometry> d = geometries(third.out);
+  ASSERT_EQ(d.size(), 1u);
+  EXPECT_NEAR(d[0].left - a[0].left, (0.2 - 0.33) * 1280, 2.0);
+
+  // A corrupt session is an error that names the file, not a crash.
+  std::ofstream(session) << "{ not json";
+  const RunResult bad = studio("--capture '" + cap.string() + "'", "wait_idle 60\nload_session " + session.string() + "\nquit\n");
+  EXPECT_EQ(bad.exit_code, 1);
+  EXPECT_NE(bad.err.find("session.json"), std::string::npos) << bad.err;
+}
+
 TEST(StudioViews, TokenSearchJumpsToEachMatchInTurn) {
   REQUIRE_STUDIO();
   const fs::path cap = work_dir() / "dense.h5";
