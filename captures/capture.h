@@ -210,6 +210,8 @@ class CaptureSink {
   // True when the sink wants MapRows::chunks and Step::chunks (encoded on the producer's
   // threads); the plain arrays still arrive alongside.
   virtual bool takes_chunks() const { return false; }
+  // True when the sink wants Step::chunks as well (the live capture keeps only the map's).
+  virtual bool takes_step_chunks() const { return takes_chunks(); }
   virtual void end_prefill() = 0;  // all map bands delivered
   virtual void step(const Step& step) = 0;
   virtual void finish(const std::vector<Token>& trailing) = 0;  // tokens sampled after the last step

@@ -64,6 +64,15 @@ void gather_shuffled(const std::uint8_t* src, std::size_t size, std::int64_t row
 }
 
 void unshuffle(const std::uint8_t* in, std::uint8_t* out, std::size_t count, std::size_t size) {
+  if (size == 2) {  // halves: a loop the compiler vectorizes
+    const std::uint8_t* lo = in;
+    const std::uint8_t* hi = in + count;
+    for (std::size_t i = 0; i < count; ++i) {
+      out[2 * i] = lo[i];
+      out[2 * i + 1] = hi[i];
+    }
+    return;
+  }
   for (std::size_t i = 0; i < count; ++i)
     for (std::size_t b = 0; b < size; ++b) out[i * size + b] = in[b * count + i];
 }
@@ -112,22 +121,32 @@ std::vector<std::uint8_t> encode_chunk(const void* data, std::size_t count, std:
 
 std::vector<std::uint8_t> decode_chunk(const std::uint8_t* bytes, std::size_t size, std::size_t count,
                                        std::size_t element_size, int level) {
+  std::vector<std::uint8_t> out(count * element_size);
+  decode_chunk_to(bytes, size, count, element_size, level, out.data());
+  return out;
+}
+
+void decode_chunk_to(const std::uint8_t* bytes, std::size_t size, std::size_t count, std::size_t element_size, int level,
+                     void* out) {
   const std::size_t nbytes = count * element_size;
   if (level < 0) {
     if (size != nbytes) fail("capture", "raw chunk of the wrong size");
-    return std::vector<std::uint8_t>(bytes, bytes + size);
+    std::memcpy(out, bytes, size);
+    return;
   }
+  // One decompressor and one scratch buffer per thread (a decompressor is not shared across threads).
   struct Free {
     void operator()(libdeflate_decompressor* d) const { libdeflate_free_decompressor(d); }
   };
-  std::unique_ptr<libdeflate_decompressor, Free> d(libdeflate_alloc_decompressor());
+  thread_local std::unique_ptr<libdeflate_decompressor, Free> d;
+  if (!d) d.reset(libdeflate_alloc_decompressor());
   if (!d) fail("capture", "cannot allocate a deflate decompressor");
-  std::vector<std::uint8_t> shuffled(nbytes), out(nbytes);
+  thread_local std::vector<std::uint8_t> shuffled;
+  if (shuffled.size() < nbytes) shuffled.resize(nbytes);
   std::size_t got = 0;
   if (libdeflate_zlib_decompress(d.get(), bytes, size, shuffled.data(), nbytes, &got) != LIBDEFLATE_SUCCESS || got != nbytes)
     fail("capture", "corrupt deflate chunk");
-  unshuffle(shuffled.data(), out.data(), count, element_size);
-  return out;
+  unshuffle(shuffled.data(), static_cast<std::uint8_t*>(out), count, element_size);
 }
 
 }  // namespace luka::capture

@@ -29,8 +29,12 @@ std::vector<std::uint8_t> encode_chunk(const void* data, std::size_t count, std:
 std::vector<std::uint8_t> encode_tile(const void* src, std::size_t element_size, std::int64_t rows, std::int64_t cols,
                                       std::int64_t stride, std::int64_t chunk_rows, std::int64_t chunk_cols, int level);
 
-// The inverse, for tests and tools: undoes deflate and shuffle (level >= 0) or copies.
+// The inverse: undoes deflate and shuffle (level >= 0) or copies.
 std::vector<std::uint8_t> decode_chunk(const std::uint8_t* bytes, std::size_t size, std::size_t count,
                                        std::size_t element_size, int level);
+// The same into `out` (count * element_size bytes), for readers that decode many chunks (the
+// live capture's map windows) without allocating each time.
+void decode_chunk_to(const std::uint8_t* bytes, std::size_t size, std::size_t count, std::size_t element_size, int level,
+                     void* out);
 
 }  // namespace luka::capture

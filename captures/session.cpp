@@ -107,6 +107,8 @@ void CaptureSession::begin(Manifest manifest, Layout layout, std::vector<Token> 
   encode_ = false;
   keep_halves_ = false;
   for (const CaptureSink* s : sinks_) (s->takes_chunks() ? encode_ : keep_halves_) = true;
+  encode_steps_ = false;
+  for (const CaptureSink* s : sinks_) encode_steps_ = encode_steps_ || s->takes_step_chunks();
   pyramids_.clear();
   pyramids_.resize(layout_.layers.size());
   if (!layout_.levels.empty() && layout_.prompt_tokens > 0) {
@@ -207,7 +209,7 @@ void encode_layers(const std::vector<LayerStep>& layers, const std::vector<T> La
 }  // namespace
 
 void CaptureSession::step(Step step) {
-  if (encode_) {
+  if (encode_steps_) {
     const std::size_t H = layout_.heads.size(), L = step.layers.size();
     const std::size_t Lc = static_cast<std::size_t>(layer_chunk(layout_));
     const std::int64_t ct = token_chunk(layout_);
@@ -235,7 +237,7 @@ void CaptureSession::step(Step step) {
     });
     c.encoded = true;
   }
-  push(std::move(step), /*wake=*/!encode_);  // encoded: written in the next step's region (or by finish)
+  push(std::move(step), /*wake=*/!encode_steps_);  // encoded: written in the next step's region (or by finish)
 }
 
 void CaptureSession::finish(std::vector<Token> trailing) {

@@ -94,6 +94,7 @@ class CaptureSession {
   ParallelFor parallel_ = serial_for;
   Layout layout_;
   bool encode_ = false, keep_halves_ = true;  // some sink takes chunks / some sink takes halves
+  bool encode_steps_ = false;                 // some sink takes the steps' chunks
   std::vector<std::unique_ptr<PyramidBuilder>> pyramids_;  // per recorded layer
   std::thread thread_;
 };
