@@ -19,23 +19,11 @@ namespace {
 // Indexed by capture::CoverState.
 const auto& kStates = viz::kCoverStateColours;
 
-}  // namespace
-
-void draw_timeline_panel(UiState& ui) {
-  const auto view = ui.session.view();
-  if (!view) return;
-  const capture::Summary sum = view->summary();
-  if (!sum.layout.covers || sum.complete_steps == 0) {
-    ImGui::TextDisabled(sum.layout.covers ? "no decode steps yet" : "covers were not recorded in this capture");
-    return;
-  }
-  const auto& lay = sum.layout;
-  if (!std::binary_search(lay.layers.begin(), lay.layers.end(), ui.layer) || !std::binary_search(lay.heads.begin(), lay.heads.end(), ui.head))
-    return;
-  TimelineView& tv = ui.timeline;
-  const std::int64_t S = sum.complete_steps, T = lay.prompt_tokens + S;
-  const std::string key = capture_key(view.get()) + "/" + std::to_string(ui.layer) + "/" + std::to_string(ui.head);
-  const TimelineData& data = tv.data.get(key, [view, S, T, layer = ui.layer, head = ui.head] {
+// The cover raster of a layer and head, read off the UI thread and uploaded when it arrives.
+const TimelineData& timeline_of(TimelineView& tv, const std::shared_ptr<const capture::CaptureView>& view, std::int64_t S, std::int64_t T, int layer,
+                                int head) {
+  const std::string key = capture_key(view.get()) + "/" + std::to_string(layer) + "/" + std::to_string(head);
+  const TimelineData& data = tv.data.get(key, [view, S, T, layer, head] {
     TimelineData d;
     d.steps = S;
     d.tokens = T;
@@ -62,6 +50,35 @@ void draw_timeline_panel(UiState& ui) {
   if (tv.data.key != tv.uploaded) {  // a new raster arrived
     if (!data.image.rgba.empty()) tv.texture.upload(data.image);
     tv.uploaded = tv.data.key;
+  }
+  return data;
+}
+
+}  // namespace
+
+void draw_timeline_panel(UiState& ui) {
+  const auto view = ui.session.view();
+  if (!view) return;
+  const capture::Summary sum = view->summary();
+  if (!sum.layout.covers || sum.complete_steps == 0) {
+    ImGui::TextDisabled(sum.layout.covers ? "no decode steps yet" : "covers were not recorded in this capture");
+    return;
+  }
+  const auto& lay = sum.layout;
+  if (!std::binary_search(lay.layers.begin(), lay.layers.end(), ui.layer) || !std::binary_search(lay.heads.begin(), lay.heads.end(), ui.head))
+    return;
+  TimelineView& tv = ui.timeline;
+  const TimelineData& data = timeline_of(tv, view, sum.complete_steps, lay.prompt_tokens + sum.complete_steps, ui.layer, ui.head);
+  // Comparing: the other capture's timeline under this one (its own steps), where it records the layer and head.
+  const TimelineData* other = nullptr;
+  std::string other_note;
+  if (ui.compare.view) {
+    const capture::Summary b = ui.compare.view->summary();
+    if (!b.layout.covers || b.complete_steps == 0) other_note = "B: no covers";
+    else if (!std::binary_search(b.layout.layers.begin(), b.layout.layers.end(), ui.layer) ||
+             !std::binary_search(b.layout.heads.begin(), b.layout.heads.end(), ui.head))
+      other_note = "B: layer " + std::to_string(ui.layer) + " head " + std::to_string(ui.head) + " not recorded";
+    else other = &timeline_of(ui.compare.timeline, ui.compare.view, b.complete_steps, b.layout.prompt_tokens + b.complete_steps, ui.layer, ui.head);
   }
   if (!data.error.empty()) ImGui::TextDisabled("%s", data.error.c_str());
   if (!tv.texture.valid() || data.steps == 0) {
@@ -97,13 +114,29 @@ void draw_timeline_panel(UiState& ui) {
   const ImVec2 top_left = ImGui::GetCursorScreenPos();
   const ImVec2 avail = ImGui::GetContentRegionAvail();
   const ImVec2 origin(top_left.x + left, top_left.y + band + 2);
-  const ImVec2 size(std::max(20.f, avail.x - left - 4), std::max(12.f, avail.y - band - 2 - line - 6));
+  const ImVec2 full(std::max(20.f, avail.x - left - 4), std::max(12.f, avail.y - band - 2 - line - 6));
+  const std::int64_t DT = data.tokens, DS = data.steps;  // the raster shown may lag the capture
+  // Comparing, B's raster sits under A's on the same token scale.
+  const bool two = other && ui.compare.timeline.texture.valid() && other->steps > 0;
+  const float gap = line + 2;
+  const std::int64_t XT = two ? std::max(DT, other->tokens) : DT;
+  const ImVec2 size(full.x, two ? (full.y - gap) / 2 : full.y);
+  const auto sx = [&](double t) { return origin.x + static_cast<float>(t / static_cast<double>(XT)) * size.x; };
   ImGui::SetCursorScreenPos(origin);
-  ImGui::Image(tv.texture.id(), size);
+  ImGui::Image(tv.texture.id(), ImVec2(sx(static_cast<double>(DT)) - origin.x, size.y));
   const bool hovered = ImGui::IsItemHovered();
   ImDrawList* dl = ImGui::GetWindowDrawList();
-  const std::int64_t DT = data.tokens, DS = data.steps;  // the raster shown may lag the capture
-  const auto sx = [&](double t) { return origin.x + static_cast<float>(t / static_cast<double>(DT)) * size.x; };
+  const ImVec2 b_origin(origin.x, origin.y + size.y + gap);
+  bool b_hovered = false;
+  if (two) {
+    dl->AddText(ImVec2(origin.x, origin.y + size.y + 1), IM_COL32(200, 200, 205, 255), ("B: " + ui.compare.note).c_str());
+    ImGui::SetCursorScreenPos(b_origin);
+    ImGui::Image(ui.compare.timeline.texture.id(), ImVec2(sx(static_cast<double>(other->tokens)) - origin.x, size.y));
+    b_hovered = ImGui::IsItemHovered();
+  } else if (!other_note.empty()) {
+    dl->AddText(ImVec2(origin.x + size.x - ImGui::CalcTextSize(other_note.c_str()).x, top_left.y - line - 2), IM_COL32(255, 160, 160, 255), other_note.c_str());
+  }
+  const float axis_y = (two ? b_origin.y : origin.y) + size.y;
   const auto sy = [&](double s) { return origin.y + static_cast<float>(s / static_cast<double>(DS)) * size.y; };
   const std::string ck = capture_key(view.get());
   for (const capture::Segment& seg : ui.segments.get(ck, [view] { return view->segments(); }))
@@ -116,12 +149,12 @@ void draw_timeline_panel(UiState& ui) {
       for (const double m : {1.0, 2.0, 5.0})
         if (m * decade >= min_gap) return m * decade;
   };
-  const double tok_unit = round_step(60.0 * static_cast<double>(DT) / size.x);
-  for (double t = 0; t < static_cast<double>(DT); t += tok_unit) {
+  const double tok_unit = round_step(60.0 * static_cast<double>(XT) / size.x);
+  for (double t = 0; t < static_cast<double>(XT); t += tok_unit) {
     const float x = sx(t);
-    dl->AddLine(ImVec2(x, origin.y + size.y), ImVec2(x, origin.y + size.y + 3), axis);
+    dl->AddLine(ImVec2(x, axis_y), ImVec2(x, axis_y + 3), axis);
     const std::string text = std::to_string(static_cast<long long>(t));
-    dl->AddText(ImVec2(x + 2, origin.y + size.y + 1), axis, text.c_str());
+    dl->AddText(ImVec2(x + 2, axis_y + 1), axis, text.c_str());
   }
   const double step_unit = round_step(line * static_cast<double>(DS) / size.y);
   for (double s = 1; s <= static_cast<double>(DS); s += step_unit) {
@@ -129,19 +162,24 @@ void draw_timeline_panel(UiState& ui) {
     const float y = sy(s - 0.5);
     dl->AddText(ImVec2(origin.x - 6 - ImGui::CalcTextSize(text.c_str()).x, y - line / 2), axis, text.c_str());
   }
-  dl->AddText(ImVec2(top_left.x, origin.y + size.y + 1), axis, "step");
+  dl->AddText(ImVec2(top_left.x, axis_y + 1), axis, "step");
   if (ui.track) {  // the tracked tokens' columns
     const float a = sx(static_cast<double>(ui.track->begin)), b = std::max(sx(static_cast<double>(ui.track->end)), a + 2);
-    dl->AddRect(ImVec2(a - 1, origin.y - 2), ImVec2(b + 1, origin.y + size.y + 2), IM_COL32(255, 255, 255, 230), 0, 0, 1.5f);
+    dl->AddRect(ImVec2(a - 1, origin.y - 2), ImVec2(b + 1, axis_y + 2), IM_COL32(255, 255, 255, 230), 0, 0, 1.5f);
   }
-  if (hovered) {
+  // Hover: the token's state at that step, in this capture and (comparing) in the other.
+  if (hovered || b_hovered) {
+    const TimelineData& d = hovered ? data : *other;
+    const ImVec2 o = hovered ? origin : b_origin;
     const ImVec2 m = ImGui::GetIO().MousePos;
-    const std::int64_t t = static_cast<std::int64_t>((m.x - origin.x) / size.x * static_cast<float>(DT));
-    const std::int64_t s = static_cast<std::int64_t>((m.y - origin.y) / size.y * static_cast<float>(DS));
-    if (t >= 0 && t < DT && s >= 0 && s < DS && static_cast<std::size_t>(s * DT + t) < data.codes.size()) {
-      const auto code = data.codes[static_cast<std::size_t>(s * DT + t)];
-      ImGui::SetTooltip("step %lld, token %lld: %s", static_cast<long long>(s + 1), static_cast<long long>(t), kStates[std::min<int>(code, 5)].name);
-    }
+    const auto t = static_cast<std::int64_t>((m.x - o.x) / size.x * static_cast<float>(XT));
+    const auto s = static_cast<std::int64_t>((m.y - o.y) / size.y * static_cast<float>(d.steps));
+    const auto state = [&](const TimelineData& x) -> const char* {
+      if (t < 0 || t >= x.tokens || s < 0 || s >= x.steps || static_cast<std::size_t>(s * x.tokens + t) >= x.codes.size()) return "-";
+      return kStates[std::min<int>(x.codes[static_cast<std::size_t>(s * x.tokens + t)], 5)].name;
+    };
+    if (two) ImGui::SetTooltip("step %lld, token %lld: A %s, B %s", static_cast<long long>(s + 1), static_cast<long long>(t), state(data), state(*other));
+    else ImGui::SetTooltip("step %lld, token %lld: %s", static_cast<long long>(s + 1), static_cast<long long>(t), state(data));
   }
 }
 

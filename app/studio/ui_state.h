@@ -137,6 +137,19 @@ struct HeatmapView {
   std::string error;
 };
 
+struct TimelineData {
+  std::vector<std::uint8_t> codes;  // [steps][tokens] cover states, for hover
+  std::int64_t steps = 0, tokens = 0;
+  viz::Image image;
+  std::string error;
+};
+
+struct TimelineView {
+  Texture texture;
+  Cached<TimelineData> data;
+  std::string uploaded;  // the key whose image the texture holds
+};
+
 // A second capture beside the map (the compare field): its own canvas, whose zoom, layer, head
 // and view follow the main map's, showing either that capture or the difference A - B of the
 // effective attention of the two (same prompt tokens; the steps both have).
@@ -150,19 +163,8 @@ struct CompareState {
   Cached<std::vector<capture::Segment>> segments;
   Cached<MapOverlay> overlay;
   Cached<std::vector<std::string>> row_cover;
-};
-
-struct TimelineData {
-  std::vector<std::uint8_t> codes;  // [steps][tokens] cover states, for hover
-  std::int64_t steps = 0, tokens = 0;
-  viz::Image image;
-  std::string error;
-};
-
-struct TimelineView {
-  Texture texture;
-  Cached<TimelineData> data;
-  std::string uploaded;  // the key whose image the texture holds
+  TimelineView timeline;                              // its cover timeline, under the main one
+  Cached<std::vector<capture::StepMetrics>> step_metrics;  // its fidelity and cost, beside the main one
 };
 
 // The model panel's device picker: auto, cpu, then each GPU the CUDA plugin sees (listed off the
