@@ -16,6 +16,27 @@ namespace luka::capture {
 
 // [SECTION] The spill file
 
+namespace {
+
+// $TMPDIR, else /var/tmp (on disk where /tmp is a RAM file system), else /tmp.
+std::vector<std::string> spill_folders() {
+  std::vector<std::string> dirs;
+  if (const char* t = std::getenv("TMPDIR"); t && *t) dirs.emplace_back(t);
+  dirs.emplace_back("/var/tmp");
+  dirs.emplace_back("/tmp");
+  return dirs;
+}
+
+}  // namespace
+
+std::filesystem::path LiveCapture::spill_folder() {
+  for (const std::string& dir : spill_folders()) {
+    std::error_code ec;
+    if (std::filesystem::is_directory(dir, ec) && ::access(dir.c_str(), W_OK) == 0) return dir;
+  }
+  return "/tmp";
+}
+
 // An unlinked temporary file that holds the map chunks beyond the memory budget. Chunks are
 // appended once and never rewritten; pread and pwrite need no lock of their own.
 class LiveCapture::SpillFile {
@@ -28,10 +49,7 @@ class LiveCapture::SpillFile {
   // In $TMPDIR, else /var/tmp (on disk where /tmp is a RAM file system), else /tmp. Null, with
   // the reason in `error`, when none takes a file.
   static std::shared_ptr<SpillFile> create(std::string* error) {
-    std::vector<std::string> dirs;
-    if (const char* t = std::getenv("TMPDIR"); t && *t) dirs.emplace_back(t);
-    dirs.emplace_back("/var/tmp");
-    dirs.emplace_back("/tmp");
+    const std::vector<std::string> dirs = spill_folders();
     std::string why;
     for (const std::string& dir : dirs) {
       int fd = -1;

@@ -16,6 +16,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <filesystem>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -30,6 +31,8 @@ class LiveCapture final : public CaptureSink, public CaptureView {
   // Encoded map chunks held in memory at most; the rest go to the spill file.
   static constexpr std::size_t kDefaultMapMemory = std::size_t{512} << 20;
   explicit LiveCapture(std::size_t map_memory = kDefaultMapMemory);
+  // The folder the map chunks beyond the budget go to ($TMPDIR, else /var/tmp, else /tmp).
+  static std::filesystem::path spill_folder();
   ~LiveCapture() override;
 
   void begin(const Manifest& manifest, const Layout& layout, const std::vector<Token>& prompt,

@@ -337,11 +337,30 @@ void run_controls(UiState& ui) {
   const bool running = s.state == RunState::kRunning || s.state == RunState::kPaused;
   const bool can_run = !running && s.state != RunState::kLoading && !s.model_summary.empty();
   ImGui::BeginDisabled(!can_run);
-  const std::optional<std::string> free = ui.free_text_mode ? std::optional<std::string>(ui.free_text) : std::nullopt;
-  if (ImGui::Button("Run")) ui.session.run({ui.prompt, ui.chat, ui.max_new_tokens, false, ui.sampling, free});
+  const auto request = [&](bool paused, bool force) { return run_request(ui, paused, force); };
+  if (ImGui::Button("Run")) ui.session.run(request(false, false));
   ImGui::SameLine();
-  if (ImGui::Button("Run paused")) ui.session.run({ui.prompt, ui.chat, ui.max_new_tokens, true, ui.sampling, free});
+  if (ImGui::Button("Run paused")) ui.session.run(request(true, false));
   ImGui::EndDisabled();
+  // A run refused for memory or disk: the numbers are in the status line; offer the ways out.
+  if (s.refused_for_resources && can_run) {
+    ImGui::PushStyleColor(ImGuiCol_Text, ImVec4(1.f, 0.75f, 0.45f, 1.f));
+    ImGui::TextWrapped("%s", s.message.c_str());
+    ImGui::PopStyleColor();
+    if (ImGui::Button("Run anyway")) ui.session.run(request(false, true));
+    ImGui::SameLine();
+    if (ImGui::Button("Record every 4th layer")) {
+      std::string layers;
+      for (std::size_t l = 0; l < ui.session.config().layers.size(); l += 4) layers += (layers.empty() ? "" : ",") + std::to_string(l);
+      ui.record_spec = "layers=" + layers;
+      ui.session.run(request(false, false));
+    }
+    ImGui::SameLine();
+    if (ImGui::Button("Maps up to 1024")) {
+      ui.record_spec = "map_cap=1024";
+      ui.session.run(request(false, false));
+    }
+  }
   ImGui::SameLine();
   ImGui::BeginDisabled(!running);
   if (s.state == RunState::kPaused) {
@@ -377,6 +396,10 @@ void run_settings(UiState& ui) {
   ImGui::SetNextItemWidth(70);
   int seed = static_cast<int>(ui.sampling.seed);
   if (ImGui::InputInt("seed", &seed, 0)) ui.sampling.seed = static_cast<std::uint64_t>(std::max(0, seed));
+  ImGui::SetNextItemWidth(180);
+  ImGui::InputTextWithHint("record", "all layers, maps to 4096", &ui.record_spec);
+  if (ImGui::IsItemHovered())
+    ImGui::SetTooltip("what the run records, as luka capture --record: e.g. layers=0-7;map_cap=1024 (empty: every layer and head)");
 }
 
 }  // namespace luka::studio

@@ -171,8 +171,9 @@ bool Script::advance(UiState& ui, std::string& screenshot) {
         fail(where(l), "recent file " + arg(1) + " is '" + (i < paths.size() ? paths[i] : std::string("none")) + "', expected '" + want + "'");
     } else if (cmd == "run") {
       const int n = w.size() > 1 ? static_cast<int>(number(1)) : ui.max_new_tokens;
-      ui.session.run({ui.prompt, ui.chat, n, w.size() > 2 && w[2] == "paused", ui.sampling,
-                      ui.free_text_mode ? std::optional<std::string>(ui.free_text) : std::nullopt});
+      RunRequest r = run_request(ui, w.size() > 2 && w[2] == "paused");
+      r.max_new_tokens = n;
+      ui.session.run(r);
     } else if (cmd == "step") {
       ui.session.step();
     } else if (cmd == "resume") {

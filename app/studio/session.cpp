@@ -6,6 +6,7 @@
 
 #include <ATen/ATen.h>
 
+#include "app/studio/run_budget.h"
 #include "captures/live.h"
 #include "captures/reader.h"
 #include "captures/recorder.h"
@@ -378,7 +379,31 @@ void Session::run_job(RunRequest r) {
   }
   capture::RecordSpec spec;
   spec.map_cap = 4096;
+  if (!r.record.empty()) {
+    spec = capture::RecordSpec::parse(r.record);
+    if (r.record.find("map_cap") == std::string::npos) spec.map_cap = 4096;
+  }
   const capture::Layout layout = capture::make_layout(model, cfg, spec, n, n + r.max_new_tokens);
+  // What the run needs beyond the model, against what the machine has: refused (the last view
+  // stays) unless the user runs it anyway.
+  {
+    const ModelConfig& mc = model.config();
+    const std::uint64_t elem = model.dtype() == DType::kF32 ? 4 : 2;
+    const std::uint64_t kv_per_token = 2 * static_cast<std::uint64_t>(mc.num_layers * mc.num_kv_heads * mc.head_dim) * elem;
+    const RunBudget budget = estimate_run(layout, static_cast<int>(mc.num_heads), n, r.max_new_tokens, kv_per_token,
+                                          capture::LiveCapture::kDefaultMapMemory);
+    const std::filesystem::path folder = capture::LiveCapture::spill_folder();
+    const std::string why = check_budget(budget, available_memory(), free_disk(folder), folder.string());
+    if (!why.empty() && !r.force) {
+      set_status([&](Status& st) {
+        st.state = RunState::kReady;
+        st.message = why;
+        st.refused_for_resources = true;
+      });
+      return;
+    }
+  }
+  set_status([](Status& st) { st.refused_for_resources = false; });
   capture::Manifest manifest = capture::make_manifest(model, tok, cfg);
   manifest.device = impl_->device->name();
   manifest.tool_version = LUKA_VERSION;

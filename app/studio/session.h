@@ -45,6 +45,7 @@ struct Status {
   std::int64_t steps_done = 0, steps_total = 0;
   std::int64_t prompt_tokens = 0;
   double prefill_fraction = -1;  // the live run's prefill, 0..1 (-1: none running)
+  bool refused_for_resources = false;  // the last run was refused: `message` says what it needs
 };
 
 struct RunRequest {
@@ -54,6 +55,8 @@ struct RunRequest {
   bool start_paused = false;  // prefill, then wait for step()/resume()
   SamplingParams sampling;    // greedy by default
   std::optional<std::string> free_text;  // set: this plain text is the prompt (no segments); empty is an error
+  std::string record;  // what the live capture records (a --record SPEC); "": every layer and head, maps up to 4096 rows
+  bool force = false;  // run even when the estimate says it will not fit (run_budget.h)
 };
 
 class Session {

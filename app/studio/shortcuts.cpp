@@ -63,8 +63,7 @@ void run_or_pause(UiState& ui) {
   } else if (s.state == RunState::kRunning) {
     ui.session.pause();
   } else if (s.state != RunState::kLoading && !s.model_summary.empty() && !s.replay) {
-    ui.session.run({ui.prompt, ui.chat, ui.max_new_tokens, false, ui.sampling,
-                    ui.free_text_mode ? std::optional<std::string>(ui.free_text) : std::nullopt});
+    ui.session.run(run_request(ui, false));
   }
 }
 

@@ -26,6 +26,19 @@ std::string token_label(const std::string& piece, std::size_t max_chars) {
   return viz::token_text(piece, o);
 }
 
+RunRequest run_request(const UiState& ui, bool paused, bool force) {
+  RunRequest r;
+  r.prompt = ui.prompt;
+  r.chat = ui.chat;
+  r.max_new_tokens = ui.max_new_tokens;
+  r.start_paused = paused;
+  r.sampling = ui.sampling;
+  if (ui.free_text_mode) r.free_text = ui.free_text;
+  r.record = ui.record_spec;
+  r.force = force;
+  return r;
+}
+
 void set_track(UiState& ui, const capture::CaptureView& view) {
   ui.track.reset();
   ui.track_note.clear();

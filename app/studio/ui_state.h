@@ -193,6 +193,7 @@ struct UiState {
   std::string wikisalad_path = "../shared/data/wikisalad/easy_2topic_short.json";
   int wikisalad_example = 0;
   int max_new_tokens = 32;
+  std::string record_spec;  // what live runs record (RunRequest::record); "": everything
   SamplingParams sampling;
   int layer = 0, head = 0;
   int mixed_a = 2, mixed_b = 2;  // the layers panel's mixed(a,b) preset
@@ -257,6 +258,10 @@ void draw_layers_panel(UiState& ui);
 // The layers panel's mixed(a,b) button: applies ui.mixed_a/b, or says why not in ui.layers_notice.
 void apply_mixed_preset(UiState& ui);
 void draw_heatmap_panel(UiState& ui);
+// The run the Run buttons (and Space, and scripts) start from the UI's settings: the prompt or
+// free text, chat, new tokens, sampling and what to record.
+RunRequest run_request(const UiState& ui, bool paused, bool force = false);
+
 // The track field's action: parses ui.track_spec against the view's tokens ("A-B", "A" or
 // "text:STRING"; empty clears); an error goes to ui.track_note.
 void set_track(UiState& ui, const capture::CaptureView& view);
