@@ -4,7 +4,7 @@
 // pyramid level with a freshly opened reader, and the first frame (open + one window of the
 // coarsest level). Prints a markdown table.
 //
-//   bench_capture_reader OUT.h5 [N=4096] [LAYERS=6] [HEADS=8] [DEFLATE=none|0-9] [WINDOWS=20] [MAP_CAP=N]
+//   bench_capture_reader OUT.h5 [N=4096] [LAYERS=6] [HEADS=8] [DEFLATE=none|0-9] [WINDOWS=20] [MAP_CAP=N] [SEGMENTS=0]
 // WINDOWS 0 only writes the capture (inputs for bench/run_studio_bench.sh).
 #include <algorithm>
 #include <chrono>
@@ -35,6 +35,7 @@ int main(int argc, char** argv) {
   const std::string deflate = argc > 5 ? argv[5] : "none";
   const int windows = argc > 6 ? std::atoi(argv[6]) : 20;
   const std::int64_t map_cap = argc > 7 ? std::atoll(argv[7]) : n;
+  const std::int64_t segments_wanted = argc > 8 ? std::atoll(argv[8]) : 0;
 
   Layout layout;
   layout.num_layers = L;
@@ -54,7 +55,14 @@ int main(int argc, char** argv) {
     CaptureWriter writer(path);
     CaptureSession session({&writer});
     std::vector<Token> prompt(static_cast<std::size_t>(n), Token{1, "x", false, -1});
-    session.begin(m, layout, prompt, {});
+    // SEGMENTS > 0: the prompt cut into that many equal segments of two topics, A B A B ...
+    std::vector<Segment> segments;
+    for (std::int64_t k = 0; k < segments_wanted; ++k) {
+      const std::int64_t b = n * k / segments_wanted, e = n * (k + 1) / segments_wanted;
+      segments.push_back({k % 2 ? "topic B" : "topic A", k % 2 ? "#e69f00" : "#0072b2", b, e});
+      for (std::int64_t t = b; t < e; ++t) prompt[static_cast<std::size_t>(t)].segment = static_cast<std::int32_t>(k);
+    }
+    session.begin(m, layout, prompt, segments);
     std::mt19937 rng(1);
     std::exponential_distribution<float> ex(1.f);
     const std::int64_t chunk = 256;

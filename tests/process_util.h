@@ -1,18 +1,32 @@
 // Running the `luka` executable (or any command) from tests: a per-test work folder, shell
-// quoting, and the exit code, standard output and standard error of a run.
+// quoting, and the exit code, standard output and standard error of a run; waiting for a
+// condition with a time limit.
 #pragma once
 
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 
+#include <chrono>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace luka::test {
+
+// Polls `done` every 20 ms; false when `seconds` pass first.
+inline bool wait_for(const std::function<bool()>& done, double seconds) {
+  const auto until = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
+  while (!done()) {
+    if (std::chrono::steady_clock::now() > until) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return true;
+}
 
 struct RunResult {
   int exit_code = -1;  // -1 when the process did not exit normally (a signal)

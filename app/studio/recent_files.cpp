@@ -20,18 +20,17 @@ std::string normal(const std::filesystem::path& p) {
 
 }  // namespace
 
-std::filesystem::path RecentFiles::default_file() {
+std::filesystem::path config_folder() {
   // XDG Base Directory: $XDG_CONFIG_HOME when set and absolute, else ~/.config.
   const char* xdg = std::getenv("XDG_CONFIG_HOME");
-  std::filesystem::path dir;
-  if (xdg && *xdg && std::filesystem::path(xdg).is_absolute()) {
-    dir = xdg;
-  } else if (const char* home = std::getenv("HOME"); home && *home) {
-    dir = std::filesystem::path(home) / ".config";
-  } else {
-    return {};
-  }
-  return dir / "luka-studio" / "recent.json";
+  if (xdg && *xdg && std::filesystem::path(xdg).is_absolute()) return std::filesystem::path(xdg) / "luka-studio";
+  if (const char* home = std::getenv("HOME"); home && *home) return std::filesystem::path(home) / ".config" / "luka-studio";
+  return {};
+}
+
+std::filesystem::path RecentFiles::default_file() {
+  const std::filesystem::path dir = config_folder();
+  return dir.empty() ? dir : dir / "recent.json";
 }
 
 RecentFiles::RecentFiles(std::filesystem::path file, std::size_t limit) : file_(std::move(file)), limit_(std::max<std::size_t>(limit, 1)) {

@@ -12,6 +12,10 @@
 
 namespace luka::studio {
 
+// The Studio's folder in the user's config: $XDG_CONFIG_HOME/luka-studio when that is set and
+// absolute, else $HOME/.config/luka-studio; empty when neither variable is set.
+std::filesystem::path config_folder();
+
 class RecentFiles {
  public:
   static constexpr std::size_t kDefaultLimit = 10;

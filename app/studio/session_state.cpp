@@ -3,9 +3,9 @@
 #include <nlohmann/json.hpp>
 
 #include <cmath>
-#include <cstdlib>
 #include <fstream>
 
+#include "app/studio/recent_files.h"
 #include "core/prompt/prompt_file.h"
 #include "core/util/error.h"
 #include "core/util/output_file.h"
@@ -38,12 +38,8 @@ void take(const nlohmann::json& j, const char* key, T& out) {
 }  // namespace
 
 std::filesystem::path default_session_file() {
-  const char* xdg = std::getenv("XDG_CONFIG_HOME");
-  std::filesystem::path dir;
-  if (xdg && *xdg && std::filesystem::path(xdg).is_absolute()) dir = xdg;
-  else if (const char* home = std::getenv("HOME"); home && *home) dir = std::filesystem::path(home) / ".config";
-  else return {};
-  return dir / "luka-studio" / "session.json";
+  const std::filesystem::path dir = config_folder();
+  return dir.empty() ? dir : dir / "session.json";
 }
 
 void save_session(const UiState& ui, const std::filesystem::path& file) {

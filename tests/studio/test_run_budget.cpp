@@ -10,6 +10,7 @@
 
 #include "app/studio/run_budget.h"
 #include "app/studio/session.h"
+#include "tests/process_util.h"
 
 namespace luka::studio {
 namespace {
@@ -48,14 +49,7 @@ TEST(RunBudget, RefusesOnlyWhatDoesNotFitAndSaysWhatToChange) {
   EXPECT_GT(free_disk("/tmp"), 0u);
 }
 
-bool wait_for(const std::function<bool()>& done, double seconds) {
-  const auto until = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
-  while (!done()) {
-    if (std::chrono::steady_clock::now() > until) return false;
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-  return true;
-}
+using luka::test::wait_for;
 
 TEST(RunBudget, ARunRecordsWhatItsRequestAsks) {
   const fs::path model = fs::path(LUKA_SOURCE_DIR) / "models" / "default";

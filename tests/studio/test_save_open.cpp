@@ -31,14 +31,7 @@ namespace fs = std::filesystem;
 
 const fs::path kModel = fs::path(LUKA_SOURCE_DIR) / "models" / "default";
 
-bool wait_for(const std::function<bool()>& done, double seconds) {
-  const auto until = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
-  while (!done()) {
-    if (std::chrono::steady_clock::now() > until) return false;
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-  return true;
-}
+using luka::test::wait_for;
 
 // Same bits (NaN payloads and signed zeros included), not just equal values.
 template <class T>

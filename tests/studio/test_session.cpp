@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "app/studio/session.h"
+#include "tests/process_util.h"
 #include "captures/capture.h"
 
 namespace luka::studio {
@@ -19,14 +20,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-bool wait_for(const std::function<bool()>& done, double seconds) {
-  const auto until = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
-  while (!done()) {
-    if (std::chrono::steady_clock::now() > until) return false;
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-  return true;
-}
+using luka::test::wait_for;
 
 TEST(StudioSession, LiveSwitchWhilePausedAppliesAtTheNextStepAndIsRecorded) {
   const char* env = std::getenv("LUKA_TEST_DEVICE");
