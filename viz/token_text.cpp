@@ -54,6 +54,12 @@ std::string shape_and_reorder(const std::string& text) {
   return out;
 }
 
+std::string substitute(char32_t cp) {
+  std::string s;
+  unicode::append_utf8(s, cp);
+  return s;
+}
+
 }  // namespace
 
 std::string token_text(std::string_view bytes, const TokenTextOptions& options) {
@@ -72,7 +78,10 @@ std::string token_text(std::string_view bytes, const TokenTextOptions& options) 
     else if (cp == '\t') chars.push_back({"\\t", true});
     else if (cp == '\r') chars.push_back({"\\r", true});
     else if (cp < 0x20 || cp == 0x7F) chars.push_back({escape("<0x%02X>", code), true});
-    else if ((cp >= 0x80 && cp <= 0x9F) || cp > options.max_code_point) chars.push_back({escape("<U+%04X>", code), true});
+    else if (cp > options.max_code_point && options.substitutes && options.substitutes->count(cp))
+      chars.push_back({substitute(options.substitutes->at(cp)), false});
+    else if ((cp >= 0x80 && cp <= 0x9F) || cp > options.max_code_point || (options.substitutes && cp >= 0xE000 && cp <= 0xF8FF))
+      chars.push_back({escape("<U+%04X>", code), true});
     else chars.push_back({std::string(bytes.substr(pos, len)), false});
   }
   std::size_t shown = chars.size();

@@ -6,6 +6,7 @@
 #include <cstddef>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 
 namespace luka::viz {
 
@@ -19,6 +20,10 @@ struct TokenTextOptions {
   // text): Arabic letters take their joined forms (presentation forms, as ICU shapes them) and
   // right-to-left runs (Arabic, Hebrew) are put in visual order (ICU's bidi algorithm).
   bool visual_order = false;
+  // Code points above max_code_point that the renderer draws under another code point (the
+  // Studio's emoji, placed in the private use area): written as that one instead of <U+XXXX>.
+  // Real private-use code points are then escaped, so a glyph there is never ambiguous.
+  const std::unordered_map<char32_t, char32_t>* substitutes = nullptr;
 };
 
 // Valid UTF-8 passes through; each byte of an invalid or unfinished sequence (a lone continuation

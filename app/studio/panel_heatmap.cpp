@@ -391,7 +391,8 @@ void draw_full_map(UiState& ui, Canvas& cv, const capture::Summary& sum, ImVec2 
     const auto last_row = std::min<std::int64_t>(n, static_cast<std::int64_t>(std::ceil(hv.y0 + span_y)) + 1);
     thinned_labels(first_row, last_row, line, [&](std::int64_t i) { return sy(i + 0.5); }, [&](std::int64_t i, float y) {
       if (y < origin.y || y > canvas_max.y) return false;
-      const std::string s = piece(i, 10);
+      std::string s = piece(i, 10);
+      for (std::size_t keep = 9; keep > 1 && ImGui::CalcTextSize(s.c_str()).x > kLabelWidth - 6; --keep) s = piece(i, keep);  // byte escapes are wide
       const float w = ImGui::CalcTextSize(s.c_str()).x;
       dl->AddText(ImVec2(origin.x - kBand - 6 - w, y - line / 2), label_colour, s.c_str());
       return true;
@@ -565,7 +566,9 @@ void draw_decode_rows(UiState& ui, Canvas& cv, const capture::Summary& sum, ImVe
   }
   if (cv.labels) thinned_labels(first, last + 1, line, [&](std::int64_t s) { return sy(static_cast<double>(s) - 0.5); }, [&](std::int64_t s, float y) {
     if (y < rows_origin.y || y > canvas_max.y) return false;
-    const std::string text = std::to_string(s) + " " + piece(n + s - 1, 6);
+    std::string text = std::to_string(s) + " " + piece(n + s - 1, 6);
+    for (std::size_t keep = 5; keep > 1 && ImGui::CalcTextSize(text.c_str()).x > kLabelWidth + kBand - 4; --keep)
+      text = std::to_string(s) + " " + piece(n + s - 1, keep);
     dl->AddText(ImVec2(label_right - ImGui::CalcTextSize(text.c_str()).x, y - line / 2), label_colour, text.c_str());
     return true;
   });

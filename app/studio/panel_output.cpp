@@ -5,9 +5,11 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <string>
 
 #include "app/studio/ui_state.h"
+#include "core/tokenizer/unicode.h"
 #include "viz/heatmap.h"
 
 namespace luka::studio {
@@ -31,23 +33,56 @@ void coloured_tokens(UiState& ui, const std::vector<capture::Token>& tokens) {
   float x = 0;
   double nll = 0;
   int counted = 0;
-  for (std::size_t i = 0; i < tokens.size(); ++i) {
-    const capture::Token& t = tokens[i];
-    if (!t.generated) continue;
-    const std::string piece = token_label(t.piece);  // a partial character shows as its bytes
+  for (std::size_t i = 0; i < tokens.size();) {
+    if (!tokens[i].generated) {
+      ++i;
+      continue;
+    }
+    // Tokens that only together make whole characters (byte-level BPE splits emoji, Hebrew and
+    // Arabic letters) are shown as one: up to 4 tokens until the bytes are valid UTF-8, coloured by
+    // the least probable; a run that never completes stays token by token, as bytes.
+    std::size_t j = i + 1;
+    std::string bytes = tokens[i].piece;
+    if (!unicode::is_valid_utf8(bytes)) {
+      std::string more = bytes;
+      for (std::size_t k = i + 1; k < tokens.size() && k < i + 4 && tokens[k].generated; ++k) {
+        more += tokens[k].piece;
+        if (unicode::is_valid_utf8(more)) {
+          bytes = more;
+          j = k + 1;
+          break;
+        }
+      }
+    }
+    float p = tokens[i].prob;
+    for (std::size_t k = i + 1; k < j; ++k)
+      if (!(tokens[k].prob >= p)) p = tokens[k].prob;  // the least probable (NaN wins: unknown)
+    const std::string piece = token_label(bytes);  // a partial character shows as its bytes
     const float w = ImGui::CalcTextSize(piece.c_str()).x;
     if (x > 0 && x + w > width) x = 0;
     else if (x > 0) ImGui::SameLine(0, 0);
-    ImGui::TextColored(std::isnan(t.prob) ? ImVec4(0.8f, 0.8f, 0.8f, 1) : confidence_colour(t.prob), "%s", piece.c_str());
+    ImGui::TextColored(std::isnan(p) ? ImVec4(0.8f, 0.8f, 0.8f, 1) : confidence_colour(p), "%s", piece.c_str());
     if (ImGui::IsItemHovered()) {
       ui.hover_token = static_cast<std::int64_t>(i);  // the map marks the row that produced it
-      if (!std::isnan(t.prob)) ImGui::SetTooltip("p = %.4f (its attention row is marked on the map)", t.prob);
+      if (j == i + 1 && !std::isnan(p)) {
+        ImGui::SetTooltip("p = %.4f (its attention row is marked on the map)", p);
+      } else if (j > i + 1) {
+        std::string tip = std::to_string(j - i) + " tokens make this character:";
+        for (std::size_t k = i; k < j; ++k) {
+          char buf[64];
+          std::snprintf(buf, sizeof buf, "\n  %s  p = %.4f", token_label(tokens[k].piece).c_str(), tokens[k].prob);
+          tip += buf;
+        }
+        ImGui::SetTooltip("%s", tip.c_str());
+      }
     }
     x += w;
-    if (!std::isnan(t.prob) && t.prob > 0) {
-      nll -= std::log(static_cast<double>(t.prob));
-      ++counted;
-    }
+    for (std::size_t k = i; k < j; ++k)
+      if (!std::isnan(tokens[k].prob) && tokens[k].prob > 0) {
+        nll -= std::log(static_cast<double>(tokens[k].prob));
+        ++counted;
+      }
+    i = j;
   }
   if (counted) ImGui::TextDisabled("%d generated tokens: mean NLL %.3f, perplexity %.2f (their own probabilities)", counted, nll / counted,
                                    std::exp(nll / counted));

@@ -274,7 +274,7 @@ void replay_prompt(UiState& ui, const Status& s) {
       ImGui::GetWindowDrawList()->AddRectFilled(pos, ImVec2(pos.x + 10, pos.y + 14), parse_colour(g.colour));
       ImGui::Dummy(ImVec2(12, 14));
       ImGui::SameLine();
-      ImGui::Text("%s  tokens %zu-%zu", g.label.c_str(), i, j - 1);
+      ImGui::Text("%s  tokens %zu-%zu", token_label(g.label).c_str(), i, j - 1);
       ImGui::TextWrapped("%s", text.c_str());
     } else {
       ImGui::PushStyleColor(ImGuiCol_Text, ImGui::GetStyle().Colors[ImGuiCol_TextDisabled]);

@@ -17,6 +17,7 @@
 #include <thread>
 
 #include "app/studio/studio.h"
+#include "app/studio/emoji_glyphs.h"
 #include "app/studio/script.h"
 #include "app/studio/session_state.h"
 #include "app/studio/shortcuts.h"
@@ -102,7 +103,14 @@ void load_fonts() {
   // stb_truetype cannot draw), for the BMP symbols DejaVu lacks (✅ ❌ ❓ ✨ ⭐ ⌛ ...).
   static const ImWchar symbols[] = {0x2300, 0x23FF, 0x2460, 0x24FF, 0x2600, 0x27BF, 0x2900, 0x2BFF, 0x3030, 0x3030, 0x303D, 0x303D,
                                     0x3297, 0x3297, 0x3299, 0x3299, 0};
-  merge_font("/usr/share/fonts/truetype/ancient-scripts/Symbola_hint.ttf", 16.3f, symbols, 1);
+  const char* symbola = "/usr/share/fonts/truetype/ancient-scripts/Symbola_hint.ttf";
+  merge_font(symbola, 16.3f, symbols, 1);
+  // Emoji beyond U+FFFF, which 16-bit characters cannot name: Symbola's, drawn into the atlas at
+  // private-use code points on DejaVu's baseline (emoji_glyphs.h; token_label writes them there).
+  if (std::filesystem::exists(symbola) && add_emoji_glyphs(io.Fonts, io.Fonts->Fonts[0], symbola, 16.3f, font_ascent(font, 15.f)) > 0) {
+    io.Fonts->Build();
+    draw_emoji_glyphs(io.Fonts);
+  }
 }
 
 }  // namespace

@@ -2,6 +2,7 @@
 
 #include <imgui.h>
 
+#include "app/studio/emoji_glyphs.h"
 #include "viz/token_text.h"
 
 namespace luka::studio {
@@ -22,6 +23,7 @@ std::string token_label(const std::string& piece, std::size_t max_chars) {
   viz::TokenTextOptions o;
   o.max_chars = max_chars;
   o.max_code_point = IM_UNICODE_CODEPOINT_MAX;  // 0xFFFF: Debian's Dear ImGui has 16-bit ImWchar
+  o.substitutes = &emoji_substitutes();          // but the emoji the atlas holds at private-use points
   o.visual_order = true;  // ImGui neither shapes Arabic nor lays out right-to-left text
   return viz::token_text(piece, o);
 }

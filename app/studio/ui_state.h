@@ -288,8 +288,9 @@ void export_figure(UiState& ui, const std::filesystem::path& path);
 unsigned int parse_colour(const std::string& hex);
 
 // A token's piece as the panels show it: viz::token_text (partial UTF-8 as <0xNN> bytes, controls
-// escaped) with the code points the fonts cannot draw (beyond U+FFFF: most emoji) as <U+XXXXX>,
-// Arabic letters joined and right-to-left runs in visual order; at most max_chars characters (0: all).
+// escaped) with emoji beyond U+FFFF at the private-use code points the font atlas draws them at
+// (emoji_glyphs.h) and other code points beyond U+FFFF as <U+XXXXX>, Arabic letters joined and
+// right-to-left runs in visual order; at most max_chars characters (0: all).
 std::string token_label(const std::string& piece, std::size_t max_chars = 0);
 
 // The first token after `after` (wrapping around) whose label contains `text`, ignoring ASCII

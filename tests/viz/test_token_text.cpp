@@ -80,4 +80,20 @@ TEST(TokenText, VisualOrderShapesArabicAndReversesRightToLeftRuns) {
   EXPECT_EQ(token_text("\xD8\xA8\xD9\x8A\xD8\xAA"), "\xD8\xA8\xD9\x8A\xD8\xAA");
 }
 
+// Emoji the renderer holds at private-use code points are written there; other code points above
+// the limit stay named, and real private-use characters are named too, so a glyph is never ambiguous.
+TEST(TokenText, SubstitutesTakeTheirPrivateUseCodePoints) {
+  const std::unordered_map<char32_t, char32_t> at{{0x1F600, 0xE000}, {0x1F680, 0xE001}};
+  TokenTextOptions o;
+  o.max_code_point = 0xFFFF;
+  o.substitutes = &at;
+  EXPECT_EQ(token_text("\xF0\x9F\x98\x80!", o), "\xEE\x80\x80!");         // U+1F600 -> U+E000
+  EXPECT_EQ(token_text("\xF0\x9F\x9A\x80", o), "\xEE\x80\x81");           // U+1F680 -> U+E001
+  EXPECT_EQ(token_text("\xF0\x9F\x98\x81", o), "<U+1F601>");                 // not held: named
+  EXPECT_EQ(token_text("\xEE\x80\x80", o), "<U+E000>");                      // a real U+E000
+  EXPECT_EQ(token_text("\xF0\x9F\x98", o), "<0xF0><0x9F><0x98>");            // partial: still bytes
+  o.max_chars = 2;
+  EXPECT_EQ(token_text("\xF0\x9F\x98\x80\xF0\x9F\x9A\x80", o), "\xEE\x80\x80\xEE\x80\x81");  // one character each
+}
+
 }  // namespace
