@@ -33,7 +33,11 @@ inline std::filesystem::path python_reference(const std::filesystem::path& scrip
     why_missing = "reference script failed (exit " + std::to_string(rc) + ", a Python package missing?): " + cmd;
     return {};
   }
-  fs::rename(tmp, out);  // atomic, so a parallel test never reads half a file
+  // Atomic for a file, so a parallel test never reads half of one; a folder made by an older
+  // script is removed first (rename cannot replace a folder that is not empty).
+  std::error_code ec;
+  if (fs::is_directory(out, ec)) fs::remove_all(out, ec);
+  fs::rename(tmp, out);
   return out;
 }
 
