@@ -299,9 +299,10 @@ void draw_full_map(UiState& ui, Canvas& cv, const capture::Summary& sum, ImVec2 
   dl->PushClipRect(origin, canvas_max, true);
   if (showing) {
     const ImVec2 a(sx(hv.fetched_c0 * fetched_cell), sy(hv.fetched_r0 * fetched_cell));
-    // The last cell of a level may hold fewer than `cell` tokens: stretch the image to the map edge.
-    const ImVec2 b(sx(std::min<double>((hv.fetched_c0 + hv.fetched_cols) * fetched_cell, n)),
-                   sy(std::min<double>((hv.fetched_r0 + hv.fetched_rows) * fetched_cell, n)));
+    // Every cell at its tokens' place: the last one of a level may reach past the map's edge (it
+    // holds fewer than `cell` tokens); the canvas clips it. Stretching the image to the edge
+    // instead would shift the cells before it by up to a cell.
+    const ImVec2 b(sx((hv.fetched_c0 + hv.fetched_cols) * fetched_cell), sy((hv.fetched_r0 + hv.fetched_rows) * fetched_cell));
     dl->AddImage(hv.texture.id(), a, b);
     if (ui.first_map_ms < 0) ui.first_map_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - ui.started).count();
   }
@@ -519,7 +520,7 @@ void draw_decode_rows(UiState& ui, Canvas& cv, const capture::Summary& sum, ImVe
   dl->PushClipRect(origin, canvas_max, true);
   if (showing) {
     const double fcell = std::ldexp(1.0, hv.fetched_pool);
-    const float xa = sx(hv.fetched_c0 * fcell), xb = sx(std::min<double>((hv.fetched_c0 + hv.fetched_cols) * fcell, keys));
+    const float xa = sx(hv.fetched_c0 * fcell), xb = sx((hv.fetched_c0 + hv.fetched_cols) * fcell);  // as in the full map
     const float rows_total = static_cast<float>(hv.fetched_last - hv.fetched_first + 2);  // + the prefill row
     dl->AddImage(hv.texture.id(), ImVec2(xa, origin.y), ImVec2(xb, origin.y + strip), ImVec2(0, 0), ImVec2(1, 1.f / rows_total));
     dl->PushClipRect(rows_origin, canvas_max, true);
