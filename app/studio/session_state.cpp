@@ -131,7 +131,7 @@ std::string load_session(UiState& ui, const std::filesystem::path& file) {
   if (j.contains("panels")) {
     const auto& p = j["panels"];
     const auto fraction = [](float v) { return v >= 0.15f && v <= 0.85f; };
-    take(p, "left", ui.panels.left, fraction);
+    take(p, "left", ui.panels.left, [&](float v) { return v == 0 || fraction(v); });  // 0: the default width
     take(p, "prompt", ui.panels.prompt, fraction);
     take(p, "map", ui.panels.map, fraction);
   }

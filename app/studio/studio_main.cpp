@@ -219,7 +219,7 @@ int run_window(const WindowOptions& options) {
       // The split follows ui->panels; dragging the map panel's left or bottom edge, or the prompt
       // panel's bottom edge, moves it.
       auto& split = ui->panels;
-      const float left = std::round(W * split.left), prompt_bottom = std::max(220.f, std::round(H * split.prompt)),
+      const float left = split.left > 0 ? std::round(W * split.left) : std::min(420.f, std::round(W * 0.34f)), prompt_bottom = std::max(220.f, std::round(H * split.prompt)),
                   map_bottom = std::round(H * split.map);
       const ImGuiWindowFlags fixed = ImGuiWindowFlags_NoMove | ImGuiWindowFlags_NoResize | ImGuiWindowFlags_NoCollapse;
       const ImGuiWindowFlags sizable = ImGuiWindowFlags_NoMove | ImGuiWindowFlags_NoCollapse;

@@ -215,10 +215,11 @@ struct UiState {
   std::string show_tab;  // "topics" or "heads": select that bottom tab at the next frame (scripts)
   bool show_shortcuts = false;  // the keyboard shortcuts' help overlay (F1)
   // Timing (bench/run_studio_bench.sh): frame times while measuring, and when the first map was drawn.
-  // The panels' split, as fractions of the window: the left column's width, the prompt panel's
-  // bottom and the map panel's bottom (dragging a panel's edge moves them; the session keeps them).
+  // The panels' split, as fractions of the window: the left column's width (0: 34% of the window,
+  // at most 420 px), the prompt panel's bottom and the map panel's bottom (dragging a panel's edge
+  // moves them; the session keeps them).
   struct Panels {
-    float left = 0.33f, prompt = 0.58f, map = 0.74f;
+    float left = 0, prompt = 0.58f, map = 0.74f;
   } panels;
   std::string pending_config;  // the last session's LuKA config (JSON), applied once a model is loaded
   std::optional<std::pair<double, double>> move_mouse;  // scripts: warp the cursor here before the next frame
