@@ -101,6 +101,7 @@ int run_calibrate(int argc, char** argv) {
       .flag("quiet", "no progress on standard error");
   add_prompt_options(args);
   add_device_option(args);
+  add_weights_option(args);
   args.epilog(std::string("example:\n  luka calibrate --prompt-file ../shared/data/texts/emma.txt --max-tokens 1024 --out calib.json\n"
                           "  luka perplexity --text-file emma.txt --preset auto:calib.json,budget=0.125\n\n") +
               kPromptOptionsHelp + "\n\n" + kEnvironmentHelp);

@@ -76,6 +76,7 @@ int run_capture(int argc, char** argv) {
       .option("dtype", "fp32|bf16|fp16", "compute dtype (fp16 on the GPU only)", "fp32")
       .option("threads", "N", "CPU threads for the model (and the recording's compression)", "all cores");
   add_device_option(args);
+  add_weights_option(args);
   add_sampling_options(args);
   add_luka_options(args);
   args.epilog(std::string("examples:\n"

@@ -151,6 +151,7 @@ int run_eval_wikisalad(int argc, char** argv) {
       .option("dtype", "fp32|bf16|fp16", "compute dtype (fp16 on the GPU only)", "fp32")
       .option("threads", "N", "CPU threads", "all cores");
   add_device_option(args);
+  add_weights_option(args);
   args.epilog(std::string("example:\n  luka eval wikisalad --data ../shared/data/wikisalad --presets \"dense,clustered,mixed(8,8)\"\n\n") +
               kEnvironmentHelp);
   if (!args.parse(argc, argv, 3)) return 0;
@@ -198,6 +199,7 @@ int run_eval_wikisalad(int argc, char** argv) {
   json run_info = {{"evaluation", "wikisalad"},
                    {"model", model_identity(path)},
                    {"dtype", args.get("dtype", "fp32")},
+                   {"weights", to_string(model->weight_format())},
                    {"max_new_tokens", max_new},
                    {"system_prompt", eval::kQaSystemPrompt},
                    {"presets", json::object()}};
@@ -218,6 +220,10 @@ int run_eval_wikisalad(int argc, char** argv) {
       if (!before.contains(key) || before[key] != run_info[key])
         fail(out_dir.string(), std::string("its results were made with another ") + key + " (" + (before.contains(key) ? before[key].dump() : "none") +
                                    "); give another --out, or --restart to discard them");
+    // Runs from before --weights existed used the dequantized weights.
+    if (before.value("weights", std::string("dequantized")) != run_info["weights"].get<std::string>())
+      fail(out_dir.string(), "its results were made with --weights " + before.value("weights", std::string("dequantized")) +
+                                 "; give another --out, or --restart to discard them");
     if (before.contains("presets") && before["presets"].is_object())
       for (const auto& [name, c] : before["presets"].items()) {
         if (run_info["presets"].contains(name) && run_info["presets"][name] != c)

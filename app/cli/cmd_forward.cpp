@@ -33,6 +33,7 @@ int run_forward(int argc, char** argv) {
       .option("threads", "N", "CPU threads", "all cores")
       .option("out", "FILE.npy", "where to write the logits");
   add_device_option(args);
+  add_weights_option(args);
   add_luka_options(args);
   args.epilog(std::string(kLukaOptionsHelp) + "\n\n" + kEnvironmentHelp);
   if (!args.parse(argc, argv, 2)) return 0;

@@ -34,6 +34,7 @@ int run_generate(int argc, char** argv) {
       .option("schedule", "SPEC", "LuKA mode changes during decoding, e.g.\n"
               "\"step=10:layers=0-7:mode=clustered;step=20:layers=all:mode=dense\" (step 1 = first decode step)");
   add_device_option(args);
+  add_weights_option(args);
   args.flag("json", "print one JSON object at the end (text, ids, timings, device) instead of streaming the text");
   add_sampling_options(args);
   add_luka_options(args);

@@ -46,6 +46,7 @@ int run_perplexity(int argc, char** argv) {
       .option("dtype", "fp32|bf16|fp16", "compute dtype (fp16 on the GPU only)", "fp32")
       .option("threads", "N", "CPU threads", "all cores");
   add_device_option(args);
+  add_weights_option(args);
   add_luka_options(args);
   args.epilog(std::string("example:\n  luka perplexity --text-file emma.txt --max-tokens 2048 --preset clustered --set top_k=8\n\n") +
               kLukaOptionsHelp + "\n\n" + kEnvironmentHelp);

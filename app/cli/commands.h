@@ -40,6 +40,10 @@ void add_device_option(ArgParser& args);
 std::shared_ptr<const Backend> device_option(const ArgParser& args);
 // The model's load options on `device`: --dtype and --threads, placed there.
 LoadOptions load_options(const ArgParser& args, const Backend& device);
+// --weights quantized|dequantized (default dequantized), on every command that loads a model;
+// load_options reads it. A malformed value is a UsageError; a checkpoint that cannot honour
+// `quantized` is refused by Model::load (luka::Error naming the file).
+void add_weights_option(ArgParser& args);
 // --temperature, --top-k, --top-p, --seed: declared and read the same way by generate and capture.
 void add_sampling_options(ArgParser& args);
 SamplingParams sampling_options(const ArgParser& args);  // UsageError for out-of-range values

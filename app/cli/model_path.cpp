@@ -52,6 +52,16 @@ LoadOptions load_options(const ArgParser& args, const Backend& device) {
   return options;
 }
 
+void add_weights_option(ArgParser& args) {
+  args.option("weights", "quantized|dequantized",
+              "a GGUF file's linear weights: dequantized into the compute dtype at load, or also kept as their\n"
+              "GGUF blocks, which one-row decode steps on the CPU read directly (fewer bytes per token).\n"
+              "dequantized is the default because prompt processing still multiplies by the dequantized\n"
+              "copy, so quantized adds the blocks to memory instead of saving it (luka info shows both);\n"
+              "quantized needs a GGUF file with Q4_0, Q4_1, Q8_0, Q4_K or Q6_K weights and the CPU",
+              "dequantized");
+}
+
 void add_sampling_options(ArgParser& args) {
   args.option("temperature", "T", "sampling temperature; 0 = greedy", "0")
       .option("top-k", "K", "sample from the K most likely tokens; 0 = all", "0")
@@ -77,6 +87,13 @@ LoadOptions load_options(const ArgParser& args) {
   const std::int64_t threads = args.get_int("threads", 0);
   if (threads < 0 || threads > 1024) throw UsageError("--threads must be in 0..1024 (0 = all cores)");
   options.threads = static_cast<int>(threads);
+  try {
+    options.weights = parse_weight_format(args.get("weights", "dequantized"));
+  } catch (const UsageError&) {
+    throw;
+  } catch (const Error& e) {
+    throw UsageError(std::string("--") + e.what());
+  }
   return options;
 }
 

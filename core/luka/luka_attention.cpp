@@ -64,34 +64,6 @@ std::vector<std::int64_t> top_indices(const float* score, std::int64_t n, std::i
   return idx;
 }
 
-// The `m` largest of `score[0..n)` by value threshold (one nth_element over a copy, then a scan):
-// the same set as top_indices, ties to the lower index, at a fraction of its cost for long contexts.
-std::vector<std::int64_t> top_by_threshold(const float* score, std::int64_t n, std::int64_t m) {
-  if (m <= 0 || n <= 0) return {};
-  std::vector<std::int64_t> out;
-  if (m >= n) {
-    out.resize(static_cast<std::size_t>(n));
-    std::iota(out.begin(), out.end(), 0);
-    return out;
-  }
-  std::vector<float> copy(score, score + n);
-  std::nth_element(copy.begin(), copy.begin() + (m - 1), copy.end(), std::greater<float>());
-  const float v = copy[static_cast<std::size_t>(m - 1)];
-  std::int64_t above = 0;
-  for (std::int64_t t = 0; t < n; ++t) above += score[t] > v;
-  std::int64_t ties_left = m - above;
-  out.reserve(static_cast<std::size_t>(m));
-  for (std::int64_t t = 0; t < n; ++t) {
-    if (score[t] > v) {
-      out.push_back(t);
-    } else if (score[t] == v && ties_left > 0) {
-      out.push_back(t);
-      --ties_left;
-    }
-  }
-  return out;
-}
-
 // Units that share a selection: per head (each head alone), per KV group, or the whole layer.
 std::vector<std::vector<std::int64_t>> selection_units(Selection s, std::int64_t heads, std::int64_t group) {
   std::vector<std::vector<std::int64_t>> units;
@@ -172,10 +144,12 @@ LukaAttention::LukaAttention(int layer, LayerConfig config) : layer_(layer), con
 void LukaAttention::set_config(const LayerConfig& config) {
   validate(config, layer_);
   config_ = config;
+  heavy_tokens_ = -1;
 }
 
 void LukaAttention::reset() {
   step_ = 0;
+  heavy_tokens_ = -1;
   tokens_ = 0;
   pages_.clear();
   clock_ = rules::PageClock{config_.clustered.page_counter_start, 0};
@@ -230,6 +204,7 @@ at::Tensor LukaAttention::forward(const AttentionInputs& in) {
   ensure_capacity(T, in.q.size(0), in.k.size(0));
   c10::InferenceMode guard;
   const bool is_decode = n == 1 && T > 1;
+  if (!is_decode) heavy_tokens_ = -1;
   at::Tensor out = is_decode ? decode(in) : prefill(in);
   tokens_ = T;
   make_pages(in, is_decode ? step_ : 0);
@@ -334,6 +309,7 @@ at::Tensor LukaAttention::decode(const AttentionInputs& in) {
   last_.cover_size.assign(static_cast<std::size_t>(H), T);
 
   at::Tensor cover_rows;  // the cover softmax at raw slots, when it differs from the effective rows
+  if (config_.mode != AttentionMode::kLined) heavy_tokens_ = -1;  // every score moves
   if (config_.mode == AttentionMode::kDense) {
     decode_dense(s);
   } else if (config_.mode == AttentionMode::kLined) {
@@ -384,23 +360,35 @@ void LukaAttention::decode_lined(Step& s) {
   const float* h2o = h2o_.const_data_ptr<float>();
   const std::int64_t cap = h2o_.size(1);
   const auto units = selection_units(c.selection, H, G);
+  // With decay 1 the previous lined step changed only its cover's scores, so each unit's set is
+  // updated from it (HeavyHitterSet); after anything else (another mode, a prefill, a new config,
+  // a reset) or with decay, where every score moves, it is ranked from scratch.
+  const bool incremental = incremental_heavy_ && c.decay == 1.0;
+  if (!incremental || heavy_tokens_ != T - 1 || heavy_sets_.size() != units.size()) {
+    heavy_sets_.assign(units.size(), HeavyHitterSet{});
+  }
   at::parallel_for(0, static_cast<std::int64_t>(units.size()), 1, [&](std::int64_t u0, std::int64_t u1) {
     for (std::int64_t u = u0; u < u1; ++u) {
       const auto& unit = units[static_cast<std::size_t>(u)];
       std::vector<std::int64_t> heavy;
-      if (unit.size() == 1) {
-        heavy = top_by_threshold(h2o + unit[0] * cap, lc.select_end, lc.heavy);
+      if (incremental) {
+        HeavyHitterSet::Rows rows;
+        for (const std::int64_t h : unit) rows.push_back(h2o + h * cap);
+        heavy = heavy_sets_[static_cast<std::size_t>(u)].select(rows, lc.select_end, lc.heavy, lc.window_start);
+      } else if (unit.size() == 1) {
+        heavy = select_heavy_hitters(h2o + unit[0] * cap, lc.select_end, lc.heavy);
       } else {
         std::vector<float> score(static_cast<std::size_t>(lc.select_end), 0.0f);
         for (const std::int64_t h : unit)
           for (std::int64_t t = 0; t < lc.select_end; ++t) score[t] += h2o[h * cap + t];
-        heavy = top_by_threshold(score.data(), lc.select_end, lc.heavy);
+        heavy = select_heavy_hitters(score.data(), lc.select_end, lc.heavy);
       }
       // A pick inside the window (only when the window is the whole context) is in the cover once.
       heavy.erase(std::remove_if(heavy.begin(), heavy.end(), [&](std::int64_t t) { return t >= lc.window_start; }), heavy.end());
       for (const std::int64_t h : unit) last_.heavy[h] = heavy;
     }
   });
+  heavy_tokens_ = incremental ? T : -1;
   float* e = s.eff.mutable_data_ptr<float>();
   float* o = s.out.mutable_data_ptr<float>();
   with_rows(in, layer_, [&](const auto& K, const auto& V) {

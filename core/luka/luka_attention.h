@@ -14,6 +14,7 @@
 
 #include <ATen/ATen.h>
 
+#include "core/luka/heavy_hitters.h"
 #include "core/luka/luka_layer.h"
 #include "kernels/common/luka_rules.h"
 
@@ -48,6 +49,12 @@ class LukaAttention final : public LukaLayer {
   // For fidelity experiments: summary logits become the log-sum-exp of their children's logits,
   // so a page's α is exactly its dense mass (an oracle no real summary can reach).
   void set_oracle_summary_logits(bool on) { oracle_ = on; }
+  // For tests and benchmarks: lined steps rank every heavy hitter from scratch (the selection
+  // before HeavyHitterSet; the same sets, at O(T) per step) instead of updating them.
+  void set_incremental_heavy_hitters(bool on) {
+    incremental_heavy_ = on;
+    heavy_tokens_ = -1;
+  }
 
  private:
   // One decode step's inputs and outputs: the query [H, D] in fp32, the effective rows [H, T]
@@ -71,6 +78,7 @@ class LukaAttention final : public LukaLayer {
   int layer_;
   LayerConfig config_;
   bool oracle_ = false;
+  bool incremental_heavy_ = true;
   PrefillObserver prefill_observer_;
   std::int64_t step_ = 0;
   std::int64_t tokens_ = 0;
@@ -79,6 +87,10 @@ class LukaAttention final : public LukaLayer {
   at::Tensor importance_, h2o_, spread_;             // [KV, cap], [H, cap], [KV, cap] fp32
   at::Tensor sum_k_, sum_v_, sum_bias_;              // [KV, pcap, D], [KV, pcap, D], [KV, pcap]
   LukaStep last_;
+  // Lined: one heavy-hitter set per selection unit, valid for the step after a lined step at
+  // heavy_tokens_ tokens (-1: rank from scratch next time).
+  std::vector<HeavyHitterSet> heavy_sets_;
+  std::int64_t heavy_tokens_ = -1;
 };
 
 // The dense shadow (§5.5): dense attention on the same inputs as `step` (a decode step whose

@@ -139,30 +139,37 @@ LoadedWeights load_gguf_weights(std::shared_ptr<const gguf::File> file, const Mo
   }
   w->final_norm = L.get("output_norm.weight", {H});
   w->lm_head = c.tie_word_embeddings ? w->embed_tokens : L.get("output.weight", {c.vocab_size, H});
-  if (format == WeightFormat::kQuantized) {
-    for (std::size_t i = 0; i < w->layers.size(); ++i) {
-      const std::string p = kNames.prefix + std::to_string(i) + ".";
-      LayerWeights::Quantized& q = w->layers[i].quantized;
-      q.q_proj = L.blocks(p + "attn_q.weight");
-      q.k_proj = L.blocks(p + "attn_k.weight");
-      q.v_proj = L.blocks(p + "attn_v.weight");
-      q.o_proj = L.blocks(p + "attn_output.weight");
-      q.gate_proj = L.blocks(p + "ffn_gate.weight");
-      q.up_proj = L.blocks(p + "ffn_up.weight");
-      q.down_proj = L.blocks(p + "ffn_down.weight");
-      if (c.arch == Architecture::kLlama) {
-        q.q_proj = unpermute_block_rows(q.q_proj, c.num_heads);
-        q.k_proj = unpermute_block_rows(q.k_proj, c.num_kv_heads);
-      }
+  // The blocks are looked up either way, so the footprint of the quantized format is known; they
+  // are kept (the llama q/k rows reordered into a copy) only when asked for.
+  std::uint64_t block_bytes = 0;
+  const auto keep = [&](const std::string& name) {
+    QuantizedMatrix q = L.blocks(name);
+    block_bytes += q.bytes;
+    return format == WeightFormat::kQuantized ? q : QuantizedMatrix{};
+  };
+  for (std::size_t i = 0; i < w->layers.size(); ++i) {
+    const std::string p = kNames.prefix + std::to_string(i) + ".";
+    LayerWeights::Quantized& q = w->layers[i].quantized;
+    q.q_proj = keep(p + "attn_q.weight");
+    q.k_proj = keep(p + "attn_k.weight");
+    q.v_proj = keep(p + "attn_v.weight");
+    q.o_proj = keep(p + "attn_output.weight");
+    q.gate_proj = keep(p + "ffn_gate.weight");
+    q.up_proj = keep(p + "ffn_up.weight");
+    q.down_proj = keep(p + "ffn_down.weight");
+    if (c.arch == Architecture::kLlama) {
+      q.q_proj = unpermute_block_rows(q.q_proj, c.num_heads);
+      q.k_proj = unpermute_block_rows(q.k_proj, c.num_kv_heads);
     }
-    w->quantized_lm_head = L.blocks(c.tie_word_embeddings ? "token_embd.weight" : "output.weight");
   }
+  w->quantized_lm_head = keep(c.tie_word_embeddings ? "token_embd.weight" : "output.weight");
   w->gguf = std::move(file);
 
   LoadedWeights out;
   out.stored_types = L.usage();
   out.stored_dtypes = stored_type_names(out.stored_types);
   out.parameter_count = L.params();
+  out.quantized_block_bytes = block_bytes;
   out.weights = std::move(w);
   return out;
 }

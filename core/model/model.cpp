@@ -37,6 +37,10 @@ void check_finite(const ModelWeights& w, const std::filesystem::path& path) {
 
 }  // namespace
 
+std::uint64_t Model::dequantized_bytes() const {
+  return static_cast<std::uint64_t>(parameter_count_) * (dtype_ == DType::kF32 ? 4u : 2u);
+}
+
 const char* to_string(WeightFormat format) {
   return format == WeightFormat::kQuantized ? "quantized" : "dequantized";
 }
@@ -58,6 +62,11 @@ std::shared_ptr<const Model> Model::load(const std::filesystem::path& dir, const
   const unsigned hw = std::thread::hardware_concurrency();
   at::set_num_threads(options.threads > 0 ? options.threads : static_cast<int>(hw > 0 ? hw : 1));
 
+  if (options.weights == WeightFormat::kQuantized && !gguf_file)
+    fail(dir.string(), "quantized weights need a GGUF file with quantized tensors; a safetensors checkpoint has none "
+                       "(load it dequantized)");
+  if (options.weights == WeightFormat::kQuantized && options.cuda)
+    fail(dir.string(), "quantized weights are read by the CPU decode path only; on the GPU load them dequantized");
   if (options.cuda && !at::hasCUDA())
     fail(dir.string(), "device cuda: this build's LibTorch has no CUDA support or no GPU is visible");
   std::shared_ptr<Model> model(new Model());
@@ -78,7 +87,11 @@ std::shared_ptr<const Model> Model::load(const std::filesystem::path& dir, const
     model->config_path_ = dir;
     model->is_gguf_ = true;
     LoadedWeights loaded = load_gguf_weights(std::move(file), model->config_, options.dtype, options.weights);
+    if (options.weights == WeightFormat::kQuantized && loaded.quantized_block_bytes == 0)
+      fail(dir.string(), "quantized weights: no linear weight is stored in a block type the CPU GEMV reads (Q4_0, Q4_1, "
+                         "Q8_0, Q4_K, Q6_K); stored types are " + loaded.stored_dtypes + " (load it dequantized)");
     model->weight_format_ = options.weights;
+    model->quantized_block_bytes_ = loaded.quantized_block_bytes;
     model->weights_ = std::move(loaded.weights);
     model->stored_dtypes_ = std::move(loaded.stored_dtypes);
     model->stored_types_ = std::move(loaded.stored_types);

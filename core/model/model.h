@@ -17,9 +17,10 @@ namespace luka {
 // How a GGUF file's quantized linear weights are held. kDequantized: decoded into the compute
 // dtype at load (the reference). kQuantized: additionally kept as their GGUF blocks, which
 // one-row decode steps on the CPU read directly (kernels/cpu/quant_gemv.h); prefill GEMMs still
-// use the dequantized copy for now, so memory does not shrink yet. Safetensors checkpoints and
-// tensors of other types (F32, F16, BF16, or rows that are no whole number of blocks) are
-// unaffected.
+// use the dequantized copy for now, so memory does not shrink yet. Tensors of other types (F32,
+// F16, BF16, or rows that are no whole number of blocks) stay dequantized only. Model::load refuses
+// kQuantized where it could change nothing: a safetensors checkpoint, a GGUF file with no block
+// the GEMV reads, or weights placed on the GPU (whose decoder reads the dequantized copy).
 enum class WeightFormat { kDequantized, kQuantized };
 const char* to_string(WeightFormat format);                 // "dequantized", "quantized"
 WeightFormat parse_weight_format(std::string_view text);    // throws luka::Error otherwise
@@ -63,6 +64,11 @@ class Model {
   const ModelWeights& weights() const { return *weights_; }
   bool on_cuda() const { return on_cuda_; }
   WeightFormat weight_format() const { return weight_format_; }
+  // What the weights take in memory: the dequantized tensors at the compute dtype (a tied
+  // embedding counted once), and the GGUF blocks WeightFormat::kQuantized keeps besides them
+  // (whichever format was loaded; 0 for safetensors).
+  std::uint64_t dequantized_bytes() const;
+  std::uint64_t quantized_block_bytes() const { return quantized_block_bytes_; }
 
  private:
   Model() = default;
@@ -76,6 +82,7 @@ class Model {
   std::int64_t parameter_count_ = 0;
   bool on_cuda_ = false;
   WeightFormat weight_format_ = WeightFormat::kDequantized;
+  std::uint64_t quantized_block_bytes_ = 0;
   std::unique_ptr<ModelWeights> weights_;
 };
 

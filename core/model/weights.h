@@ -147,6 +147,8 @@ struct LoadedWeights {
   std::string stored_dtypes;  // e.g. "BF16" or "BF16,F32"
   std::vector<StoredType> stored_types;
   std::int64_t parameter_count = 0;
+  // GGUF: bytes of the blocks WeightFormat::kQuantized keeps (whether or not it was asked for).
+  std::uint64_t quantized_block_bytes = 0;
 };
 
 // Reads model.safetensors or model.safetensors.index.json from `dir`, checks every tensor's

@@ -519,3 +519,90 @@ TEST(Cli, InfoConfigPrintsTheConfigInForce) {
     EXPECT_NE(e.err.find("luka config"), std::string::npos) << e.err;
   }
 }
+
+// --- --weights quantized|dequantized ----------------------------------------------------------
+
+// Every command that loads a model takes --weights, states its default, and a bad value is a
+// one-line usage error.
+TEST(Cli, WeightsOptionOnEveryModelCommand) {
+  for (const std::vector<std::string>& cmd : std::vector<std::vector<std::string>>{
+           {"info"}, {"forward"}, {"generate"}, {"perplexity"}, {"capture"}, {"calibrate"}, {"eval", "wikisalad"}}) {
+    std::vector<std::string> help = cmd;
+    help.push_back("--help");
+    const RunResult r = run_luka(help);
+    ASSERT_EQ(r.exit_code, 0) << cmd[0];
+    const auto at = r.out.find("--weights quantized|dequantized");
+    ASSERT_NE(at, std::string::npos) << cmd[0] << ":\n" << r.out;
+    const auto end = r.out.find("\n  --", at + 1);
+    EXPECT_NE(r.out.substr(at, end - at).find("(default: dequantized)"), std::string::npos) << cmd[0] << ":\n" << r.out;
+  }
+  for (const std::string bad : {"q4", "Quantized", ""}) {
+    const RunResult r = run_luka({"generate", "--weights", bad, "--prompt", "x", "--max-new-tokens", "1"});
+    EXPECT_EQ(r.exit_code, 2) << bad << ": " << r.err;
+    EXPECT_EQ(error_lines(r.err), 1) << r.err;
+    EXPECT_NE(r.err.find("--weights"), std::string::npos) << r.err;
+  }
+}
+
+// quantized is refused, naming the file, where it could change nothing: a safetensors checkpoint,
+// or a GGUF file with no block type the CPU GEMV reads (the F32 qwen3 fixture, when built).
+TEST(Cli, QuantizedWeightsNeedAQuantizedGguf) {
+  std::vector<fs::path> models = {checkpoint("qwen3-tied")};
+  const fs::path f32_gguf = fs::path(LUKA_TEST_WORK) / "gguf" / "qwen3" / "model.gguf";
+  if (fs::exists(f32_gguf)) models.push_back(f32_gguf);
+  const std::string out = (fs::path(LUKA_TEST_WORK) / "cli" / "quantized-refused.npy").string();
+  for (const fs::path& model : models) {
+    const auto forward = [&](const char* weights) {
+      return run_luka({"forward", "--model", model.string(), "--ids", "1,2,3", "--out", out, "--device", "cpu", "--weights", weights});
+    };
+    const RunResult r = forward("quantized");
+    EXPECT_EQ(r.exit_code, 1) << model << ": " << r.err;
+    EXPECT_EQ(error_lines(r.err), 1) << r.err;
+    EXPECT_NE(r.err.find(model.string()), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("quantized weights"), std::string::npos) << r.err;
+    // The same model runs dequantized.
+    const RunResult ok = forward("dequantized");
+    EXPECT_EQ(ok.exit_code, 0) << model << ": " << ok.err;
+  }
+}
+
+TEST(Cli, GenerateWithQuantizedWeightsOnTheDefaultModel) {
+  if (!default_model_is_smollm2()) GTEST_SKIP() << "no SmolLM2 default model at " << kDefaultModel;
+  const auto ids = [](const RunResult& r) { return nlohmann::json::parse(r.out)["ids"].get<std::vector<int>>(); };
+  const std::vector<std::string> common = {"generate", "--prompt", "The capital of France is", "--max-new-tokens", "8",
+                                           "--threads", "2", "--device", "cpu", "--json", "--weights"};
+  std::vector<std::string> q = common, d = common;
+  q.push_back("quantized");
+  d.push_back("dequantized");
+  const RunResult rq = run_luka(q), rd = run_luka(d);
+  ASSERT_EQ(rq.exit_code, 0) << rq.err;
+  ASSERT_EQ(rd.exit_code, 0) << rd.err;
+  const std::string text = nlohmann::json::parse(rq.out)["text"].get<std::string>();
+  EXPECT_EQ(text.rfind(" Paris", 0), 0u) << text;
+  // Greedy ids equal the dequantized path's here (the quantized GEMV can flip a near tie elsewhere).
+  EXPECT_EQ(ids(rq), ids(rd));
+}
+
+// Both footprints, from the default model's stored types: Q4_1 blocks are 20 bytes per 32 values,
+// Q8_0 34 bytes per 32; every one of those tensors is kept as blocks (the Q8_0 one is the tied
+// embedding, kept for the lm_head). Dequantized: 134,515,008 parameters x 4 bytes (fp32) or 2 (bf16).
+TEST(Cli, InfoPrintsTheWeightsFootprintOfEachChoice) {
+  if (!default_model_is_smollm2()) GTEST_SKIP() << "no SmolLM2 default model at " << kDefaultModel;
+  const double blocks = 106168320.0 / 32 * 20 + 28311552.0 / 32 * 34;  // 96,436,224 bytes
+  ASSERT_EQ(blocks, 96436224.0);
+  const RunResult fp32 = run_luka({"info"});
+  ASSERT_EQ(fp32.exit_code, 0) << fp32.err;
+  EXPECT_NE(fp32.out.find("weights          dequantized 538.1 MB: fp32 tensors  (loaded)\n"), std::string::npos) << fp32.out;
+  // 538,060,032 + 96,436,224 = 634,496,256
+  EXPECT_NE(fp32.out.find("                 quantized   634.5 MB: the same + 96.4 MB of GGUF blocks"), std::string::npos) << fp32.out;
+  const RunResult bf16 = run_luka({"info", "--dtype", "bf16", "--weights", "quantized"});
+  ASSERT_EQ(bf16.exit_code, 0) << bf16.err;
+  EXPECT_NE(bf16.out.find("weights          dequantized 269.0 MB: bf16 tensors\n"), std::string::npos) << bf16.out;
+  // 269,030,016 + 96,436,224 = 365,466,240
+  EXPECT_NE(bf16.out.find("quantized   365.5 MB: the same + 96.4 MB of GGUF blocks, read by one-row decode steps  (loaded)"),
+            std::string::npos)
+      << bf16.out;
+  const RunResult st = run_luka({"info", "--model", checkpoint("qwen3-tied").string()});
+  ASSERT_EQ(st.exit_code, 0) << st.err;
+  EXPECT_NE(st.out.find("quantized   not available (not a GGUF file)"), std::string::npos) << st.out;
+}
