@@ -86,11 +86,23 @@ int main(int argc, char** argv) {
   const auto t0 = Clock::now();
   const double cpu0 = cpu_seconds();
   s.run(r);
-  double prefill = -1;
+  double prefill = -1, first_map = -1;
   while (true) {
     const studio::Status st = s.status();
     if (prefill < 0 && (st.steps_done > 0 || st.message.rfind("decode step", 0) == 0 || st.message.rfind("paused", 0) == 0))
       prefill = seconds_since(t0);
+    // The first map: the Studio opens on the first recorded layer and head, fitted (the coarsest
+    // level); it shows data once that layer's rows have arrived.
+    if (first_map < 0) {
+      if (const auto v = s.view()) {
+        const capture::Layout lay = v->summary().layout;
+        if (!lay.levels.empty() && !lay.layers.empty() && !lay.heads.empty() && lay.prompt_tokens > 0) {
+          const std::int64_t size = capture::level_size(lay.prompt_tokens, lay.levels.back());
+          const capture::MapWindow m = v->map_window(lay.layers.front(), lay.heads.front(), lay.levels.back(), 0, 0, size, size);
+          if (std::any_of(m.values.begin(), m.values.end(), [](float x) { return x > 0; })) first_map = seconds_since(t0);
+        }
+      }
+    }
     if (!s.busy() && st.state != studio::RunState::kRunning) break;
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
@@ -102,6 +114,7 @@ int main(int argc, char** argv) {
   }
   std::printf("prompt_tokens %lld\n", static_cast<long long>(st.prompt_tokens));
   std::printf("decode_steps %lld\n", static_cast<long long>(st.steps_done));
+  std::printf("first_map_s %.1f\n", first_map);
   std::printf("prefill_s %.1f\n", prefill < 0 ? total : prefill);
   std::printf("run_s %.1f\n", total);
   std::printf("run_cpu_s %.1f\n", cpu);
