@@ -680,8 +680,8 @@ void draw_footer(UiState& ui, bool rows_layout, int level) {
   ImGui::Dummy(ImVec2(w + 30, h + 18));
   ImGui::SameLine();
   const char* what = diff ? "effective - dense" : hv.log_scale ? "attention, log" : "attention";
-  if (rows_layout) ImGui::Text("%s  |  decode rows, keys max over %d  |  layer %d head %d", what, 1 << hv.fetched_pool, ui.layer, ui.head);
-  else ImGui::Text("%s  |  full map, level %d (%d tokens/cell)  |  layer %d head %d", what, level, 1 << level, ui.layer, ui.head);
+  if (rows_layout) ImGui::Text("%s  |  decode rows, keys max over %d  |  layer %d head %d", what, 1 << std::clamp(hv.fetched_pool, 0, 30), ui.layer, ui.head);
+  else ImGui::Text("%s  |  full map, level %d (%d tokens/cell)  |  layer %d head %d", what, level, 1 << std::clamp(level, 0, 30), ui.layer, ui.head);
   if (!hv.error.empty()) {
     ImGui::SameLine();
     ImGui::TextColored(ImVec4(1.f, 0.5f, 0.5f, 1.f), "%s", hv.error.c_str());
@@ -903,7 +903,7 @@ void draw_heatmap_panel(UiState& ui) {
       dl->AddText(ImVec2(x + 8, origin.y + 6), IM_COL32(255, 255, 255, 255), text.c_str());
     }
   }
-  if (!rows_layout) level = hv.fetched_level;
+  if (!rows_layout && hv.fetched_level >= 0) level = hv.fetched_level;  // -1 until the first window arrives
   ImGui::SetCursorScreenPos(ImVec2(top_left.x, origin.y + size.y + label_h + 2));
   draw_footer(ui, rows_layout, level);
   ui.hover_token = -1;  // the output panel sets it again while its token is hovered
