@@ -109,6 +109,23 @@ void thinned_labels(std::int64_t first, std::int64_t last, float gap, At at, Dra
   }
 }
 
+// Key labels under a canvas, centred on their columns and thinned so none overlaps the one before:
+// keys [key0, key0 + span) of `keys`, at screen x sx(key).
+template <class Sx, class Text>
+void draw_key_labels(ImDrawList* dl, double key0, double span, std::int64_t keys, ImVec2 origin, ImVec2 canvas_max, const Sx& sx, const Text& text) {
+  const auto first = static_cast<std::int64_t>(std::max(0.0, std::floor(key0)));
+  const auto last = std::min<std::int64_t>(keys, static_cast<std::int64_t>(std::ceil(key0 + span)) + 1);
+  float next = -1e30f;
+  for (std::int64_t i = first; i < last; ++i) {
+    const float x = sx(i + 0.5);
+    const std::string s = text(i);
+    const float w = ImGui::CalcTextSize(s.c_str()).x;
+    if (x - w / 2 < std::max(next, origin.x - 4) || x + w / 2 > canvas_max.x + 4) continue;
+    dl->AddText(ImVec2(x - w / 2, canvas_max.y + 2), IM_COL32(170, 170, 180, 255), s.c_str());
+    next = x + w / 2 + 8;
+  }
+}
+
 // What the selected decode step's cover holds, in words (the decode-rows hover).
 std::vector<std::string> describe_cover(const capture::CaptureView& view, std::int64_t step, int layer, int head) {
   std::vector<std::string> out;
@@ -399,18 +416,7 @@ void draw_full_map(UiState& ui, Canvas& cv, const capture::Summary& sum, ImVec2 
       return true;
     });
   }
-  if (!tokens.empty()) {
-    const auto first_col = static_cast<std::int64_t>(std::max(0.0, std::floor(hv.x0)));
-    const auto last_col = std::min<std::int64_t>(n, static_cast<std::int64_t>(std::ceil(hv.x0 + span_x)) + 1);
-    thinned_labels(first_col, last_col, 0.f, [&](std::int64_t i) { return sx(i + 0.5); }, [&, next = -1e30f](std::int64_t i, float x) mutable {
-      const std::string s = piece(i, 10);
-      const float w = ImGui::CalcTextSize(s.c_str()).x;
-      if (x - w / 2 < std::max(next, origin.x - 4) || x + w / 2 > canvas_max.x + 4) return false;
-      dl->AddText(ImVec2(x - w / 2, canvas_max.y + 2), label_colour, s.c_str());
-      next = x + w / 2 + 8;
-      return true;
-    });
-  }
+  if (!tokens.empty()) draw_key_labels(dl, hv.x0, span_x, n, origin, canvas_max, sx, [&](std::int64_t i) { return piece(i, 10); });
 
   // Hover: query and key tokens and the value under the cursor.
   const auto map_view = static_cast<figures::MapView>(hv.view);
@@ -573,16 +579,7 @@ void draw_decode_rows(UiState& ui, Canvas& cv, const capture::Summary& sum, ImVe
     dl->AddText(ImVec2(label_right - ImGui::CalcTextSize(text.c_str()).x, y - line / 2), label_colour, text.c_str());
     return true;
   });
-  const auto first_col = static_cast<std::int64_t>(std::max(0.0, std::floor(hv.rows_x0)));
-  const auto last_col = std::min<std::int64_t>(keys, static_cast<std::int64_t>(std::ceil(hv.rows_x0 + span)) + 1);
-  thinned_labels(first_col, last_col, 0.f, [&](std::int64_t i) { return sx(i + 0.5); }, [&, next = -1e30f](std::int64_t i, float x) mutable {
-    const std::string s = piece(i, 10);
-    const float w = ImGui::CalcTextSize(s.c_str()).x;
-    if (x - w / 2 < std::max(next, origin.x - 4) || x + w / 2 > canvas_max.x + 4) return false;
-    dl->AddText(ImVec2(x - w / 2, canvas_max.y + 2), label_colour, s.c_str());
-    next = x + w / 2 + 8;
-    return true;
-  });
+  draw_key_labels(dl, hv.rows_x0, span, keys, origin, canvas_max, sx, [&](std::int64_t i) { return piece(i, 10); });
   const auto& segments = cv.segments.get(ck, [view] { return view->segments(); });
   draw_bands(dl, segments, ImVec2(origin.x, top_left.y), ImVec2(origin.x - kBand - 2, origin.y), canvas_max.x, canvas_max.y, sx, nullptr);
 
