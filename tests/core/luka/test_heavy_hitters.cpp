@@ -14,11 +14,13 @@
 #include "core/model/decoder.h"
 #include "core/model/model.h"
 #include "kernels/common/luka_rules.h"
+#include "tests/core/luka/luka_sequence.h"
 
 namespace luka {
 namespace {
 
 namespace fs = std::filesystem;
+using test::Sequence;
 
 // The m best by a stable sort on the score alone (descending): equal scores keep position order.
 std::vector<std::int64_t> by_sort(const std::vector<float>& score, std::int64_t m) {
@@ -126,32 +128,11 @@ TEST(HeavyHitters, IncrementalFollowsCoverScoresThatFall) {
 
 // --- a lined layer, incremental against ranked from scratch -----------------------------------
 
-struct Sequence {
-  std::int64_t H, KV, D, N;
-  at::Tensor q, k, v;
-  Sequence(std::int64_t h, std::int64_t kv, std::int64_t d, std::int64_t n, std::uint64_t seed) : H(h), KV(kv), D(d), N(n) {
-    at::manual_seed(seed);
-    q = at::randn({H, N, D}) * 2.0;
-    k = at::randn({KV, N, D});
-    v = at::randn({KV, N, D});
-  }
-  AttentionInputs inputs(std::int64_t pos0, std::int64_t n) const {
-    AttentionInputs in;
-    in.q = q.narrow(1, pos0, n).contiguous();
-    in.k = k.narrow(1, 0, pos0 + n);
-    in.v = v.narrow(1, 0, pos0 + n);
-    in.q_pos0 = pos0;
-    in.group_size = H / KV;
-    in.scale = 1.0 / std::sqrt(static_cast<double>(D));
-    return in;
-  }
-};
-
 // Two layers on the same inputs: `fresh` ranks from scratch every step (the selection before
 // HeavyHitterSet). A switch to dense and back happens in both at the same steps, and `inc` is
 // given its config again once mid-way (which restarts its sets).
 TEST(HeavyHitters, LinedLayerEqualsRankingFromScratchEveryStep) {
-  const Sequence s(6, 2, 16, 260, 11);
+  const Sequence s(6, 2, 16, 260, 11, 2.0);
   for (const char* spec : {"window=16,rho=0.125", "window=16,rho=0.125,lined_selection=group",
                            "window=4,rho=0.3,lined_selection=layer", "window=16,rho=0.001", "window=8,rho=1",
                            "window_frac=0.1,rho=0.1,lined_rounding=floor,heavy_late=true",
