@@ -12,6 +12,7 @@
 #include <sstream>
 
 #include "tests/process_util.h"
+#include "tests/studio/studio_script.h"
 #include "viz/colormap.h"
 #include "viz/png.h"
 #include "viz/state_colours.h"
@@ -30,24 +31,9 @@ fs::path work_dir() { return luka::test::test_dir("studio"); }
 
 RunResult sh(const std::string& command) { return luka::test::run_shell(command, work_dir()); }
 
-bool have_xvfb() { return std::system("command -v xvfb-run > /dev/null 2>&1") == 0; }
+using luka::test::have_xvfb;
 
-// Under AddressSanitizer the windowed Studio runs without LeakSanitizer: Mesa's GL driver keeps
-// 240 bytes to the end and is unloaded before the leak check, so the report has no module to
-// attribute or suppress ("<unknown module>" frames). ASan and UBSan stay on, and the Studio's
-// session code is leak-checked by test_studio_session, which opens no window.
-#if defined(__SANITIZE_ADDRESS__)
-const std::string kStudioEnv = "ASAN_OPTIONS=\"${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0\" ";
-#else
-const std::string kStudioEnv;
-#endif
-
-RunResult studio(const std::string& args, const std::string& script) {
-  const fs::path s = work_dir() / "actions.script";
-  std::ofstream(s) << script;
-  return sh("env -u LUKA_MODEL " + kStudioEnv + "xvfb-run -a -s '-screen 0 1280x800x24' '" + std::string(LUKA_CLI_PATH) + "' studio " + args +
-            " --script '" + s.string() + "'");
-}
+RunResult studio(const std::string& args, const std::string& script) { return luka::test::run_studio(work_dir(), args, script); }
 
 // A screenshot is a real frame: the window's size, many colours, and a heatmap drawn in the
 // ember colormap (thousands of pixels exactly equal to its entries).

@@ -10,6 +10,7 @@
 #include <fstream>
 
 #include "tests/process_util.h"
+#include "tests/studio/studio_script.h"
 #include "viz/png.h"
 
 namespace fs = std::filesystem;
@@ -23,20 +24,10 @@ using luka::test::RunResult;
 
 fs::path work_dir() { return luka::test::test_dir("studio_keys"); }
 
-bool have_xvfb() { return std::system("command -v xvfb-run > /dev/null 2>&1") == 0; }
-
-#if defined(__SANITIZE_ADDRESS__)
-const std::string kStudioEnv = "ASAN_OPTIONS=\"${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0\" ";  // see test_studio.cpp
-#else
-const std::string kStudioEnv;
-#endif
+using luka::test::have_xvfb;
 
 RunResult studio(const fs::path& dir, const std::string& args, const std::string& script, const std::string& size = "1280x800") {
-  const fs::path s = dir / "keys.script";
-  std::ofstream(s) << script;
-  return luka::test::run_shell("env -u LUKA_MODEL " + kStudioEnv + "xvfb-run -a -s '-screen 0 " + size + "x24' '" + std::string(LUKA_CLI_PATH) +
-                                   "' studio --size " + size + " " + args + " --script '" + s.string() + "'",
-                               dir);
+  return luka::test::run_studio(dir, args, script, size, "keys.script");
 }
 
 // Number of pixels that differ between two screenshots of the same size.

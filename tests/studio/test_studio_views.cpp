@@ -13,6 +13,7 @@
 
 #include "captures/reader.h"
 #include "tests/process_util.h"
+#include "tests/studio/studio_script.h"
 #include "viz/colormap.h"
 #include "viz/png.h"
 
@@ -29,20 +30,9 @@ fs::path work_dir() { return luka::test::test_dir("studio_views"); }
 
 RunResult sh(const std::string& command) { return luka::test::run_shell(command, work_dir()); }
 
-bool have_xvfb() { return std::system("command -v xvfb-run > /dev/null 2>&1") == 0; }
+using luka::test::have_xvfb;
 
-#if defined(__SANITIZE_ADDRESS__)  // see test_studio.cpp: Mesa's GL driver leaks at exit
-const std::string kStudioEnv = "ASAN_OPTIONS=\"${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0\" ";
-#else
-const std::string kStudioEnv;
-#endif
-
-RunResult studio(const std::string& args, const std::string& script) {
-  const fs::path s = work_dir() / "actions.script";
-  std::ofstream(s) << script;
-  return sh("env -u LUKA_MODEL " + kStudioEnv + "xvfb-run -a -s '-screen 0 1280x800x24' '" + std::string(LUKA_CLI_PATH) + "' studio " + args +
-            " --script '" + s.string() + "'");
-}
+RunResult studio(const std::string& args, const std::string& script) { return luka::test::run_studio(work_dir(), args, script); }
 
 struct Geometry {
   std::string layout;
