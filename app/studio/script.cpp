@@ -275,6 +275,16 @@ bool Script::advance(UiState& ui, std::string& screenshot) {
       const auto view = ui.session.view();
       if (!view) fail(where(l), "expect_head_scores: no run or capture");
       const auto& out = head_scores(ui, view);
+      if (!ui.head_scores.fresh(capture_key(view.get()))) {  // still computing: hold this line
+        if (!waiting_) {
+          waiting_ = true;
+          wait_start_ = Clock::now();
+        }
+        if (std::chrono::duration<double>(Clock::now() - wait_start_).count() > 300) fail(where(l), "expect_head_scores timed out");
+        --next_;
+        return true;
+      }
+      waiting_ = false;
       if (!out.error.empty()) fail(where(l), "head scores: " + out.error);
       const std::size_t rows = out.value ? out.value->heads.size() : 0;
       if (static_cast<double>(rows) != number(1)) fail(where(l), "head scores have " + std::to_string(rows) + " rows, expected " + arg(1));
