@@ -21,8 +21,12 @@ start=$SECONDS
 status=0
 # run_fuzz.sh is copied: the script may be edited while a long run reads it.
 cp "$root/scripts/run_fuzz.sh" "$root/bench/out/run_fuzz.sh"
-"$root/bench/out/run_fuzz.sh" --runs "$runs" --seconds "$max_seconds" --jobs "$jobs" "$@" | tee "$root/bench/out/fuzz.txt" || status=$?
+LUKA_ROOT=$root "$root/bench/out/run_fuzz.sh" --runs "$runs" --seconds "$max_seconds" --jobs "$jobs" "$@" | tee "$root/bench/out/fuzz.txt" || status=$?
 total=$((SECONDS - start))
+if ! awk 'NR > 1 && NF >= 8 && $1 != "total:" { found = 1 } END { exit !found }' "$root/bench/out/fuzz.txt"; then
+  echo "bench/run_fuzz.sh: no target ran (exit $status); nothing appended to $out" >&2
+  exit $((status ? status : 1))
+fi
 
 {
   echo

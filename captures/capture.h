@@ -68,6 +68,7 @@ struct Manifest {
   std::string tool_version, git_revision;
   std::string created;        // UTC, ISO 8601
   std::string record;         // RecordSpec::to_string()
+  std::string calibration;    // JSON: a `luka calibrate` file attached to the run (core/eval/calibration.h); empty: none
 };
 
 // Shapes fixed at the start of a run.

@@ -82,6 +82,7 @@ std::unique_ptr<CaptureFile> CaptureFile::open(const std::filesystem::path& path
         {"record", &m.record}};
     for (const auto& [key, value] : strings) *value = h5::read_attr_string(g, key, name);
     m.seed = h5::read_attr_int(g, "seed", name);
+    if (h5::has_attr(g, "calibration")) m.calibration = h5::read_attr_string(g, "calibration", name);
   }
   {
     h5::Handle g(h5::check(H5Gopen2(file, "layout", H5P_DEFAULT), name, "layout"));

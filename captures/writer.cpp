@@ -95,6 +95,7 @@ void CaptureWriter::begin(const Manifest& m, const Layout& layout, const std::ve
         {"record", &m.record}};
     for (const auto& [key, value] : strings) h5::write_attr(g, key, *value, name_);
     h5::write_attr(g, "seed", m.seed, name_);
+    if (!m.calibration.empty()) h5::write_attr(g, "calibration", m.calibration, name_);  // optional: absent when none
   }
   {
     h5::Handle g = h5::create_group(file_, "layout", name_);

@@ -13,7 +13,7 @@
 #     --jobs N      targets at once (default: the number of cores)
 #     target        e.g. tokenizer capture_reader (default: every tests/fuzz/corpus/<target>)
 set -euo pipefail
-root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+root=${LUKA_ROOT:-$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)}  # LUKA_ROOT: when run from a copy (bench/run_fuzz.sh)
 build=${FUZZ_BUILD:-$root/build-fuzz}
 limit=()
 jobs=$(nproc)

@@ -21,6 +21,8 @@
 #include "captures/recorder.h"
 #include "captures/session.h"
 #include "captures/writer.h"
+#include "core/eval/calibration.h"
+#include "core/util/text_file.h"
 #include "core/util/version.h"
 #include "core/device/device.h"
 #include "core/generate/sampler.h"
@@ -72,6 +74,8 @@ int run_capture(int argc, char** argv) {
               "\"layers=0-3,8;heads=0,2;parts=maps,covers;map_cap=2048;map_min=64\"", "all")
       .option("deflate", "LEVEL", "compression: shuffle + deflate level 0-9 (1: fast run-length + Huffman), or none", "1")
       .option("schedule", "SPEC", "LuKA mode changes during decoding (as for luka generate)")
+      .option("calibration", "FILE", "attach a luka calibrate file of this model: the Studio's Head scores tab and\n"
+                                      "luka inspect --calibration show its per-head scores beside the run")
       .flag("quiet", "no progress line")
       .option("dtype", "fp32|bf16|fp16", "compute dtype (fp16 on the GPU only)", "fp32")
       .option("threads", "N", "CPU threads for the model (and the recording's compression)", "all cores");
@@ -95,6 +99,13 @@ int run_capture(int argc, char** argv) {
   if (args.has("deflate")) spec.deflate = capture::RecordSpec::parse("deflate=" + args.get("deflate")).deflate;
 
   const SamplingParams sampling = sampling_options(args);
+  // Read before the model, so a bad file fails fast; its shape is checked against the model below.
+  std::optional<eval::Calibration> calibration;
+  std::string calibration_text;
+  if (args.has("calibration")) {
+    calibration_text = read_text_file(args.get("calibration"), "calibration file");
+    calibration = eval::parse_calibration(calibration_text, args.get("calibration"));
+  }
 
   const auto path = resolve_model_path(args);
   const Tokenizer tokenizer = Tokenizer::load(path);
@@ -124,6 +135,10 @@ int run_capture(int argc, char** argv) {
   check_context(model->config().max_position_embeddings, 0, n, max_new);  // before the capture file exists
   Decoder decoder(model);
   const std::int64_t n_layers = model->config().num_layers;
+  if (calibration && (calibration->num_layers != n_layers || calibration->num_heads != model->config().num_heads))
+    fail(args.get("calibration"), "is a calibration of a model with " + std::to_string(calibration->num_layers) + " layers and " +
+                                      std::to_string(calibration->num_heads) + " heads; this one has " + std::to_string(n_layers) + " and " +
+                                      std::to_string(model->config().num_heads));
   LukaConfig luka = luka_config(args, n_layers).value_or(LukaConfig::preset("dense", n_layers));
   check_schedule(luka, run.schedule);  // before the capture file exists
   const auto layers = device->install_luka(decoder, luka);
@@ -135,6 +150,7 @@ int run_capture(int argc, char** argv) {
   manifest.git_revision = git_revision();
   manifest.record = spec.to_string();
   manifest.device = device->name();
+  if (calibration) manifest.calibration = nlohmann::json::parse(calibration_text).dump();  // compact
   {
     nlohmann::json g;
     g["prompt"] = prompt.source;

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -15,6 +16,7 @@
 #include "captures/analysis.h"
 #include "captures/reader.h"
 #include "captures/survival.h"
+#include "core/eval/calibration.h"
 #include "core/luka/config.h"
 
 namespace luka::cli {
@@ -328,10 +330,67 @@ int print_heads(const capture::CaptureView& view, const std::string& path, const
   return 0;
 }
 
+// luka inspect FILE --calibration [--layer L,...] [--head H,...] [--json]: the `luka calibrate` file
+// attached to the capture (luka capture --calibration), as a table or as the file itself.
+int print_calibration(const capture::CaptureView& view, const std::string& path, const ArgParser& args) {
+  const std::string& text = view.summary().manifest.calibration;
+  if (text.empty()) fail(path, "has no calibration attached (luka capture --calibration FILE attaches one)");
+  const eval::Calibration c = eval::parse_calibration(text, path + ": manifest/calibration");
+  std::set<int> layers, heads;
+  if (args.has("layer"))
+    for (const auto v : parse_int_list("layer", args.get("layer"))) layers.insert(static_cast<int>(v));
+  if (args.has("head"))
+    for (const auto v : parse_int_list("head", args.get("head"))) heads.insert(static_cast<int>(v));
+  for (const int l : layers)
+    if (l < 0 || l >= c.num_layers) throw UsageError("--layer " + std::to_string(l) + " is outside the calibration's 0.." + std::to_string(c.num_layers - 1));
+  for (const int h : heads)
+    if (h < 0 || h >= c.num_heads) throw UsageError("--head " + std::to_string(h) + " is outside the calibration's 0.." + std::to_string(c.num_heads - 1));
+  const auto shown = [&](const eval::CalibrationHead& r) { return (layers.empty() || layers.count(r.layer)) && (heads.empty() || heads.count(r.head)); };
+  if (args.get_flag("json")) {
+    nlohmann::json j = nlohmann::json::parse(text);
+    if (!layers.empty() || !heads.empty()) {  // only the chosen layers and heads, in the file's shape
+      nlohmann::json kept = nlohmann::json::array();
+      for (nlohmann::json& layer : j["layers"]) {
+        const int l = layer["layer"].get<int>();
+        if (!layers.empty() && !layers.count(l)) continue;
+        const auto keep_heads = [&](nlohmann::json& list) {
+          nlohmann::json out = nlohmann::json::array();
+          for (std::size_t h = 0; h < list.size(); ++h)
+            if (heads.empty() || heads.count(static_cast<int>(h))) out.push_back(list[h]);
+          list = std::move(out);
+        };
+        keep_heads(layer["heads"]);
+        for (nlohmann::json& cand : layer["candidates"]) keep_heads(cand["heads"]);
+        kept.push_back(std::move(layer));
+      }
+      j["layers"] = std::move(kept);
+    }
+    std::printf("%s\n", j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
+    return 0;
+  }
+  std::printf("calibration of %s: %s, %lld tokens (%lld prefilled, %lld decode steps)\n", path.c_str(), c.source.c_str(),
+              static_cast<long long>(c.tokens), static_cast<long long>(c.prompt_tokens), static_cast<long long>(c.decode_steps));
+  std::printf("under dense attention: sink mass on token 0, entropy in nats, locality (mean distance back), cross-topic mass%s;\n"
+              "per candidate: the attention output's relative L2 error against dense (lower is closer); best: the lowest\n",
+              c.topics ? "" : " (no segments: -)");
+  for (std::size_t k = 0; k < c.candidates.size(); ++k) std::printf("  c%zu  %s\n", k, c.candidates[k].c_str());
+  std::printf("\n%-6s %-5s %7s %8s %9s %7s", "layer", "head", "sink", "entropy", "locality", "cross");
+  for (std::size_t k = 0; k < c.candidates.size(); ++k) std::printf(" %8s", ("c" + std::to_string(k)).c_str());
+  std::printf("  best\n");
+  for (const eval::CalibrationHead& r : c.heads) {
+    if (!shown(r)) continue;
+    std::printf("%-6d %-5d %s %s %s %s", r.layer, r.head, fixed(r.sink, 7, 4).c_str(), fixed(r.entropy, 8, 3).c_str(),
+                fixed(r.locality, 9, 2).c_str(), fixed(r.cross_topic, 7, 4).c_str());
+    for (const eval::CandidateScores& s : r.candidates) std::printf(" %s", fixed(s.rel_l2, 8, 4).c_str());
+    std::printf("  %s\n", r.best >= 0 ? ("c" + std::to_string(r.best)).c_str() : "-");
+  }
+  return 0;
+}
+
 }  // namespace
 
 int run_inspect(int argc, char** argv) {
-  ArgParser args("inspect", "FILE [--json] [--track SPEC | --topics | --heads] [--layer L] [--head H]",
+  ArgParser args("inspect", "FILE [--json] [--track SPEC | --topics | --heads | --calibration] [--layer L] [--head H]",
                  "Summarizes a capture: model, LuKA config, tokens and segments, decode steps, the layers,\n"
                  "heads and map levels recorded, and the size of each part stored and uncompressed. A capture\n"
                  "cut off by a crash is reported with its complete steps.");
@@ -343,12 +402,14 @@ int run_inspect(int argc, char** argv) {
             "hitters by topic, per layer and head")
       .flag("heads", "head scores per layer and head, from the prefill map and the decode rows: sink mass,\n"
             "entropy, locality, previous-token and induction mass, cross-topic mass, dense-shadow KL")
+      .flag("calibration", "the luka calibrate file attached to the capture (luka capture --calibration): per\n"
+            "layer and head, dense pattern scores and each candidate's output error against dense")
       .option("decode-topic", "X", "with --topics or --heads: the topic letter decode queries are measured against\n"
               "(cross-topic leakage), e.g. the topic a question asks about; default: the last segment's")
-      .option("layer", "L", "with --track: one layer, per head (with --head: per step); with --topics or --heads:\n"
-              "layers to include, e.g. 12 or 0,12,29")
-      .option("head", "H", "with --track and --layer: one head's timeline, one line per step; with --topics or\n"
-              "--heads: heads to include (one layer and one head: --topics adds its matrix and steps)");
+      .option("layer", "L", "with --track: one layer, per head (with --head: per step); with --topics, --heads or\n"
+              "--calibration: layers to include, e.g. 12 or 0,12,29")
+      .option("head", "H", "with --track and --layer: one head's timeline, one line per step; with --topics,\n"
+              "--heads or --calibration: heads to include (one layer and one head: --topics adds its matrix and steps)");
   args.epilog("With --track, per layer (or per head, or per step) the share of token-steps kept raw (r), seen\n"
               "through a page summary (s), refined back (R), kept as heavy hitters (h) or dropped (x), and the\n"
               "attention the span got per step.\n\n"
@@ -381,15 +442,16 @@ int run_inspect(int argc, char** argv) {
   if (!args.parse(static_cast<int>(rest.size()), rest.data(), 2)) return 0;
   if (path.empty()) throw UsageError("the capture FILE is required");
 
-  const bool topics = args.get_flag("topics"), heads = args.get_flag("heads");
-  if (static_cast<int>(args.has("track")) + static_cast<int>(topics) + static_cast<int>(heads) > 1)
-    throw UsageError("--track, --topics and --heads are separate reports: give one");
-  if ((args.has("layer") || args.has("head")) && !args.has("track") && !topics && !heads)
-    throw UsageError("--layer and --head go with --track, --topics or --heads");
+  const bool topics = args.get_flag("topics"), heads = args.get_flag("heads"), calibration = args.get_flag("calibration");
+  if (static_cast<int>(args.has("track")) + static_cast<int>(topics) + static_cast<int>(heads) + static_cast<int>(calibration) > 1)
+    throw UsageError("--track, --topics, --heads and --calibration are separate reports: give one");
+  if ((args.has("layer") || args.has("head")) && !args.has("track") && !topics && !heads && !calibration)
+    throw UsageError("--layer and --head go with --track, --topics, --heads or --calibration");
   if (args.has("decode-topic") && !topics && !heads) throw UsageError("--decode-topic goes with --topics or --heads");
   if (args.has("track") && args.has("head") && !args.has("layer")) throw UsageError("--head needs --layer");
   const auto file = capture::CaptureFile::open(path);
   if (args.has("track")) return print_survival(*file, args);
+  if (calibration) return print_calibration(*file, path, args);
   if (topics || heads) {
     try {
       return topics ? print_topics(*file, path, args) : print_heads(*file, path, args);
@@ -428,6 +490,7 @@ int run_inspect(int argc, char** argv) {
     j["luka_config"] = nlohmann::json::parse(m.luka_config, nullptr, false);
     j["generation"] = nlohmann::json::parse(m.generation, nullptr, false);
     j["record"] = m.record;
+    j["calibration"] = !m.calibration.empty();
     j["tokens"] = {{"prompt", l.prompt_tokens}, {"generated", generated}, {"total", tokens.size()}};
     j["segments"] = nlohmann::json::array();
     for (const auto& seg : segments) j["segments"].push_back({{"label", seg.label}, {"colour", seg.colour}, {"begin", seg.begin}, {"end", seg.end}});
@@ -463,6 +526,16 @@ int run_inspect(int argc, char** argv) {
   std::printf("maps       %s\n", levels.empty() ? "not recorded" : ("levels " + levels).c_str());
   std::printf("per step   %s%s\n", l.rows ? "effective rows, " : "", l.covers ? "covers, page states, summary mass, metrics" : "metrics");
   std::printf("record     %s\n", m.record.c_str());
+  if (!m.calibration.empty()) {
+    std::string what = "attached (luka inspect --calibration shows it)";
+    try {
+      const eval::Calibration c = eval::parse_calibration(m.calibration, "manifest");
+      what = c.source + ", " + std::to_string(c.candidates.size()) + " candidates; " + what;
+    } catch (const Error& e) {
+      what = std::string("unreadable: ") + e.what();
+    }
+    std::printf("calibration %s\n", what.c_str());
+  }
   std::printf("size       %-8s %12s %14s %7s\n", "part", "stored", "uncompressed", "ratio");
   for (const auto& [name, size] : parts)
     std::printf("           %-8s %12s %14s %7.1f\n", name.c_str(), mb(size.stored).c_str(), mb(size.logical).c_str(),

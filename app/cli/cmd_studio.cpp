@@ -8,6 +8,7 @@
 #include "app/cli/commands.h"
 #include "app/studio/studio.h"
 #include "captures/reader.h"
+#include "core/eval/calibration.h"
 #include "core/device/device.h"
 #include "core/prompt/prompt_file.h"
 #include "core/util/error.h"
@@ -27,6 +28,8 @@ int run_studio(int argc, char** argv) {
       .option("prompt-file", "F", "an interwoven prompt .json (default: assets/prompts/demo.json)")
       .option("script", "FILE", "run scripted UI actions (tests, demos); exits when it ends")
       .option("size", "WxH", "window size", "1280x800")
+      .option("calibration", "FILE", "a luka calibrate file of the model: attached to every run's capture, and shown\n"
+              "in the Head scores tab (source: calibration)")
       .flag("fresh", "start from the defaults instead of the last session (model, prompt, LuKA config, selection, view, panel sizes)");
   add_device_option(args);
   args.epilog("example:\n  luka studio\n  luka studio --capture demo.h5\n  luka studio --device cuda\n\n" + std::string(kEnvironmentHelp));
@@ -40,6 +43,10 @@ int run_studio(int argc, char** argv) {
     throw UsageError(std::string("--") + e.what());
   }
   if (args.has("script")) o.script = args.get("script");
+  if (args.has("calibration")) {
+    o.calibration = args.get("calibration");
+    eval::read_calibration(o.calibration);  // a bad file fails here, not in the window
+  }
   // The last session comes back unless a script drives the window (tests need the defaults) or
   // --fresh says otherwise; options given here win over it.
   o.restore = !args.has("script") && !args.get_flag("fresh");

@@ -176,15 +176,150 @@ const AnalysisOutcome<capture::HeadScoreAnalysis>& head_scores(UiState& ui, cons
   });
 }
 
+namespace {
+
+// The table's source: the capture's prefill map or decode rows, or the calibration attached to it.
+void source_combo(UiState& ui) {
+  static const char* kSources[] = {"prefill rows", "decode rows", "calibration"};
+  ImGui::SetNextItemWidth(120);
+  ImGui::Combo("##source", &ui.head_scores_source, kSources, 3);
+  ImGui::SameLine();
+}
+
+// The calibration attached to the capture (luka capture/studio --calibration): per head its dense
+// pattern scores and each candidate's output error against dense, coloured per column.
+void draw_calibration_table(UiState& ui, const capture::CaptureView& view) {
+  source_combo(ui);
+  const auto cal = view_calibration(ui, view);
+  if (!cal) {
+    if (!ui.calibration_error.empty()) ImGui::TextDisabled("%s", ui.calibration_error.c_str());
+    else if (!ui.calibration.empty() && !ui.run_locked)
+      ImGui::TextDisabled("no calibration in this run: %s is of another model's layers and heads", ui.calibration_path.c_str());
+    else
+      ImGui::TextDisabled("no calibration attached: luka calibrate --out calib.json, then luka capture --calibration calib.json "
+                          "(or luka studio --calibration calib.json for runs started here)");
+    return;
+  }
+  const eval::Calibration& c = *cal;
+  ImGui::TextDisabled("%lld steps of %s: output error against dense per candidate (* lowest); hover for KL, recall, entries",
+                      static_cast<long long>(c.decode_steps), c.source.c_str());
+  const int C = static_cast<int>(c.candidates.size());
+  const int fixed_columns = 6, count = fixed_columns + C + 1;
+  if (count > 60) {  // ImGui tables hold at most 64 columns
+    ImGui::TextDisabled("%d candidates: too many columns to show (luka inspect --calibration prints them)", C);
+    return;
+  }
+  const auto value = [&](const eval::CalibrationHead& r, int k) -> double {
+    switch (k) {
+      case 0: return r.layer;
+      case 1: return r.head;
+      case 2: return r.sink;
+      case 3: return r.entropy;
+      case 4: return r.locality;
+      case 5: return r.cross_topic;
+      default:
+        if (k - fixed_columns < C) return r.candidates[static_cast<std::size_t>(k - fixed_columns)].rel_l2;
+        return r.best;
+    }
+  };
+  std::vector<double> lo(static_cast<std::size_t>(count), INFINITY), hi(static_cast<std::size_t>(count), -INFINITY);
+  for (const auto& r : c.heads)
+    for (int k = 2; k < count - 1; ++k) {
+      const double v = value(r, k);
+      if (std::isnan(v)) continue;
+      lo[static_cast<std::size_t>(k)] = std::min(lo[static_cast<std::size_t>(k)], v);
+      hi[static_cast<std::size_t>(k)] = std::max(hi[static_cast<std::size_t>(k)], v);
+    }
+  // Output errors share one scale, so a row reads across as well as down.
+  double elo = INFINITY, ehi = -INFINITY;
+  for (int k = fixed_columns; k < fixed_columns + C; ++k) {
+    elo = std::min(elo, lo[static_cast<std::size_t>(k)]);
+    ehi = std::max(ehi, hi[static_cast<std::size_t>(k)]);
+  }
+  for (int k = fixed_columns; k < fixed_columns + C; ++k) lo[static_cast<std::size_t>(k)] = elo, hi[static_cast<std::size_t>(k)] = ehi;
+
+  std::vector<int> order(c.heads.size());
+  for (std::size_t i = 0; i < order.size(); ++i) order[i] = static_cast<int>(i);
+  const ImGuiTableFlags flags = ImGuiTableFlags_Sortable | ImGuiTableFlags_ScrollY | ImGuiTableFlags_RowBg | ImGuiTableFlags_BordersInnerV |
+                                ImGuiTableFlags_SizingStretchSame;
+  if (!ImGui::BeginTable("calibration", count, flags, ImVec2(0, ImGui::GetContentRegionAvail().y))) return;
+  ImGui::TableSetupScrollFreeze(0, 1);
+  static const char* kNames[] = {"layer", "head", "sink", "entropy", "locality", "cross-topic"};
+  static const char* kTips[] = {"", "", "dense attention on token 0", "nats", "mean distance back from the query", "dense attention on other topics' segments"};
+  for (int k = 0; k < count; ++k) {
+    const std::string name = k < fixed_columns ? kNames[k] : k < fixed_columns + C ? c.candidates[static_cast<std::size_t>(k - fixed_columns)] : "best";
+    ImGui::TableSetupColumn(name.c_str(), k == 0 ? ImGuiTableColumnFlags_DefaultSort : 0);
+  }
+  ImGui::TableNextRow(ImGuiTableRowFlags_Headers);
+  for (int k = 0; k < count; ++k) {
+    ImGui::TableSetColumnIndex(k);
+    ImGui::TableHeader(ImGui::TableGetColumnName(k));
+    if (ImGui::IsItemHovered()) {
+      if (k < fixed_columns && kTips[k][0]) ImGui::SetTooltip("%s", kTips[k]);
+      else if (k >= fixed_columns && k < fixed_columns + C) ImGui::SetTooltip("%s: relative L2 error of the attention output against dense", ImGui::TableGetColumnName(k));
+      else if (k == count - 1) ImGui::SetTooltip("the candidate with the lowest output error");
+    }
+  }
+  if (ImGuiTableSortSpecs* specs = ImGui::TableGetSortSpecs(); specs && specs->SpecsCount > 0) {
+    const int k = specs->Specs[0].ColumnIndex;
+    const bool descending = specs->Specs[0].SortDirection == ImGuiSortDirection_Descending;
+    std::stable_sort(order.begin(), order.end(), [&](int x, int y) {
+      const double vx = value(c.heads[static_cast<std::size_t>(x)], k), vy = value(c.heads[static_cast<std::size_t>(y)], k);
+      if (std::isnan(vx) || std::isnan(vy)) return !std::isnan(vx) && std::isnan(vy);  // NaN last
+      return descending ? vx > vy : vx < vy;
+    });
+  }
+  for (const int i : order) {
+    const eval::CalibrationHead& r = c.heads[static_cast<std::size_t>(i)];
+    ImGui::TableNextRow();
+    for (int k = 0; k < count; ++k) {
+      ImGui::TableSetColumnIndex(k);
+      const double v = value(r, k);
+      const std::size_t ku = static_cast<std::size_t>(k);
+      if (k >= 2 && k < count - 1 && !std::isnan(v) && hi[ku] > lo[ku])
+        ImGui::TableSetBgColor(ImGuiTableBgTarget_CellBg, ember(0.15 + 0.7 * (v - lo[ku]) / (hi[ku] - lo[ku]), 150));
+      if (k == 0) {
+        const std::string label = std::to_string(r.layer) + "##cal" + std::to_string(i);
+        if (ImGui::Selectable(label.c_str(), r.layer == ui.layer && r.head == ui.head, ImGuiSelectableFlags_SpanAllColumns)) {
+          ui.layer = r.layer;
+          ui.head = r.head;
+          ui.heatmap.mode = 0;
+        }
+      } else if (k == 1) {
+        ImGui::Text("%d", r.head);
+      } else if (k < fixed_columns) {
+        ImGui::TextUnformatted(fmt(v, k == 4 ? "%.1f" : "%.3f").c_str());
+      } else if (k < fixed_columns + C) {
+        const eval::CandidateScores& sc = r.candidates[static_cast<std::size_t>(k - fixed_columns)];
+        ImGui::TextUnformatted((fmt(v) + (r.best == k - fixed_columns ? " *" : "")).c_str());
+        if (ImGui::IsItemHovered())
+          ImGui::SetTooltip("%s, layer %d head %d\noutput error %.4f\nKL(dense || effective) %.4f\nrecall %.4f\nentries per step %.1f (dense %.1f)",
+                            c.candidates[static_cast<std::size_t>(k - fixed_columns)].c_str(), r.layer, r.head, sc.rel_l2, sc.kl, sc.recall,
+                            sc.entries, c.dense_entries[static_cast<std::size_t>(r.layer)]);
+      } else {
+        ImGui::TextUnformatted(r.best >= 0 ? c.candidates[static_cast<std::size_t>(r.best)].c_str() : "-");
+      }
+    }
+  }
+  ImGui::EndTable();
+}
+
+}  // namespace
+
 void draw_head_scores_panel(UiState& ui) {
   const auto view = ui.session.view();
   if (!view) {
     ImGui::TextDisabled("run a prompt or open a capture");
     return;
   }
+  if (ui.head_scores_source == 2) {
+    draw_calibration_table(ui, *view);
+    return;
+  }
   const std::string key = capture_key(view.get());
   const auto& out = head_scores(ui, view);
   auto progress = progress_of(ui, "heads");
+  source_combo(ui);
   if (!ui.head_scores.fresh(key)) {
     ImGui::TextDisabled("computing head scores... %.0f%%", 100 * progress->load());
     if (!out.value) return;
@@ -196,10 +331,6 @@ void draw_head_scores_panel(UiState& ui) {
   }
   if (!out.value) return;
   const capture::HeadScoreAnalysis& a = *out.value;
-  ImGui::SetNextItemWidth(120);
-  static const char* kSources[] = {"prefill rows", "decode rows"};
-  ImGui::Combo("##source", &ui.head_scores_source, kSources, 2);
-  ImGui::SameLine();
   const bool decode = ui.head_scores_source == 1;
   const std::string note = decode ? a.decode_note : a.prefill_note;
   if (!note.empty()) ImGui::TextDisabled("%s", note.c_str());

@@ -23,7 +23,7 @@ namespace luka::studio {
 namespace {
 
 const std::set<std::string> kCommands = {"load_model", "device", "open_capture", "run", "step", "resume", "stop", "set_mode", "preset",
-                                         "select", "scale", "zoom", "fit", "layout", "print_geometry", "compare", "compare_difference", "mouse", "search", "expect_found", "track", "expect_track", "save_session", "load_session", "show_topics", "show_head_scores", "expect_head_scores", "frames", "wait_idle", "wait_paused", "wait_steps",
+                                         "select", "scale", "zoom", "fit", "layout", "print_geometry", "compare", "compare_difference", "mouse", "search", "expect_found", "track", "expect_track", "save_session", "load_session", "show_topics", "show_head_scores", "expect_head_scores", "calibration", "head_scores_source", "expect_calibration", "frames", "wait_idle", "wait_paused", "wait_steps",
                                          "expect_mode", "expect_steps", "expect_status", "expect_glyph", "free_text", "expect_segments", "set", "sampling", "expect_refined", "view", "grid", "pattern", "wikisalad", "save_prompt", "expect_pattern", "show_timeline", "show_fidelity", "shadow", "expect_fidelity", "export", "measure", "print_first_map", "screenshot", "quit", "key", "expect_ui", "mixed"};
 
 // Capture files: save the view, leave a replay, and check the prompt panel and recent list.
@@ -288,6 +288,25 @@ bool Script::advance(UiState& ui, std::string& screenshot) {
       if (!out.error.empty()) fail(where(l), "head scores: " + out.error);
       const std::size_t rows = out.value ? out.value->heads.size() : 0;
       if (static_cast<double>(rows) != number(1)) fail(where(l), "head scores have " + std::to_string(rows) + " rows, expected " + arg(1));
+    } else if (cmd == "calibration") {  // FILE: a luka calibrate file for the runs started next
+      try {
+        attach_calibration(ui, arg(1));
+      } catch (const std::exception& e) {
+        fail(where(l), e.what());
+      }
+    } else if (cmd == "head_scores_source") {  // prefill|decode|calibration
+      const std::string v = arg(1);
+      if (v != "prefill" && v != "decode" && v != "calibration") fail(where(l), "head_scores_source: prefill, decode or calibration");
+      ui.head_scores_source = v == "prefill" ? 0 : v == "decode" ? 1 : 2;
+    } else if (cmd == "expect_calibration") {  // ROWS [CANDIDATES]: the view's calibration, as the Head scores tab shows it
+      const auto view = ui.session.view();
+      if (!view) fail(where(l), "expect_calibration: no run or capture");
+      const auto cal = view_calibration(ui, *view);
+      if (!cal) fail(where(l), "the capture has no calibration" + (ui.calibration_error.empty() ? std::string() : ": " + ui.calibration_error));
+      if (static_cast<double>(cal->heads.size()) != number(1))
+        fail(where(l), "the calibration has " + std::to_string(cal->heads.size()) + " rows, expected " + arg(1));
+      if (w.size() > 2 && static_cast<double>(cal->candidates.size()) != number(2))
+        fail(where(l), "the calibration has " + std::to_string(cal->candidates.size()) + " candidates, expected " + arg(2));
     } else if (cmd == "save_session") {
       save_session(ui, arg(1));
     } else if (cmd == "load_session") {
@@ -374,7 +393,7 @@ bool Script::advance(UiState& ui, std::string& screenshot) {
         fail(where(l), e.what());
       }
       return true;
-    } else if (cmd == "expect_ui") {  // FIELD VALUE: layer N, head N, scale log|linear, view NAME, help shown|hidden, state NAME
+    } else if (cmd == "expect_ui") {  // FIELD VALUE: layer N, head N, scale log|linear, view NAME, help shown|hidden, state NAME, calibration attached|none
       const std::string& field = arg(1);
       std::string got;
       if (field == "layer") got = std::to_string(ui.layer);
@@ -383,7 +402,10 @@ bool Script::advance(UiState& ui, std::string& screenshot) {
       else if (field == "view") got = figures::to_string(static_cast<figures::MapView>(ui.heatmap.view));
       else if (field == "help") got = ui.show_shortcuts ? "shown" : "hidden";
       else if (field == "state") got = to_string(ui.session.status().state);
-      else fail(where(l), "expect_ui: unknown field '" + field + "' (layer, head, scale, view, help, state)");
+      else if (field == "calibration") {  // attached|none: the view's capture carries one
+        const auto view = ui.session.view();
+        got = view && view_calibration(ui, *view) ? "attached" : "none";
+      } else fail(where(l), "expect_ui: unknown field '" + field + "' (layer, head, scale, view, help, state, calibration)");
       if (got != arg(2)) fail(where(l), field + " is " + got + ", expected " + arg(2));
     } else if (cmd == "quit") {
       next_ = lines_.size();

@@ -12,6 +12,7 @@
 #include "captures/recorder.h"
 #include "captures/save_view.h"
 #include "captures/session.h"
+#include "core/eval/calibration.h"
 #include "core/generate/sampler.h"
 #include "core/prompt/tokenized_prompt.h"
 #include "core/run/run_loop.h"
@@ -409,6 +410,13 @@ void Session::run_job(RunRequest r) {
   manifest.tool_version = LUKA_VERSION;
   manifest.git_revision = git_revision();
   manifest.record = spec.to_string();
+  if (!r.calibration.empty()) {
+    try {  // another model's calibration stays out of the capture (the Head scores tab says so)
+      const eval::Calibration c = eval::parse_calibration(r.calibration, "calibration");
+      if (c.num_layers == model.config().num_layers && c.num_heads == model.config().num_heads) manifest.calibration = r.calibration;
+    } catch (const Error&) {
+    }
+  }
   auto live = std::make_shared<capture::LiveCapture>();
   auto pipeline = std::make_unique<capture::CaptureSession>(std::vector<capture::CaptureSink*>{live.get()});
   pipeline->set_parallel(capture::model_parallel_for());

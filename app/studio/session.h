@@ -57,6 +57,9 @@ struct RunRequest {
   std::optional<std::string> free_text;  // set: this plain text is the prompt (no segments); empty is an error
   std::string record;  // what the live capture records (a --record SPEC); "": every layer and head, maps up to 4096 rows
   bool force = false;  // run even when the estimate says it will not fit (run_budget.h)
+  // A `luka calibrate` file's JSON for the capture's manifest (core/eval/calibration.h); kept only
+  // when it is a calibration of the loaded model's layers and heads.
+  std::string calibration;
 };
 
 class Session {

@@ -16,6 +16,7 @@ struct WindowOptions {
   std::filesystem::path script;   // scripted UI actions; the window closes when it ends
   InterwovenPrompt prompt;        // the prompt panel's start
   std::string device = "auto";    // --device value for loading
+  std::filesystem::path calibration;  // a `luka calibrate` file attached to the runs' captures (checked already)
   int width = 1280, height = 800;
   // Restore the last session (app/studio/session_state.h) and save it at exit; what the command
   // line names explicitly (model, prompt, capture) wins over what the session remembers.

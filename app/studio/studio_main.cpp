@@ -156,6 +156,7 @@ int run_window(const WindowOptions& options) {
       ui->notice = load_session(*ui, session_file);
       if (options.prompt_given) ui->prompt = prompt;
     }
+    if (!options.calibration.empty()) attach_calibration(*ui, options.calibration);
     if (!options.capture.empty()) {
       ui->session.open_capture(options.capture);
     } else {

@@ -2,7 +2,12 @@
 
 #include <imgui.h>
 
+#include <cstdint>
+
+#include <nlohmann/json.hpp>
+
 #include "app/studio/emoji_glyphs.h"
+#include "core/util/text_file.h"
 #include "viz/token_text.h"
 
 namespace luka::studio {
@@ -38,7 +43,37 @@ RunRequest run_request(const UiState& ui, bool paused, bool force) {
   if (ui.free_text_mode) r.free_text = ui.free_text;
   r.record = ui.record_spec;
   r.force = force;
+  r.calibration = ui.calibration;
   return r;
+}
+
+void attach_calibration(UiState& ui, const std::filesystem::path& file) {
+  const std::string text = read_text_file(file, "calibration file");
+  eval::parse_calibration(text, file.string());
+  ui.calibration = nlohmann::json::parse(text).dump();
+  ui.calibration_path = file.string();
+}
+
+std::shared_ptr<const eval::Calibration> view_calibration(UiState& ui, const capture::CaptureView& view) {
+  // The manifest never changes while a capture grows: the view, its creation time and the text's
+  // length name it (capture_key would parse again at every step).
+  const capture::Summary sum = view.summary();  // by value
+  const capture::Manifest& m = sum.manifest;
+  const std::string key = std::to_string(reinterpret_cast<std::uintptr_t>(&view)) + "/" + m.created + "/" + std::to_string(m.calibration.size());
+  if (key != ui.calibration_of) {
+    ui.calibration_of = key;
+    ui.calibration_table.reset();
+    ui.calibration_error.clear();
+    const std::string& text = m.calibration;
+    if (!text.empty()) {
+      try {
+        ui.calibration_table = std::make_shared<const eval::Calibration>(eval::parse_calibration(text, "the capture's calibration"));
+      } catch (const std::exception& e) {
+        ui.calibration_error = e.what();
+      }
+    }
+  }
+  return ui.calibration_table;
 }
 
 void set_track(UiState& ui, const capture::CaptureView& view) {

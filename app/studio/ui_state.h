@@ -19,6 +19,7 @@
 #include "app/studio/texture.h"
 #include "captures/analysis.h"
 #include "captures/survival.h"
+#include "core/eval/calibration.h"
 #include "core/prompt/interwoven_prompt.h"
 
 namespace luka::studio {
@@ -249,7 +250,14 @@ struct UiState {
   // The Topics and Head scores tabs, and the progress of their jobs by name (0..1).
   Cached<AnalysisOutcome<capture::TopicAnalysis>> topics;
   Cached<AnalysisOutcome<capture::HeadScoreAnalysis>> head_scores;
-  int head_scores_source = 0;  // 0: prefill rows, 1: decode rows
+  int head_scores_source = 0;  // 0: prefill rows, 1: decode rows, 2: the calibration attached to the capture
+  // A `luka calibrate` file (--calibration, or the script's `calibration FILE`) attached to the
+  // manifest of the runs started here (RunRequest::calibration), and the one the table shows: the
+  // view's, parsed once per capture.
+  std::string calibration, calibration_path;
+  std::string calibration_of;  // capture_key of the view `calibration_table` was parsed from
+  std::shared_ptr<const eval::Calibration> calibration_table;
+  std::string calibration_error;
   std::map<std::string, std::shared_ptr<std::atomic<double>>> analysis_progress;
 };
 
@@ -261,6 +269,12 @@ void apply_mixed_preset(UiState& ui);
 void draw_heatmap_panel(UiState& ui);
 // The run the Run buttons (and Space, and scripts) start from the UI's settings: the prompt or
 // free text, chat, new tokens, sampling and what to record.
+// Reads a `luka calibrate` file into ui.calibration (compact JSON) for the runs started next;
+// throws luka::Error naming the file when it is not a calibration.
+void attach_calibration(UiState& ui, const std::filesystem::path& file);
+// The calibration attached to `view`'s capture, parsed once per capture (null: none, or
+// ui.calibration_error says why it cannot be read).
+std::shared_ptr<const eval::Calibration> view_calibration(UiState& ui, const capture::CaptureView& view);
 RunRequest run_request(const UiState& ui, bool paused, bool force = false);
 
 // The track field's action: parses ui.track_spec against the view's tokens ("A-B", "A" or

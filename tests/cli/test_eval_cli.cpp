@@ -314,3 +314,74 @@ TEST(CalibrateCli, MeasuresCandidatesAndWritesAnAutoConfig) {
   const RunResult file = run_luka({"info", "--model", kCheckpoint.string(), "--layers-config", (dir / "auto.json").string()});
   EXPECT_EQ(file.exit_code, 0) << file.err;
 }
+
+// A calibration travels in the capture (luka capture --calibration): `luka inspect --calibration
+// --json` gives back the file's values exactly, the text table names each head's best candidate, and
+// a file that is not a calibration, or is one of another model, is refused before any capture exists.
+TEST(CalibrateCli, TheCaptureCarriesTheCalibrationAndInspectShowsIt) {
+  REQUIRE_CHECKPOINT();
+  const fs::path dir = luka::test::test_dir("eval_cli") / "carried";
+  fs::create_directories(dir);
+  const std::string demo = (fs::path(LUKA_SOURCE_DIR) / "assets/prompts/demo.json").string();
+  const RunResult cal = run_luka({"calibrate", "--model", kCheckpoint.string(), "--prompt-file", demo, "--max-tokens", "60", "--threads", "1",
+                                  "--device", "cpu", "--set", "page_size=4,tail=8,window=8", "--candidates", "lined:rho=0.25;clustered:top_k=1",
+                                  "--out", (dir / "calib.json").string(), "--quiet"});
+  ASSERT_EQ(cal.exit_code, 0) << cal.err;
+  const json file = json::parse(read_file(dir / "calib.json"));
+  const std::vector<std::string> capture = {"capture", "--model", kCheckpoint.string(), "--prompt-file", demo, "--max-prompt-tokens", "40",
+                                            "--max-new-tokens", "3", "--threads", "1", "--device", "cpu", "--quiet"};
+  auto with = [&](std::vector<std::string> extra) {
+    std::vector<std::string> a = capture;
+    a.insert(a.end(), extra.begin(), extra.end());
+    return run_luka(a);
+  };
+  const RunResult run = with({"--calibration", (dir / "calib.json").string(), "--out", (dir / "run.h5").string()});
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+
+  const RunResult js = run_luka({"inspect", (dir / "run.h5").string(), "--calibration", "--json"});
+  ASSERT_EQ(js.exit_code, 0) << js.err;
+  EXPECT_EQ(json::parse(js.out), file) << "the capture holds the file's values, every digit";
+  // One layer and head: the file's numbers for them.
+  const RunResult one = run_luka({"inspect", (dir / "run.h5").string(), "--calibration", "--json", "--layer", "1", "--head", "0"});
+  ASSERT_EQ(one.exit_code, 0) << one.err;
+  const json o = json::parse(one.out);
+  ASSERT_EQ(o["layers"].size(), 1u);
+  EXPECT_EQ(o["layers"][0]["heads"], json::array({file["layers"][1]["heads"][0]}));
+  EXPECT_EQ(o["layers"][0]["candidates"][1]["heads"], json::array({file["layers"][1]["candidates"][1]["heads"][0]}));
+
+  // The text table: per head the lower output error of the two candidates is marked best.
+  const RunResult text = run_luka({"inspect", (dir / "run.h5").string(), "--calibration", "--layer", "0"});
+  ASSERT_EQ(text.exit_code, 0) << text.err;
+  for (int h = 0; h < file["num_heads"].get<int>(); ++h) {
+    const double e0 = file["layers"][0]["candidates"][0]["heads"][h]["rel_l2"], e1 = file["layers"][0]["candidates"][1]["heads"][h]["rel_l2"];
+    std::istringstream lines(text.out);
+    std::string line, found;
+    while (std::getline(lines, line))
+      if (line.rfind("0      " + std::to_string(h) + " ", 0) == 0) found = line;
+    ASSERT_FALSE(found.empty()) << text.out;
+    EXPECT_EQ(found.substr(found.size() - 2), e1 < e0 ? "c1" : "c0") << found;
+  }
+  EXPECT_NE(run_luka({"inspect", (dir / "run.h5").string()}).out.find("calibration interwoven"), std::string::npos);
+
+  // Refused: not a calibration; a calibration of other layers and heads. No capture is written.
+  std::ofstream(dir / "bad.json") << R"({"calibration": 1, "source": "x"})";
+  const RunResult bad = with({"--calibration", (dir / "bad.json").string(), "--out", (dir / "bad.h5").string()});
+  EXPECT_EQ(bad.exit_code, 1);
+  EXPECT_NE(bad.err.find("bad.json: not a calibration from luka calibrate"), std::string::npos) << bad.err;
+  json other = file;
+  other["num_layers"] = file["num_layers"].get<int>() + 1;
+  other["layers"].push_back(file["layers"][0]);
+  other["layers"].back()["layer"] = file["num_layers"];
+  std::ofstream(dir / "other.json") << other.dump();
+  const RunResult mismatch = with({"--calibration", (dir / "other.json").string(), "--out", (dir / "other.h5").string()});
+  EXPECT_EQ(mismatch.exit_code, 1);
+  EXPECT_NE(mismatch.err.find("is a calibration of a model with"), std::string::npos) << mismatch.err;
+  EXPECT_FALSE(fs::exists(dir / "bad.h5"));
+  EXPECT_FALSE(fs::exists(dir / "other.h5"));
+  // A capture without one says so.
+  const RunResult plain = with({"--out", (dir / "plain.h5").string()});
+  ASSERT_EQ(plain.exit_code, 0) << plain.err;
+  const RunResult none = run_luka({"inspect", (dir / "plain.h5").string(), "--calibration"});
+  EXPECT_EQ(none.exit_code, 1);
+  EXPECT_NE(none.err.find("has no calibration attached"), std::string::npos) << none.err;
+}

@@ -11,6 +11,8 @@
 #include <map>
 #include <sstream>
 
+#include <nlohmann/json.hpp>
+
 #include "captures/reader.h"
 #include "tests/process_util.h"
 #include "tests/studio/studio_script.h"
@@ -291,6 +293,39 @@ TEST(StudioViews, TokenSearchJumpsToEachMatchInTurn) {
             (work_dir() / "track.png").string() + "\nquit\n";
   const RunResult r = studio("--capture '" + cap.string() + "'", script);
   EXPECT_EQ(r.exit_code, 0) << r.err;
+}
+
+// A calibration given to the Studio goes into the run's capture and the Head scores tab shows it
+// (source: calibration), as it does again after the run is saved and the file opened; a
+// calibration of other layers and heads stays out of a run.
+TEST(StudioViews, HeadScoresShowTheCalibrationOfARunAndOfItsSavedCapture) {
+  REQUIRE_STUDIO();
+  const fs::path cal = work_dir() / "calib.json", saved = work_dir() / "calibrated.h5", other = work_dir() / "other.json";
+  const RunResult c = sh("'" + std::string(LUKA_CLI_PATH) + "' calibrate --prompt 'The lighthouse keeper wrote in his log that the fog rolled in "
+                         "from the sound after midnight.' --max-tokens 20 --prompt-tokens 12 --candidates 'lined:rho=0.25;clustered:top_k=1' --set window=4,page_size=4,tail=4 "
+                         "--quiet --out '" + cal.string() + "'");
+  ASSERT_EQ(c.exit_code, 0) << c.err;
+  std::ifstream in(cal);
+  const nlohmann::json file = nlohmann::json::parse(in);
+  const int rows = file["num_layers"].get<int>() * file["num_heads"].get<int>();
+  // The same numbers for one layer fewer: another model's.
+  nlohmann::json shorter = file;
+  shorter["num_layers"] = file["num_layers"].get<int>() - 1;
+  shorter["layers"].erase(shorter["layers"].size() - 1);
+  std::ofstream(other) << shorter.dump();
+
+  const std::string shot = (work_dir() / "calibration.png").string();
+  const RunResult r = studio("", "load_model " + kModel.string() + "\nwait_idle 300\nshow_head_scores\nhead_scores_source calibration\n"
+                                 "calibration " + other.string() + "\nfree_text The capital of France is\nrun 2\nwait_idle 300\nframes 3\n"
+                                 "expect_ui calibration none\n"
+                                 "calibration " + cal.string() + "\nrun 3\nwait_idle 300\nframes 3\nexpect_calibration " + std::to_string(rows) +
+                                 " 2\nexpect_ui calibration attached\nscreenshot " + shot + "\nsave_capture " + saved.string() +
+                                 "\nopen_capture " + saved.string() + "\nwait_idle 120\nframes 3\nexpect_calibration " + std::to_string(rows) +
+                                 " 2\nquit\n");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto f = luka::capture::CaptureFile::open(saved);
+  EXPECT_EQ(nlohmann::json::parse(f->summary().manifest.calibration), file) << "the saved capture holds the file's values";
+  EXPECT_TRUE(fs::exists(shot));
 }
 
 }  // namespace
