@@ -69,6 +69,10 @@ void CudaLukaAttention::reset() {
   last_ = LukaStep{};
 }
 
+void CudaLukaAttention::reserve(std::int64_t tokens) {
+  if (const std::string e = state_->reserve(tokens, current_stream()); !e.empty()) fail("luka layer " + std::to_string(layer_), e);
+}
+
 // Pages the state made since the last call, with the decode step that made them.
 void CudaLukaAttention::sync_pages() {
   const auto& made = state_->pages();

@@ -27,6 +27,7 @@ class CudaLukaAttention final : public LukaLayer {
 
   at::Tensor forward(const AttentionInputs& in) override;
   void reset() override;
+  void reserve(std::int64_t tokens) override;
   const char* name() const override { return to_string(config_.mode); }
 
   int layer() const override { return layer_; }

@@ -169,7 +169,7 @@ void LukaAttention::ensure_capacity(std::int64_t tokens, std::int64_t heads, std
   }
   const std::int64_t cap = importance_.size(1);
   if (tokens <= cap) return;
-  const std::int64_t n = grow(tokens, cap);
+  const std::int64_t n = tokens <= reserved_ ? reserved_ : grow(tokens, cap);
   const auto widen = [&](const at::Tensor& t) {
     at::Tensor w = at::zeros({t.size(0), n}, at::kFloat);
     if (cap > 0) w.narrow(1, 0, cap).copy_(t);

@@ -26,6 +26,7 @@ class LukaAttention final : public LukaLayer {
 
   at::Tensor forward(const AttentionInputs& in) override;
   void reset() override;
+  void reserve(std::int64_t tokens) override { reserved_ = tokens; }
   const char* name() const override { return to_string(config_.mode); }
 
   void set_config(const LayerConfig& config) override;
@@ -82,6 +83,7 @@ class LukaAttention final : public LukaLayer {
   PrefillObserver prefill_observer_;
   std::int64_t step_ = 0;
   std::int64_t tokens_ = 0;
+  std::int64_t reserved_ = 0;  // the run's length (reserve): the accumulators' first size, exact
   rules::PageClock clock_;  // the authors' page schedule
   std::vector<Page> pages_;
   at::Tensor importance_, h2o_, spread_;             // [KV, cap], [H, cap], [KV, cap] fp32

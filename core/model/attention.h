@@ -27,6 +27,9 @@ class LayerAttention {
   virtual at::Tensor forward(const AttentionInputs& in) = 0;
   // A new sequence starts (Decoder::reset): drop any per-sequence state.
   virtual void reset() {}
+  // The run will reach `tokens` positions (Decoder::reserve, after reset): allocate per-token state
+  // for them now, so no step of the run regrows it.
+  virtual void reserve(std::int64_t tokens) { (void)tokens; }
   virtual const char* name() const = 0;
 };
 

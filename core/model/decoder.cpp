@@ -1,5 +1,6 @@
 #include "core/model/decoder.h"
 
+#include <algorithm>
 #include <cmath>
 #include <string>
 
@@ -73,6 +74,12 @@ Decoder::Decoder(std::shared_ptr<const Model> model) : model_(std::move(model)) 
   }
   c10::InferenceMode guard;
   inv_freq_ = rope_inv_freq(c).to(model_->weights().embed_tokens.device());  // computed on the CPU, kept beside the weights
+}
+
+void Decoder::reserve(std::int64_t tokens) {
+  c10::InferenceMode guard;
+  for (auto& cache : caches_) cache.reserve(tokens);
+  for (auto& a : attention_) a->reserve(std::min(tokens, model_->config().max_position_embeddings));
 }
 
 void Decoder::reset() {

@@ -28,6 +28,9 @@ class Decoder {
 
   // Starts a new sequence (keeps the cache memory; resets every layer's attention state).
   void reset();
+  // Every layer's KV cache and attention state made room for `tokens` positions in all
+  // (KvCache::reserve, LayerAttention::reserve); call it after reset().
+  void reserve(std::int64_t tokens);
   std::int64_t position() const { return position_; }
 
   // Replaces the attention of one layer (dense by default).

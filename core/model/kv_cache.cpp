@@ -11,12 +11,14 @@ KvCache::KvCache(std::int64_t n_kv_heads, std::int64_t head_dim, std::int64_t ma
                  at::Device device)
     : n_kv_heads_(n_kv_heads), head_dim_(head_dim), max_tokens_(max_tokens), dtype_(dtype), device_(device) {}
 
-void KvCache::reserve(std::int64_t tokens) {
+void KvCache::reserve(std::int64_t tokens) { grow(std::min(tokens, max_tokens_), /*exact=*/true); }
+
+void KvCache::grow(std::int64_t tokens, bool exact) {
   if (tokens <= capacity()) return;
   if (tokens > max_tokens_)
     fail("kv cache", std::to_string(tokens) + " tokens exceed the limit of " + std::to_string(max_tokens_));
-  // Doubling keeps the number of copies logarithmic in the sequence length.
-  const std::int64_t cap = std::min(max_tokens_, std::max({tokens, 2 * capacity(), std::int64_t{64}}));
+  // Unreserved growth doubles: the number of copies stays logarithmic in the sequence length.
+  const std::int64_t cap = exact ? tokens : std::min(max_tokens_, std::max({tokens, 2 * capacity(), std::int64_t{64}}));
   at::Tensor k = at::empty({n_kv_heads_, cap, head_dim_}, at::TensorOptions().dtype(dtype_).device(device_));
   at::Tensor v = at::empty({n_kv_heads_, cap, head_dim_}, at::TensorOptions().dtype(dtype_).device(device_));
   if (length_ > 0) {
@@ -29,7 +31,7 @@ void KvCache::reserve(std::int64_t tokens) {
 
 void KvCache::append(const at::Tensor& k, const at::Tensor& v) {
   const std::int64_t n = k.size(1);
-  reserve(length_ + n);
+  grow(length_ + n, /*exact=*/false);
   k_.narrow(1, length_, n).copy_(k);
   v_.narrow(1, length_, n).copy_(v);
   length_ += n;

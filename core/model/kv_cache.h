@@ -22,9 +22,14 @@ class KvCache {
   std::int64_t capacity() const { return k_.defined() ? k_.size(1) : 0; }
   // Forget the tokens; keep the memory for the next sequence.
   void reset() { length_ = 0; }
+  // Room for `tokens` in all (clamped to max_tokens), allocated at exactly that size: a run that
+  // knows its length (prompt + new tokens) reserves it once, so no step regrows the buffers (a
+  // regrow copies the whole cache; after a full prefill, the first decode step would double it).
+  // Never shrinks.
+  void reserve(std::int64_t tokens);
 
  private:
-  void reserve(std::int64_t tokens);
+  void grow(std::int64_t tokens, bool exact);
   std::int64_t n_kv_heads_, head_dim_, max_tokens_;
   at::ScalarType dtype_;
   at::Device device_;

@@ -74,6 +74,8 @@ RunResult RunLoop::run(const std::vector<std::int32_t>& prompt, const RunSetting
   if (s.reset) decoder_.reset();
   const std::unique_ptr<TokenSampler> sampler = s.forced.empty() ? sampler_factory_(s.sampling) : nullptr;
   if (s.max_new_tokens == 0) return result;
+  // The whole run's context at once: no step regrows the caches.
+  decoder_.reserve(decoder_.position() + result.prompt_tokens + s.max_new_tokens);
 
   at::Tensor logits;
   if (!prompt.empty()) {

@@ -448,6 +448,26 @@ TEST_F(LukaModel, ClusteredExactAllRefinedMatchesDenseOver300Tokens) {
   EXPECT_GT(layers[0]->pages().back().created_step, 0);
 }
 
+// Decoder::reserve sizes every layer's accumulators for the run at once (no regrow inside it), and
+// the logits are bit for bit those of a decoder that grew them step by step.
+TEST_F(LukaModel, ReservedAccumulatorsHoldTheRunAndChangeNoLogit) {
+  const auto ids = token_ids(260);
+  const LukaConfig cfg = LukaConfig::preset("clustered", model_->config().num_layers);
+  Decoder grown(model_), reserved(model_);
+  install_luka(grown, cfg);
+  const auto layers = install_luka(reserved, cfg);
+  reserved.reset();
+  reserved.reserve(260);
+  const auto a = decode_logits(grown, ids, 60), b = decode_logits(reserved, ids, 60);
+  ASSERT_EQ(a.size(), b.size());
+  for (std::size_t i = 0; i < a.size(); ++i) EXPECT_TRUE(at::equal(a[i], b[i])) << "step " << i;
+  for (const auto& l : layers) {
+    const at::Tensor imp = dynamic_cast<LukaAttention&>(*l).importance();
+    EXPECT_EQ(imp.storage().nbytes(), static_cast<std::size_t>(imp.size(0) * 260 * 4)) << "layer " << l->layer() << ": exactly the run's 260 tokens";
+  }
+  EXPECT_EQ(reserved.cache(0).capacity(), 260);
+}
+
 TEST_F(LukaModel, LinedWithFullBudgetMatchesDense) {
   const auto ids = token_ids(160);
   Decoder dense(model_);

@@ -191,6 +191,50 @@ TEST(Decoder, KvCacheGrowsPastInitialCapacity) {
   EXPECT_THROW(a.decode(1), Error);  // position 256 == max_position_embeddings
 }
 
+TEST(KvCache, ReserveAllocatesExactlyAndAppendsWithinItDoNotMove) {
+  c10::InferenceMode guard;
+  KvCache cache(2, 4, 300, at::kFloat);
+  cache.reserve(100);
+  EXPECT_EQ(cache.capacity(), 100);
+  const at::Tensor rows = at::ones({2, 10, 4});
+  cache.append(rows, rows);
+  const void* where = cache.keys().data_ptr();
+  for (int i = 1; i < 10; ++i) cache.append(rows, rows);
+  EXPECT_EQ(cache.length(), 100);
+  EXPECT_EQ(cache.capacity(), 100);
+  EXPECT_EQ(cache.keys().data_ptr(), where) << "no regrow inside the reservation";
+  cache.append(rows.narrow(1, 0, 1), rows.narrow(1, 0, 1));  // past it: doubling, as without one
+  EXPECT_EQ(cache.capacity(), 200);
+  EXPECT_TRUE(at::equal(cache.keys(), at::ones({2, 101, 4})));
+  cache.reserve(1000);  // clamped to max_tokens
+  EXPECT_EQ(cache.capacity(), 300);
+  cache.reserve(10);  // never shrinks
+  EXPECT_EQ(cache.capacity(), 300);
+}
+
+TEST(Decoder, ARunReservesItsWholeContextOnce) {
+  // 20 prompt tokens and 30 new: every cache holds exactly 50 positions from the start (doubling
+  // from 64 would have left 64), and the run's logits are those of a run without the reservation.
+  const auto model = Model::load(test::checkpoint("qwen3-tied"), LoadOptions{DType::kF32, 0});
+  Decoder decoder(model), plain(model);
+  std::vector<std::int32_t> prompt;
+  for (int i = 0; i < 20; ++i) prompt.push_back((i * 53 + 7) % 512);
+  RunLoop loop(decoder);
+  RunSettings settings;
+  settings.max_new_tokens = 30;
+  const RunResult r = loop.run(prompt, settings);
+  ASSERT_EQ(r.ids.size(), 30u);
+  for (int l = 0; l < model->config().num_layers; ++l) EXPECT_EQ(decoder.cache(l).capacity(), 50) << "layer " << l;
+  // The same ids decoded token by token without a reservation.
+  at::Tensor logits = plain.prefill(prompt);
+  for (std::size_t i = 0; i + 1 < r.ids.size(); ++i) {
+    EXPECT_EQ(logits.argmax().item<std::int64_t>(), r.ids[i]) << "token " << i;
+    logits = plain.decode(r.ids[i]);
+  }
+  EXPECT_EQ(logits.argmax().item<std::int64_t>(), r.ids.back());
+  EXPECT_EQ(plain.cache(0).capacity(), 64);
+}
+
 TEST(Decoder, StopIdEndsGeneration) {
   const auto dir = test::checkpoint("qwen3-tied");
   const auto ref = read_json(dir / "reference" / "greedy_fp32.json");
