@@ -20,7 +20,7 @@
 
 #include "app/studio/session.h"
 #include "captures/chunk_codec.h"
-#include "captures/half.h"
+#include "core/util/half.h"
 #include "captures/live.h"
 #include "core/tokenizer/tokenizer.h"
 
@@ -175,7 +175,7 @@ int main(int argc, char** argv) {
         const capture::MapWindow m = view->map_window(layer, h, level, r0, 0, rows, cols);
         read_s += seconds_since(t);
         band.resize(m.values.size());
-        capture::floats_to_halves(m.values.data(), band.data(), m.values.size());
+        luka::floats_to_halves(m.values.data(), band.data(), m.values.size());
         t = Clock::now();
         for (std::int64_t c0 = 0; c0 < cols; c0 += c) {
           const auto bytes = capture::encode_tile(band.data() + c0, 2, rows, std::min(c, cols - c0), cols, c, c, sum.layout.deflate);

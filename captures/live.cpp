@@ -9,7 +9,7 @@
 #include <cstring>
 
 #include "captures/chunk_codec.h"
-#include "captures/half.h"
+#include "core/util/half.h"
 #include "core/util/error.h"
 
 namespace luka::capture {

@@ -5,7 +5,7 @@
 #include <emmintrin.h>
 #endif
 
-#include "captures/half.h"
+#include "core/util/half.h"
 #include "core/util/error.h"
 
 namespace luka::capture {

@@ -6,7 +6,7 @@
 #include <fstream>
 #include <limits>
 
-#include "captures/half.h"
+#include "core/util/half.h"
 #include "core/util/error.h"
 
 namespace luka::capture {

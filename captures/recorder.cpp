@@ -9,7 +9,7 @@
 #include <ATen/Parallel.h>
 #include <nlohmann/json.hpp>
 
-#include "captures/half.h"
+#include "core/util/half.h"
 #include "core/gguf/gguf.h"
 #include "core/model/model.h"
 #include "core/tokenizer/tokenizer.h"

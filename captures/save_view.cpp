@@ -5,7 +5,7 @@
 #include <memory>
 #include <system_error>
 
-#include "captures/half.h"
+#include "core/util/half.h"
 #include "captures/writer.h"
 #include "core/util/error.h"
 

@@ -4,7 +4,7 @@
 
 #include <pthread.h>
 
-#include "captures/half.h"
+#include "core/util/half.h"
 #include "core/util/error.h"
 
 namespace luka::capture {

@@ -8,6 +8,8 @@
 #include <optional>
 #include <string>
 
+#include "core/util/half.h"
+
 namespace luka::gguf {
 
 enum class GgmlType : std::uint32_t {
@@ -37,8 +39,7 @@ bool can_dequantize(GgmlType type);
 // floats). The arithmetic is ggml's reference dequantization, in the same order.
 void dequantize(GgmlType type, const void* src, std::int64_t blocks, float* dst);
 
-// IEEE half and bfloat16 bit patterns to float (exact).
-float half_to_float(std::uint16_t h);
+// bfloat16 bit patterns to float (exact); half: core/util/half.h.
 float bf16_to_float(std::uint16_t b);
 
 }  // namespace luka::gguf

@@ -40,7 +40,7 @@ std::int64_t block_bytes(GgmlType type) {
   }
 }
 
-float half_at(const std::uint8_t* p) { return gguf::half_to_float(static_cast<std::uint16_t>(p[0] | (p[1] << 8))); }
+float half_at(const std::uint8_t* p) { return half_to_float(static_cast<std::uint16_t>(p[0] | (p[1] << 8))); }
 
 // Q4_K: twelve bytes hold eight 6-bit sub-block scales and eight 6-bit mins. Bytes 0-3 carry
 // scales 0-3 (low 6 bits) and the top 2 bits of scales 4-7; bytes 4-7 the same for the mins;

@@ -23,7 +23,7 @@
 #include <zlib.h>
 
 #include "captures/chunk_codec.h"
-#include "captures/half.h"
+#include "core/util/half.h"
 #include "captures/live.h"
 #include "captures/reader.h"
 #include "captures/session.h"

@@ -12,7 +12,7 @@
 #include <limits>
 #include <random>
 
-#include "captures/half.h"
+#include "core/util/half.h"
 #include "captures/pyramid.h"
 
 namespace luka::capture {

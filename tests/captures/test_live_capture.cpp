@@ -15,7 +15,7 @@
 #include <random>
 #include <thread>
 
-#include "captures/half.h"
+#include "core/util/half.h"
 #include "captures/live.h"
 #include "captures/reader.h"
 #include "captures/session.h"

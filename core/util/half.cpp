@@ -1,4 +1,4 @@
-#include "captures/half.h"
+#include "core/util/half.h"
 
 #include <cstring>
 
@@ -7,7 +7,7 @@
 #include <immintrin.h>
 #endif
 
-namespace luka::capture {
+namespace luka {
 
 std::uint16_t float_to_half(float value) {
   std::uint32_t f;
@@ -99,4 +99,4 @@ void halves_to_floats(const std::uint16_t* in, float* out, std::size_t n) {
   for (std::size_t i = 0; i < n; ++i) out[i] = half_to_float(in[i]);
 }
 
-}  // namespace luka::capture
+}  // namespace luka
