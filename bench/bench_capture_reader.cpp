@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "captures/reader.h"
-#include "captures/session.h"
+#include "captures/pipeline.h"
 #include "captures/writer.h"
 
 using namespace luka::capture;
@@ -53,7 +53,7 @@ int main(int argc, char** argv) {
   const auto tw = Clock::now();
   {
     CaptureWriter writer(path);
-    CaptureSession session({&writer});
+    CapturePipeline session({&writer});
     std::vector<Token> prompt(static_cast<std::size_t>(n), Token{1, "x", false, -1});
     // SEGMENTS > 0: the prompt cut into that many equal segments of two topics, A B A B ...
     std::vector<Segment> segments;

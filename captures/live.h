@@ -1,5 +1,5 @@
 // A run's capture held by the process: the Studio's live view. It is a CaptureSink fed by the
-// CaptureSession (its I/O thread, or a model thread writing inline) and a CaptureView read by the
+// CapturePipeline (its I/O thread, or a model thread writing inline) and a CaptureView read by the
 // UI's threads; a mutex guards the state, and every query copies out what it returns.
 //
 // The prefill maps are kept as the capture file's own chunks (docs/capture-format.md): encoded

@@ -141,7 +141,7 @@ Manifest make_manifest(const Model& model, const Tokenizer& tokenizer, const Luk
   return m;
 }
 
-CaptureRecorder::CaptureRecorder(CaptureSession& session, Layout layout, std::vector<std::shared_ptr<LukaLayer>> layers)
+CaptureRecorder::CaptureRecorder(CapturePipeline& session, Layout layout, std::vector<std::shared_ptr<LukaLayer>> layers)
     : session_(session), layout_(std::move(layout)), layers_(std::move(layers)), pages_reported_(layout_.layers.size(), 0) {
   for (const int x : layout_.layers)
     if (x < 0 || static_cast<std::size_t>(x) >= layers_.size() || !layers_[static_cast<std::size_t>(x)])

@@ -1,7 +1,7 @@
 // Turns a running model's LuKA state into capture records (the LibTorch side of captures): the
 // prefill attention of the recorded layers as it is computed, and after every decode step each
 // recorded layer's LukaStep — mode, effective rows, cover, refined pages, fidelity, new pages.
-// Runs on the model thread; the CaptureSession does the rest on its I/O thread.
+// Runs on the model thread; the CapturePipeline does the rest on its I/O thread.
 #pragma once
 
 #include <cstdint>
@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "captures/capture.h"
-#include "captures/session.h"
+#include "captures/pipeline.h"
 #include "core/luka/luka_layer.h"
 
 namespace luka {
@@ -28,7 +28,7 @@ Layout make_layout(const Model& model, const LukaConfig& config, const RecordSpe
 
 // Model identity for the manifest: path, architecture, config JSON, hashes of the weights'
 // headers and the tokenizer source, dtype; the caller fills generation, seed, record and device.
-// Runs a CaptureSession's producer-side work on LibTorch's intra-op threads (the model's cores).
+// Runs a CapturePipeline's producer-side work on LibTorch's intra-op threads (the model's cores).
 ParallelFor model_parallel_for();
 
 Manifest make_manifest(const Model& model, const Tokenizer& tokenizer, const LukaConfig& config);
@@ -36,7 +36,7 @@ Manifest make_manifest(const Model& model, const Tokenizer& tokenizer, const Luk
 class CaptureRecorder {
  public:
   // `layers`: every layer's LukaLayer (install_luka's result, on any device), in layer order.
-  CaptureRecorder(CaptureSession& session, Layout layout, std::vector<std::shared_ptr<LukaLayer>> layers);
+  CaptureRecorder(CapturePipeline& session, Layout layout, std::vector<std::shared_ptr<LukaLayer>> layers);
   ~CaptureRecorder();
 
   // Before the prefill: observe the recorded layers' attention while the prompt runs.
@@ -51,7 +51,7 @@ class CaptureRecorder {
   void record_step(std::int64_t step, std::vector<Token> new_tokens);
 
  private:
-  CaptureSession& session_;
+  CapturePipeline& session_;
   Layout layout_;
   std::vector<std::shared_ptr<LukaLayer>> layers_;
   std::vector<std::size_t> pages_reported_;  // per recorded layer

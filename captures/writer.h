@@ -1,4 +1,4 @@
-// Writes a capture to HDF5 (docs/capture-format.md). Synchronous: CaptureSession calls it from
+// Writes a capture to HDF5 (docs/capture-format.md). Synchronous: CapturePipeline calls it from
 // its I/O thread. The file is created with the latest format and written in SWMR mode, so its
 // on-disk state stays consistent between flushes; every decode step is flushed and then counted
 // in /complete_steps, so a run cut off by a crash opens and reads up to its last complete step.

@@ -19,7 +19,7 @@
 #include "app/cli/luka_options.h"
 #include "app/cli/prompt_input.h"
 #include "captures/recorder.h"
-#include "captures/session.h"
+#include "captures/pipeline.h"
 #include "captures/writer.h"
 #include "core/eval/calibration.h"
 #include "core/util/text_file.h"
@@ -174,7 +174,7 @@ int run_capture(int argc, char** argv) {
                  megabytes(capture::estimate_bytes(layout, max_new - 1)).c_str());
 
   std::optional<capture::CaptureWriter> writer;
-  std::optional<capture::CaptureSession> session;
+  std::optional<capture::CapturePipeline> session;
   std::optional<capture::CaptureRecorder> recorder;
   if (record) {
     writer.emplace(out);

@@ -11,7 +11,7 @@
 #include "captures/reader.h"
 #include "captures/recorder.h"
 #include "captures/save_view.h"
-#include "captures/session.h"
+#include "captures/pipeline.h"
 #include "core/eval/calibration.h"
 #include "core/generate/sampler.h"
 #include "core/prompt/tokenized_prompt.h"
@@ -418,7 +418,7 @@ void Session::run_job(RunRequest r) {
     }
   }
   auto live = std::make_shared<capture::LiveCapture>();
-  auto pipeline = std::make_unique<capture::CaptureSession>(std::vector<capture::CaptureSink*>{live.get()});
+  auto pipeline = std::make_unique<capture::CapturePipeline>(std::vector<capture::CaptureSink*>{live.get()});
   pipeline->set_parallel(capture::model_parallel_for());
   std::vector<capture::Token> prompt_tokens;
   for (std::int64_t i = 0; i < n; ++i)
@@ -445,12 +445,12 @@ void Session::run_job(RunRequest r) {
   struct Live final : RunObserver {
     Session& session;
     capture::CaptureRecorder& recorder;
-    capture::CaptureSession& pipeline;
+    capture::CapturePipeline& pipeline;
     const Tokenizer& tok;
     RunLoop& loop;
     const Backend& device;
     std::vector<capture::Token> pending;
-    Live(Session& s, capture::CaptureRecorder& r, capture::CaptureSession& p, const Tokenizer& t, RunLoop& l, const Backend& d)
+    Live(Session& s, capture::CaptureRecorder& r, capture::CapturePipeline& p, const Tokenizer& t, RunLoop& l, const Backend& d)
         : session(s), recorder(r), pipeline(p), tok(t), loop(l), device(d) {}
     void prefill_begin(std::int64_t) override { recorder.start_prefill(); }
     void prefill_end(std::int64_t, double) override {

@@ -26,7 +26,7 @@
 #include "core/util/half.h"
 #include "captures/live.h"
 #include "captures/reader.h"
-#include "captures/session.h"
+#include "captures/pipeline.h"
 #include "captures/writer.h"
 #include "core/util/error.h"
 #include "tests/process_util.h"
@@ -138,7 +138,7 @@ Synthetic make_synthetic(std::int64_t n, int steps, std::uint32_t seed, std::vec
   return s;
 }
 
-void feed(CaptureSession& session, const Synthetic& s, int steps) {
+void feed(CapturePipeline& session, const Synthetic& s, int steps) {
   session.begin(s.manifest, s.layout, s.prompt, s.segments);
   const std::int64_t n = s.layout.prompt_tokens, H = static_cast<std::int64_t>(s.layout.heads.size());
   // Interleave layers, in uneven row chunks.
@@ -267,7 +267,7 @@ TEST(CaptureFile, RoundTripEqualsWhatTheWriterGot) {
   LiveCapture live;
   RecordingSink rec;
   {
-    CaptureSession session({&writer, &live, &rec}, 1 << 16);  // a small queue: the producer waits
+    CapturePipeline session({&writer, &live, &rec}, 1 << 16);  // a small queue: the producer waits
     feed(session, s, 7);
     session.finish(s.trailing);
   }
@@ -303,7 +303,7 @@ TEST(CaptureFile, ManifestCalibrationOfAFullSizeModelRoundTrips) {
   CaptureWriter writer(file);
   RecordingSink rec;
   {
-    CaptureSession session({&writer, &rec}, 1 << 20);
+    CapturePipeline session({&writer, &rec}, 1 << 20);
     feed(session, s, 2);
     session.finish(s.trailing);
   }
@@ -324,7 +324,7 @@ void three_threads(std::int64_t n, const std::function<void(std::int64_t, std::i
 std::vector<MapRows> write_run(const fs::path& file, const Synthetic& s, int steps, ParallelFor parallel = serial_for) {
   CaptureWriter writer(file);
   RecordingSink rec;
-  CaptureSession session({&writer, &rec});
+  CapturePipeline session({&writer, &rec});
   session.set_parallel(std::move(parallel));
   feed(session, s, steps);
   session.finish(s.trailing);
@@ -537,7 +537,7 @@ TEST(CaptureFile, WindowsClipAndSpanChunks) {
   CaptureWriter writer(file);
   RecordingSink rec;
   {
-    CaptureSession session({&writer, &rec});
+    CapturePipeline session({&writer, &rec});
     feed(session, s, 1);
     session.finish({});
   }
@@ -589,12 +589,12 @@ struct ThreadNotingSink final : CaptureSink {
 // Encoded records are queued without waking the I/O thread: a work item of the producer's next
 // parallel region writes them (here on one of three threads), and end_prefill and finish wake
 // the I/O thread for the rest. Records still reach the sinks one at a time and in order.
-TEST(CaptureSession, EncodedRecordsAreWrittenByTheNextParallelRegionInOrder) {
+TEST(CapturePipeline, EncodedRecordsAreWrittenByTheNextParallelRegionInOrder) {
   Synthetic s = make_synthetic(150, 4, 21);
   align_pages(s);
   ThreadNotingSink sink;
   {
-    CaptureSession session({&sink});
+    CapturePipeline session({&sink});
     session.set_parallel(three_threads);
     feed(session, s, 0);
     session.drain();  // the I/O thread idle, as between a real run's decode steps
@@ -631,7 +631,7 @@ TEST(CaptureFile, UnfinishedFileReadsItsCompleteSteps) {
   auto writer = std::make_unique<CaptureWriter>(file);
   RecordingSink rec;
   {
-    CaptureSession session({writer.get(), &rec});
+    CapturePipeline session({writer.get(), &rec});
     feed(session, s, 3);
     session.drain();
     // Read while the writer still has the file open (single-writer mode), under its .partial name.
@@ -706,7 +706,7 @@ TEST(CaptureFile, BadFilesGiveClearErrors) {
   const fs::path good = dir / "good.h5";
   {
     CaptureWriter writer(good);
-    CaptureSession session({&writer});
+    CapturePipeline session({&writer});
     feed(session, s, 3);
     session.finish({});
   }
@@ -781,7 +781,7 @@ TEST(CaptureFile, DamagedMetadataFailsAtOnce) {
   const fs::path damaged = dir / "damaged.h5";
   {
     CaptureWriter writer(damaged);
-    CaptureSession session({&writer});
+    CapturePipeline session({&writer});
     feed(session, s, 2);
     session.finish({});
   }

@@ -1,4 +1,4 @@
-// The live capture against the file written by the same run: both sinks of one CaptureSession,
+// The live capture against the file written by the same run: both sinks of one CapturePipeline,
 // every read compared bit for bit (map windows at every level, aligned or not, across the
 // diagonal and the last partial chunk; rows, covers, page states, pages, metrics), with the map
 // chunks in memory, in the spill file, or split between the two; and the live capture's memory
@@ -18,7 +18,7 @@
 #include "core/util/half.h"
 #include "captures/live.h"
 #include "captures/reader.h"
-#include "captures/session.h"
+#include "captures/pipeline.h"
 #include "captures/writer.h"
 #include "core/util/error.h"
 #include "tests/process_util.h"
@@ -114,7 +114,7 @@ SyntheticRun make_run(std::int64_t n, int steps, std::uint32_t seed, std::vector
 }
 
 // Feeds the run to a session: level-0 rows in uneven blocks, layers interleaved.
-void feed(CaptureSession& session, const SyntheticRun& run) {
+void feed(CapturePipeline& session, const SyntheticRun& run) {
   session.begin(run.manifest, run.layout, run.prompt, run.segments);
   const std::int64_t n = run.layout.prompt_tokens;
   const std::size_t H = run.layout.heads.size();
@@ -249,7 +249,7 @@ TEST(LiveCapture, EveryReadEqualsTheFileOfTheSameRun) {
       LiveCapture live(budget);
       {
         CaptureWriter writer(path);
-        CaptureSession session({&writer, &live}, 1 << 18);
+        CapturePipeline session({&writer, &live}, 1 << 18);
         session.set_parallel(three_threads);
         feed(session, run);
       }
@@ -283,7 +283,7 @@ TEST(LiveCapture, PlainBandsAreEncodedByTheCapture) {
   const fs::path path = work_dir() / "run.h5";
   {
     CaptureWriter writer(path);
-    CaptureSession session({&writer, &bands});
+    CapturePipeline session({&writer, &bands});
     feed(session, run);
   }
   for (const std::size_t budget : {LiveCapture::kDefaultMapMemory, std::size_t{0}}) {
@@ -324,7 +324,7 @@ TEST(LiveCapture, WindowsReadDuringThePrefillAreZeroOrFinal) {
   });
   {
     CaptureWriter writer(path);
-    CaptureSession session({&writer, &live}, 1 << 16);
+    CapturePipeline session({&writer, &live}, 1 << 16);
     session.set_parallel(three_threads);
     feed(session, run);
   }
@@ -363,7 +363,7 @@ TEST(LiveCapture, A4KMapIsHeldWithinTheMemoryBudget) {
   LiveCapture live(budget);
   {
     CaptureWriter writer(path);
-    CaptureSession session({&writer, &live});
+    CapturePipeline session({&writer, &live});
     session.set_parallel(three_threads);
     feed(session, run);
   }

@@ -29,12 +29,12 @@
 
 namespace luka::capture {
 
-class CaptureSession {
+class CapturePipeline {
  public:
-  explicit CaptureSession(std::vector<CaptureSink*> sinks, std::size_t queue_bytes = std::size_t{512} << 20);
-  ~CaptureSession();  // finishes the I/O thread (without calling finish() on the sinks)
-  CaptureSession(const CaptureSession&) = delete;
-  CaptureSession& operator=(const CaptureSession&) = delete;
+  explicit CapturePipeline(std::vector<CaptureSink*> sinks, std::size_t queue_bytes = std::size_t{512} << 20);
+  ~CapturePipeline();  // finishes the I/O thread (without calling finish() on the sinks)
+  CapturePipeline(const CapturePipeline&) = delete;
+  CapturePipeline& operator=(const CapturePipeline&) = delete;
 
   // How the producer's side runs its parallel work (pyramids, chunk compression); serial by default.
   void set_parallel(ParallelFor parallel) { parallel_ = std::move(parallel); }

@@ -1,4 +1,4 @@
-#include "captures/session.h"
+#include "captures/pipeline.h"
 
 #include <algorithm>
 
@@ -9,10 +9,10 @@
 
 namespace luka::capture {
 
-CaptureSession::CaptureSession(std::vector<CaptureSink*> sinks, std::size_t queue_bytes)
+CapturePipeline::CapturePipeline(std::vector<CaptureSink*> sinks, std::size_t queue_bytes)
     : sinks_(std::move(sinks)), budget_(queue_bytes), thread_([this] { run(); }) {}
 
-CaptureSession::~CaptureSession() {
+CapturePipeline::~CapturePipeline() {
   {
     std::lock_guard<std::mutex> lock(mu_);
     stop_ = true;
@@ -21,7 +21,7 @@ CaptureSession::~CaptureSession() {
   thread_.join();
 }
 
-std::size_t CaptureSession::bytes_of(const Message& m) {
+std::size_t CapturePipeline::bytes_of(const Message& m) {
   if (const auto* r = std::get_if<MapRows>(&m)) {
     std::size_t b = r->data.size() * sizeof(std::uint16_t);
     for (const auto& c : r->chunks) b += c.size();
@@ -38,11 +38,11 @@ std::size_t CaptureSession::bytes_of(const Message& m) {
   return 0;
 }
 
-void CaptureSession::rethrow() {
+void CapturePipeline::rethrow() {
   if (error_) std::rethrow_exception(error_);
 }
 
-void CaptureSession::push(Message m, bool wake) {
+void CapturePipeline::push(Message m, bool wake) {
   const std::size_t b = bytes_of(m);
   std::unique_lock<std::mutex> lock(mu_);
   rethrow();
@@ -59,14 +59,14 @@ void CaptureSession::push(Message m, bool wake) {
   if (wake) work_cv_.notify_one();
 }
 
-CaptureSession::Message CaptureSession::take_front() {
+CapturePipeline::Message CapturePipeline::take_front() {
   Message m = std::move(queue_.front());
   queue_.pop_front();
   busy_ = true;
   return m;
 }
 
-void CaptureSession::done_with(std::size_t b, std::exception_ptr err) {
+void CapturePipeline::done_with(std::size_t b, std::exception_ptr err) {
   bytes_ -= b;
   busy_ = false;
   if (err && !error_) error_ = err;
@@ -76,7 +76,7 @@ void CaptureSession::done_with(std::size_t b, std::exception_ptr err) {
   }
 }
 
-void CaptureSession::help_inline() {
+void CapturePipeline::help_inline() {
   std::unique_lock<std::mutex> lock(mu_);
   while (!busy_ && !error_ && !queue_.empty()) {
     Message m = take_front();
@@ -91,7 +91,7 @@ void CaptureSession::help_inline() {
   if (!busy_ && !queue_.empty()) work_cv_.notify_one();
 }
 
-void CaptureSession::encode_and_write(std::int64_t n, const std::function<void(std::int64_t)>& item) {
+void CapturePipeline::encode_and_write(std::int64_t n, const std::function<void(std::int64_t)>& item) {
   parallel_(1 + n, [&](std::int64_t begin, std::int64_t end) {
     for (std::int64_t i = begin; i < end; ++i) {
       if (i == 0)
@@ -102,7 +102,7 @@ void CaptureSession::encode_and_write(std::int64_t n, const std::function<void(s
   });
 }
 
-void CaptureSession::begin(Manifest manifest, Layout layout, std::vector<Token> prompt, std::vector<Segment> segments) {
+void CapturePipeline::begin(Manifest manifest, Layout layout, std::vector<Token> prompt, std::vector<Segment> segments) {
   layout_ = layout;
   encode_ = false;
   keep_halves_ = false;
@@ -123,7 +123,7 @@ void CaptureSession::begin(Manifest manifest, Layout layout, std::vector<Token> 
   push(Begin{std::move(manifest), std::move(layout), std::move(prompt), std::move(segments)});
 }
 
-void CaptureSession::emit_band(int layer_index, const BandView& v) {
+void CapturePipeline::emit_band(int layer_index, const BandView& v) {
   const std::int64_t H = static_cast<std::int64_t>(layout_.heads.size());
   MapRows r;
   r.layer = layout_.layers[static_cast<std::size_t>(layer_index)];
@@ -153,7 +153,7 @@ void CaptureSession::emit_band(int layer_index, const BandView& v) {
   push(std::move(r), /*wake=*/!encode_);  // encoded bands: written by the next band's region
 }
 
-void CaptureSession::prefill_rows(int layer, std::int64_t row0, std::int64_t m, const std::vector<std::uint16_t>& halves) {
+void CapturePipeline::prefill_rows(int layer, std::int64_t row0, std::int64_t m, const std::vector<std::uint16_t>& halves) {
   const int i = recorded_index(layout_.layers, layer, "layer");
   PyramidBuilder* p = pyramids_[static_cast<std::size_t>(i)].get();
   if (!p) fail("capture", "prefill rows for a capture without maps");
@@ -163,13 +163,13 @@ void CaptureSession::prefill_rows(int layer, std::int64_t row0, std::int64_t m, 
   if (p->rows_done() == layout_.prompt_tokens) p->finish();
 }
 
-void CaptureSession::prefill_rows(int layer, std::int64_t row0, std::int64_t m, const std::vector<float>& data) {
+void CapturePipeline::prefill_rows(int layer, std::int64_t row0, std::int64_t m, const std::vector<float>& data) {
   std::vector<std::uint16_t> halves(data.size());
   floats_to_halves(data.data(), halves.data(), data.size());
   prefill_rows(layer, row0, m, halves);
 }
 
-void CaptureSession::end_prefill() {
+void CapturePipeline::end_prefill() {
   for (const auto& p : pyramids_)
     if (p && p->rows_done() != layout_.prompt_tokens) fail("capture", "the prefill map is incomplete");
   push(EndPrefill{});
@@ -208,7 +208,7 @@ void encode_layers(const std::vector<LayerStep>& layers, const std::vector<T> La
 
 }  // namespace
 
-void CaptureSession::step(Step step) {
+void CapturePipeline::step(Step step) {
   if (encode_steps_) {
     const std::size_t H = layout_.heads.size(), L = step.layers.size();
     const std::size_t Lc = static_cast<std::size_t>(layer_chunk(layout_));
@@ -240,24 +240,24 @@ void CaptureSession::step(Step step) {
   push(std::move(step), /*wake=*/!encode_steps_);  // encoded: written in the next step's region (or by finish)
 }
 
-void CaptureSession::finish(std::vector<Token> trailing) {
+void CapturePipeline::finish(std::vector<Token> trailing) {
   push(Finish{std::move(trailing)});
   drain();
 }
 
-void CaptureSession::drain() {
+void CapturePipeline::drain() {
   std::unique_lock<std::mutex> lock(mu_);
   work_cv_.notify_one();  // for records queued without waking the I/O thread
   cv_.wait(lock, [&] { return error_ || (queue_.empty() && !busy_); });
   rethrow();
 }
 
-std::size_t CaptureSession::queued_bytes() const {
+std::size_t CapturePipeline::queued_bytes() const {
   std::lock_guard<std::mutex> lock(mu_);
   return bytes_;
 }
 
-void CaptureSession::run() {
+void CapturePipeline::run() {
   pthread_setname_np(pthread_self(), "luka-capture-io");  // how top and perf show it (15 characters at most)
   for (;;) {
     Message m;
@@ -278,7 +278,7 @@ void CaptureSession::run() {
   }
 }
 
-std::exception_ptr CaptureSession::handle_caught(Message& m) {
+std::exception_ptr CapturePipeline::handle_caught(Message& m) {
   try {
     handle(m);
   } catch (...) {
@@ -287,7 +287,7 @@ std::exception_ptr CaptureSession::handle_caught(Message& m) {
   return nullptr;
 }
 
-void CaptureSession::handle(Message& m) {
+void CapturePipeline::handle(Message& m) {
   if (auto* b = std::get_if<Begin>(&m)) {
     for (CaptureSink* s : sinks_) s->begin(b->manifest, b->layout, b->prompt, b->segments);
   } else if (auto* r = std::get_if<MapRows>(&m)) {
