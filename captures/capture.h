@@ -71,6 +71,22 @@ struct Manifest {
   std::string calibration;    // JSON: a `luka calibrate` file attached to the run (core/eval/calibration.h); empty: none
 };
 
+// The /manifest group's string attributes, in one table for the writer, the reader and the
+// schema test (docs/capture-format.md lists the same names). `optional`: written only when not
+// empty, and read as empty when absent (captures made before it existed). `seed` is the one
+// integer attribute.
+struct ManifestString {
+  const char* name;
+  std::string Manifest::*field;
+  bool optional = false;
+};
+inline constexpr ManifestString kManifestStrings[] = {
+    {"model_path", &Manifest::model_path},     {"architecture", &Manifest::architecture}, {"model_config", &Manifest::model_config},
+    {"weights_hash", &Manifest::weights_hash}, {"tokenizer_hash", &Manifest::tokenizer_hash}, {"luka_config", &Manifest::luka_config},
+    {"generation", &Manifest::generation},     {"device", &Manifest::device},             {"dtype", &Manifest::dtype},
+    {"tool_version", &Manifest::tool_version}, {"git_revision", &Manifest::git_revision}, {"created", &Manifest::created},
+    {"record", &Manifest::record},             {"calibration", &Manifest::calibration, true}};
+
 // Shapes fixed at the start of a run.
 struct Layout {
   int num_layers = 0;                 // the model's layers

@@ -74,15 +74,9 @@ std::unique_ptr<CaptureFile> CaptureFile::open(const std::filesystem::path& path
   {
     h5::Handle g(h5::check(H5Gopen2(file, "manifest", H5P_DEFAULT), name, "manifest"));
     Manifest& m = s.manifest;
-    const std::pair<const char*, std::string*> strings[] = {
-        {"model_path", &m.model_path},     {"architecture", &m.architecture}, {"model_config", &m.model_config},
-        {"weights_hash", &m.weights_hash}, {"tokenizer_hash", &m.tokenizer_hash}, {"luka_config", &m.luka_config},
-        {"generation", &m.generation},     {"device", &m.device},             {"dtype", &m.dtype},
-        {"tool_version", &m.tool_version}, {"git_revision", &m.git_revision}, {"created", &m.created},
-        {"record", &m.record}};
-    for (const auto& [key, value] : strings) *value = h5::read_attr_string(g, key, name);
+    for (const ManifestString& s : kManifestStrings)
+      if (!s.optional || h5::has_attr(g, s.name)) m.*s.field = h5::read_attr_string(g, s.name, name);
     m.seed = h5::read_attr_int(g, "seed", name);
-    if (h5::has_attr(g, "calibration")) m.calibration = h5::read_attr_string(g, "calibration", name);
   }
   {
     h5::Handle g(h5::check(H5Gopen2(file, "layout", H5P_DEFAULT), name, "layout"));

@@ -87,15 +87,9 @@ void CaptureWriter::begin(const Manifest& m, const Layout& layout, const std::ve
 
   {
     h5::Handle g = h5::create_group(file_, "manifest", name_);
-    const std::pair<const char*, const std::string*> strings[] = {
-        {"model_path", &m.model_path},     {"architecture", &m.architecture}, {"model_config", &m.model_config},
-        {"weights_hash", &m.weights_hash}, {"tokenizer_hash", &m.tokenizer_hash}, {"luka_config", &m.luka_config},
-        {"generation", &m.generation},     {"device", &m.device},             {"dtype", &m.dtype},
-        {"tool_version", &m.tool_version}, {"git_revision", &m.git_revision}, {"created", &m.created},
-        {"record", &m.record}};
-    for (const auto& [key, value] : strings) h5::write_attr(g, key, *value, name_);
+    for (const ManifestString& s : kManifestStrings)
+      if (!s.optional || !(m.*s.field).empty()) h5::write_attr(g, s.name, m.*s.field, name_);
     h5::write_attr(g, "seed", m.seed, name_);
-    if (!m.calibration.empty()) h5::write_attr(g, "calibration", m.calibration, name_);  // optional: absent when none
   }
   {
     h5::Handle g = h5::create_group(file_, "layout", name_);

@@ -18,17 +18,18 @@
 #include <functional>
 #include <iterator>
 #include <random>
+#include <set>
 #include <thread>
 
 #include <zlib.h>
 
 #include "captures/chunk_codec.h"
-#include "core/util/half.h"
 #include "captures/live.h"
-#include "captures/reader.h"
 #include "captures/pipeline.h"
+#include "captures/reader.h"
 #include "captures/writer.h"
 #include "core/util/error.h"
+#include "core/util/half.h"
 #include "tests/process_util.h"
 
 namespace fs = std::filesystem;
@@ -310,6 +311,56 @@ TEST(CaptureFile, ManifestCalibrationOfAFullSizeModelRoundTrips) {
   const auto f = CaptureFile::open(file);
   expect_same(*f, s, rec.bands, 2, true);
   EXPECT_EQ(f->summary().manifest.calibration.size(), text.size());
+}
+
+// The manifest's attribute names: what the writer puts in /manifest (with every optional one set)
+// is the table kManifestStrings plus seed, and docs/capture-format.md's /manifest rows name
+// exactly those.
+TEST(CaptureFile, ManifestAttributesAreTheSchemaTableAndTheDocs) {
+  std::set<std::string> table = {"seed"};
+  for (const ManifestString& m : kManifestStrings) table.insert(m.name);
+
+  Synthetic s = make_synthetic(40, 1, 5);
+  align_pages(s);
+  s.manifest.calibration = R"({"calibration": 1})";
+  const fs::path file = work_dir() / "schema.h5";
+  CaptureWriter writer(file);
+  {
+    CapturePipeline pipeline({&writer}, 1 << 20);
+    feed(pipeline, s, 1);
+    pipeline.finish(s.trailing);
+  }
+  std::set<std::string> written;
+  {
+    const hid_t f = H5Fopen(file.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
+    ASSERT_GE(f, 0);
+    const hid_t g = H5Gopen2(f, "manifest", H5P_DEFAULT);
+    H5Aiterate2(g, H5_INDEX_NAME, H5_ITER_INC, nullptr,
+                [](hid_t, const char* name, const H5A_info_t*, void* out) -> herr_t {
+                  static_cast<std::set<std::string>*>(out)->insert(name);
+                  return 0;
+                },
+                &written);
+    H5Gclose(g);
+    H5Fclose(f);
+  }
+  EXPECT_EQ(written, table);
+
+  // The docs: the backticked names in the rows between the /manifest and /layout headings.
+  std::ifstream doc(fs::path(LUKA_SOURCE_DIR) / "docs" / "capture-format.md");
+  ASSERT_TRUE(doc) << "docs/capture-format.md";
+  std::set<std::string> documented;
+  bool inside = false;
+  for (std::string line; std::getline(doc, line);) {
+    if (line.find("**`/manifest`** attrs") != std::string::npos) inside = true;
+    else if (line.find("**`/layout`** attrs") != std::string::npos) break;
+    else if (inside && line.rfind("| `", 0) == 0) {
+      const std::string names = line.substr(2, line.find(" |", 2) - 2);  // the first cell: `a`, `b`
+      for (std::size_t i = names.find('`'); i != std::string::npos; i = names.find('`', names.find('`', i + 1) + 1))
+        documented.insert(names.substr(i + 1, names.find('`', i + 1) - i - 1));
+    }
+  }
+  EXPECT_EQ(documented, table) << "docs/capture-format.md's /manifest rows";
 }
 
 // A ParallelFor over real threads (three ranges), so that chunk encoding runs concurrently.
