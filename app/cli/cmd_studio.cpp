@@ -32,6 +32,7 @@ int run_studio(int argc, char** argv) {
               "in the Head scores tab (source: calibration)")
       .flag("fresh", "start from the defaults instead of the last session (model, prompt, LuKA config, selection, view, panel sizes)");
   add_device_option(args);
+  add_weights_option(args);
   args.epilog("example:\n  luka studio\n  luka studio --capture demo.h5\n  luka studio --device cuda\n\n" + std::string(kEnvironmentHelp));
   if (!args.parse(argc, argv, 2)) return 0;
   if (std::sscanf(args.get("size", "1280x800").c_str(), "%dx%d", &o.width, &o.height) != 2 || o.width < 320 || o.height < 240)
@@ -53,6 +54,8 @@ int run_studio(int argc, char** argv) {
   o.model_given = args.has("model") || std::getenv("LUKA_MODEL") != nullptr;
   o.prompt_given = args.has("prompt-file");
   o.device_given = args.has("device");
+  o.weights_given = args.has("weights");
+  o.weights = load_options(args).weights;  // a bad value is a usage error here
   const std::filesystem::path prompt_file =
       args.has("prompt-file") ? std::filesystem::path(args.get("prompt-file"))
                               : std::filesystem::path(LUKA_SOURCE_DIR) / "assets" / "prompts" / "demo.json";

@@ -31,10 +31,7 @@ void draw_model_panel(UiState& ui) {
   const bool busy = ui.session.busy();
   ImGui::BeginDisabled(busy);
   if (ImGui::Button("Load")) {
-    LoadOptions o;
-    o.dtype = ui.dtype == 2 ? DType::kF16 : ui.dtype == 1 ? DType::kBF16 : DType::kF32;
-    o.threads = ui.threads;
-    ui.session.load_model(ui.model_path, o, parse_device(ui.device));
+    ui.session.load_model(ui.model_path, load_options(ui), parse_device(ui.device));
   }
   ImGui::EndDisabled();
   // Device: auto and cpu at once, the GPUs once the plugin has listed them.
@@ -60,6 +57,12 @@ void draw_model_panel(UiState& ui) {
   ImGui::SetNextItemWidth(90);
   ImGui::InputInt("threads (0: all)", &ui.threads);
   ui.threads = std::max(0, std::min(ui.threads, 256));
+  ImGui::SetNextItemWidth(120);
+  static const char* kWeights[] = {"dequantized", "quantized"};
+  ImGui::Combo("weights", &ui.weights, kWeights, 2);
+  if (ImGui::IsItemHovered())
+    ImGui::SetTooltip("a GGUF file's linear weights at the next Load: dequantized into the dtype, or also kept as\n"
+                      "their GGUF blocks, which decode steps on the CPU read directly (luka info shows both footprints)");
   ImGui::Text("%s", s.model_summary.empty() ? "no model loaded" : s.model_summary.c_str());
   if (!s.device.empty() && ImGui::IsItemHovered()) ImGui::SetTooltip("%s", s.device.c_str());
   const ImVec4 colour = s.state == RunState::kError ? ImVec4(0.9f, 0.3f, 0.3f, 1) : ImVec4(0.7f, 0.7f, 0.7f, 1);

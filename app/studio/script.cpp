@@ -23,7 +23,7 @@ namespace luka::studio {
 namespace {
 
 const std::set<std::string> kCommands = {"load_model", "device", "open_capture", "run", "step", "resume", "stop", "set_mode", "preset",
-                                         "select", "scale", "zoom", "fit", "layout", "print_geometry", "compare", "compare_difference", "mouse", "search", "expect_found", "track", "expect_track", "save_session", "load_session", "show_topics", "show_head_scores", "expect_head_scores", "calibration", "head_scores_source", "expect_calibration", "frames", "wait_idle", "wait_paused", "wait_steps",
+                                         "select", "scale", "zoom", "fit", "layout", "print_geometry", "compare", "compare_difference", "mouse", "search", "expect_found", "track", "expect_track", "save_session", "load_session", "show_topics", "show_head_scores", "expect_head_scores", "calibration", "head_scores_source", "weights", "expect_calibration", "frames", "wait_idle", "wait_paused", "wait_steps",
                                          "expect_mode", "expect_steps", "expect_status", "expect_glyph", "free_text", "expect_segments", "set", "sampling", "expect_refined", "view", "grid", "pattern", "wikisalad", "save_prompt", "expect_pattern", "show_timeline", "show_fidelity", "shadow", "expect_fidelity", "export", "measure", "print_first_map", "screenshot", "quit", "key", "expect_ui", "mixed"};
 
 // Capture files: save the view, leave a replay, and check the prompt panel and recent list.
@@ -143,7 +143,10 @@ bool Script::advance(UiState& ui, std::string& screenshot) {
     ++next_;
     if (cmd == "load_model") {
       ui.model_path = arg(1);
-      ui.session.load_model(arg(1), LoadOptions{}, parse_device(ui.device));
+      ui.session.load_model(arg(1), load_options(ui), parse_device(ui.device));
+    } else if (cmd == "weights") {  // dequantized|quantized: for the next load_model
+      if (arg(1) != "dequantized" && arg(1) != "quantized") fail(where(l), "weights: dequantized or quantized");
+      ui.weights = arg(1) == "quantized" ? 1 : 0;
     } else if (cmd == "device") {
       parse_device(arg(1));  // a bad value fails the script here
       ui.device = arg(1);
@@ -402,10 +405,12 @@ bool Script::advance(UiState& ui, std::string& screenshot) {
       else if (field == "view") got = figures::to_string(static_cast<figures::MapView>(ui.heatmap.view));
       else if (field == "help") got = ui.show_shortcuts ? "shown" : "hidden";
       else if (field == "state") got = to_string(ui.session.status().state);
+      else if (field == "weights")  // of the loaded model, as its summary says
+        got = ui.session.status().model_summary.find("(quantized weights)") != std::string::npos ? "quantized" : "dequantized";
       else if (field == "calibration") {  // attached|none: the view's capture carries one
         const auto view = ui.session.view();
         got = view && view_calibration(ui, *view) ? "attached" : "none";
-      } else fail(where(l), "expect_ui: unknown field '" + field + "' (layer, head, scale, view, help, state, calibration)");
+      } else fail(where(l), "expect_ui: unknown field '" + field + "' (layer, head, scale, view, help, state, weights, calibration)");
       if (got != arg(2)) fail(where(l), field + " is " + got + ", expected " + arg(2));
     } else if (cmd == "quit") {
       next_ = lines_.size();

@@ -1,7 +1,7 @@
 // Scripted UI actions (`luka studio --script FILE`), for tests and demos: one command per line,
 // run between frames, in order. `#` starts a comment.
 //
-//   device auto|cpu|cuda|cuda:N | load_model PATH | open_capture PATH | free_text TEXT... | run [N] [paused] | step | resume | stop
+//   device auto|cpu|cuda|cuda:N | weights dequantized|quantized | load_model PATH | open_capture PATH | free_text TEXT... | run [N] [paused] | step | resume | stop
 //   set_mode LAYER dense|lined|clustered | preset NAME | select LAYER HEAD | scale log|linear
 //   view effective|dense|difference | grid heads|layers|off | pattern ABAB | wikisalad FILE N |
 //   save_prompt PATH | expect_pattern P | expect_glyph HEX | set OVERRIDE | sampling T K P SEED |
@@ -12,7 +12,7 @@
 //   save_capture PATH (waits until written) | leave_replay | expect_prompt TEXT... | expect_locked on|off |
 //   expect_recent INDEX PATH
 //   key NAME (a key press for the shortcuts: space, f1, escape, up, down, left, right, or a character) |
-//   expect_ui layer|head|scale|view|help|state|calibration VALUE | mixed A B (the layers panel's mixed(a,b) button)
+//   expect_ui layer|head|scale|view|help|state|weights|calibration VALUE | mixed A B (the layers panel's mixed(a,b) button)
 #pragma once
 
 #include <chrono>

@@ -191,7 +191,8 @@ void Session::load_model(const std::filesystem::path& path, const LoadOptions& o
       s.state = RunState::kReady;
       s.source = path.string();
       s.model_summary = c.model_type + ", " + std::to_string(c.num_layers) + " layers, " + std::to_string(c.num_heads) + "/" +
-                        std::to_string(c.num_kv_heads) + " heads, " + luka::to_string(model->dtype()) + ", on " + device->name();
+                        std::to_string(c.num_kv_heads) + " heads, " + luka::to_string(model->dtype()) +
+                        (model->weight_format() == WeightFormat::kQuantized ? " (quantized weights)" : "") + ", on " + device->name();
       s.device = device->description();
       s.message = "model loaded (" + note + ")";
     });

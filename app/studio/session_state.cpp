@@ -47,6 +47,7 @@ void save_session(const UiState& ui, const std::filesystem::path& file) {
   j["version"] = kVersion;
   j["model_path"] = ui.model_path;
   j["dtype"] = ui.dtype;
+  j["weights"] = ui.weights;
   j["threads"] = ui.threads;
   j["device"] = ui.device;
   j["chat"] = ui.chat;
@@ -88,6 +89,7 @@ std::string load_session(UiState& ui, const std::filesystem::path& file) {
   std::string note;
   take(j, "model_path", ui.model_path);
   take(j, "dtype", ui.dtype, [](int v) { return v >= 0 && v <= 2; });
+  take(j, "weights", ui.weights, [](int v) { return v == 0 || v == 1; });
   take(j, "threads", ui.threads, [](int v) { return v >= 0 && v <= 1024; });
   take(j, "device", ui.device);
   take(j, "chat", ui.chat);

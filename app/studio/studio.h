@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <string>
 
+#include "core/model/model.h"
 #include "core/prompt/interwoven_prompt.h"
 
 namespace luka::studio {
@@ -16,12 +17,13 @@ struct WindowOptions {
   std::filesystem::path script;   // scripted UI actions; the window closes when it ends
   InterwovenPrompt prompt;        // the prompt panel's start
   std::string device = "auto";    // --device value for loading
+  WeightFormat weights = WeightFormat::kDequantized;  // --weights
   std::filesystem::path calibration;  // a `luka calibrate` file attached to the runs' captures (checked already)
   int width = 1280, height = 800;
   // Restore the last session (app/studio/session_state.h) and save it at exit; what the command
   // line names explicitly (model, prompt, capture) wins over what the session remembers.
   bool restore = false;
-  bool model_given = false, prompt_given = false, device_given = false;
+  bool model_given = false, prompt_given = false, device_given = false, weights_given = false;
   std::chrono::steady_clock::time_point launched = std::chrono::steady_clock::now();
 };
 

@@ -164,11 +164,9 @@ int run_window(const WindowOptions& options) {
       if (!options.restore || options.model_given || ui->model_path.empty() || !std::filesystem::exists(ui->model_path, ec))
         ui->model_path = options.model.string();
       if (!options.restore || options.device_given) ui->device = options.device;
-      LoadOptions load;
-      load.dtype = ui->dtype == 2 ? DType::kF16 : ui->dtype == 1 ? DType::kBF16 : DType::kF32;
-      load.threads = ui->threads;
+      if (!options.restore || options.weights_given) ui->weights = options.weights == WeightFormat::kQuantized ? 1 : 0;
       try {
-        if (!script) ui->session.load_model(ui->model_path, load, parse_device(ui->device));
+        if (!script) ui->session.load_model(ui->model_path, load_options(*ui), parse_device(ui->device));
       } catch (const std::exception& e) {  // a remembered device that is gone: the panel says so
         ui->notice = e.what();
       }

@@ -33,6 +33,14 @@ std::string token_label(const std::string& piece, std::size_t max_chars) {
   return viz::token_text(piece, o);
 }
 
+LoadOptions load_options(const UiState& ui) {
+  LoadOptions o;
+  o.dtype = ui.dtype == 2 ? DType::kF16 : ui.dtype == 1 ? DType::kBF16 : DType::kF32;
+  o.threads = ui.threads;
+  o.weights = ui.weights == 1 ? WeightFormat::kQuantized : WeightFormat::kDequantized;
+  return o;
+}
+
 RunRequest run_request(const UiState& ui, bool paused, bool force) {
   RunRequest r;
   r.prompt = ui.prompt;

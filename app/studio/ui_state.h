@@ -181,6 +181,7 @@ struct UiState {
   Session session;
   std::string model_path;
   int dtype = 0;    // 0 fp32, 1 bf16, 2 fp16 (GPU only)
+  int weights = 0;  // a GGUF file's linear weights: 0 dequantized at load, 1 also kept quantized (--weights)
   int threads = 0;  // LibTorch threads, 0: all cores
   std::string device = "auto";  // the --device value the next load uses
   Cached<DeviceChoices> devices;
@@ -275,6 +276,8 @@ void attach_calibration(UiState& ui, const std::filesystem::path& file);
 // The calibration attached to `view`'s capture, parsed once per capture (null: none, or
 // ui.calibration_error says why it cannot be read).
 std::shared_ptr<const eval::Calibration> view_calibration(UiState& ui, const capture::CaptureView& view);
+// The model panel's load settings: dtype, threads and weight format.
+LoadOptions load_options(const UiState& ui);
 RunRequest run_request(const UiState& ui, bool paused, bool force = false);
 
 // The track field's action: parses ui.track_spec against the view's tokens ("A-B", "A" or

@@ -90,6 +90,17 @@ TEST(Studio, FreeTextRunsWithoutSegments) {
   EXPECT_EQ(demo.exit_code, 0) << demo.err;  // the demo prompt: A/B/A segments
 }
 
+// The model panel's weights choice (luka studio --weights): a GGUF model loads with its blocks kept
+// quantized, says so, and runs.
+TEST(Studio, LoadsAGgufWithQuantizedWeights) {
+  REQUIRE_STUDIO();
+  const RunResult r = studio("", "weights quantized\nload_model " + kModel.string() +
+                                     "\nwait_idle 300\nexpect_ui weights quantized\nfree_text The capital of France is\nrun 4\nwait_idle 300\n"
+                                     "expect_steps 3\nweights dequantized\nload_model " + kModel.string() +
+                                     "\nwait_idle 300\nexpect_ui weights dequantized\nquit\n");
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+}
+
 TEST(Studio, ReplaysACaptureWithoutAModel) {
   REQUIRE_STUDIO();
   const fs::path cap = work_dir() / "run.h5", shot = work_dir() / "replay.png", timeline = work_dir() / "timeline.png";
