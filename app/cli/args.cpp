@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <sstream>
+#include <stdexcept>
 
 namespace luka::cli {
 
@@ -67,19 +68,29 @@ bool ArgParser::parse(int argc, char** argv, int first) {
   return true;
 }
 
-bool ArgParser::has(const std::string& name) const { return values_.count(name) != 0; }
+void ArgParser::require_declared(const std::string& name) const {
+  if (!find(name)) throw std::logic_error("luka " + command_ + ": the code reads --" + name + ", an option this command does not declare");
+}
+
+bool ArgParser::has(const std::string& name) const {
+  require_declared(name);
+  return values_.count(name) != 0;
+}
 
 std::vector<std::string> ArgParser::get_all(const std::string& name) const {
+  require_declared(name);
   const auto it = all_.find(name);
   return it == all_.end() ? std::vector<std::string>{} : it->second;
 }
 
 std::string ArgParser::get(const std::string& name, const std::string& fallback) const {
+  require_declared(name);
   const auto it = values_.find(name);
   return it == values_.end() ? fallback : it->second;
 }
 
 std::int64_t ArgParser::get_int(const std::string& name, std::int64_t fallback) const {
+  require_declared(name);
   const auto it = values_.find(name);
   if (it == values_.end()) return fallback;
   errno = 0;
@@ -91,6 +102,7 @@ std::int64_t ArgParser::get_int(const std::string& name, std::int64_t fallback) 
 }
 
 double ArgParser::get_double(const std::string& name, double fallback) const {
+  require_declared(name);
   const auto it = values_.find(name);
   if (it == values_.end()) return fallback;
   errno = 0;

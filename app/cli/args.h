@@ -32,6 +32,10 @@ class ArgParser {
   // Parses argv[first..argc). Returns false when --help was asked for (help is printed).
   bool parse(int argc, char** argv, int first);
 
+  // Reading an option the command did not declare is a bug in the code, not in the command line:
+  // has/get/get_* throw std::logic_error naming it (a misspelled name never reads as "not given").
+  // declares() lets a helper shared by several commands skip what one of them lacks.
+  bool declares(const std::string& name) const { return find(name) != nullptr; }
   bool has(const std::string& name) const;
   std::string get(const std::string& name, const std::string& fallback = "") const;
   // Every value given for a repeatable option, in order (get() returns the last).
@@ -49,6 +53,7 @@ class ArgParser {
     bool is_flag = false;
   };
   const Spec* find(const std::string& name) const;
+  void require_declared(const std::string& name) const;
   std::string command_, synopsis_, description_, epilog_;
   std::vector<Spec> specs_;
   std::map<std::string, std::string> values_;

@@ -83,12 +83,13 @@ SamplingParams sampling_options(const ArgParser& args) {
 
 LoadOptions load_options(const ArgParser& args) {
   LoadOptions options;
-  options.dtype = parse_dtype(args.get("dtype", "fp32"));
-  const std::int64_t threads = args.get_int("threads", 0);
+  // Not every command that loads a model offers every setting (luka info has no --threads).
+  options.dtype = parse_dtype(args.declares("dtype") ? args.get("dtype", "fp32") : "fp32");
+  const std::int64_t threads = args.declares("threads") ? args.get_int("threads", 0) : 0;
   if (threads < 0 || threads > 1024) throw UsageError("--threads must be in 0..1024 (0 = all cores)");
   options.threads = static_cast<int>(threads);
   try {
-    options.weights = parse_weight_format(args.get("weights", "dequantized"));
+    options.weights = parse_weight_format(args.declares("weights") ? args.get("weights", "dequantized") : "dequantized");
   } catch (const UsageError&) {
     throw;
   } catch (const Error& e) {
