@@ -4,9 +4,11 @@
 #pragma once
 
 #include <cstddef>
+#include <functional>
 #include <string>
 #include <string_view>
 #include <unordered_map>
+#include <vector>
 
 namespace luka::viz {
 
@@ -31,5 +33,28 @@ struct TokenTextOptions {
 // return become \n, \t, \r, other C0 controls and DEL <0xNN>, C1 controls <U+0080>..<U+009F>.
 // The length limit applies before shaping and reordering.
 std::string token_text(std::string_view bytes, const TokenTextOptions& options = {});
+
+// Whether `text` has right-to-left letters (Hebrew, Arabic, their presentation forms): what
+// visual_order and display_lines reorder.
+bool has_right_to_left(std::string_view text);
+
+// One line of display text, ready for a renderer that draws code points left to right.
+struct VisualLine {
+  std::string text;
+  bool right_to_left = false;  // its paragraph reads right to left: align it to the right
+};
+
+// Read-only text of several lines (a prompt, generated text) for the same renderers as
+// visual_order: each paragraph (split at '\n'; a tab shows as four spaces, a carriage return not
+// at all) has its Arabic letters joined, is broken into lines at spaces so that
+// width(line) <= max_width (a word wider than that between characters; max_width <= 0: no
+// breaking), and each line is put in visual order with its paragraph's direction, so a wrapped
+// right-to-left paragraph still starts on its first line. Breaking comes before reordering: a
+// renderer that wrapped the reordered text would start such a paragraph with its last words.
+// Other characters are written as token_text writes them (options' max_code_point and
+// substitutes apply; max_chars and visual_order do not). Never for an editable buffer: the
+// result is for drawing only.
+std::vector<VisualLine> display_lines(std::string_view text, const std::function<float(std::string_view)>& width, float max_width,
+                                      const TokenTextOptions& options = {});
 
 }  // namespace luka::viz

@@ -1,13 +1,29 @@
 // Token pieces as display text: whole characters pass through, the bytes of partial or invalid
-// UTF-8 sequences are written <0xNN>, controls are escaped, and the length limit counts characters.
+// UTF-8 sequences are written <0xNN>, controls are escaped, and the length limit counts characters;
+// text of several lines (display_lines) is broken to a width, shaped, and ordered line by line.
 #include <gtest/gtest.h>
 
 #include "viz/token_text.h"
 
 namespace {
 
+using luka::viz::display_lines;
 using luka::viz::token_text;
 using luka::viz::TokenTextOptions;
+using luka::viz::VisualLine;
+
+// Display text measured in code points (a fixed-width renderer): width of "abc" is 3.
+float code_points(std::string_view s) {
+  float n = 0;
+  for (const char c : s) n += (static_cast<unsigned char>(c) & 0xC0) != 0x80;
+  return n;
+}
+
+std::vector<std::string> texts(const std::vector<VisualLine>& lines) {
+  std::vector<std::string> out;
+  for (const VisualLine& l : lines) out.push_back(l.text);
+  return out;
+}
 
 TEST(TokenText, ValidUtf8PassesThrough) {
   EXPECT_EQ(token_text(" the"), " the");
@@ -96,4 +112,52 @@ TEST(TokenText, SubstitutesTakeTheirPrivateUseCodePoints) {
   EXPECT_EQ(token_text("\xF0\x9F\x98\x80\xF0\x9F\x9A\x80", o), "\xEE\x80\x80\xEE\x80\x81");  // one character each
 }
 
+// Read-only text of several lines: broken at spaces to the width, paragraphs kept, and the
+// characters token_text escapes escaped, except that a tab is spaces and a carriage return nothing.
+TEST(TokenText, DisplayLinesBreakAtSpacesAndKeepParagraphs) {
+  using V = std::vector<std::string>;
+  EXPECT_EQ(texts(display_lines("the quick brown fox", code_points, 10)), (V{"the quick", "brown fox"}));
+  EXPECT_EQ(texts(display_lines("the quick brown fox", code_points, 0)), (V{"the quick brown fox"}));  // no breaking
+  EXPECT_EQ(texts(display_lines("a  b", code_points, 1)), (V{"a", "b"}));  // spaces start no line
+  EXPECT_EQ(texts(display_lines("  indented", code_points, 20)), (V{"  indented"}));
+  EXPECT_EQ(texts(display_lines("abcdefghij", code_points, 4)), (V{"abcd", "efgh", "ij"}));  // a word wider than a line
+  EXPECT_EQ(texts(display_lines("a\r\n\nb\tc\xE2", code_points, 40)), (V{"a", "", "b    c<0xE2>"}));
+  EXPECT_EQ(texts(display_lines("", code_points, 40)), (V{""}));
+  TokenTextOptions bmp;
+  bmp.max_code_point = 0xFFFF;
+  EXPECT_EQ(texts(display_lines("ok \xF0\x9F\x98\x80", code_points, 40, bmp)), (V{"ok <U+1F600>"}));
+  for (const VisualLine& l : display_lines("plain\ntext", code_points, 40)) EXPECT_FALSE(l.right_to_left);
+}
+
+// Arabic joined over the whole text (not token by token), right-to-left paragraphs in visual order
+// line by line: a wrapped Hebrew or Arabic paragraph starts with its first words, on its first line.
+TEST(TokenText, DisplayLinesShapeArabicAndOrderEachLineOfARightToLeftParagraph) {
+  // بيت: initial beh FE91, medial yeh FEF4, final teh FE96, drawn right to left.
+  const auto bayt = display_lines("\xD8\xA8\xD9\x8A\xD8\xAA", code_points, 40);
+  ASSERT_EQ(bayt.size(), 1u);
+  EXPECT_EQ(bayt[0].text, "\xEF\xBA\x96\xEF\xBB\xB4\xEF\xBA\x91");
+  EXPECT_TRUE(bayt[0].right_to_left);
+  // في البيت (in the house): feh initial FED3 + yeh final FEF2; alef isolated FE8D, lam initial
+  // FEDF, beh medial FE92, yeh medial FEF4, teh final FE96; the second word drawn left of the first.
+  const auto fi_albayt = display_lines("\xD9\x81\xD9\x8A \xD8\xA7\xD9\x84\xD8\xA8\xD9\x8A\xD8\xAA", code_points, 40);
+  ASSERT_EQ(fi_albayt.size(), 1u);
+  EXPECT_EQ(fi_albayt[0].text, "\xEF\xBA\x96\xEF\xBB\xB4\xEF\xBA\x92\xEF\xBB\x9F\xEF\xBA\x8D \xEF\xBB\xB2\xEF\xBB\x93");
+  // שלום עולם broken after its first word: line 1 is שלום (mem first), line 2 עולם. Reordering
+  // the whole paragraph and then breaking it would put עולם on line 1.
+  const auto hebrew = display_lines("\xD7\xA9\xD7\x9C\xD7\x95\xD7\x9D \xD7\xA2\xD7\x95\xD7\x9C\xD7\x9D", code_points, 5);
+  ASSERT_EQ(hebrew.size(), 2u);
+  EXPECT_EQ(hebrew[0].text, "\xD7\x9D\xD7\x95\xD7\x9C\xD7\xA9");
+  EXPECT_EQ(hebrew[1].text, "\xD7\x9D\xD7\x9C\xD7\x95\xD7\xA2");
+  EXPECT_TRUE(hebrew[0].right_to_left && hebrew[1].right_to_left);
+  // A left-to-right paragraph keeps its order; only the Arabic word inside it turns.
+  const auto mixed = display_lines("see \xD8\xA8\xD9\x8A\xD8\xAA here\n\xD8\xA8\xD9\x8A\xD8\xAA \xD8", code_points, 40);
+  ASSERT_EQ(mixed.size(), 2u);
+  EXPECT_EQ(mixed[0].text, "see \xEF\xBA\x96\xEF\xBB\xB4\xEF\xBA\x91 here");
+  EXPECT_FALSE(mixed[0].right_to_left);
+  // A right-to-left paragraph with an escape: the escape reads left to right, at the visual left.
+  EXPECT_TRUE(mixed[1].right_to_left);
+  EXPECT_EQ(mixed[1].text, "<0xD8> \xEF\xBA\x96\xEF\xBB\xB4\xEF\xBA\x91");
+}
+
 }  // namespace
+
