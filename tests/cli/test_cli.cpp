@@ -269,6 +269,62 @@ TEST(Cli, ForwardRejectsPromptLongerThanContext) {
   EXPECT_NE(r.err.find("max_position_embeddings"), std::string::npos) << r.err;
 }
 
+// A copy of checkpoint `name` whose final RMSNorm weight is 3e38 everywhere: finite, so the load
+// accepts it (non-finite weights are refused there), but the normed hidden state overflows to
+// +-Inf in fp32 and the logits come out NaN. What the output checks of forward and perplexity are for.
+fs::path overflowing_checkpoint(const std::string& name) {
+  const fs::path dir = fs::path(LUKA_TEST_WORK) / "cli" / ::testing::UnitTest::GetInstance()->current_test_info()->name() / name;
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  for (const auto& e : fs::directory_iterator(checkpoint(name)))
+    if (e.is_regular_file()) fs::copy_file(e.path(), dir / e.path().filename());
+  std::string bytes = read_file(dir / "model.safetensors");
+  std::uint64_t header = 0;
+  std::memcpy(&header, bytes.data(), 8);
+  const auto entry = nlohmann::json::parse(bytes.substr(8, header)).at("model.norm.weight");
+  EXPECT_EQ(entry["dtype"], "F32");
+  const std::size_t begin = 8 + header + entry["data_offsets"][0].get<std::size_t>();
+  const std::size_t end = 8 + header + entry["data_offsets"][1].get<std::size_t>();
+  const float huge = 3e38f;
+  for (std::size_t at = begin; at < end; at += 4) std::memcpy(&bytes[at], &huge, 4);
+  std::ofstream(dir / "model.safetensors", std::ios::binary | std::ios::trunc) << bytes;
+  return dir;
+}
+
+TEST(Cli, ForwardRefusesNonFiniteLogits) {
+  const fs::path ckpt = overflowing_checkpoint("qwen3-tied");
+  const fs::path out = ckpt.parent_path() / "logits.npy";
+  // Two tokens by prefill, two through the decode path; the first non-finite value is at position 0.
+  const RunResult r = run_luka({"forward", "--model", ckpt.string(), "--ids", "1,2,3,4", "--prefill", "2", "--device", "cpu",
+                                "--threads", "2", "--out", out.string()});
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_EQ(error_lines(r.err), 1) << r.err;
+  EXPECT_NE(r.err.find("luka forward: error: the logits at position 0 are not finite"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("nothing written"), std::string::npos) << r.err;
+  EXPECT_FALSE(fs::exists(out));
+}
+
+TEST(Cli, PerplexityRefusesNonFiniteLogits) {
+  if (!fs::exists(checkpoint("qwen3-tok") / "tokenizer.json"))
+    GTEST_SKIP() << "the qwen3-tok fixture needs the Qwen3 tokenizer from " << LUKA_SHARED_DATA;
+  const fs::path ckpt = overflowing_checkpoint("qwen3-tok");
+  const fs::path text = ckpt.parent_path() / "text.txt";
+  std::ofstream(text) << "The lighthouse keeper wrote in the log that the fog rolled in.";
+  for (const bool json : {false, true}) {
+    std::vector<std::string> args = {"perplexity", "--model", ckpt.string(), "--text-file", text.string(), "--device", "cpu",
+                                      "--threads", "2", "--prompt-tokens", "2"};
+    if (json) args.push_back("--json");
+    const RunResult r = run_luka(args);
+    EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
+    EXPECT_EQ(error_lines(r.err), 1) << r.err;
+    // The first scored token is the one after the 2 prefilled: position 3.
+    EXPECT_NE(r.err.find("luka perplexity: error: " + text.string() + ": the model's log-probability of token 3 is not finite"),
+              std::string::npos)
+        << r.err;
+    EXPECT_EQ(r.out, "") << "no perplexity (nan) may be printed";
+  }
+}
+
 TEST(Cli, InfoDescribesTheCheckpoint) {
   const fs::path ckpt = checkpoint("qwen3-tied");
   const auto config = nlohmann::json::parse(read_file(ckpt / "config.json"));
