@@ -273,8 +273,10 @@ TEST(Cli, ForwardRejectsPromptLongerThanContext) {
 // accepts it (non-finite weights are refused there), but the normed hidden state overflows to
 // +-Inf in fp32 and the logits come out NaN. What the output checks of forward and perplexity are for.
 fs::path overflowing_checkpoint(const std::string& name) {
-  const fs::path dir = fs::path(LUKA_TEST_WORK) / "cli" / ::testing::UnitTest::GetInstance()->current_test_info()->name() / name;
-  fs::remove_all(dir);
+  // The test's folder, emptied: nothing an earlier run wrote there can pass for this run's output.
+  const fs::path test = fs::path(LUKA_TEST_WORK) / "cli" / ::testing::UnitTest::GetInstance()->current_test_info()->name();
+  fs::remove_all(test);
+  const fs::path dir = test / name;
   fs::create_directories(dir);
   for (const auto& e : fs::directory_iterator(checkpoint(name)))
     if (e.is_regular_file()) fs::copy_file(e.path(), dir / e.path().filename());
