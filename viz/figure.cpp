@@ -6,8 +6,10 @@
 #include <cairo.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <functional>
 #include <fstream>
 #include <sstream>
@@ -181,25 +183,52 @@ void draw(cairo_t* cr, const Figure& f) {
   cairo_restore(cr);
 }
 
+// The figure's bytes on their way to the temporary file. cairo's own file output can drop a
+// failed write: a PDF cut short by a file-size limit came back CAIRO_STATUS_SUCCESS and was renamed
+// into place. Every write and the final flush and close are checked here instead.
+struct FigureStream {
+  std::FILE* file = nullptr;
+  int error = 0;  // errno of the first failed write
+
+  static cairo_status_t write(void* closure, const unsigned char* data, unsigned int length) {
+    auto* s = static_cast<FigureStream*>(closure);
+    if (s->error == 0 && std::fwrite(data, 1, length, s->file) != length) s->error = errno != 0 ? errno : EIO;
+    return s->error == 0 ? CAIRO_STATUS_SUCCESS : CAIRO_STATUS_WRITE_ERROR;
+  }
+  // Flushes and closes; the errno of the first failure, or 0.
+  int close() {
+    if (file == nullptr) return error;
+    if (std::fflush(file) != 0 && error == 0) error = errno != 0 ? errno : EIO;
+    if (std::fclose(file) != 0 && error == 0) error = errno != 0 ? errno : EIO;
+    file = nullptr;
+    return error;
+  }
+  ~FigureStream() {
+    if (file != nullptr) std::fclose(file);
+  }
+};
+
 }  // namespace
 
 void render_file(const std::filesystem::path& target, double width, double height, const std::string& title,
                  const std::function<void(cairo_t*)>& paint) {
   const std::string ext = target.extension().string();
   const std::string name = target.string();  // messages name the target; the bytes go to `path`
+  if (ext != ".png" && ext != ".svg" && ext != ".pdf") fail(name, "unknown figure format '" + ext + "' (use .png, .svg or .pdf)");
   AtomicOutput file(target);
   const std::filesystem::path& path = file.path();
+  FigureStream stream;
+  stream.file = std::fopen(path.c_str(), "wb");
+  if (stream.file == nullptr) fail(name, std::string("cannot create the figure: ") + std::strerror(errno));
   cairo_surface_t* surface = nullptr;
   if (ext == ".png") {
     surface = cairo_image_surface_create(CAIRO_FORMAT_ARGB32, static_cast<int>(width * 2), static_cast<int>(height * 2));
   } else if (ext == ".svg") {
-    surface = cairo_svg_surface_create(path.string().c_str(), width, height);
-  } else if (ext == ".pdf") {
-    surface = cairo_pdf_surface_create(path.string().c_str(), width, height);
+    surface = cairo_svg_surface_create_for_stream(FigureStream::write, &stream, width, height);
+  } else {
+    surface = cairo_pdf_surface_create_for_stream(FigureStream::write, &stream, width, height);
     cairo_pdf_surface_set_metadata(surface, CAIRO_PDF_METADATA_TITLE, title.c_str());
     cairo_pdf_surface_set_metadata(surface, CAIRO_PDF_METADATA_CREATOR, "LuKA Studio");
-  } else {
-    fail(name, "unknown figure format '" + ext + "' (use .png, .svg or .pdf)");
   }
   if (cairo_surface_status(surface) != CAIRO_STATUS_SUCCESS) {
     const std::string why = cairo_status_to_string(cairo_surface_status(surface));
@@ -211,10 +240,11 @@ void render_file(const std::filesystem::path& target, double width, double heigh
   paint(cr);
   cairo_destroy(cr);
   cairo_status_t status = CAIRO_STATUS_SUCCESS;
-  if (ext == ".png") status = cairo_surface_write_to_png(surface, path.string().c_str());
+  if (ext == ".png") status = cairo_surface_write_to_png_stream(surface, FigureStream::write, &stream);
   cairo_surface_finish(surface);
   if (status == CAIRO_STATUS_SUCCESS) status = cairo_surface_status(surface);
   cairo_surface_destroy(surface);
+  if (const int err = stream.close(); err != 0) fail(name, std::string("cannot write the figure: ") + std::strerror(err));
   if (status != CAIRO_STATUS_SUCCESS) fail(name, std::string("cannot write the figure: ") + cairo_status_to_string(status));
   // cairo draws SVG text as glyph outlines: give the file its title as text, for readers and search.
   if (ext == ".svg") {

@@ -14,8 +14,11 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <map>
+#include <numeric>
 #include <sstream>
 #include <thread>
+#include <tuple>
 
 #include <nlohmann/json.hpp>
 
@@ -49,6 +52,28 @@ bool have_model() { return fs::exists(kModel); }
 
 #define REQUIRE_MODEL() \
   if (!have_model()) GTEST_SKIP() << "no default model at " << kModel << " (scripts/setup.sh installs it)"
+
+// The small random checkpoint with the real Qwen3 tokenizer (2 layers, 2 heads; made by
+// tests/fixtures/make_checkpoints.py when the shared tokenizer is there): captures in a fraction of
+// a second, for the tests that need a capture but not a trained model.
+const fs::path kTinyModel = fs::path(LUKA_TEST_WORK) / "checkpoints" / "qwen3-tok";
+
+#define REQUIRE_TINY_MODEL() \
+  if (!fs::exists(kTinyModel / "tokenizer.json")) GTEST_SKIP() << "no qwen3-tok checkpoint (needs the Qwen3 tokenizer in " LUKA_SHARED_DATA ")"
+
+// 24 prompt tokens and 5 decode steps of every layer and head: layer 0 lined with a window of 4
+// (the older tokens heavy hitters or dropped), layer 1 clustered with pages of 4 and a tail of 4,
+// one page refined per head and step.
+fs::path tiny_capture() {
+  const fs::path out = work_dir() / "tiny.h5";
+  const RunResult r = luka({"capture", "--model", kTinyModel.string(), "--prompt",
+                            "The lighthouse keeper wrote in the log that the fog rolled in over the harbour before dawn, and the ships waited.",
+                            "--set", "layers=0,mode=lined,window=4,rho=0.125", "--set",
+                            "layers=1,mode=clustered,page_size=4,tail=4,interval=2,top_k=1", "--max-new-tokens", "6", "--quiet",
+                            "--device", "cpu", "--threads", "2", "--out", out.string()});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  return out;
+}
 
 TEST(CaptureCli, DemoPromptReadsWithH5pyAndMatchesTransformers) {
   REQUIRE_MODEL();
@@ -375,6 +400,192 @@ TEST(CaptureCli, ExportWritesPngSvgAndPdfFigures) {
   const RunResult layer = luka({"export", "--capture", cap.string(), "--layer", "5", "--head", "2", "--out", (d / "x.png").string()});
   EXPECT_EQ(layer.exit_code, 1);
   EXPECT_NE(layer.err.find("layer 5 is not recorded"), std::string::npos) << layer.err;
+}
+
+// A figure write that fails half-way (a file-size limit with SIGXFSZ ignored, which fails it as a
+// full disk does) exits 1 with one line naming the figure; no partial or temporary file is left and
+// the figure that was at the path stays whole. Each format: PNG, SVG and PDF.
+TEST(CaptureCli, FailedFigureWriteLeavesNoPartialFile) {
+  REQUIRE_TINY_MODEL();
+  const fs::path cap = tiny_capture();
+  const fs::path figures = work_dir() / "figures";
+  fs::create_directories(figures);
+  std::vector<std::string> names;
+  for (const std::string ext : {"png", "svg", "pdf"}) {
+    const fs::path out = figures / ("fig." + ext);
+    names.push_back(out.filename().string());
+    std::ofstream(out) << "the previous figure";
+    const auto command = [&](const std::string& limit) {
+      return "bash -c " + luka::test::quote("trap '' XFSZ; " + limit + "exec " + luka::test::quote(LUKA_CLI_PATH) + " export --capture " +
+                                            luka::test::quote(cap.string()) + " --layer 1 --head 0 --step 3 --out " +
+                                            luka::test::quote(out.string()));
+    };
+    // Every figure of this capture is over 16 KB; the limit stops it at 4 KiB.
+    const RunResult r = luka::test::run_shell(command("ulimit -f 4; "), work_dir());
+    EXPECT_EQ(r.exit_code, 1) << ext << ": " << r.err;
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+    EXPECT_EQ(r.err.rfind("luka export: error: " + out.string() + ": cannot write the figure: File too large", 0), 0u) << r.err;
+    EXPECT_EQ(read_file(out), "the previous figure") << ext;
+    // Without the limit the same command replaces it.
+    const RunResult ok = luka::test::run_shell(command(""), work_dir());
+    EXPECT_EQ(ok.exit_code, 0) << ext << ": " << ok.err;
+    EXPECT_GT(fs::file_size(out), 16384u) << ext;
+  }
+  std::vector<std::string> left;
+  for (const auto& e : fs::directory_iterator(figures)) left.push_back(e.path().filename().string());
+  std::sort(left.begin(), left.end());
+  std::sort(names.begin(), names.end());
+  EXPECT_EQ(left, names);
+}
+
+// luka inspect --track against what the capture holds, read through the reader: each head's
+// timeline (a letter per token and step, the attention summed over the span), the tables per head
+// of a layer and per layer, and the JSON rows.
+TEST(CaptureCli, InspectTrackPrintsTheCapturedStates) {
+  REQUIRE_TINY_MODEL();
+  const fs::path cap = tiny_capture();
+  const auto file = luka::capture::CaptureFile::open(cap);
+  const auto summary = file->summary();
+  ASSERT_EQ(summary.layout.layers, (std::vector<int>{0, 1}));
+  ASSERT_EQ(summary.layout.heads, (std::vector<int>{0, 1}));
+  ASSERT_EQ(summary.complete_steps, 5);
+  const std::int64_t begin = 2, end = 26;  // "--track 2-25": prompt tokens 2-23 and the first two generated
+  const std::vector<luka::capture::Token> tokens = file->tokens();
+  std::string text;
+  for (std::int64_t t = begin; t < end; ++t) text += tokens[static_cast<std::size_t>(t)].piece;
+
+  // From the capture: per (layer, head), per step, the state of each tracked token and the span's attention.
+  using namespace luka::capture;
+  const std::map<std::uint8_t, char> letter = {{kAbsent, '.'}, {kSummarized, 's'}, {kRefined, 'R'},
+                                               {kRaw, 'r'},    {kHeavy, 'h'},      {kDropped, 'x'}};
+  struct Expected {
+    std::vector<std::string> states;  // per step, one letter per token
+    std::vector<double> mass;         // per step
+    std::map<char, int> counts;       // token-steps per letter
+  };
+  std::map<std::pair<int, int>, Expected> want;
+  std::map<char, int> seen;
+  for (const int layer : {0, 1})
+    for (const int head : {0, 1}) {
+      Expected& e = want[{layer, head}];
+      for (std::int64_t step = 1; step <= 5; ++step) {
+        const std::vector<std::uint8_t> cover = file->cover(step, layer, head);
+        const std::vector<float> row = file->row(step, layer, head);
+        ASSERT_EQ(cover.size(), static_cast<std::size_t>(24 + step));
+        std::string states;
+        double mass = 0;
+        for (std::int64_t t = begin; t < end; ++t) {
+          const std::uint8_t state = t < static_cast<std::int64_t>(cover.size()) ? cover[static_cast<std::size_t>(t)] : kAbsent;
+          states += letter.at(state);
+          if (t < static_cast<std::int64_t>(row.size())) mass += row[static_cast<std::size_t>(t)];
+        }
+        for (const char c : states) ++e.counts[c], ++seen[c];
+        e.states.push_back(states);
+        e.mass.push_back(mass);
+      }
+    }
+  // The capture shows every state, so the comparison below covers each letter.
+  for (const char c : std::string(".sRrhx")) EXPECT_GT(seen[c], 0) << "no '" << c << "' in the capture";
+
+  const std::string header = "tracking   tokens 2-25 (24 tokens): \"" + text + "\"\n";
+  // One head's timeline.
+  for (const auto& [key, e] : want) {
+    const RunResult r = luka({"inspect", cap.string(), "--track", "2-25", "--layer", std::to_string(key.first), "--head",
+                              std::to_string(key.second)});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    ASSERT_EQ(r.out.rfind(header, 0), 0u) << r.out;
+    std::istringstream lines(r.out.substr(header.size()));
+    std::string line;
+    std::getline(lines, line);
+    EXPECT_EQ(line.rfind("step   states", 0), 0u) << line;
+    for (std::size_t i = 0; i < 5; ++i) {
+      ASSERT_TRUE(std::getline(lines, line));
+      std::istringstream fields(line);
+      std::int64_t step = 0;
+      std::string states;
+      double mass = -1;
+      fields >> step >> states >> mass;
+      EXPECT_EQ(step, static_cast<std::int64_t>(i) + 1) << line;
+      EXPECT_EQ(states, e.states[i]) << "layer " << key.first << " head " << key.second << ": " << line;
+      EXPECT_NEAR(mass, e.mass[i], 6e-6) << line;
+    }
+  }
+  // The shares of token-steps per state, and the mean attention per step: per head of a layer,
+  // then per layer (heads summed, attention averaged over heads).
+  const auto check_table = [&](const std::string& out, const std::vector<std::tuple<int, std::string, std::map<char, int>, double>>& rows) {
+    ASSERT_EQ(out.rfind(header, 0), 0u) << out;
+    std::istringstream lines(out.substr(header.size()));
+    std::string line;
+    std::getline(lines, line);
+    EXPECT_EQ(line.rfind("layer  head       raw  summary  refined    heavy  dropped   absent  attention/step", 0), 0u) << line;
+    for (const auto& [layer, head, counts, mass] : rows) {
+      ASSERT_TRUE(std::getline(lines, line));
+      std::istringstream fields(line);
+      int got_layer = -1;
+      std::string got_head;
+      fields >> got_layer >> got_head;
+      EXPECT_EQ(got_layer, layer) << line;
+      EXPECT_EQ(got_head, head) << line;
+      int total = 0;
+      for (const auto& [c, n] : counts) total += n;
+      for (const char c : std::string("rsRhx.")) {
+        std::string pct;
+        fields >> pct;
+        ASSERT_EQ(pct.back(), '%') << line;
+        const double want_pct = 100.0 * (counts.count(c) ? counts.at(c) : 0) / total;
+        EXPECT_NEAR(std::stod(pct), want_pct, 0.051) << "'" << c << "' in " << line;
+      }
+      double got_mass = -1;
+      fields >> got_mass;
+      EXPECT_NEAR(got_mass, mass, 6e-6) << line;
+    }
+    EXPECT_FALSE(std::getline(lines, line)) << line;
+  };
+  const auto mean = [](const std::vector<double>& v) { return std::accumulate(v.begin(), v.end(), 0.0) / static_cast<double>(v.size()); };
+  for (const int layer : {0, 1}) {
+    const RunResult r = luka({"inspect", cap.string(), "--track", "2-25", "--layer", std::to_string(layer)});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    check_table(r.out, {{layer, "0", want[{layer, 0}].counts, mean(want[{layer, 0}].mass)},
+                        {layer, "1", want[{layer, 1}].counts, mean(want[{layer, 1}].mass)}});
+  }
+  {
+    const RunResult r = luka({"inspect", cap.string(), "--track", "2-25"});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    std::vector<std::tuple<int, std::string, std::map<char, int>, double>> rows;
+    for (const int layer : {0, 1}) {
+      std::map<char, int> counts = want[{layer, 0}].counts;
+      for (const auto& [c, n] : want[{layer, 1}].counts) counts[c] += n;
+      rows.emplace_back(layer, "all", counts, (mean(want[{layer, 0}].mass) + mean(want[{layer, 1}].mass)) / 2);
+    }
+    check_table(r.out, rows);
+  }
+  // JSON: a row per step, layer and head, in that order, with each token's state and attention.
+  const RunResult j = luka({"inspect", cap.string(), "--track", "2-25", "--json"});
+  ASSERT_EQ(j.exit_code, 0) << j.err;
+  const auto doc = nlohmann::json::parse(j.out);
+  EXPECT_EQ(doc["begin"], begin);
+  EXPECT_EQ(doc["end"], end);
+  EXPECT_EQ(doc["text"], text);
+  const std::map<char, std::string> name = {{'.', "absent"}, {'s', "summarized"}, {'R', "refined"},
+                                            {'r', "raw"},    {'h', "heavy"},      {'x', "dropped"}};
+  ASSERT_EQ(doc["rows"].size(), 5u * 2 * 2);
+  std::size_t i = 0;
+  for (std::int64_t step = 1; step <= 5; ++step)
+    for (const int layer : {0, 1})
+      for (const int head : {0, 1}) {
+        const auto& row = doc["rows"][i++];
+        EXPECT_EQ(row["step"], step);
+        EXPECT_EQ(row["layer"], layer);
+        EXPECT_EQ(row["head"], head);
+        const std::string& states = want[{layer, head}].states[static_cast<std::size_t>(step - 1)];
+        const std::vector<float> attention = file->row(step, layer, head);
+        ASSERT_EQ(row["states"].size(), states.size());
+        for (std::size_t k = 0; k < states.size(); ++k) {
+          EXPECT_EQ(row["states"][k], name.at(states[k])) << "step " << step << " layer " << layer << " head " << head << " token " << begin + k;
+          const std::size_t t = static_cast<std::size_t>(begin) + k;
+          EXPECT_FLOAT_EQ(row["attention"][k].get<float>(), t < attention.size() ? attention[t] : 0.0f);
+        }
+      }
 }
 
 TEST(CaptureCli, WikiSaladExampleBecomesSegments) {
