@@ -114,7 +114,8 @@ int run_calibrate(int argc, char** argv) {
 
   const fs::path path = resolve_model_path(args);
   const Tokenizer tokenizer = Tokenizer::load(path);
-  PromptInput prompt = build_prompt(args, tokenizer);
+  // Only the first --max-tokens are used: encoding stops there.
+  PromptInput prompt = build_prompt(args, tokenizer, static_cast<std::size_t>(max_tokens));
   if (static_cast<std::int64_t>(prompt.ids.size()) > max_tokens) {
     prompt.ids.resize(static_cast<std::size_t>(max_tokens));
     prompt.segment.resize(static_cast<std::size_t>(max_tokens));

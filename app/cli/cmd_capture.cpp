@@ -109,20 +109,23 @@ int run_capture(int argc, char** argv) {
 
   const auto path = resolve_model_path(args);
   const Tokenizer tokenizer = Tokenizer::load(path);
-  PromptInput prompt = build_prompt(args, tokenizer);
-  if (args.has("max-prompt-tokens")) {
-    const std::int64_t keep = args.get_int("max-prompt-tokens", 0);
-    if (keep < 1) throw UsageError("--max-prompt-tokens must be >= 1");
-    if (keep < static_cast<std::int64_t>(prompt.ids.size())) {
-      prompt.ids.resize(static_cast<std::size_t>(keep));
-      prompt.segment.resize(static_cast<std::size_t>(keep));
-      for (capture::Segment& s : prompt.segments) {
-        s.begin = std::min(s.begin, keep);
-        s.end = std::min(s.end, keep);
-      }
-      prompt.source += " (first " + std::to_string(keep) + " tokens)";
+  // Encoding stops at what the run can use: the context (from the config, before the weights
+  // load), or --max-prompt-tokens when that is fewer.
+  const std::int64_t keep = args.get_int("max-prompt-tokens", INT64_MAX);
+  if (keep < 1) throw UsageError("--max-prompt-tokens must be >= 1");
+  const std::int64_t context = model_context(path);
+  PromptInput prompt = build_prompt(args, tokenizer, std::min(prompt_token_limit(context, max_new), static_cast<std::size_t>(keep)));
+  if (keep < static_cast<std::int64_t>(prompt.ids.size())) {
+    prompt.ids.resize(static_cast<std::size_t>(keep));
+    prompt.segment.resize(static_cast<std::size_t>(keep));
+    for (capture::Segment& s : prompt.segments) {
+      s.begin = std::min(s.begin, keep);
+      s.end = std::min(s.end, keep);
     }
+    prompt.source += " (first " + std::to_string(keep) + " tokens)";
+    prompt.complete = true;  // what runs is the first `keep` tokens, whole
   }
+  check_prompt_context(prompt, context, max_new);  // before the weights load
   const std::filesystem::path out = args.get("out", "");
 
   // Recording keeps every core for the model: the pyramids, half conversion and compression run

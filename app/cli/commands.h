@@ -2,6 +2,7 @@
 // luka::Error (exit 1) or cli::UsageError (exit 2) with a one-line message.
 #pragma once
 
+#include <cstdint>
 #include <filesystem>
 #include <memory>
 #include <string>
@@ -31,6 +32,9 @@ int run_studio(int argc, char** argv);  // built with LUKA_GUI
 
 // --model, else $LUKA_MODEL, else the default model that scripts/setup.sh makes.
 std::filesystem::path resolve_model_path(const ArgParser& args);
+// The model's context (max_position_embeddings) from its config alone, config.json or the GGUF
+// metadata, so that a prompt can be held to it before the weights load. Errors are Model::load's.
+std::int64_t model_context(const std::filesystem::path& path);
 // --dtype (default fp32) and --threads (default: all cores), as forward and generate take them.
 LoadOptions load_options(const ArgParser& args);
 // --device auto|cpu|cuda|cuda:N (default auto), on every command that runs a model. device_option

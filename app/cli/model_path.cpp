@@ -7,6 +7,8 @@
 #include "core/device/device.h"
 #include "core/generate/sampler.h"
 #include "core/util/error.h"
+#include "core/gguf/gguf.h"
+#include "core/model/gguf_config.h"
 #include "core/model/model.h"
 
 namespace luka::cli {
@@ -25,6 +27,17 @@ std::filesystem::path resolve_model_path(const ArgParser& args) {
   const std::filesystem::path fallback = std::filesystem::path(LUKA_SOURCE_DIR) / "models" / "default";
   if (std::filesystem::exists(fallback)) return fallback;
   throw UsageError("no model given: pass --model PATH or set LUKA_MODEL (scripts/setup.sh installs a default model)");
+}
+
+std::int64_t model_context(const std::filesystem::path& path) {
+  // As Model::load tells the two apart: a GGUF file, else a checkpoint folder.
+  if (std::filesystem::is_regular_file(path) && gguf::File::has_magic(path))
+    return config_from_gguf(*gguf::File::open(path)).max_position_embeddings;
+  if (!std::filesystem::exists(path)) fail(path.string(), "no such file or folder");
+  if (!std::filesystem::is_directory(path)) fail(path.string(), "neither a checkpoint folder nor a GGUF file");
+  const std::filesystem::path config = path / "config.json";
+  if (!std::filesystem::exists(config)) fail(config.string(), "missing config.json in the checkpoint folder");
+  return ModelConfig::from_json_file(config).max_position_embeddings;
 }
 
 void add_device_option(ArgParser& args) {

@@ -1,5 +1,6 @@
 #include "app/cli/prompt_input.h"
 
+#include <algorithm>
 #include <fstream>
 #include <sstream>
 
@@ -9,7 +10,9 @@
 #include "core/prompt/prompt_file.h"
 #include "core/prompt/segments_file.h"
 #include "core/prompt/wikisalad.h"
+#include "core/run/run_loop.h"
 #include "core/tokenizer/tokenizer.h"
+#include "core/util/error.h"
 #include "core/util/text_file.h"
 
 namespace luka::cli {
@@ -41,7 +44,7 @@ bool ends_with(const std::string& s, const std::string& suffix) {
 
 }  // namespace
 
-PromptInput build_prompt(const ArgParser& args, const Tokenizer& tokenizer) {
+PromptInput build_prompt(const ArgParser& args, const Tokenizer& tokenizer, std::size_t max_tokens) {
   const int given = (args.has("prompt") ? 1 : 0) + (args.has("prompt-file") ? 1 : 0) + (args.has("wikisalad") ? 1 : 0);
   if (given != 1) throw UsageError("give exactly one of --prompt, --prompt-file, --wikisalad");
   if (args.has("system") && !args.get_flag("chat")) throw UsageError("--system needs --chat");
@@ -78,9 +81,23 @@ PromptInput build_prompt(const ArgParser& args, const Tokenizer& tokenizer) {
     }
   }
 
-  PromptInput out = tokenize_prompt(tokenizer, body, segs, spans, args.get_flag("chat"), args.get("system", ""));
+  PromptInput out = tokenize_prompt(tokenizer, body, segs, spans, args.get_flag("chat"), args.get("system", ""), max_tokens);
   out.source = p.source;
   return out;
+}
+
+std::size_t prompt_token_limit(std::int64_t context, std::int64_t max_new_tokens) {
+  return static_cast<std::size_t>(std::max<std::int64_t>(0, context - max_new_tokens + 1));
+}
+
+void check_prompt_context(const PromptInput& prompt, std::int64_t context, std::int64_t max_new_tokens) {
+  const auto n = static_cast<std::int64_t>(prompt.ids.size());
+  if (prompt.complete || n <= static_cast<std::int64_t>(prompt_token_limit(context, max_new_tokens))) {
+    check_context(context, 0, n, max_new_tokens);
+    return;
+  }
+  fail("run", "the prompt (more than " + std::to_string(n - 1) + " tokens) plus " + std::to_string(max_new_tokens) +
+                  " new tokens exceeds the model's context of " + std::to_string(context) + " tokens");
 }
 
 }  // namespace luka::cli

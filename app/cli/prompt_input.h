@@ -4,6 +4,7 @@
 // each token's segment and the token-level segment table.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -23,6 +24,15 @@ extern const char* const kPromptOptionsHelp;
 
 using PromptInput = TokenizedPrompt;
 
-PromptInput build_prompt(const ArgParser& args, const Tokenizer& tokenizer);
+// `max_tokens`: see tokenize_prompt (encoding stops past it; the result is then incomplete).
+PromptInput build_prompt(const ArgParser& args, const Tokenizer& tokenizer, std::size_t max_tokens = SIZE_MAX);
+
+// The most prompt tokens that leave room for `max_new_tokens` in a context of `context`
+// (check_context's rule: the last new token is not fed).
+std::size_t prompt_token_limit(std::int64_t context, std::int64_t max_new_tokens);
+
+// check_context for a prompt built with a limit: an incomplete prompt is refused as "more than
+// N tokens", the rest as check_context does.
+void check_prompt_context(const PromptInput& prompt, std::int64_t context, std::int64_t max_new_tokens);
 
 }  // namespace luka::cli

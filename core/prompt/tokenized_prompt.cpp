@@ -7,7 +7,7 @@
 namespace luka {
 
 TokenizedPrompt tokenize_prompt(const Tokenizer& tokenizer, const std::string& body, const std::vector<PromptSegment>& segs,
-                            const std::vector<SegmentSpan>& spans, bool chat, const std::string& system) {
+                                const std::vector<SegmentSpan>& spans, bool chat, const std::string& system, std::size_t max_tokens) {
   TokenizedPrompt p;
   std::size_t offset = 0;
   p.text = body;
@@ -23,11 +23,17 @@ TokenizedPrompt tokenize_prompt(const Tokenizer& tokenizer, const std::string& b
     if (offset == std::string::npos) fail("prompt", "chat formatting changed the prompt text; segments cannot be placed");
   }
 
-  std::vector<TokenSpan> spans_tok = tokenizer.encode_with_offsets(p.text);
+  // The encoder stops past max_tokens; the tokens it gave are the first of the whole encoding.
+  std::vector<TokenSpan> spans_tok = tokenizer.encode_with_offsets(p.text, max_tokens);
   // Tokenizers that ask for it (add_bos_token) start every sequence with BOS.
   if (tokenizer.config().add_bos_token && tokenizer.config().bos_token)
     if (const auto bos = tokenizer.token_id(*tokenizer.config().bos_token); bos && (spans_tok.empty() || spans_tok.front().id != *bos))
       spans_tok.insert(spans_tok.begin(), TokenSpan{*bos, 0, 0});
+  if (spans_tok.size() > max_tokens) {
+    // The encoder stopped at max_tokens + 1 tokens; a BOS put in front made one more.
+    if (spans_tok.size() - max_tokens == 2) spans_tok.pop_back();
+    p.complete = false;
+  }
   if (spans_tok.empty()) fail("prompt", "the prompt encodes to no tokens");
   for (const TokenSpan& t : spans_tok) p.ids.push_back(t.id);
   p.segment.assign(spans_tok.size(), -1);

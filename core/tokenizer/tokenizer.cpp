@@ -35,8 +35,9 @@ struct Tokenizer::Impl {
   std::unordered_map<std::string, std::int32_t> added_ids;
 
   void encode_plain(std::string_view text, std::vector<std::int32_t>& ids) const;
-  // encode_plain with offsets: bytes of `text`, shifted by `base`.
-  void encode_plain_spans(std::string_view text, std::size_t base, std::vector<TokenSpan>& out) const;
+  // encode_plain with offsets: bytes of `text`, shifted by `base`; stops once `out` holds more
+  // than `max_tokens`.
+  void encode_plain_spans(std::string_view text, std::size_t base, std::vector<TokenSpan>& out, std::size_t max_tokens) const;
 };
 
 namespace {
@@ -399,7 +400,8 @@ class NormalizedOrigins {
 
 }  // namespace
 
-void Tokenizer::Impl::encode_plain_spans(std::string_view text, std::size_t base, std::vector<TokenSpan>& out) const {
+void Tokenizer::Impl::encode_plain_spans(std::string_view text, std::size_t base, std::vector<TokenSpan>& out,
+                                         std::size_t max_tokens) const {
   std::string normalized;
   std::string_view view = text;
   NormalizedOrigins origins(text);
@@ -427,6 +429,7 @@ void Tokenizer::Impl::encode_plain_spans(std::string_view text, std::size_t base
   std::vector<std::string_view> words;
   std::vector<BpeModel::Piece> tokens;
   for (const TextPiece& piece : pieces) {
+    if (out.size() > max_tokens) return;
     const auto piece_at = static_cast<std::size_t>(piece.text.data() - view.data());
     if (piece.added_id >= 0) {
       emit(piece.added_id, piece_at, piece_at + piece.text.size());
@@ -435,6 +438,7 @@ void Tokenizer::Impl::encode_plain_spans(std::string_view text, std::size_t base
     words.clear();
     pre_tokenizer->split(piece.text, words);
     for (std::string_view word : words) {
+      if (out.size() > max_tokens) return;  // the words before gave the tokens of a prefix of the whole encoding
       const auto word_at = static_cast<std::size_t>(word.data() - view.data());
       tokens.clear();
       model->encode_word(word, tokens);
@@ -443,7 +447,7 @@ void Tokenizer::Impl::encode_plain_spans(std::string_view text, std::size_t base
   }
 }
 
-std::vector<TokenSpan> Tokenizer::encode_with_offsets(std::string_view text) const {
+std::vector<TokenSpan> Tokenizer::encode_with_offsets(std::string_view text, std::size_t max_tokens) const {
   std::string repaired;
   std::vector<std::size_t> source_positions;  // repaired byte -> input byte, when repaired
   if (!unicode::is_valid_utf8(text)) {
@@ -454,13 +458,16 @@ std::vector<TokenSpan> Tokenizer::encode_with_offsets(std::string_view text) con
   std::vector<TextPiece> pieces;
   impl_->raw_matcher.split(text, pieces);
   for (const TextPiece& piece : pieces) {
+    if (spans.size() > max_tokens) break;
     const auto at = static_cast<std::size_t>(piece.text.data() - text.data());
     if (piece.added_id >= 0) {
       spans.push_back({piece.added_id, at, at + piece.text.size()});
     } else {
-      impl_->encode_plain_spans(piece.text, at, spans);
+      impl_->encode_plain_spans(piece.text, at, spans, max_tokens);
     }
   }
+  // A word's tokens come together: keep exactly max_tokens + 1.
+  if (spans.size() > max_tokens && spans.size() - max_tokens > 1) spans.resize(max_tokens + 1);
   if (!source_positions.empty()) {
     for (TokenSpan& s : spans) {
       s.begin = source_positions[s.begin];

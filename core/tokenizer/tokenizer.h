@@ -2,6 +2,7 @@
 // No LibTorch here: `luka tokenize` needs only the tokenizer files.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <filesystem>
 #include <memory>
@@ -66,7 +67,10 @@ class Tokenizer {
   // Like the Rust library, NFC can leave gaps: a mark composed into the character before it
   // ("e" U+0301 -> "é") belongs to no token. Invalid UTF-8 is repaired as encode() does; a U+FFFD
   // token covers the invalid bytes it replaced.
-  std::vector<TokenSpan> encode_with_offsets(std::string_view text) const;
+  // With `max_tokens`, encoding stops as soon as there are more tokens than that: the result is
+  // then the first max_tokens + 1 tokens of the whole encoding, and the words after them are never
+  // merged (a prompt longer than the context is refused without encoding all of it).
+  std::vector<TokenSpan> encode_with_offsets(std::string_view text, std::size_t max_tokens = SIZE_MAX) const;
 
   // Decodes ids to UTF-8 (invalid byte sequences become U+FFFD). Special tokens are kept.
   std::string decode(const std::vector<std::int32_t>& ids) const;

@@ -588,6 +588,44 @@ TEST(CaptureCli, InspectTrackPrintsTheCapturedStates) {
       }
 }
 
+// A prompt file of 100,000 segments (about 1.2 million tokens) for a model of 256 positions is
+// refused once 254 tokens are encoded: "more than 253 tokens" is what the encoder says when it
+// stops there (the whole count would be named otherwise). Nothing is written. With
+// --max-prompt-tokens the first tokens run, encoded the same way.
+TEST(CaptureCli, LongPromptIsRefusedWithoutEncodingAllOfIt) {
+  REQUIRE_TINY_MODEL();
+  const fs::path file = work_dir() / "many.json", out = work_dir() / "many.h5";
+  nlohmann::json prompt = {{"title", "many"}, {"separator", "\n\n"}, {"pattern", ""}, {"segments", nlohmann::json::array()}};
+  prompt["topics"] = {{"A", {{"label", "A"}, {"colour", "#1f77b4"}}}, {"B", {{"label", "B"}, {"colour", "#ff7f0e"}}},
+                      {"C", {{"label", "C"}, {"colour", "#2ca02c"}}}};
+  std::string pattern;
+  for (int i = 0; i < 100000; ++i) {
+    const std::string topic(1, static_cast<char>('A' + i % 3));
+    pattern += topic;
+    prompt["segments"].push_back({{"topic", topic}, {"text", "Segment " + std::to_string(i) + " says one short thing."}});
+  }
+  prompt["pattern"] = pattern;
+  std::ofstream(file) << prompt.dump();
+  const std::vector<std::string> args = {"capture", "--model", kTinyModel.string(), "--prompt-file", file.string(), "--max-new-tokens", "4",
+                                         "--quiet", "--device", "cpu", "--threads", "2", "--out", out.string()};
+  const RunResult r = luka(args);
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_EQ(r.err, "luka capture: error: run: the prompt (more than 253 tokens) plus 4 new tokens exceeds the model's context of 256 tokens\n");
+  EXPECT_FALSE(fs::exists(out));
+  EXPECT_FALSE(fs::exists(out.string() + ".partial"));
+
+  std::vector<std::string> cut = args;
+  cut.insert(cut.end() - 2, {"--max-prompt-tokens", "100", "--record", "layers=0;parts=rows"});
+  const RunResult ok = luka(cut);
+  ASSERT_EQ(ok.exit_code, 0) << ok.err;
+  const auto capture = luka::capture::CaptureFile::open(out);
+  EXPECT_EQ(capture->summary().layout.prompt_tokens, 100);
+  const auto tokens = capture->tokens();
+  std::string text;
+  for (std::size_t i = 0; i < 100; ++i) text += tokens[i].piece;
+  EXPECT_EQ(text.rfind("Segment 0 says one short thing.\n\nSegment 1 says", 0), 0u) << text;
+}
+
 TEST(CaptureCli, WikiSaladExampleBecomesSegments) {
   REQUIRE_MODEL();
   const fs::path data = fs::path(LUKA_SHARED_DATA) / "wikisalad" / "easy_2topic_short.json";

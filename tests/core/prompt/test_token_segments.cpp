@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/prompt/prompt_file.h"
+#include "core/prompt/tokenized_prompt.h"
 #include "core/prompt/wikisalad.h"
 #include "tests/core/tokenizer/test_util.h"
 #include "tests/python_reference.h"
@@ -69,6 +70,60 @@ TEST(TokenSegments, HundredThousandSegmentsEachGetTheirToken) {
   const AssembledPrompt a = assemble(p);
   ASSERT_EQ(a.spans.size(), static_cast<std::size_t>(kSegments));
   EXPECT_EQ(a.spans.back().begin, static_cast<std::size_t>(3 * (kSegments - 1)));
+}
+
+// A prompt longer than the limit (the context): encoding stops as soon as it is known to be
+// longer, so 100,000 segments (about 1.2 million tokens) cost 1,001 tokens; those are the first
+// tokens of the whole encoding, with their segments.
+TEST(TokenSegments, EncodingStopsPastTheLimit) {
+  LUKA_REQUIRE_QWEN3();
+  const Tokenizer& tok = *test::qwen3();
+  InterwovenPrompt p;
+  p.separator = "\n\n";
+  for (int i = 0; i < 100000; ++i) {
+    p.pattern += static_cast<char>('A' + i % 3);
+    p.segments.push_back({std::string(1, static_cast<char>('A' + i % 3)), "#1f77b4", "Segment " + std::to_string(i) + " says one short thing."});
+  }
+  const AssembledPrompt a = assemble(p);
+  const TokenizedPrompt cut = tokenize_prompt(tok, a.text, p.segments, a.spans, false, "", 1000);
+  EXPECT_FALSE(cut.complete);
+  ASSERT_EQ(cut.ids.size(), 1001u);  // what was encoded: the limit and one more
+  ASSERT_EQ(cut.segment.size(), 1001u);
+
+  // The whole encoding of the first 200 segments (about 2,000 tokens) starts with the same tokens.
+  InterwovenPrompt head = p;
+  head.segments.resize(200);
+  head.pattern.resize(200);
+  const AssembledPrompt h = assemble(head);
+  const TokenizedPrompt whole = tokenize_prompt(tok, h.text, head.segments, h.spans, false, "");
+  EXPECT_TRUE(whole.complete);
+  ASSERT_GT(whole.ids.size(), 1001u);
+  EXPECT_EQ(cut.ids, std::vector<std::int32_t>(whole.ids.begin(), whole.ids.begin() + 1001));
+  EXPECT_EQ(cut.segment, std::vector<std::int32_t>(whole.segment.begin(), whole.segment.begin() + 1001));
+  // Segments before the last one reached keep their token spans; those after it have none.
+  const int last = cut.segment.back();
+  ASSERT_GT(last, 10);
+  for (int s = 0; s < last; ++s) {
+    EXPECT_EQ(cut.segments[static_cast<std::size_t>(s)].begin, whole.segments[static_cast<std::size_t>(s)].begin) << s;
+    EXPECT_EQ(cut.segments[static_cast<std::size_t>(s)].end, whole.segments[static_cast<std::size_t>(s)].end) << s;
+  }
+  ASSERT_EQ(cut.segments.size(), 100000u);
+  EXPECT_EQ(cut.segments[static_cast<std::size_t>(last) + 1].begin, cut.segments[static_cast<std::size_t>(last) + 1].end);
+  EXPECT_EQ(cut.segments.back().end, 0);
+
+  // A limit the prompt meets exactly: complete. One less: incomplete, and all of it was encoded.
+  const std::size_t n = whole.ids.size();
+  const TokenizedPrompt exact = tokenize_prompt(tok, h.text, head.segments, h.spans, false, "", n);
+  EXPECT_TRUE(exact.complete);
+  EXPECT_EQ(exact.ids, whole.ids);
+  const TokenizedPrompt over = tokenize_prompt(tok, h.text, head.segments, h.spans, false, "", n - 1);
+  EXPECT_FALSE(over.complete);
+  EXPECT_EQ(over.ids, whole.ids);
+  // In a chat turn the template's added tokens count too.
+  const TokenizedPrompt chat = tokenize_prompt(tok, h.text, head.segments, h.spans, true, "");
+  const TokenizedPrompt chat_cut = tokenize_prompt(tok, h.text, head.segments, h.spans, true, "", 5);
+  EXPECT_FALSE(chat_cut.complete);
+  EXPECT_EQ(chat_cut.ids, std::vector<std::int32_t>(chat.ids.begin(), chat.ids.begin() + 6));
 }
 
 TEST(TokenSegments, DemoPromptInAChatTurn) {
