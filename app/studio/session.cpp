@@ -339,6 +339,19 @@ void Session::stop() {
   resume();
 }
 
+void Session::hold_prefill(double fraction) {
+  std::lock_guard<std::mutex> lock(mu_);
+  hold_prefill_at_ = fraction;
+}
+
+void Session::release_prefill() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    hold_prefill_at_ = -1;
+  }
+  cv_.notify_all();
+}
+
 void Session::run(const RunRequest& request) {
   stop_ = false;
   {
@@ -503,10 +516,14 @@ void Session::run_job(RunRequest r) {
     if (f > 0.02 && f < 1) std::snprintf(text, sizeof text, "prefill of %lld tokens: %.0f%%, about %.0f s left", static_cast<long long>(n), 100 * f,
                                          elapsed * (1 - f) / f);
     else std::snprintf(text, sizeof text, "prefill of %lld tokens: %.0f%%", static_cast<long long>(n), 100 * f);
-    set_status([&](Status& s) {
-      s.prefill_fraction = f;
-      s.message = text;
-    });
+    std::unique_lock<std::mutex> lock(mu_);
+    status_.prefill_fraction = f;
+    status_.message = text;
+    if (hold_prefill_at_ >= 0 && f >= hold_prefill_at_ && f < 1) {
+      status_.prefill_held = true;
+      cv_.wait(lock, [&] { return hold_prefill_at_ < 0 || stop_ || quit_; });
+      status_.prefill_held = false;
+    }
   });
   RunLoop loop(decoder, layers, cfg);
   const std::shared_ptr<const Backend> device = impl_->device;

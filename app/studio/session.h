@@ -45,6 +45,7 @@ struct Status {
   std::int64_t steps_done = 0, steps_total = 0;
   std::int64_t prompt_tokens = 0;
   double prefill_fraction = -1;  // the live run's prefill, 0..1 (-1: none running)
+  bool prefill_held = false;     // the prefill waits for release_prefill() (hold_prefill)
   bool refused_for_resources = false;  // the last run was refused: `message` says what it needs
 };
 
@@ -89,6 +90,11 @@ class Session {
   void resume();
   void step();  // one decode step while paused
   void stop();  // ends the run after the current step
+  // Holds a run's prefill at its first progress report at or past `fraction` (0..1) until
+  // release_prefill() or stop(), so that the map's "computing" overlay stays up to be looked at
+  // (scripts: hold_prefill). Status::prefill_held says when it waits.
+  void hold_prefill(double fraction);
+  void release_prefill();
 
   // The config every layer runs; a change takes effect at the next decode step (live). During a
   // replay the config is the capture's, and changes are ignored.
@@ -119,6 +125,7 @@ class Session {
   std::atomic<bool> stop_{false};
   std::atomic<bool> cancel_load_{false};
   bool config_dirty_ = false;
+  double hold_prefill_at_ = -1;  // hold_prefill's fraction (-1: none)
   LukaConfig config_;
   Status status_;
   std::shared_ptr<const capture::CaptureView> view_;

@@ -1,12 +1,14 @@
 // The Studio's session layer without a window (what the GPU machines can run, having no display):
 // load the default model on the device LUKA_TEST_DEVICE names (default auto), run an interwoven prompt,
 // switch a layer's mode live while paused, and read the live capture: every step recorded, the
-// switched layer's mode from the step after the switch, the device in the manifest.
+// switched layer's mode from the step after the switch, the device in the manifest; the prefill's
+// progress in the status while it runs.
 #include <gtest/gtest.h>
 
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <functional>
 #include <thread>
@@ -108,6 +110,44 @@ TEST(StudioSession, EmptyPromptsAreRefusedNotReplaced) {
   ASSERT_TRUE(wait_for([&] { return !s.busy(); }, 120));
   EXPECT_NE(s.status().state, RunState::kError) << s.status().message;
   EXPECT_EQ(s.status().steps_done, 2) << s.status().message;
+}
+
+// The prefill's progress as the status reports it (the map's "computing" overlay shows it): held
+// at a fraction, the status says how far it is, as a percentage with the time left, while the live
+// capture has no step yet; released, the run finishes and the prefill's progress is gone.
+TEST(StudioSession, PrefillProgressIsReportedWhileItRuns) {
+  const fs::path model = fs::path(LUKA_SOURCE_DIR) / "models" / "default";
+  if (!fs::exists(model)) GTEST_SKIP() << "no model at " << model << " (scripts/setup.sh installs the default one)";
+  Session s;
+  s.load_model(model, LoadOptions{}, parse_device("cpu"));
+  ASSERT_TRUE(wait_for([&] { return !s.busy(); }, 120)) << "load timed out";
+  ASSERT_EQ(s.status().state, RunState::kReady) << s.status().message;
+  EXPECT_EQ(s.status().prefill_fraction, -1);
+  RunRequest r;
+  r.free_text = "The tide rises twice a day along the coast, and the harbour pilot waits for the flood before he takes a ship through the narrows.";
+  r.max_new_tokens = 3;
+  s.hold_prefill(0.5);
+  s.run(r);
+  ASSERT_TRUE(wait_for([&] { return s.status().prefill_held || !s.busy(); }, 120)) << s.status().message;
+  const Status held = s.status();
+  ASSERT_TRUE(held.prefill_held) << held.message;
+  EXPECT_EQ(held.state, RunState::kRunning);
+  EXPECT_GE(held.prefill_fraction, 0.5);
+  EXPECT_LT(held.prefill_fraction, 1.0);
+  char percent[32];
+  std::snprintf(percent, sizeof percent, "%.0f%%, about ", 100 * held.prefill_fraction);
+  EXPECT_EQ(held.message.rfind("prefill of " + std::to_string(held.prompt_tokens) + " tokens: ", 0), 0u) << held.message;
+  EXPECT_NE(held.message.find(percent), std::string::npos) << held.message;
+  EXPECT_EQ(held.message.substr(held.message.size() - 7), " s left") << held.message;
+  const auto view = s.view();
+  ASSERT_TRUE(view);
+  EXPECT_EQ(view->summary().complete_steps, 0);
+  EXPECT_FALSE(view->summary().finished);
+  s.release_prefill();
+  ASSERT_TRUE(wait_for([&] { return !s.busy(); }, 120)) << s.status().message;
+  EXPECT_EQ(s.status().steps_done, 2) << s.status().message;
+  EXPECT_EQ(s.status().prefill_fraction, -1);
+  EXPECT_FALSE(s.status().prefill_held);
 }
 
 }  // namespace
