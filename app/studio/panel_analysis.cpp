@@ -103,6 +103,7 @@ void draw_topics_panel(UiState& ui) {
       }
     }
     const ImVec2 size(label + cell * static_cast<float>(S + 1), label / 2 + cell * static_cast<float>(S + 1));
+    ui.mark_drawn("topics_matrix", p.x + label, p.y + label / 2, p.x + size.x, p.y + size.y);  // the (S + 1) x (S + 1) cells
     ImGui::InvisibleButton("matrix", size);
     if (ImGui::IsItemHovered()) {
       const ImVec2 m = ImGui::GetIO().MousePos;
@@ -409,6 +410,9 @@ void draw_head_scores_panel(UiState& ui) {
       } else {
         ImGui::TextUnformatted(fmt(v, c == 4 ? "%.1f" : "%.3f").c_str());
         if (ImGui::IsItemHovered() && kColumns[c].tip[0]) ImGui::SetTooltip("%s", kColumns[c].tip);
+        const ImVec2 t0 = ImGui::GetItemRectMin(), t1 = ImGui::GetItemRectMax();
+        const ImVec2 c0 = ImGui::GetWindowDrawList()->GetClipRectMin(), c1 = ImGui::GetWindowDrawList()->GetClipRectMax();
+        if (t0.y >= c0.y && t1.y <= c1.y) ui.mark_drawn("head_score/" + std::to_string(r.layer) + "/" + std::to_string(r.head) + "/" + kColumns[c].name, t0.x, t0.y, t1.x, t1.y);  // a whole cell's text in view
       }
     }
   }

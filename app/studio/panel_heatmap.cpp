@@ -391,6 +391,8 @@ void draw_full_map(UiState& ui, Canvas& cv, const capture::Summary& sum, ImVec2 
     const ImVec2 p(origin.x + std::max(4.f, (size.x - ts.x) / 2), origin.y + 12);
     dl->AddRectFilled(ImVec2(p.x - 8, p.y - 4), ImVec2(p.x + ts.x + 8, p.y + ts.y + 10), IM_COL32(0, 0, 0, 210), 4.f);
     dl->AddText(p, IM_COL32(255, 255, 255, 255), msg.c_str());
+    ui.map_overlay = msg;
+    ui.mark_drawn("prefill_bar", p.x, p.y + ts.y + 3, p.x + ts.x, p.y + ts.y + 7);  // the whole track; filled to the fraction
     if (st.prefill_fraction >= 0)
       dl->AddRectFilled(ImVec2(p.x, p.y + ts.y + 3), ImVec2(p.x + ts.x * static_cast<float>(std::clamp(st.prefill_fraction, 0.0, 1.0)), p.y + ts.y + 7),
                         IM_COL32(230, 230, 235, 255));
@@ -427,6 +429,7 @@ void draw_full_map(UiState& ui, Canvas& cv, const capture::Summary& sum, ImVec2 
       const std::int64_t r = q / static_cast<std::int64_t>(fetched_cell) - hv.fetched_r0, c = k / static_cast<std::int64_t>(fetched_cell) - hv.fetched_c0;
       ImGui::BeginTooltip();
       ImGui::Text("query %lld  '%s'", static_cast<long long>(q), piece(q, 40).c_str());
+      ui.map_tooltip = "query " + std::to_string(q) + " key " + std::to_string(k) + "\n";
       ImGui::Text("key   %lld  '%s'", static_cast<long long>(k), piece(k, 40).c_str());
       if (k > q) {
         ImGui::TextUnformatted("(masked: key after query)");
@@ -597,6 +600,7 @@ void draw_decode_rows(UiState& ui, Canvas& cv, const capture::Summary& sum, ImVe
       if (in_prefill) ImGui::Text("prefill, collapsed: query %lld '%s' (the last prompt token; every mode alike)", static_cast<long long>(n - 1),
                                   piece(n - 1, 40).c_str());
       else ImGui::Text("decode step %lld: query %lld '%s'", static_cast<long long>(s), static_cast<long long>(n + s - 1), piece(n + s - 1, 40).c_str());
+      ui.map_tooltip = in_prefill ? "prefill\n" : "decode step " + std::to_string(s) + "\n";
       ImGui::Text("key %lld  '%s'", static_cast<long long>(k), piece(k, 40).c_str());
       const std::int64_t query = in_prefill ? n - 1 : n + s - 1;
       const auto rows_have = hv.fetched_last - hv.fetched_first + 2;
@@ -614,7 +618,10 @@ void draw_decode_rows(UiState& ui, Canvas& cv, const capture::Summary& sum, ImVe
         const auto& lines = cv.row_cover.get(key, [view, s, layer = ui.layer, head = ui.head] { return describe_cover(*view, s, layer, head); });
         if (cv.row_cover.fresh(key)) {
           ImGui::Separator();
-          for (const std::string& l : lines) ImGui::TextUnformatted(l.c_str());
+          for (const std::string& l : lines) {
+            ImGui::TextUnformatted(l.c_str());
+            ui.map_tooltip += l + "\n";
+          }
         }
         if (ImGui::IsMouseClicked(ImGuiMouseButton_Left)) ui.step = s;
       }
@@ -789,6 +796,8 @@ void run_search(UiState& ui, const capture::CaptureView& view) {
 
 void draw_heatmap_panel(UiState& ui) {
   HeatmapView& hv = ui.heatmap;
+  ui.map_tooltip.clear();
+  ui.map_overlay.clear();
   const auto view = ui.session.view();
   if (!view) {
     ImGui::TextDisabled("run a prompt or open a capture to see attention maps");

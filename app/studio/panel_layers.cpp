@@ -71,6 +71,12 @@ void draw_layers_panel(UiState& ui) {
   if (ImGui::IsItemHovered()) ImGui::SetTooltip("mixed(a,b): the last b layers lined, the layers between them clustered");
   ImGui::SameLine();
   if (ImGui::SmallButton(mixed.c_str())) apply_mixed_preset(ui);
+  {
+    const ImVec2 b0 = ImGui::GetItemRectMin(), b1 = ImGui::GetItemRectMax();
+    const ImVec2 w0 = ImGui::GetWindowPos(), c0 = ImGui::GetWindowContentRegionMin(), c1 = ImGui::GetWindowContentRegionMax();
+    ui.mark_drawn("mixed_button", b0.x, b0.y, b1.x, b1.y);
+    ui.mark_drawn("layers_panel", w0.x + c0.x, w0.y + c0.y, w0.x + c1.x, w0.y + c1.y);  // its content region
+  }
   if (ImGui::IsItemHovered()) ImGui::SetTooltip("the first %d and last %d layers lined, the rest clustered", ui.mixed_a, ui.mixed_b);
   const auto view = ui.session.view();
   std::int64_t last = 0;

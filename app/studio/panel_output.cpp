@@ -62,6 +62,8 @@ void coloured_tokens(UiState& ui, const std::vector<capture::Token>& tokens) {
     if (x > 0 && x + w > width) x = 0;
     else if (x > 0) ImGui::SameLine(0, 0);
     ImGui::TextColored(std::isnan(p) ? ImVec4(0.8f, 0.8f, 0.8f, 1) : confidence_colour(p), "%s", piece.c_str());
+    const ImVec2 r0 = ImGui::GetItemRectMin(), r1 = ImGui::GetItemRectMax();
+    ui.mark_drawn("output_token/" + std::to_string(i), r0.x, r0.y, r1.x, r1.y);
     if (ImGui::IsItemHovered()) {
       ui.hover_token = static_cast<std::int64_t>(i);  // the map marks the row that produced it
       if (j == i + 1 && !std::isnan(p)) {
@@ -93,7 +95,7 @@ void coloured_tokens(UiState& ui, const std::vector<capture::Token>& tokens) {
 void draw_output_panel(UiState& ui) {
   const auto view = ui.session.view();
   if (!view) {
-    ImGui::TextWrapped("%s", ui.session.output().c_str());
+    draw_display_text(ui.display_text, ui.session.output());
     return;
   }
   const std::string ck = capture_key(view.get());

@@ -129,9 +129,25 @@ void draw_prompt_panel(UiState& ui) {
   ImGui::RadioButton("free text", &ui.free_text_mode, 1);
   if (ui.free_text_mode) {
     ui.prompt_shown = ui.free_text;
-    ImGui::InputTextMultiline("##free", &ui.free_text, ImVec2(-1, ImGui::GetContentRegionAvail().y - 4));
+    ui.prompt_drawn.clear();
+    // The editor holds the text as typed (ImGui neither joins Arabic letters nor lays out right to
+    // left); with such text, it is also shown as it reads, read-only, underneath.
+    float preview = 0;
+    const float line = ImGui::GetTextLineHeightWithSpacing();
+    if (viz::has_right_to_left(ui.free_text)) {
+      const auto& lines = display_lines(ui.display_text, ui.free_text, ImGui::GetContentRegionAvail().x - 2 * ImGui::GetStyle().WindowPadding.x);
+      preview = std::min(ImGui::GetContentRegionAvail().y / 2, line * static_cast<float>(lines.size() + 1) + 2 * ImGui::GetStyle().WindowPadding.y);
+    }
+    ImGui::InputTextMultiline("##free", &ui.free_text, ImVec2(-1, ImGui::GetContentRegionAvail().y - 4 - preview));
+    if (preview > 0) {
+      ImGui::TextDisabled("as it reads:");
+      ImGui::BeginChild("##free_shown", ImVec2(0, preview - line), true);
+      ui.prompt_drawn = draw_display_text(ui.display_text, ui.free_text);
+      ImGui::EndChild();
+    }
   } else {
     ui.prompt_shown.clear();
+    ui.prompt_drawn.clear();
     for (const PromptSegment& seg : ui.prompt.segments) ui.prompt_shown += seg.text + "\n";
     ui.prompt_shown += ui.prompt.question;
     draw_segments(ui);
@@ -259,7 +275,7 @@ void replay_prompt(UiState& ui, const Status& s) {
   ImGui::Text("prompt: %zu tokens, %zu segments", n, segments.size());
   // The prompt in order, in runs of tokens of one segment: a segment's run under its colour and
   // label, the tokens outside segments (chat template, question) dimmed.
-  std::string shown;
+  std::string shown, drawn;
   // At least a few lines tall: in a short panel the panel scrolls rather than the prompt vanishing.
   ImGui::BeginChild("##capture_prompt", ImVec2(0, std::max(ImGui::GetContentRegionAvail().y, 8 * ImGui::GetTextLineHeightWithSpacing())), false);
   for (std::size_t i = 0; i < n;) {
@@ -275,16 +291,17 @@ void replay_prompt(UiState& ui, const Status& s) {
       ImGui::Dummy(ImVec2(12, 14));
       ImGui::SameLine();
       ImGui::Text("%s  tokens %zu-%zu", token_label(g.label).c_str(), i, j - 1);
-      ImGui::TextWrapped("%s", text.c_str());
+      drawn += draw_display_text(ui.display_text, text) + "\n";
     } else {
       ImGui::PushStyleColor(ImGuiCol_Text, ImGui::GetStyle().Colors[ImGuiCol_TextDisabled]);
-      ImGui::TextWrapped("%s", text.c_str());
+      drawn += draw_display_text(ui.display_text, text) + "\n";
       ImGui::PopStyleColor();
     }
     i = j;
   }
   ImGui::EndChild();
   ui.prompt_shown = shown;
+  ui.prompt_drawn = drawn;
 }
 
 void draw_segments(UiState& ui) {

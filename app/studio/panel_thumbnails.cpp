@@ -95,6 +95,10 @@ void draw_thumbnails(UiState& ui, const capture::CaptureView& view, bool heads) 
       else ui.layer = items[i];
       hv.mode = 0;
     }
+    if (hv.thumbs[static_cast<std::size_t>(i)]->valid()) {
+      const ImVec2 r0 = ImGui::GetItemRectMin(), r1 = ImGui::GetItemRectMax();
+      ui.mark_drawn("thumbnail/" + std::to_string(i), r0.x, r0.y, r1.x, r1.y);
+    }
     ImGui::PopID();
     const std::string line = score_line(heads ? ui.layer : items[i], heads ? items[i] : ui.head);
     ImGui::PushStyleColor(ImGuiCol_Text, ImVec4(0.7f, 0.7f, 0.75f, 1.f));

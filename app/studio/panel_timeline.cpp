@@ -137,6 +137,8 @@ void draw_timeline_panel(UiState& ui) {
     dl->AddText(ImVec2(origin.x + size.x - ImGui::CalcTextSize(other_note.c_str()).x, top_left.y - line - 2), IM_COL32(255, 160, 160, 255), other_note.c_str());
   }
   const float axis_y = (two ? b_origin.y : origin.y) + size.y;
+  ui.mark_drawn("timeline", origin.x, origin.y, sx(static_cast<double>(DT)), origin.y + size.y);  // A's raster: DT tokens x DS steps
+  ui.mark_drawn("timeline_bands", origin.x, top_left.y, origin.x + size.x, top_left.y + band);
   const auto sy = [&](double s) { return origin.y + static_cast<float>(s / static_cast<double>(DS)) * size.y; };
   const std::string ck = capture_key(view.get());
   for (const capture::Segment& seg : ui.segments.get(ck, [view] { return view->segments(); }))

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdio>
 #include <fstream>
+#include <optional>
 #include <set>
 #include <sstream>
 
@@ -24,7 +25,7 @@ namespace {
 
 const std::set<std::string> kCommands = {"load_model", "device", "open_capture", "run", "step", "resume", "stop", "set_mode", "preset",
                                          "select", "scale", "zoom", "fit", "layout", "print_geometry", "compare", "compare_difference", "mouse", "search", "expect_found", "track", "expect_track", "save_session", "load_session", "show_topics", "show_head_scores", "expect_head_scores", "calibration", "head_scores_source", "weights", "expect_calibration", "frames", "wait_idle", "wait_paused", "wait_steps",
-                                         "expect_mode", "expect_steps", "expect_status", "expect_glyph", "free_text", "expect_segments", "set", "sampling", "expect_refined", "view", "grid", "pattern", "wikisalad", "save_prompt", "expect_pattern", "show_timeline", "show_fidelity", "shadow", "expect_fidelity", "export", "measure", "print_first_map", "screenshot", "quit", "key", "expect_ui", "mixed"};
+                                         "expect_mode", "expect_steps", "expect_status", "expect_glyph", "free_text", "expect_segments", "set", "sampling", "expect_refined", "view", "grid", "pattern", "wikisalad", "save_prompt", "expect_pattern", "show_timeline", "show_fidelity", "shadow", "expect_fidelity", "export", "measure", "print_first_map", "screenshot", "quit", "key", "expect_ui", "mixed", "hover", "expect_tooltip", "expect_prompt_drawn", "hold_prefill", "release_prefill", "wait_prefill_held", "expect_overlay", "print_status"};
 
 // Capture files: save the view, leave a replay, and check the prompt panel and recent list.
 const std::set<std::string> kFileCommands = {"save_capture", "leave_replay", "expect_prompt", "expect_locked", "expect_recent"};
@@ -91,26 +92,66 @@ bool Script::advance(UiState& ui, std::string& screenshot) {
       ++next_;
       continue;
     }
-    // Holds this line until the prompt panel shows the text (the rest of the line), for up to 10 s:
-    // a capture's tokens are read off the UI thread.
-    if (cmd == "expect_prompt") {
+    // Holds this line until the last frame drew the text (the rest of the line), for up to 10 s:
+    // what a capture shows is read off the UI thread. expect_prompt: the prompt panel's prompt as
+    // stored; expect_prompt_drawn: its read-only text as drawn (shaped, in visual order);
+    // expect_tooltip: the map's tooltip; expect_overlay: the message over a map still computing.
+    if (cmd == "expect_prompt" || cmd == "expect_prompt_drawn" || cmd == "expect_tooltip" || cmd == "expect_overlay") {
       if (!waiting_) {
         waiting_ = true;
         wait_start_ = Clock::now();
       }
       std::string want;
       for (std::size_t i = 1; i < w.size(); ++i) want += (i > 1 ? " " : "") + w[i];
-      if (ui.prompt_shown.find(want) == std::string::npos) {
-        if (std::chrono::duration<double>(Clock::now() - wait_start_).count() > 10)
-          fail(where(l), "the prompt panel shows '" + ui.prompt_shown.substr(0, 200) + "', expected it to contain '" + want + "'");
+      const std::string& got = cmd == "expect_prompt" ? ui.prompt_shown : cmd == "expect_prompt_drawn" ? ui.prompt_drawn
+                               : cmd == "expect_tooltip"  ? ui.map_tooltip
+                                                          : ui.map_overlay;
+      if (got.find(want) == std::string::npos) {
+        if (std::chrono::duration<double>(Clock::now() - wait_start_).count() > 10) {
+          const char* what = cmd == "expect_prompt" ? "the prompt panel shows" : cmd == "expect_prompt_drawn" ? "the prompt panel draws"
+                             : cmd == "expect_tooltip" ? "the map's tooltip shows" : "the map's overlay shows";
+          fail(where(l), std::string(what) + " '" + got.substr(0, 400) + "', expected it to contain '" + want + "'");
+        }
         return true;
       }
       waiting_ = false;
       ++next_;
       continue;
     }
+    // Points the mouse at a generated token in the output panel (hover output TOKEN) or at a decode
+    // step's row in the decode-rows view (hover step STEP), once they are drawn (up to 10 s).
+    if (cmd == "hover") {
+      if (!waiting_) {
+        waiting_ = true;
+        wait_start_ = Clock::now();
+      }
+      std::optional<std::pair<double, double>> at;
+      std::string why;
+      if (arg(1) == "output") {
+        const auto it = ui.drawn.find("output_token/" + arg(2));
+        if (it != ui.drawn.end() && it->second.frame == ImGui::GetFrameCount())
+          at = std::make_pair((it->second.x0 + it->second.x1) / 2.0, (it->second.y0 + it->second.y1) / 2.0);
+        else why = "generated token " + arg(2) + " is not in the output panel";
+      } else if (arg(1) == "step") {
+        const HeatmapView::Geometry& g = ui.heatmap.geometry;
+        const double y = g.top + (number(2) - 0.5 - g.row0) / g.rows_per_pixel;
+        if (!g.decode_rows || g.rows_per_pixel <= 0) why = "the map is not in the decode-rows layout";
+        else if (y < g.top || y >= g.top + g.height) why = "step " + arg(2) + " is not in view";
+        else at = std::make_pair(g.left + g.width / 4.0, y);  // a quarter across: clear of the decode-start line
+      } else {
+        fail(where(l), "hover output TOKEN or hover step STEP");
+      }
+      if (!at) {
+        if (std::chrono::duration<double>(Clock::now() - wait_start_).count() > 10) fail(where(l), "hover: " + why);
+        return true;
+      }
+      ui.move_mouse = at;
+      waiting_ = false;
+      ++next_;
+      continue;
+    }
     // Waits: hold this line until the condition holds (or its timeout, default 300 s, passes).
-    if (cmd == "wait_idle" || cmd == "wait_paused" || cmd == "wait_steps") {
+    if (cmd == "wait_idle" || cmd == "wait_paused" || cmd == "wait_steps" || cmd == "wait_prefill_held") {
       if (!waiting_) {
         waiting_ = true;
         wait_start_ = Clock::now();
@@ -124,6 +165,10 @@ bool Script::advance(UiState& ui, std::string& screenshot) {
       } else if (cmd == "wait_paused") {
         done = s.state == RunState::kPaused || !ui.session.busy();
         if (w.size() > 1) timeout = number(1);
+      } else if (cmd == "wait_prefill_held") {
+        done = s.prefill_held;
+        if (w.size() > 1) timeout = number(1);
+        if (!done && !ui.session.busy() && s.state != RunState::kLoading) fail(where(l), "the run ended without holding its prefill (" + s.message + ")");
       } else {
         const auto view = ui.session.view();
         done = view && view->summary().complete_steps >= static_cast<std::int64_t>(number(1));
@@ -326,14 +371,26 @@ bool Script::advance(UiState& ui, std::string& screenshot) {
       ui.heatmap.fit();
     } else if (cmd == "mouse") {
       ui.move_mouse = std::make_pair(number(1), number(2));
-    } else if (cmd == "print_geometry") {  // the map's, then (comparing) the right canvas's
+    } else if (cmd == "print_geometry") {  // the map's, then (comparing) the right canvas's, then what else the last frame drew
+      std::printf("print_geometry frame %d\n", ImGui::GetFrameCount());
       for (const HeatmapView* hv : {&ui.heatmap, ui.compare.view ? &ui.compare.map : nullptr}) {
         if (!hv) continue;
         const HeatmapView::Geometry& g = hv->geometry;
         std::printf("geometry %s left %.3f top %.3f width %.3f height %.3f key0 %.9g keys_per_pixel %.9g row0 %.9g rows_per_pixel %.9g\n",
                     g.decode_rows ? "rows" : "full", g.left, g.top, g.width, g.height, g.key0, g.keys_per_pixel, g.row0, g.rows_per_pixel);
       }
+      for (const auto& [name, r] : ui.drawn)
+        if (r.frame == ImGui::GetFrameCount()) std::printf("rect %s x0 %.3f y0 %.3f x1 %.3f y1 %.3f\n", name.c_str(), r.x0, r.y0, r.x1, r.y1);
       std::fflush(stdout);
+    } else if (cmd == "print_status") {
+      const Status st = ui.session.status();
+      std::printf("status state %s prefill_fraction %.9g prefill_held %d message %s\n", to_string(st.state), st.prefill_fraction,
+                  st.prefill_held ? 1 : 0, st.message.c_str());
+      std::fflush(stdout);
+    } else if (cmd == "hold_prefill") {  // FRACTION: the next prefill waits there (release_prefill)
+      ui.session.hold_prefill(number(1));
+    } else if (cmd == "release_prefill") {
+      ui.session.release_prefill();
     } else if (cmd == "compare") {  // a capture to compare with, or "off"
       ui.compare.path = arg(1) == "off" ? "" : arg(1);
       open_compare(ui);

@@ -2,6 +2,7 @@
 
 #include <imgui.h>
 
+#include <algorithm>
 #include <cstdint>
 
 #include <nlohmann/json.hpp>
@@ -32,6 +33,43 @@ std::string token_label(const std::string& piece, std::size_t max_chars) {
   o.visual_order = true;  // ImGui neither shapes Arabic nor lays out right-to-left text
   return viz::token_text(piece, o);
 }
+
+namespace {
+
+viz::TokenTextOptions display_options() {
+  viz::TokenTextOptions o;
+  o.max_code_point = IM_UNICODE_CODEPOINT_MAX;
+  o.substitutes = &emoji_substitutes();
+  return o;
+}
+
+}  // namespace
+
+const std::vector<viz::VisualLine>& display_lines(DisplayTextCache& cache, const std::string& text, float width) {
+  const std::pair<int, std::string> key(static_cast<int>(width), text);
+  if (const auto it = cache.lines.find(key); it != cache.lines.end()) return it->second;
+  if (cache.lines.size() > 256) cache.lines.clear();  // texts of runs and widths gone by
+  const auto measure = [](std::string_view s) { return ImGui::CalcTextSize(s.data(), s.data() + s.size()).x; };
+  return cache.lines[key] = viz::display_lines(text, measure, static_cast<float>(key.first), display_options());
+}
+
+std::string draw_display_text(DisplayTextCache& cache, const std::string& text) {
+  const float width = std::max(1.f, ImGui::GetContentRegionAvail().x);
+  std::string drawn;
+  bool first = true;
+  for (const viz::VisualLine& line : display_lines(cache, text, width)) {
+    if (line.right_to_left) {
+      const float w = ImGui::CalcTextSize(line.text.c_str()).x;
+      ImGui::SetCursorPosX(ImGui::GetCursorPosX() + std::max(0.f, width - w));
+    }
+    ImGui::TextUnformatted(line.text.c_str());
+    drawn += (first ? "" : "\n") + line.text;
+    first = false;
+  }
+  return drawn;
+}
+
+void UiState::mark_drawn(const std::string& name, float x0, float y0, float x1, float y1) { drawn[name] = {x0, y0, x1, y1, ImGui::GetFrameCount()}; }
 
 LoadOptions load_options(const UiState& ui) {
   LoadOptions o;

@@ -21,6 +21,7 @@
 #include "captures/survival.h"
 #include "core/eval/calibration.h"
 #include "core/prompt/interwoven_prompt.h"
+#include "viz/token_text.h"
 
 namespace luka::studio {
 
@@ -177,6 +178,19 @@ struct DeviceChoices {
 };
 DeviceChoices list_devices();
 
+// Where a panel drew a thing, in screen pixels, and in which frame (ImGui's frame count): scripts
+// report it (print_geometry) and point the mouse at it (hover).
+struct DrawnRect {
+  float x0 = 0, y0 = 0, x1 = 0, y1 = 0;
+  int frame = -1;
+};
+
+// Read-only text laid out for drawing (viz::display_lines), by wrap width and text, so a steady
+// frame shapes nothing.
+struct DisplayTextCache {
+  std::map<std::pair<int, std::string>, std::vector<viz::VisualLine>> lines;
+};
+
 struct UiState {
   Session session;
   std::string model_path;
@@ -239,6 +253,18 @@ struct UiState {
   // in replay) and whether the run controls were off.
   std::string prompt_shown;
   bool run_locked = false;
+  // The prompt panel's read-only text as drawn last frame (shaped, in visual order; lines joined by
+  // '\n'): the replay's prompt, or the free text's right-to-left preview.
+  std::string prompt_drawn;
+  DisplayTextCache display_text;
+  // The map's tooltip as drawn last frame (hover: the tokens, the value, a decode step's cover),
+  // and the message over a map still computing (the prefill's progress).
+  std::string map_tooltip, map_overlay;
+  // Things drawn last frame, by name (print_geometry): "layers_panel", "mixed_button",
+  // "topics_matrix", "timeline", "timeline_bands", "thumbnail/I", "output_token/TOKEN",
+  // "prefill_bar", "head_score/LAYER/HEAD/COLUMN" (a visible cell's text).
+  std::map<std::string, DrawnRect> drawn;
+  void mark_drawn(const std::string& name, float x0, float y0, float x1, float y1);
   // Capture reads the panels share, refreshed when the capture changes.
   Cached<std::vector<capture::Token>> tokens;
   Cached<std::vector<capture::Segment>> segments;
@@ -310,6 +336,15 @@ unsigned int parse_colour(const std::string& hex);
 // (emoji_glyphs.h) and other code points beyond U+FFFF as <U+XXXXX>, Arabic letters joined and
 // right-to-left runs in visual order; at most max_chars characters (0: all).
 std::string token_label(const std::string& piece, std::size_t max_chars = 0);
+
+// Read-only text of several lines (a prompt shown, generated text; never an editable buffer) as
+// the panels draw it: token_label's characters, Arabic joined over the whole text and each
+// right-to-left paragraph in visual order line by line, wrapped to `width` pixels of the current
+// font (viz::display_lines).
+const std::vector<viz::VisualLine>& display_lines(DisplayTextCache& cache, const std::string& text, float width);
+// Draws `text` so at the cursor, wrapped to the space left on the line, right-to-left paragraphs
+// aligned right; returns the lines drawn, joined by '\n'.
+std::string draw_display_text(DisplayTextCache& cache, const std::string& text);
 
 // The first token after `after` (wrapping around) whose label contains `text`, ignoring ASCII
 // case; -1 when none does or `text` is empty.

@@ -1,7 +1,7 @@
 // The Studio under Xvfb (llvmpipe), driven by --script: a live run with a layer switched
 // mid-generation (checked in the run's capture), replay of a capture file, screenshots that show
-// heatmap pixels in the colormap, and clear errors for a missing display, an unreadable capture
-// and a model that fails to load.
+// heatmap pixels in the colormap and the cover timeline's states, axes and topic bands, and clear
+// errors for a missing display, an unreadable capture and a model that fails to load.
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 
@@ -11,7 +11,9 @@
 #include <set>
 #include <sstream>
 
+#include "captures/reader.h"
 #include "tests/process_util.h"
+#include "tests/studio/screenshot.h"
 #include "tests/studio/studio_script.h"
 #include "viz/colormap.h"
 #include "viz/png.h"
@@ -110,7 +112,7 @@ TEST(Studio, ReplaysACaptureWithoutAModel) {
   const RunResult r = studio("--capture '" + cap.string() + "'",
                              "wait_idle 60\nexpect_steps 5\nexpect_mode 5 0 lined\nexpect_mode 5 10 clustered\nselect 10 2\nframes 3\n"
                              "screenshot " + shot.string() + "\nshow_timeline\nframes 3\nscreenshot " + timeline.string() +
-                             "\nexport " + (work_dir() / "fig.pdf").string() + "\nexport " + (work_dir() / "fig.png").string() +
+                             "\nprint_geometry\nexport " + (work_dir() / "fig.pdf").string() + "\nexport " + (work_dir() / "fig.png").string() +
                              "\ngrid heads\nframes 3\nscreenshot " + (work_dir() / "grid.png").string() +
                              "\nexport " + (work_dir() / "grid.pdf").string() +
                              "\ngrid layers\nview difference\nframes 3\nscreenshot " + (work_dir() / "strip.png").string() + "\nquit\n");
@@ -127,6 +129,32 @@ TEST(Studio, ReplaysACaptureWithoutAModel) {
     }
   EXPECT_GT(summarized, 5000u);
   EXPECT_GT(raw, 500u);
+  // Its axes and topic bands: step numbers left of the raster, token positions under it, and over
+  // it each segment's band in its topic's colour.
+  const auto drawn = luka::test::drawn_rects(r.out);
+  ASSERT_EQ(drawn.size(), 1u) << r.out;
+  ASSERT_TRUE(drawn[0].count("timeline") && drawn[0].count("timeline_bands")) << r.out;
+  const luka::test::Rect raster = drawn[0].at("timeline"), bands = drawn[0].at("timeline_bands");
+  const auto file = luka::capture::CaptureFile::open(cap);
+  const auto tokens = static_cast<double>(file->summary().layout.prompt_tokens + file->summary().complete_steps);
+  const auto segments = file->segments();
+  ASSERT_EQ(segments.size(), 3u);
+  for (const auto& seg : segments) {
+    const double mid = raster.x0 + (static_cast<double>(seg.begin + seg.end) / 2) / tokens * (raster.x1 - raster.x0);
+    EXPECT_EQ(luka::test::rgb_of(img.pixel(static_cast<int>(mid), static_cast<int>((bands.y0 + bands.y1) / 2))), std::stoul(seg.colour.substr(1), nullptr, 16))
+        << "segment " << seg.label << " at token " << (seg.begin + seg.end) / 2;
+  }
+  const auto text_pixels = [&](double x0, double y0, double x1, double y1) {
+    std::size_t n = 0;
+    for (int y = static_cast<int>(y0); y < static_cast<int>(y1); ++y)
+      for (int x = static_cast<int>(x0); x < static_cast<int>(x1); ++x) {
+        const auto p = img.pixel(x, y);
+        n += p.r > 110 && p.g > 110 && p.b > 110;
+      }
+    return n;
+  };
+  EXPECT_GT(text_pixels(raster.x0 - 40, raster.y0, raster.x0 - 2, raster.y1), 30u) << "no step numbers left of the cover timeline";
+  EXPECT_GT(text_pixels(raster.x0, raster.y1 + 1, raster.x1, raster.y1 + 16), 150u) << "no token positions under the cover timeline";
   expect_heatmap_screenshot(work_dir() / "grid.png");  // nine heads of layer 10
   EXPECT_TRUE(fs::exists(work_dir() / "strip.png"));
   EXPECT_EQ(read_file(work_dir() / "grid.pdf").rfind("%PDF-", 0), 0u);  // the head grid exported as one figure

@@ -11,6 +11,7 @@
 
 #include "captures/reader.h"
 #include "tests/process_util.h"
+#include "tests/studio/screenshot.h"
 #include "viz/png.h"
 
 namespace fs = std::filesystem;
@@ -63,16 +64,7 @@ fs::path write_prompt(const fs::path& dir) {
   return p;
 }
 
-// Pixels of exactly `rgb` inside the rectangle [x0, x1) x [y0, y1).
-std::size_t count_colour(const luka::viz::Image& img, std::uint32_t rgb, int x0, int y0, int x1, int y1) {
-  std::size_t n = 0;
-  for (int y = y0; y < std::min(y1, img.height); ++y)
-    for (int x = x0; x < std::min(x1, img.width); ++x) {
-      const auto p = img.pixel(x, y);
-      n += ((std::uint32_t{p.r} << 16) | (p.g << 8) | p.b) == rgb;
-    }
-  return n;
-}
+using luka::test::count_colour;
 
 #define REQUIRE_STUDIO()                                                                        \
   if (!have_xvfb()) GTEST_SKIP() << "xvfb-run is not installed (scripts/setup.sh installs it)"; \

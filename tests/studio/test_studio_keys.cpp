@@ -1,8 +1,9 @@
 // The Studio's keyboard shortcuts, pressed through the script's `key` command under Xvfb: run,
 // pause, resume and step a live run; move through layers and heads; switch the colour scale and
 // the views; fit a zoomed map; open and close the help overlay. Replay ignores the run keys.
-// Also the layers panel at the default and a wide window (its error line wraps inside the panel),
-// and the fonts merged for Arabic, Hebrew and the BMP's emoji-like symbols.
+// Also the layers panel at the default and a wide window (its error line wraps inside the panel,
+// the mixed(a,b) button fits in it), the fonts merged for Arabic, Hebrew and the BMP's emoji-like
+// symbols, and Arabic prompt text shown joined and right to left.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -10,6 +11,7 @@
 #include <fstream>
 
 #include "tests/process_util.h"
+#include "tests/studio/screenshot.h"
 #include "tests/studio/studio_script.h"
 #include "viz/png.h"
 
@@ -30,16 +32,7 @@ RunResult studio(const fs::path& dir, const std::string& args, const std::string
   return luka::test::run_studio(dir, args, script, size, "keys.script");
 }
 
-// Number of pixels that differ between two screenshots of the same size.
-std::size_t differing_pixels(const fs::path& a, const fs::path& b) {
-  const luka::viz::Image x = luka::viz::read_png(a), y = luka::viz::read_png(b);
-  EXPECT_EQ(x.width, y.width);
-  EXPECT_EQ(x.height, y.height);
-  std::size_t n = 0;
-  for (std::size_t i = 0; i + 3 < std::min(x.rgba.size(), y.rgba.size()); i += 4)
-    n += x.rgba[i] != y.rgba[i] || x.rgba[i + 1] != y.rgba[i + 1] || x.rgba[i + 2] != y.rgba[i + 2];
-  return n;
-}
+using luka::test::differing_pixels;
 
 // The selection, scale, view and help keys.
 const std::string kViewKeys =
@@ -122,6 +115,54 @@ TEST(StudioLayersPanel, ErrorLineWrapsInsideThePanel) {
     EXPECT_GT(bottom - top, 18) << size << ": on two lines";  // one line is 17 px
     EXPECT_LT(right, 412) << size << ": inside the panel's padding";
   }
+}
+
+// The mixed(a,b) button sits inside the layers panel, at the default and a wide window, with
+// one-digit and two-digit numbers (a longer label).
+TEST(StudioLayersPanel, MixedButtonFitsInsideThePanel) {
+  REQUIRE_XVFB();
+  if (!fs::exists(kModel)) GTEST_SKIP() << "no default model at " << kModel;
+  for (const auto& [w, h] : {std::pair{1280, 800}, std::pair{1600, 1000}}) {
+    const std::string size = std::to_string(w) + "x" + std::to_string(h);
+    const RunResult r = studio(work_dir(), "", "load_model " + kModel.string() + "\nwait_idle 300\nframes 3\nprint_geometry\nmixed 10 12\nframes 3\nprint_geometry\nquit\n", size);
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    const auto drawn = luka::test::drawn_rects(r.out);
+    ASSERT_EQ(drawn.size(), 2u) << r.out;
+    for (const auto& d : drawn) {
+      ASSERT_TRUE(d.count("mixed_button") && d.count("layers_panel")) << r.out;
+      const luka::test::Rect b = d.at("mixed_button"), panel = d.at("layers_panel");
+      EXPECT_GT(b.x1 - b.x0, 60) << size;  // "mixed(2,2)" at least
+      EXPECT_GE(b.x0, panel.x0) << size;
+      EXPECT_LE(b.x1, panel.x1) << size << ": the button reaches past the panel's right edge";
+      EXPECT_GE(b.y0, panel.y0) << size;
+      EXPECT_LE(b.y1, panel.y1) << size;
+    }
+    EXPECT_GT(drawn[1].at("mixed_button").x1 - drawn[1].at("mixed_button").x0, drawn[0].at("mixed_button").x1 - drawn[0].at("mixed_button").x0)
+        << "mixed(10,12) has the longer label";
+  }
+}
+
+// Read-only text with Arabic: the free-text prompt's preview (the editor keeps the text as typed)
+// and a replayed capture's prompt show the letters joined and right to left, as the presentation
+// forms the font atlas holds.
+TEST(StudioFonts, ArabicPromptTextIsShownJoinedAndRightToLeft) {
+  REQUIRE_XVFB();
+  if (!fs::exists("/usr/share/fonts/truetype/noto/NotoSansArabic-Regular.ttf")) GTEST_SKIP() << "fonts-noto-core is not installed";
+  // في البيت (in the house), drawn: final teh, medial yeh, medial beh, initial lam, alef, space,
+  // final yeh, initial feh.
+  const std::string text = "\xD9\x81\xD9\x8A \xD8\xA7\xD9\x84\xD8\xA8\xD9\x8A\xD8\xAA";
+  const std::string drawn = "\xEF\xBA\x96\xEF\xBB\xB4\xEF\xBA\x92\xEF\xBB\x9F\xEF\xBA\x8D \xEF\xBB\xB2\xEF\xBB\x93";
+  std::string glyphs;
+  for (const char* cp : {"FE96", "FEF4", "FE92", "FEDF", "FE8D", "FEF2", "FED3"}) glyphs += "expect_glyph " + std::string(cp) + "\n";
+  const RunResult r = studio(work_dir(), "", "free_text " + text + "\nframes 3\nexpect_prompt " + text + "\nexpect_prompt_drawn " + drawn + "\n" + glyphs + "quit\n");
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  if (!fs::exists(kModel)) return;
+  const fs::path cap = work_dir() / "arabic.h5";
+  const RunResult c = luka::test::run_shell("'" + std::string(LUKA_CLI_PATH) + "' capture --prompt '" + text + "' --max-new-tokens 2 --quiet --out '" + cap.string() + "'",
+                                            work_dir());
+  ASSERT_EQ(c.exit_code, 0) << c.err;
+  const RunResult replay = studio(work_dir(), "--capture '" + cap.string() + "'", "wait_idle 60\nframes 3\nexpect_prompt " + text + "\nexpect_prompt_drawn " + drawn + "\nquit\n");
+  EXPECT_EQ(replay.exit_code, 0) << replay.err;
 }
 
 TEST(StudioFonts, ArabicHebrewAndSymbolGlyphs) {

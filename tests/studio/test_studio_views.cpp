@@ -1,6 +1,10 @@
 // The Studio's map layouts under Xvfb, checked pixel by pixel against the capture they show: the
 // decode-rows view of a clustered run with the dense shadow draws each step's difference where
-// the capture's rows differ, with the sign of the difference; the full map fills its panel.
+// the capture's rows differ, with the sign of the difference; the full map fills its panel; the
+// footer has the ticked colour bar and the topic legend; the Topics tab's segment matrix and the
+// Head scores tab's colour grid show the numbers `luka inspect` gives; the head grid, the compare
+// view, the search and track marks and the hover marks are where they belong; the prefill's
+// progress shows over the map while it computes.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -9,12 +13,14 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <set>
 #include <sstream>
 
 #include <nlohmann/json.hpp>
 
 #include "captures/reader.h"
 #include "tests/process_util.h"
+#include "tests/studio/screenshot.h"
 #include "tests/studio/studio_script.h"
 #include "viz/colormap.h"
 #include "viz/png.h"
@@ -62,12 +68,112 @@ std::vector<Geometry> geometries(const std::string& out) {
   return g;
 }
 
+using luka::test::drawn_rects;
+using luka::test::Rect;
+using luka::viz::ColormapId;
+
 // The balance colormap's index of a pixel, or -1 when the pixel is not one of its entries.
-int balance_index(const luka::viz::Rgb& p) {
-  const auto& table = luka::viz::Colormap::get(luka::viz::ColormapId::kBalance).table();
-  for (int i = 0; i < 256; ++i)
-    if (table[static_cast<std::size_t>(i)] == p) return i;
-  return -1;
+int balance_index(const luka::viz::Rgb& p) { return luka::test::colormap_index(p, ColormapId::kBalance); }
+
+std::uint32_t hex_colour(const std::string& hex) { return static_cast<std::uint32_t>(std::stoul(hex.substr(1), nullptr, 16)); }
+
+double luminance(const luka::viz::Rgb& p) { return 0.2126 * p.r + 0.7152 * p.g + 0.0722 * p.b; }
+
+// How two screenshots differ inside `area`: the differing pixels outside every band (widened by 3
+// px), and for each band the share of its length (rows of a band taller than wide, else columns)
+// that has a differing pixel inside it (widened by 2 px) — a mark drawn along the band covers it.
+struct MarkDiff {
+  std::size_t outside = 0;
+  std::vector<double> coverage;
+};
+
+MarkDiff mark_diff(const luka::viz::Image& x, const luka::viz::Image& y, const Rect& area, const std::vector<Rect>& bands) {
+  MarkDiff d;
+  std::vector<std::set<int>> hit(bands.size());
+  for (int py = static_cast<int>(area.y0); py < static_cast<int>(area.y1); ++py)
+    for (int px = static_cast<int>(area.x0); px < static_cast<int>(area.x1); ++px) {
+      if (x.pixel(px, py) == y.pixel(px, py)) continue;
+      bool inside = false;
+      for (std::size_t i = 0; i < bands.size(); ++i) {
+        inside |= bands[i].contains(px + 0.5, py + 0.5, 3);
+        if (!bands[i].contains(px + 0.5, py + 0.5, 2)) continue;
+        const bool tall = bands[i].y1 - bands[i].y0 > bands[i].x1 - bands[i].x0;
+        hit[i].insert(tall ? py : px);
+      }
+      d.outside += !inside;
+    }
+  for (std::size_t i = 0; i < bands.size(); ++i) {
+    const bool tall = bands[i].y1 - bands[i].y0 > bands[i].x1 - bands[i].x0;
+    const double lo = std::max(tall ? bands[i].y0 : bands[i].x0, tall ? area.y0 : area.x0), hi = std::min(tall ? bands[i].y1 : bands[i].x1, tall ? area.y1 : area.x1);
+    d.coverage.push_back(hi > lo ? static_cast<double>(hit[i].size()) / (hi - lo) : 0.0);
+  }
+  return d;
+}
+
+// A decode step's cover in a capture, counted as the map's hover describes it.
+struct CoverCounts {
+  std::int64_t tokens = 0, summarized_pages = 0, summarized = 0, refined = 0, raw = 0;
+};
+
+CoverCounts count_cover(const luka::capture::CaptureView& view, std::int64_t step, int layer, int head) {
+  CoverCounts c;
+  c.tokens = view.metrics(step, layer).tokens;
+  for (const std::uint8_t s : view.cover(step, layer, head)) {
+    c.summarized += s == luka::capture::kSummarized;
+    c.refined += s == luka::capture::kRefined;
+    c.raw += s == luka::capture::kRaw;
+  }
+  for (const std::uint8_t s : view.page_states(step, layer, head)) c.summarized_pages += s == luka::capture::kPageSummarized;
+  return c;
+}
+
+// `luka inspect ARGS --json`, parsed.
+nlohmann::json inspect_json(const fs::path& cap, const std::string& args) {
+  const RunResult r = luka::test::run_shell("'" + std::string(LUKA_CLI_PATH) + "' inspect '" + cap.string() + "' " + args + " --json", work_dir());
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  return nlohmann::json::parse(r.out);
+}
+
+// The footer under a map canvas: the colour bar (a row of at least 190 of the colormap's entries,
+// their index rising left to right), tick marks and labels under it, and a legend swatch of each
+// topic colour; none of it above the canvas's bottom.
+void expect_footer(const luka::viz::Image& img, const Geometry& g, ColormapId id, const std::vector<std::uint32_t>& topic_colours) {
+  const int bottom = static_cast<int>(g.top + g.height), x0 = static_cast<int>(g.left) - 110;
+  int bar_y = -1;
+  std::size_t best = 0;
+  for (int y = bottom; y < std::min(img.height, bottom + 60); ++y) {
+    const std::size_t n = luka::test::count_colormap(img, id, x0, y, img.width, y + 1);
+    if (n > best) best = n, bar_y = y;
+  }
+  ASSERT_GE(best, 190u) << "no colour bar under the map";
+  int bar_x0 = -1, bar_x1 = -1, last = -1, rising = 0, steps = 0;
+  for (int x = x0; x < img.width; ++x) {
+    const int i = luka::test::colormap_index(img.pixel(x, bar_y), id);
+    if (i < 0) continue;
+    if (bar_x0 < 0) bar_x0 = x;
+    bar_x1 = x;
+    if (last >= 0) ++steps, rising += i >= last;
+    last = i;
+  }
+  EXPECT_EQ(rising, steps) << "the colour bar runs from the colormap's low end (left) to its high end";
+  EXPECT_GT(bar_x1 - bar_x0, 190);
+  // Ticks and their labels: light pixels in the band under the bar, spread along it.
+  std::size_t light = 0;
+  int light_x0 = img.width, light_x1 = -1;
+  for (int y = bar_y + 2; y < std::min(img.height, bar_y + 20); ++y)
+    for (int x = bar_x0 - 6; x < bar_x1 + 30; ++x) {
+      const auto p = img.pixel(x, y);
+      if (luka::test::colormap_index(p, id) < 0 && p.r > 120 && p.g > 120 && p.b > 120) {
+        ++light;
+        light_x0 = std::min(light_x0, x);
+        light_x1 = std::max(light_x1, x);
+      }
+    }
+  EXPECT_GT(light, 40u) << "no tick labels under the colour bar";
+  EXPECT_GT(light_x1 - light_x0, 150) << "the ticks span the bar";
+  for (const std::uint32_t c : topic_colours)
+    EXPECT_GT(luka::test::count_colour(img, c, x0, bottom, img.width, std::min(img.height, bottom + 90)), 60u)
+        << "no legend swatch of topic colour " << std::hex << c;
 }
 
 #define REQUIRE_STUDIO()                                                                   \
@@ -83,19 +189,24 @@ TEST(StudioViews, DecodeRowsShowTheDifferenceWhereTheCaptureRowsDiffer) {
                          cap.string() + "'");
   ASSERT_EQ(c.exit_code, 0) << c.err;
   // The difference view picks decode rows by itself (auto layout); then the full map, for contrast.
+  const fs::path topics_png = work_dir() / "topics.png", heads_png = work_dir() / "heads.png", grid_png = work_dir() / "grid.png";
   const RunResult r = studio("--capture '" + cap.string() + "'",
                              "mouse 2 2\nwait_idle 60\nselect " + std::to_string(layer) + " " + std::to_string(head) +
                                  "\nview difference\nframes 3\nwait_idle 60\nframes 2\nprint_geometry\nscreenshot " + rows_png.string() +
                                  "\nlayout full\nframes 3\nwait_idle 60\nframes 2\nprint_geometry\nscreenshot " + full_png.string() +
-                                 // The analysis tabs: one recorded layer of 9 heads in the head-score table.
-                                 "\nshow_topics\nframes 3\nwait_idle 120\nshow_head_scores\nframes 3\nwait_idle 120\nframes 2\nexpect_head_scores 9\n"
-                                 "screenshot " + (work_dir() / "heads.png").string() + "\ngrid heads\nframes 3\nwait_idle 60\nframes 2\nscreenshot " +
-                                 (work_dir() / "grid.png").string() + "\nquit\n");
+                                 // The analysis tabs (a screenshot waits for their reads): the segment matrix, and one
+                                 // recorded layer of 9 heads in the head-score table.
+                                 "\nshow_topics\nframes 3\nwait_idle 120\nscreenshot " + topics_png.string() +
+                                 "\nprint_geometry\nshow_head_scores\nframes 3\nwait_idle 120\nframes 2\nexpect_head_scores 9\n"
+                                 "screenshot " + heads_png.string() + "\nprint_geometry\nview effective\ngrid heads\nframes 3\nwait_idle 60\nframes 2\nscreenshot " +
+                                 grid_png.string() + "\nprint_geometry\nquit\n");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const std::vector<Geometry> g = geometries(r.out);
-  ASSERT_EQ(g.size(), 2u) << r.out;
+  ASSERT_EQ(g.size(), 5u) << r.out;  // one per print_geometry
   EXPECT_EQ(g[0].layout, "rows");
   EXPECT_EQ(g[1].layout, "full");
+  const auto drawn = drawn_rects(r.out);
+  ASSERT_EQ(drawn.size(), 5u) << r.out;
 
   // The capture's difference rows, effective - dense, per step.
   const auto file = luka::capture::CaptureFile::open(cap);
@@ -154,6 +265,87 @@ TEST(StudioViews, DecodeRowsShowTheDifferenceWhereTheCaptureRowsDiffer) {
   // The full map fills the panel: wider than tall, and more than half of the 1280 px window wide.
   EXPECT_GT(g[1].width, 640);
   EXPECT_GT(g[1].height, 300);
+
+  // Under both layouts: the difference's ticked colour bar and the demo's two topics in the legend.
+  const auto segments = file->segments();
+  std::vector<std::uint32_t> topic_colours;
+  for (const auto& seg : segments)
+    if (std::find(topic_colours.begin(), topic_colours.end(), hex_colour(seg.colour)) == topic_colours.end()) topic_colours.push_back(hex_colour(seg.colour));
+  ASSERT_EQ(topic_colours.size(), 2u);
+  expect_footer(img, rows, ColormapId::kBalance, topic_colours);
+  expect_footer(luka::viz::read_png(full_png), g[1], ColormapId::kBalance, topic_colours);
+
+  // The Topics tab: the prefill's segment x segment matrix of this head, each cell in the ember
+  // colour of the mass `luka inspect --topics` gives for it (rows: query segment).
+  const nlohmann::json topics = inspect_json(cap, "--topics --layer 8 --head 1");
+  const auto matrix = topics["heads"][0]["prefill"]["matrix"].get<std::vector<std::vector<double>>>();
+  const std::size_t S1 = segments.size() + 1;
+  ASSERT_EQ(matrix.size(), S1);
+  ASSERT_TRUE(drawn[2].count("topics_matrix")) << r.out;
+  const Rect m = drawn[2].at("topics_matrix");
+  const double cell = (m.x1 - m.x0) / static_cast<double>(S1);
+  EXPECT_NEAR(m.y1 - m.y0, cell * static_cast<double>(S1), 0.01);
+  const luka::viz::Image topics_img = luka::viz::read_png(topics_png);
+  const auto& ember = luka::viz::Colormap::get(ColormapId::kEmber);
+  std::set<std::uint32_t> shades;
+  for (std::size_t i = 0; i < S1; ++i)
+    for (std::size_t j = 0; j < S1; ++j) {
+      const auto px = topics_img.pixel(static_cast<int>(m.x0 + cell * (static_cast<double>(j) + 0.5)), static_cast<int>(m.y0 + cell * (static_cast<double>(i) + 0.5)));
+      EXPECT_EQ(luka::test::rgb_of(px), luka::test::rgb_of(ember.at(matrix[i][j]))) << "segment " << i << " to segment " << j << ": mass " << matrix[i][j];
+      shades.insert(luka::test::rgb_of(px));
+    }
+  EXPECT_GE(shades.size(), 5u) << "the matrix shows its numbers, not one colour";
+
+  // The Head scores tab: each column coloured from its lowest value (dark) to its highest (light).
+  // Of two visible cells of a column whose values `luka inspect --heads` puts a fifth of the
+  // column's range apart, the higher is the lighter.
+  const nlohmann::json heads = inspect_json(cap, "--heads");
+  const luka::viz::Image heads_img = luka::viz::read_png(heads_png);
+  const std::map<std::string, std::string> columns = {{"sink", "sink"}, {"entropy", "entropy"}, {"locality", "locality"}, {"prev", "previous_token"},
+                                                      {"induction", "induction"}, {"cross-topic", "cross_topic"}};
+  int pairs = 0;
+  for (const auto& [column, field] : columns) {
+    double lo = INFINITY, hi = -INFINITY;
+    for (const auto& h : heads["heads"]) lo = std::min(lo, h["prefill"][field].get<double>()), hi = std::max(hi, h["prefill"][field].get<double>());
+    std::vector<std::pair<double, double>> cells;  // (value, luminance) of the visible cells
+    for (const auto& h : heads["heads"]) {
+      if (h["head"].get<int>() == head) continue;  // the selected row: highlighted over its colours
+      const std::string name = "head_score/" + std::to_string(h["layer"].get<int>()) + "/" + std::to_string(h["head"].get<int>()) + "/" + column;
+      if (!drawn[3].count(name)) continue;
+      const Rect t = drawn[3].at(name);
+      cells.push_back({h["prefill"][field].get<double>(), luminance(heads_img.pixel(static_cast<int>(t.x1) + 4, static_cast<int>((t.y0 + t.y1) / 2)))});
+    }
+    ASSERT_GE(cells.size(), 3u) << column << ": too few rows in view";
+    for (const auto& a : cells)
+      for (const auto& b : cells)
+        if (b.first - a.first > (hi - lo) / 5) {
+          ++pairs;
+          EXPECT_GT(b.second, a.second) << column << ": " << b.first << " is not lighter than " << a.first;
+        }
+  }
+  EXPECT_GT(pairs, 6);
+
+  // The head grid: nine thumbnails of the effective maps, each a triangle of ember colours on the
+  // empty (masked) colour, all different.
+  std::set<std::vector<std::uint32_t>> thumbnails;
+  const luka::viz::Image grid_img = luka::viz::read_png(grid_png);
+  for (int i = 0; i < 9; ++i) {
+    const std::string name = "thumbnail/" + std::to_string(i);
+    ASSERT_TRUE(drawn[4].count(name)) << r.out;
+    const Rect t = drawn[4].at(name);
+    const int x0 = static_cast<int>(t.x0) + 2, y0 = static_cast<int>(t.y0) + 2, x1 = static_cast<int>(t.x1) - 2, y1 = static_cast<int>(t.y1) - 2;
+    ASSERT_GT(x1 - x0, 40);
+    const auto area = static_cast<std::size_t>((x1 - x0) * (y1 - y0));
+    const std::size_t in_map = luka::test::count_colormap(grid_img, ColormapId::kEmber, x0, y0, x1, y1);
+    const std::size_t empty = luka::test::count_colour(grid_img, 0x18181c, x0, y0, x1, y1);
+    EXPECT_GT(in_map, area / 3) << name;
+    EXPECT_GT(in_map + empty, area * 97 / 100) << name;
+    std::vector<std::uint32_t> pixels;
+    for (int y = y0; y < y1; ++y)
+      for (int x = x0; x < x1; ++x) pixels.push_back(luka::test::rgb_of(grid_img.pixel(x, y)));
+    thumbnails.insert(pixels);
+  }
+  EXPECT_EQ(thumbnails.size(), 9u) << "the heads' thumbnails are not all different";
 }
 
 // Two captures of one prompt, dense (B) and clustered (A): side by side, then A - B. At the
@@ -169,12 +361,44 @@ TEST(StudioViews, CompareShowsTwoCapturesAndTheirDifference) {
   const fs::path side = work_dir() / "side.png", diff_png = work_dir() / "a_minus_b.png";
   const std::int64_t n = luka::capture::CaptureFile::open(a)->summary().layout.prompt_tokens;
   const RunResult r = studio("--capture '" + a.string() + "'",
-                             "mouse 2 2\nwait_idle 60\nselect 8 1\ncompare " + b.string() + "\nframes 3\nwait_idle 60\nframes 2\nscreenshot " +
+                             "mouse 2 2\nwait_idle 60\nselect 8 1\ncompare " + b.string() + "\nframes 3\nwait_idle 60\nframes 2\nprint_geometry\nscreenshot " +
                                  side.string() + "\ncompare_difference on\nframes 3\nwait_idle 60\nframes 2\nprint_geometry\nscreenshot " +
                                  diff_png.string() + "\ncompare off\nframes 2\nquit\n");
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  const std::vector<Geometry> g = geometries(r.out);
-  ASSERT_EQ(g.size(), 2u) << r.out;
+  const std::vector<Geometry> all = geometries(r.out);
+  ASSERT_EQ(all.size(), 4u) << r.out;  // A and B, side by side, then A and A - B
+
+  // Side by side: two full maps of the effective attention, A's and B's, with one zoom. The prefill
+  // is exact in every mode, so the maps match pixel for pixel down to the decode rows (a few
+  // pixels at this zoom, under the step's overlays).
+  {
+    const Geometry &ga = all[0], &gb = all[1];
+    EXPECT_EQ(ga.layout, "full");
+    EXPECT_EQ(gb.layout, "full");
+    EXPECT_GT(gb.left, ga.left + ga.width);
+    EXPECT_DOUBLE_EQ(gb.keys_per_pixel, ga.keys_per_pixel);
+    const luka::viz::Image img = luka::viz::read_png(side);
+    for (const Geometry* c : {&ga, &gb}) {
+      const auto area = static_cast<std::size_t>(c->width * c->height);
+      EXPECT_GT(luka::test::count_colormap(img, ColormapId::kEmber, static_cast<int>(c->left), static_cast<int>(c->top), static_cast<int>(c->left + c->width),
+                                           static_cast<int>(c->top + c->height)),
+                area / 4)
+          << "no map at x " << c->left;
+    }
+    const int dx = static_cast<int>(gb.left - ga.left), decode_y = static_cast<int>(ga.top + (static_cast<double>(n) - ga.row0) / ga.rows_per_pixel);
+    // Map pixels only: A's page grid (clustered) blends into the cells it crosses.
+    std::size_t same = 0, compared = 0;
+    for (int y = static_cast<int>(ga.top) + 30; y < static_cast<int>(ga.top + ga.height); ++y)  // under the A and B titles
+      for (int x = static_cast<int>(ga.left); x < static_cast<int>(ga.left + ga.width); ++x) {
+        const auto pa = img.pixel(x, y), pb = img.pixel(x + dx, y);
+        if (luka::test::colormap_index(pa, ColormapId::kEmber) < 0 || luka::test::colormap_index(pb, ColormapId::kEmber) < 0) continue;
+        if (y < decode_y - 2) ++compared, same += pa == pb;
+      }
+    EXPECT_GT(compared, 10000u);
+    EXPECT_GT(same, compared * 99 / 100) << "the prefill parts of the two maps differ";
+  }
+
+  const std::vector<Geometry> g(all.begin() + 2, all.end());
   EXPECT_EQ(g[1].layout, "rows");  // A - B picks decode rows
   EXPECT_GT(g[1].left, g[0].left + g[0].width);  // to the right of A
 
@@ -275,9 +499,12 @@ TEST(StudioViews, TokenSearchJumpsToEachMatchInTurn) {
   }
   ASSERT_GE(matches.size(), 3u);
   // The emoji glyphs beyond U+FFFF are in the atlas, at the private-use code points token labels use.
-  std::string script = "mouse 2 2\nwait_idle 60\nexpect_glyph E000\nframes 2\n";
+  const fs::path found_png = work_dir() / "found.png", unmarked_png = work_dir() / "unmarked.png", track_png = work_dir() / "track.png";
+  std::string script = "mouse 2 2\nwait_idle 60\nexpect_glyph E000\nshow_timeline\nframes 2\n";
   for (std::size_t i = 0; i < 3; ++i) script += "search THE\nexpect_found " + std::to_string(matches[i]) + "\nframes 2\n";
-  script += "search no-such-token-here\nexpect_found -1\n";
+  // The third match marked, then no match (the map stays where the search put it), then tracked tokens.
+  script += "frames 2\nscreenshot " + found_png.string() + "\nprint_geometry\nsearch no-such-token-here\nexpect_found -1\nframes 3\nscreenshot " +
+            unmarked_png.string() + "\n";
   // Tracking "Skerry": the tokens that cover its first occurrence in the capture's text.
   std::string text;
   std::vector<std::size_t> starts;
@@ -289,10 +516,144 @@ TEST(StudioViews, TokenSearchJumpsToEachMatchInTurn) {
   ASSERT_NE(at, std::string::npos);
   const auto first = static_cast<std::int64_t>(std::upper_bound(starts.begin(), starts.end(), at) - starts.begin()) - 1;
   const auto last = static_cast<std::int64_t>(std::upper_bound(starts.begin(), starts.end(), at + 5) - starts.begin()) - 1;
-  script += "track text:Skerry\nexpect_track " + std::to_string(first) + " " + std::to_string(last) + "\nshow_timeline\nframes 3\nscreenshot " +
-            (work_dir() / "track.png").string() + "\nquit\n";
+  script += "track text:Skerry\nexpect_track " + std::to_string(first) + " " + std::to_string(last) + "\nframes 3\nscreenshot " + track_png.string() +
+            "\nprint_geometry\nquit\n";
   const RunResult r = studio("--capture '" + cap.string() + "'", script);
-  EXPECT_EQ(r.exit_code, 0) << r.err;
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const std::vector<Geometry> g = geometries(r.out);
+  const auto drawn = drawn_rects(r.out);
+  ASSERT_EQ(g.size(), 2u) << r.out;
+  ASSERT_EQ(drawn.size(), 2u);
+  EXPECT_EQ(g[0].layout, "full");
+  EXPECT_DOUBLE_EQ(g[1].key0, g[0].key0);  // the same window in every shot
+  const Geometry& m = g[0];
+  const Rect canvas{m.left, m.top, m.left + m.width, m.top + m.height};
+  const auto column = [&](double a, double b) {  // tokens [a, b) as keys across the map
+    return Rect{m.left + (a - m.key0) / m.keys_per_pixel, canvas.y0, m.left + (b - m.key0) / m.keys_per_pixel, canvas.y1};
+  };
+  const auto row = [&](double a, double b) { return Rect{canvas.x0, m.top + (a - m.row0) / m.rows_per_pixel, canvas.x1, m.top + (b - m.row0) / m.rows_per_pixel}; };
+  const luka::viz::Image found = luka::viz::read_png(found_png), unmarked = luka::viz::read_png(unmarked_png), tracked = luka::viz::read_png(track_png);
+
+  // The found token's row and column are outlined over the whole map, and nothing else changes.
+  const auto f = static_cast<double>(matches[2]);
+  const MarkDiff search = mark_diff(found, unmarked, canvas, {column(f, f + 1), row(f, f + 1)});
+  EXPECT_EQ(search.outside, 0u) << "pixels changed away from the found token's row and column";
+  EXPECT_GT(search.coverage[0], 0.9) << "the found token's column";
+  EXPECT_GT(search.coverage[1], 0.9) << "the found token's row";
+
+  // Tracked tokens: their columns and (prompt tokens) rows on the map, their columns on the cover
+  // timeline, over its whole height.
+  const auto a = static_cast<double>(first), b = static_cast<double>(last + 1);
+  const MarkDiff map_track = mark_diff(tracked, unmarked, canvas, {column(a, b), row(a, b)});
+  EXPECT_EQ(map_track.outside, 0u);
+  EXPECT_GT(map_track.coverage[0], 0.9) << "the tracked tokens' columns on the map";
+  EXPECT_GT(map_track.coverage[1], 0.9) << "the tracked tokens' rows on the map";
+  ASSERT_TRUE(drawn[1].count("timeline")) << r.out;
+  const Rect tl = drawn[1].at("timeline");
+  const auto tokens_shown = static_cast<double>(file->summary().layout.prompt_tokens + file->summary().complete_steps);
+  const double per_token = (tl.x1 - tl.x0) / tokens_shown;
+  const MarkDiff timeline_track = mark_diff(tracked, unmarked, tl, {Rect{tl.x0 + a * per_token, tl.y0, tl.x0 + b * per_token, tl.y1}});
+  EXPECT_EQ(timeline_track.outside, 0u);
+  EXPECT_GT(timeline_track.coverage[0], 0.9) << "the tracked tokens' columns on the cover timeline";
+}
+
+// Hovering: a generated token in the output panel lights up the decode row that produced it (and
+// no other), and a decode row of the map shows that step's cover in words, the counts those of
+// the capture.
+TEST(StudioViews, HoveringAGeneratedTokenMarksItsRowAndADecodeRowShowsItsCover) {
+  REQUIRE_STUDIO();
+  const fs::path cap = work_dir() / "clustered.h5", plain_png = work_dir() / "plain.png", row_png = work_dir() / "row.png",
+                 tip_png = work_dir() / "tooltip.png";
+  const int layer = 8, head = 1, marked = 4, hovered = 5;
+  const RunResult c = sh("'" + std::string(LUKA_CLI_PATH) + "' capture --prompt-file '" + (kRoot / "assets/prompts/demo.json").string() +
+                         "' --preset clustered --record 'layers=8' --max-new-tokens 8 --quiet --out '" + cap.string() + "'");
+  ASSERT_EQ(c.exit_code, 0) << c.err;
+  const auto file = luka::capture::CaptureFile::open(cap);
+  const std::int64_t n = file->summary().layout.prompt_tokens;
+  ASSERT_EQ(file->summary().complete_steps, 7);
+
+  // The cover of step `hovered`, counted from the capture.
+  const CoverCounts counts = count_cover(*file, hovered, layer, head);
+  const std::string first = "step " + std::to_string(hovered) + ", layer " + std::to_string(layer) + ": clustered over " + std::to_string(counts.tokens) + " tokens";
+  const std::string summarized = std::to_string(counts.summarized_pages) + " pages summarized (" + std::to_string(counts.summarized) + " tokens)";
+  const std::string refined = std::to_string(counts.refined) + " tokens in refined pages";
+  const std::string raw = std::to_string(counts.raw) + " raw tokens (the tail)";
+  ASSERT_GT(counts.summarized_pages, 0);
+
+  // Token n + s was chosen at decode step s (its query is token n + s - 1).
+  const RunResult r = studio("--capture '" + cap.string() + "'",
+                             "mouse 2 2\nwait_idle 60\nselect " + std::to_string(layer) + " " + std::to_string(head) +
+                                 "\nlayout rows\nframes 3\nwait_idle 60\nframes 2\nscreenshot " + plain_png.string() + "\nprint_geometry\nhover output " +
+                                 std::to_string(n + marked) + "\nframes 3\nscreenshot " + row_png.string() + "\nprint_geometry\nhover step " +
+                                 std::to_string(hovered) + "\nframes 3\nexpect_tooltip decode step " + std::to_string(hovered) + "\nexpect_tooltip " + first +
+                                 "\nexpect_tooltip " + summarized + "\nexpect_tooltip " + refined + "\nexpect_tooltip " + raw + "\nscreenshot " +
+                                 tip_png.string() + "\nquit\n");
+  ASSERT_EQ(r.exit_code, 0) << r.err << r.out;
+  const std::vector<Geometry> g = geometries(r.out);
+  ASSERT_EQ(g.size(), 2u) << r.out;
+  ASSERT_EQ(g[0].layout, "rows");
+  EXPECT_DOUBLE_EQ(g[1].row0, g[0].row0);
+  const Geometry& m = g[0];
+  // Step `marked`'s row: [top of step marked, top of step marked + 1).
+  const Rect band{m.left, m.top + (marked - 1 - m.row0) / m.rows_per_pixel, m.left + m.width, m.top + (marked - m.row0) / m.rows_per_pixel};
+  ASSERT_GE(band.y1 - band.y0, 3.0);
+  const luka::viz::Image plain = luka::viz::read_png(plain_png), lit = luka::viz::read_png(row_png);
+  const MarkDiff d = mark_diff(lit, plain, Rect{m.left, m.top, m.left + m.width, m.top + m.height}, {band});
+  EXPECT_EQ(d.outside, 0u) << "the map changed outside step " << marked << "'s row";
+  EXPECT_GT(d.coverage[0], 0.95) << "step " << marked << "'s row is not marked across the map";
+  // Lit: no channel darker, and the row's pixels brighter on the whole.
+  std::size_t brighter = 0, darker = 0, pixels = 0;
+  for (int y = static_cast<int>(band.y0) + 1; y < static_cast<int>(band.y1) - 1; ++y)
+    for (int x = static_cast<int>(band.x0); x < static_cast<int>(band.x1); ++x) {
+      const auto p = plain.pixel(x, y), q = lit.pixel(x, y);
+      ++pixels;
+      darker += q.r < p.r || q.g < p.g || q.b < p.b;
+      brighter += luminance(q) > luminance(p) + 10;
+    }
+  EXPECT_EQ(darker, 0u);
+  EXPECT_GT(brighter, pixels * 9 / 10);
+}
+
+// A live prefill held part way (hold_prefill): the map shows a "computing" overlay with the
+// prefill's percentage, the time left and a bar filled to the fraction done, not a map of zeros;
+// once the run goes on, the overlay is gone.
+TEST(StudioViews, PrefillShowsItsProgressOverTheMapWhileItComputes) {
+  REQUIRE_STUDIO();
+  const fs::path held_png = work_dir() / "held.png", done_png = work_dir() / "done.png";
+  const RunResult r = studio("", "load_model " + kModel.string() + "\nwait_idle 300\nmouse 2 2\nhold_prefill 0.3\nrun 3\nwait_prefill_held 300\nframes 3\n"
+                                 "expect_overlay rows fill in as layers finish\nexpect_overlay s left\nprint_status\nscreenshot " + held_png.string() +
+                                 "\nprint_geometry\nrelease_prefill\nwait_idle 300\nexpect_steps 2\nframes 3\nscreenshot " + done_png.string() +
+                                 "\nprint_geometry\nquit\n");
+  ASSERT_EQ(r.exit_code, 0) << r.err << r.out;
+  // The status while held: the fraction (at or past 0.3, not done) and what the overlay says.
+  const std::string prefix = "status state running prefill_fraction ";
+  const auto at = r.out.find(prefix);
+  ASSERT_NE(at, std::string::npos) << r.out;
+  std::istringstream status(r.out.substr(at + prefix.size()));
+  double fraction = 0;
+  std::string held_word, held;
+  status >> fraction >> held_word >> held;
+  EXPECT_GE(fraction, 0.3);
+  EXPECT_LT(fraction, 1.0);
+  EXPECT_EQ(held, "1");
+  const std::string percent = std::to_string(static_cast<int>(std::lround(100 * fraction))) + "%, about ";
+  EXPECT_NE(r.out.find(percent), std::string::npos) << "the status gives the percentage and the time left: " << r.out;
+
+  const auto drawn = drawn_rects(r.out);
+  ASSERT_EQ(drawn.size(), 2u);
+  ASSERT_TRUE(drawn[0].count("prefill_bar")) << r.out;
+  EXPECT_FALSE(drawn[1].count("prefill_bar")) << "the overlay stays after the prefill";
+  // The bar: filled (light grey) from its left end to the fraction done, the box's black after it.
+  const Rect bar = drawn[0].at("prefill_bar");
+  const int y = static_cast<int>((bar.y0 + bar.y1) / 2), fill = static_cast<int>(bar.x0 + fraction * (bar.x1 - bar.x0));
+  ASSERT_GT(bar.x1 - bar.x0, 200);
+  const luka::viz::Image held_img = luka::viz::read_png(held_png), done_img = luka::viz::read_png(done_png);
+  const std::uint32_t filled = 0xe6e6eb;  // IM_COL32(230, 230, 235)
+  EXPECT_EQ(luka::test::count_colour(held_img, filled, static_cast<int>(bar.x0) + 1, y, fill - 1, y + 1), static_cast<std::size_t>(fill - 2 - static_cast<int>(bar.x0)));
+  EXPECT_EQ(luka::test::count_colour(held_img, filled, fill + 2, y, static_cast<int>(bar.x1), y + 1), 0u);
+  const auto p = held_img.pixel(fill + 4, y);
+  EXPECT_LT(luminance(p), 16) << "the overlay's box is dark behind the bar";
+  EXPECT_EQ(luka::test::count_colour(done_img, filled, static_cast<int>(bar.x0), y, fill, y + 1), 0u) << "the bar stays after the prefill";
 }
 
 // A calibration given to the Studio goes into the run's capture and the Head scores tab shows it
