@@ -22,6 +22,7 @@
 #include "captures/pipeline.h"
 #include "captures/writer.h"
 #include "core/eval/calibration.h"
+#include "core/util/error.h"
 #include "core/util/text_file.h"
 #include "core/util/version.h"
 #include "core/device/device.h"
@@ -249,7 +250,10 @@ int run_capture(int argc, char** argv) {
   loop.set_sampler_factory([device](const SamplingParams& p) { return device->sampler(p); });
   RunResult result;
   try {
-    result = loop.run(prompt.ids, run, &recording);
+    // The run holds the KV caches and LuKA state for the whole context, and the recording's buffers.
+    result = name_out_of_memory("run", "running " + path.string() + " over " + std::to_string(n) + " prompt tokens and " +
+                                           std::to_string(max_new) + " new tokens",
+                                [&] { return loop.run(prompt.ids, run, &recording); });
     if (session) session->finish(std::move(recording.pending));
   } catch (const Error& e) {
     if (!writer || !writer->created_partial()) throw;  // refused before writing (another run holds the path)

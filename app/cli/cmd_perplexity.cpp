@@ -26,6 +26,7 @@
 #include "core/model/decoder.h"
 #include "core/model/model.h"
 #include "core/tokenizer/tokenizer.h"
+#include "core/util/error.h"
 #include "core/util/text_file.h"
 
 namespace luka::cli {
@@ -61,7 +62,8 @@ int run_perplexity(int argc, char** argv) {
   const std::string text = read_text_file(text_path, "text file");
   const auto path = resolve_model_path(args);
   const Tokenizer tokenizer = Tokenizer::load(path);
-  std::vector<std::int32_t> ids = tokenizer.encode(text);
+  std::vector<std::int32_t> ids = name_out_of_memory(text_path, "encoding the text (" + std::to_string(text.size()) + " bytes)",
+                                                     [&] { return tokenizer.encode(text); });
   if (static_cast<std::int64_t>(ids.size()) > max_tokens) ids.resize(static_cast<std::size_t>(max_tokens));
   const std::int64_t n = static_cast<std::int64_t>(ids.size());
   if (n < 2) throw Error(text_path + ": the text has fewer than 2 tokens");

@@ -80,10 +80,14 @@ int main(int argc, char** argv) {
     } catch (const luka::Error& e) {
       std::fprintf(stderr, "luka %s: error: %s\n", c.name, e.what());
       return 1;
-    } catch (const std::bad_alloc&) {
-      std::fprintf(stderr, "luka %s: error: out of memory\n", c.name);
-      return 1;
     } catch (const std::exception& e) {
+      // Loading a model, reading a file, encoding a prompt and a capture's run name their file in
+      // an out-of-memory error (luka::Error above); anywhere else, say at least the command.
+      if (luka::is_out_of_memory(e)) {
+        std::fprintf(stderr, "luka %s: error: %s\n", c.name,
+                     luka::out_of_memory_message(e, std::string("during luka ") + c.name).c_str());
+        return 1;
+      }
       // LibTorch errors carry a multi-line backtrace; the first line says what went wrong.
       std::string what = e.what();
       if (const auto nl = what.find('\n'); nl != std::string::npos) what.resize(nl);

@@ -1,5 +1,7 @@
 #include "core/model/model.h"
 
+#include <cstdio>
+#include <string>
 #include <thread>
 
 #include <ATen/Parallel.h>
@@ -35,6 +37,22 @@ void check_finite(const ModelWeights& w, const std::filesystem::path& path) {
   });
 }
 
+// What an out-of-memory error during the load says about the weights: their size on disk (the
+// safetensors files of a folder, or the GGUF file).
+std::string weights_on_disk(const std::filesystem::path& path) {
+  std::error_code ec;
+  std::uintmax_t bytes = 0;
+  if (std::filesystem::is_regular_file(path, ec)) {
+    bytes = std::filesystem::file_size(path, ec);
+  } else {
+    for (const auto& e : std::filesystem::directory_iterator(path, ec))
+      if (e.path().extension() == ".safetensors" && e.is_regular_file(ec)) bytes += e.file_size(ec);
+  }
+  char text[64];
+  std::snprintf(text, sizeof text, "%.1f MB on disk", static_cast<double>(bytes) / 1e6);
+  return text;
+}
+
 }  // namespace
 
 std::uint64_t Model::dequantized_bytes() const {
@@ -51,7 +69,7 @@ WeightFormat parse_weight_format(std::string_view text) {
   fail("weights", "'" + std::string(text) + "': expected quantized or dequantized");
 }
 
-std::shared_ptr<const Model> Model::load(const std::filesystem::path& dir, const LoadOptions& options) {
+std::shared_ptr<const Model> Model::load(const std::filesystem::path& dir, const LoadOptions& options) try {
   const bool gguf_file = std::filesystem::is_regular_file(dir) && gguf::File::has_magic(dir);
   if (!std::filesystem::exists(dir)) fail(dir.string(), "no such file or folder");
   if (!gguf_file && !std::filesystem::is_directory(dir))
@@ -109,6 +127,13 @@ std::shared_ptr<const Model> Model::load(const std::filesystem::path& dir, const
   model->stored_types_ = std::move(loaded.stored_types);
   model->parameter_count_ = loaded.parameter_count;
   return placed();
+} catch (const Error&) {
+  throw;
+} catch (const std::exception& e) {
+  // A bare "out of memory" would name neither the model nor the size: say both.
+  if (!is_out_of_memory(e)) throw;
+  fail(dir.string(), out_of_memory_message(e, "loading the model's weights (" + weights_on_disk(dir) + ", held as " +
+                                                  to_string(options.dtype) + (options.cuda ? " on the GPU" : "") + ")"));
 }
 
 }  // namespace luka

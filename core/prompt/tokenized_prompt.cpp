@@ -24,7 +24,8 @@ TokenizedPrompt tokenize_prompt(const Tokenizer& tokenizer, const std::string& b
   }
 
   // The encoder stops past max_tokens; the tokens it gave are the first of the whole encoding.
-  std::vector<TokenSpan> spans_tok = tokenizer.encode_with_offsets(p.text, max_tokens);
+  std::vector<TokenSpan> spans_tok = name_out_of_memory("prompt", "encoding a prompt of " + std::to_string(p.text.size()) + " bytes",
+                                                         [&] { return tokenizer.encode_with_offsets(p.text, max_tokens); });
   // Tokenizers that ask for it (add_bos_token) start every sequence with BOS.
   if (tokenizer.config().add_bos_token && tokenizer.config().bos_token)
     if (const auto bos = tokenizer.token_id(*tokenizer.config().bos_token); bos && (spans_tok.empty() || spans_tok.front().id != *bos))

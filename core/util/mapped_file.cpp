@@ -32,7 +32,8 @@ MappedFile::MappedFile(const std::filesystem::path& path) : path_(path) {
     if (p == MAP_FAILED) {
       const int err = errno;
       ::close(fd);
-      fail(path.string(), std::string("cannot map: ") + std::strerror(err));
+      fail(path.string(), err == ENOMEM ? "out of memory mapping the file (" + std::to_string(size_) + " bytes): " + std::strerror(err)
+                                        : std::string("cannot map: ") + std::strerror(err));
     }
     data_ = static_cast<const std::uint8_t*>(p);
   }

@@ -1,6 +1,7 @@
 #include "core/util/text_file.h"
 
 #include <cerrno>
+#include <cstdint>
 #include <cstring>
 #include <fstream>
 #include <sstream>
@@ -18,10 +19,20 @@ std::string read_text_file(const std::filesystem::path& path, const std::string&
   if (!fs::is_regular_file(st)) fail(path.string(), what + ": not a regular file");
   std::ifstream in(path, std::ios::binary);
   if (!in) fail(path.string(), what + ": cannot open (" + std::strerror(errno) + ")");
-  std::ostringstream buffer;
-  buffer << in.rdbuf();
+  // One allocation of the file's size, so a file larger than memory fails at once, naming it.
+  const std::uintmax_t size = fs::file_size(path, ec);
+  std::string text;
+  if (!ec) name_out_of_memory(path.string(), "reading the " + what + " (" + std::to_string(size) + " bytes)", [&] { text.resize(size); });
+  in.read(text.data(), static_cast<std::streamsize>(text.size()));
+  text.resize(static_cast<std::size_t>(in.gcount()));
   if (in.bad()) fail(path.string(), what + ": cannot read");
-  return buffer.str();
+  if (!in.eof() && in.peek() != std::char_traits<char>::eof()) {  // grown since its size was taken
+    std::ostringstream rest;
+    rest << in.rdbuf();
+    text += rest.str();
+  }
+  if (in.bad()) fail(path.string(), what + ": cannot read");
+  return text;
 }
 
 nlohmann::json read_json_file(const std::filesystem::path& path, const std::string& what) {

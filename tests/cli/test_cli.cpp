@@ -327,6 +327,116 @@ TEST(Cli, PerplexityRefusesNonFiniteLogits) {
   }
 }
 
+// Out of memory: one line naming the file and what was being done, exit 1 (a bare "out of
+// memory" said neither). Memory runs out for real under an address-space limit (ulimit -v), as
+// on a machine without the memory: a sparse checkpoint, 1.2 GB of bf16 zeros that take no disk,
+// maps but its fp32 copy (2.5 GB) does not fit; a sparse 4 GiB text or prompt file is not read.
+TEST(Cli, OutOfMemoryNamesTheFileAndWhatWasBeingDone) {
+#if defined(__SANITIZE_ADDRESS__)
+  GTEST_SKIP() << "AddressSanitizer's shadow memory needs more address space than the limit leaves";
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+  GTEST_SKIP() << "AddressSanitizer's shadow memory needs more address space than the limit leaves";
+#endif
+#endif
+  const fs::path dir = fs::path(LUKA_TEST_WORK) / "cli" / "OutOfMemory";
+  fs::remove_all(dir);
+  const fs::path model = dir / "big-model";
+  fs::create_directories(model);
+  // One layer of a qwen3 with hidden 4096 and tiny heads and MLP: the embedding is the weight.
+  constexpr std::int64_t kVocab = 151936, kHidden = 4096, kHeads = 2, kKvHeads = 1, kHeadDim = 16, kInter = 64;
+  std::ofstream(model / "config.json") << nlohmann::json{{"architectures", {"Qwen3ForCausalLM"}}, {"model_type", "qwen3"},
+                                                         {"attention_bias", false}, {"head_dim", kHeadDim}, {"hidden_act", "silu"},
+                                                         {"hidden_size", kHidden}, {"intermediate_size", kInter},
+                                                         {"max_position_embeddings", 256}, {"num_attention_heads", kHeads},
+                                                         {"num_hidden_layers", 1}, {"num_key_value_heads", kKvHeads},
+                                                         {"rms_norm_eps", 1e-6}, {"rope_theta", 1e6}, {"tie_word_embeddings", true},
+                                                         {"vocab_size", kVocab}, {"bos_token_id", 1}, {"eos_token_id", 2},
+                                                         {"torch_dtype", "bfloat16"}}
+                                              .dump();
+  const std::string l = "model.layers.0.";
+  const std::vector<std::pair<std::string, std::vector<std::int64_t>>> tensors = {
+      {"model.embed_tokens.weight", {kVocab, kHidden}}, {"model.norm.weight", {kHidden}},
+      {l + "input_layernorm.weight", {kHidden}}, {l + "post_attention_layernorm.weight", {kHidden}},
+      {l + "self_attn.q_proj.weight", {kHeads * kHeadDim, kHidden}}, {l + "self_attn.k_proj.weight", {kKvHeads * kHeadDim, kHidden}},
+      {l + "self_attn.v_proj.weight", {kKvHeads * kHeadDim, kHidden}}, {l + "self_attn.o_proj.weight", {kHidden, kHeads * kHeadDim}},
+      {l + "self_attn.q_norm.weight", {kHeadDim}}, {l + "self_attn.k_norm.weight", {kHeadDim}},
+      {l + "mlp.gate_proj.weight", {kInter, kHidden}}, {l + "mlp.up_proj.weight", {kInter, kHidden}},
+      {l + "mlp.down_proj.weight", {kHidden, kInter}}};
+  nlohmann::json header = nlohmann::json::object();
+  std::uint64_t offset = 0;
+  for (const auto& [name, shape] : tensors) {
+    std::uint64_t bytes = 2;
+    for (const std::int64_t d : shape) bytes *= static_cast<std::uint64_t>(d);
+    header[name] = {{"dtype", "BF16"}, {"shape", shape}, {"data_offsets", {offset, offset + bytes}}};
+    offset += bytes;
+  }
+  std::string text = header.dump();
+  while (text.size() % 8 != 0) text += ' ';
+  const fs::path weights = model / "model.safetensors";
+  {
+    std::ofstream f(weights, std::ios::binary);
+    const std::uint64_t n = text.size();
+    f.write(reinterpret_cast<const char*>(&n), 8);
+    f << text;
+  }
+  fs::resize_file(weights, 8 + text.size() + offset);  // zeros, as a hole
+  ASSERT_GT(offset, 1200000000u);
+  const fs::path huge = dir / "huge.txt";
+  std::ofstream(huge).close();
+  fs::resize_file(huge, std::uintmax_t{4} << 30);
+  // Holes take no disk, but a copy of the work folder would: gone when the test ends.
+  struct RemoveAtEnd {
+    fs::path path;
+    ~RemoveAtEnd() {
+      std::error_code ec;
+      fs::remove_all(path, ec);
+    }
+  } remove_at_end{dir};
+
+  // 3,000,000 KiB of address space: the program and LibTorch (about half a GB) and the mapped
+  // checkpoint fit, the fp32 embedding does not, and neither does the 4 GiB file.
+  const auto limited = [&](const std::vector<std::string>& args) {
+    std::string line = "ulimit -v 3000000; exec " + quote(LUKA_CLI_PATH);
+    for (const auto& a : args) line += " " + quote(a);
+    const int status = std::system(("bash -c " + quote(line) + " < /dev/null > " + quote((dir / "out.txt").string()) + " 2> " +
+                                    quote((dir / "err.txt").string()))
+                                       .c_str());
+    return RunResult{WIFEXITED(status) ? WEXITSTATUS(status) : -1, read_file(dir / "out.txt"), read_file(dir / "err.txt")};
+  };
+  if (limited({"--version"}).exit_code != 0) GTEST_SKIP() << "luka does not start in 3,000,000 KiB of address space";
+
+  const RunResult load = limited({"forward", "--model", model.string(), "--ids", "1,2,3", "--device", "cpu", "--threads", "1",
+                                  "--out", (dir / "never.npy").string()});
+  EXPECT_EQ(load.exit_code, 1) << load.err;
+  EXPECT_EQ(error_lines(load.err), 1) << load.err;
+  char on_disk[32];
+  std::snprintf(on_disk, sizeof on_disk, "%.1f MB", static_cast<double>(fs::file_size(weights)) / 1e6);
+  if (load.err.find("out of memory mapping the file") != std::string::npos) {
+    // Where the program and its libraries take more than 1.8 GB of the limit, the mapping fails first.
+    EXPECT_NE(load.err.find("luka forward: error: " + weights.string() + ": out of memory mapping the file (" +
+                            std::to_string(fs::file_size(weights)) + " bytes)"),
+              std::string::npos)
+        << load.err;
+  } else {
+    EXPECT_NE(load.err.find("luka forward: error: " + model.string() + ": out of memory loading the model's weights (" + on_disk +
+                            " on disk, held as fp32): an allocation of 2489319424 bytes failed"),  // 151936 x 4096 x 4
+              std::string::npos)
+        << load.err;
+  }
+  EXPECT_FALSE(fs::exists(dir / "never.npy"));
+
+  const RunResult read = limited({"perplexity", "--model", model.string(), "--text-file", huge.string(), "--device", "cpu"});
+  EXPECT_EQ(read.exit_code, 1) << read.err;
+  EXPECT_EQ(read.err, "luka perplexity: error: " + huge.string() + ": out of memory reading the text file (4294967296 bytes)\n");
+  if (!fs::exists(checkpoint("qwen3-tok") / "tokenizer.json")) return;  // capture reads the tokenizer first
+  const RunResult prompt = limited({"capture", "--model", checkpoint("qwen3-tok").string(), "--prompt-file", huge.string(), "--device",
+                                    "cpu", "--out", (dir / "never.h5").string()});
+  EXPECT_EQ(prompt.exit_code, 1) << prompt.err;
+  EXPECT_EQ(prompt.err, "luka capture: error: " + huge.string() + ": out of memory reading the prompt file (4294967296 bytes)\n");
+  EXPECT_FALSE(fs::exists(dir / "never.h5"));
+}
+
 TEST(Cli, InfoDescribesTheCheckpoint) {
   const fs::path ckpt = checkpoint("qwen3-tied");
   const auto config = nlohmann::json::parse(read_file(ckpt / "config.json"));
