@@ -2,10 +2,13 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
+#include <optional>
 #include <string>
 
 #include "core/model/weights.h"
 #include "core/util/error.h"
+#include "kernels/cpu/decode_step.h"
 #include "kernels/cpu/gemv.h"
 #include "kernels/cpu/quant_gemv.h"
 
@@ -62,7 +65,126 @@ at::Tensor rope_inv_freq(const ModelConfig& c) {
   return inv.contiguous();
 }
 
+// A linear layer as the fused step reads it: the GGUF blocks when kept and readable, else the
+// dense rows; nullopt when neither fits (another dtype or device, a strided tensor).
+std::optional<cpu::RowWeight> row_weight(const at::Tensor& w, const QuantizedMatrix& qw, const at::Tensor& b, at::ScalarType dt) {
+  cpu::RowWeight r;
+  if (qw.defined() && cpu::quant_gemv_supports(qw.type) && qw.in % cpu::quant_block_elements(qw.type) == 0) {
+    r.data = qw.data;
+    r.type = qw.type;
+    r.out = qw.out;
+    r.in = qw.in;
+  } else {
+    if (!w.defined() || !w.is_cpu() || w.dim() != 2 || w.scalar_type() != dt || !w.is_contiguous()) return std::nullopt;
+    r.data = w.const_data_ptr();
+    r.type = dt == at::kFloat ? gguf::GgmlType::kF32 : gguf::GgmlType::kBF16;
+    r.out = w.size(0);
+    r.in = w.size(1);
+  }
+  if (b.defined()) {
+    if (!b.is_cpu() || b.scalar_type() != dt || !b.is_contiguous() || b.numel() != r.out) return std::nullopt;
+    r.bias = b.const_data_ptr();
+  }
+  return r;
+}
+
+// A [n] vector the fused step reads in place (norm weights), or null when it cannot.
+const void* row_vector(const at::Tensor& t, std::int64_t n, at::ScalarType dt) {
+  if (!t.defined() || !t.is_cpu() || t.scalar_type() != dt || !t.is_contiguous() || t.numel() != n) return nullptr;
+  return t.const_data_ptr();
+}
+
 }  // namespace
+
+// The weights of every layer as the fused step's jobs, and the step's buffers (allocated once:
+// the jobs point into them).
+struct Decoder::FusedStep {
+  struct Layer {
+    const void* input_norm = nullptr;
+    const void* post_attention_norm = nullptr;
+    const void* q_norm = nullptr;
+    const void* k_norm = nullptr;
+    cpu::RowJob qkv[3];
+    cpu::RowJob o_proj, gate_up, down;
+  };
+  cpu::StepDtype dtype = cpu::StepDtype::kF32;
+  std::size_t elem = 4;
+  std::vector<Layer> layers;
+  const void* final_norm = nullptr;
+  const std::uint8_t* embed = nullptr;
+  cpu::RowJob lm_head;
+  std::vector<std::uint8_t> x, h, q, k, v, act, logits;
+  std::vector<float> inv_freq, cos, sin;
+  cpu::RowScratch scratch;
+
+  // Null where the step does not apply (GPU weights, fp16, a weight it cannot read in place).
+  static std::unique_ptr<FusedStep> build(const Model& model, at::ScalarType dt, const at::Tensor& inv_freq) {
+    const ModelConfig& c = model.config();
+    const ModelWeights& w = model.weights();
+    if (dt != at::kFloat && dt != at::kBFloat16) return nullptr;
+    if (!w.embed_tokens.is_cpu() || w.embed_tokens.scalar_type() != dt || !w.embed_tokens.is_contiguous()) return nullptr;
+    auto f = std::make_unique<FusedStep>();
+    f->dtype = dt == at::kFloat ? cpu::StepDtype::kF32 : cpu::StepDtype::kBF16;
+    f->elem = cpu::step_dtype_bytes(f->dtype);
+    const std::int64_t hidden = c.hidden_size, D = c.head_dim, H = c.num_heads, KV = c.num_kv_heads;
+    const auto bytes = [&](std::int64_t n) { return static_cast<std::size_t>(n) * f->elem; };
+    f->x.resize(bytes(hidden));
+    f->h.resize(bytes(hidden));
+    f->q.resize(bytes(H * D));
+    f->k.resize(bytes(KV * D));
+    f->v.resize(bytes(KV * D));
+    f->act.resize(bytes(c.intermediate_size));
+    f->logits.resize(bytes(c.vocab_size));
+    f->cos.resize(static_cast<std::size_t>(D / 2));
+    f->sin.resize(static_cast<std::size_t>(D / 2));
+    const at::Tensor inv = inv_freq.to(at::kCPU).to(at::kFloat).contiguous();
+    f->inv_freq.assign(inv.const_data_ptr<float>(), inv.const_data_ptr<float>() + inv.numel());
+    f->embed = static_cast<const std::uint8_t*>(w.embed_tokens.const_data_ptr());
+    if (!(f->final_norm = row_vector(w.final_norm, hidden, dt))) return nullptr;
+    const auto job = [&](const at::Tensor& t, const QuantizedMatrix& qt, const at::Tensor& b, cpu::Epilogue e, void* y,
+                         std::int64_t out, std::int64_t in, cpu::RowJob& j) {
+      const auto r = row_weight(t, qt, b, dt);
+      if (!r || r->out != out || r->in != in) return false;
+      j.weight = *r;
+      j.epilogue = e;
+      j.y = y;
+      return true;
+    };
+    for (const LayerWeights& lw : w.layers) {
+      Layer L;
+      L.input_norm = row_vector(lw.input_norm, hidden, dt);
+      L.post_attention_norm = row_vector(lw.post_attention_norm, hidden, dt);
+      if (!L.input_norm || !L.post_attention_norm) return nullptr;
+      if (c.qk_norm) {
+        L.q_norm = row_vector(lw.q_norm, D, dt);
+        L.k_norm = row_vector(lw.k_norm, D, dt);
+        if (!L.q_norm || !L.k_norm) return nullptr;
+      }
+      const auto& qz = lw.quantized;
+      if (!job(lw.q_proj, qz.q_proj, lw.q_bias, cpu::Epilogue::kStore, f->q.data(), H * D, hidden, L.qkv[0]) ||
+          !job(lw.k_proj, qz.k_proj, lw.k_bias, cpu::Epilogue::kStore, f->k.data(), KV * D, hidden, L.qkv[1]) ||
+          !job(lw.v_proj, qz.v_proj, lw.v_bias, cpu::Epilogue::kStore, f->v.data(), KV * D, hidden, L.qkv[2]) ||
+          !job(lw.o_proj, qz.o_proj, lw.o_bias, cpu::Epilogue::kResidual, f->x.data(), hidden, H * D, L.o_proj) ||
+          !job(lw.gate_proj, qz.gate_proj, lw.gate_bias, cpu::Epilogue::kSwiGlu, f->act.data(), c.intermediate_size, hidden,
+               L.gate_up) ||
+          !job(lw.down_proj, qz.down_proj, lw.down_bias, cpu::Epilogue::kResidual, f->x.data(), hidden, c.intermediate_size,
+               L.down))
+        return nullptr;
+      const auto up = row_weight(lw.up_proj, qz.up_proj, lw.up_bias, dt);
+      if (!up || up->out != c.intermediate_size || up->in != hidden) return nullptr;
+      L.gate_up.up = *up;
+      f->layers.push_back(L);
+    }
+    if (!job(w.lm_head, w.quantized_lm_head, at::Tensor(), cpu::Epilogue::kStore, f->logits.data(), c.vocab_size, hidden,
+             f->lm_head))
+      return nullptr;
+    return f;
+  }
+};
+
+Decoder::~Decoder() = default;
+Decoder::Decoder(Decoder&&) noexcept = default;
+Decoder& Decoder::operator=(Decoder&&) noexcept = default;
 
 Decoder::Decoder(std::shared_ptr<const Model> model) : model_(std::move(model)) {
   if (!model_) fail("decoder", "no model");
@@ -74,6 +196,7 @@ Decoder::Decoder(std::shared_ptr<const Model> model) : model_(std::move(model)) 
   }
   c10::InferenceMode guard;
   inv_freq_ = rope_inv_freq(c).to(model_->weights().embed_tokens.device());  // computed on the CPU, kept beside the weights
+  fused_ = FusedStep::build(*model_, dtype_, inv_freq_);
 }
 
 void Decoder::reserve(std::int64_t tokens) {
@@ -114,7 +237,63 @@ at::Tensor Decoder::decode(std::int32_t id) {
   if (position_ + 1 > c.max_position_embeddings)
     fail("decode", "position " + std::to_string(position_) + " reaches max_position_embeddings " +
                        std::to_string(c.max_position_embeddings) + " of " + model_->config_path().string());
+  if (fused_step()) return decode_fused(id);
   return forward({id}, false)[0];
+}
+
+// One token through the fused ops: the same layers as forward(), with every per-token tensor a
+// buffer of the step's and ATen left only inside the layer's attention.
+at::Tensor Decoder::decode_fused(std::int32_t id) {
+  const ModelConfig& c = model_->config();
+  if (id < 0 || id >= c.vocab_size)
+    fail(model_->path().string(), "token id " + std::to_string(id) + " at index 0 is outside the vocabulary [0, " +
+                                      std::to_string(c.vocab_size) + ")");
+  c10::InferenceMode guard;
+  FusedStep& f = *fused_;
+  const cpu::StepDtype dt = f.dtype;
+  const std::int64_t hidden = c.hidden_size, D = c.head_dim, H = c.num_heads, KV = c.num_kv_heads;
+  const float eps = static_cast<float>(c.rms_norm_eps);
+  const std::int64_t pos = position_;
+  std::memcpy(f.x.data(), f.embed + static_cast<std::size_t>(id) * f.x.size(), f.x.size());
+  cpu::rope_tables(pos, f.inv_freq.data(), D / 2, dt, f.cos.data(), f.sin.data());
+  const at::TensorOptions options = at::TensorOptions().dtype(dtype_);
+  try {
+    for (std::int64_t l = 0; l < c.num_layers; ++l) {
+      const FusedStep::Layer& L = f.layers[static_cast<std::size_t>(l)];
+      cpu::rms_norm_row(f.x.data(), L.input_norm, eps, hidden, f.h.data(), dt);
+      cpu::run_rows(L.qkv, 3, f.h.data(), dt, f.scratch);
+      cpu::norm_rope_heads(f.q.data(), H, D, L.q_norm, eps, f.cos.data(), f.sin.data(), dt);
+      cpu::norm_rope_heads(f.k.data(), KV, D, L.k_norm, eps, f.cos.data(), f.sin.data(), dt);
+      KvCache& cache = caches_[static_cast<std::size_t>(l)];
+      cache.append_row(f.k.data(), f.v.data());
+      AttentionInputs in;
+      in.layer = static_cast<int>(l);
+      in.q = at::from_blob(f.q.data(), {H, 1, D}, options);
+      in.k = cache.keys();
+      in.v = cache.values();
+      in.q_pos0 = pos;
+      in.group_size = H / KV;
+      in.scale = 1.0 / std::sqrt(static_cast<double>(D));
+      const at::Tensor out = attention_[static_cast<std::size_t>(l)]->forward(in).contiguous();
+      if (out.scalar_type() != dtype_ || out.numel() != H * D) fail("decode", "layer " + std::to_string(l) + "'s attention returned another shape or dtype");
+      cpu::run_rows(&L.o_proj, 1, out.const_data_ptr(), dt, f.scratch);
+      cpu::rms_norm_row(f.x.data(), L.post_attention_norm, eps, hidden, f.h.data(), dt);
+      cpu::run_rows(&L.gate_up, 1, f.h.data(), dt, f.scratch);
+      cpu::run_rows(&L.down, 1, f.act.data(), dt, f.scratch);
+      if (capture_hidden_) {
+        hidden_.resize(static_cast<std::size_t>(c.num_layers));
+        hidden_[static_cast<std::size_t>(l)] = at::from_blob(f.x.data(), {hidden}, options).clone();
+      }
+    }
+  } catch (...) {
+    reset();  // as forward(): a layer failed half-way, the caches no longer agree
+    throw;
+  }
+  position_ = pos + 1;
+  cpu::rms_norm_row(f.x.data(), f.final_norm, eps, hidden, f.h.data(), dt);
+  cpu::run_rows(&f.lm_head, 1, f.h.data(), dt, f.scratch);
+  // A new tensor each step (callers keep logits); bf16 logits are rounded first, as forward() does.
+  return at::from_blob(f.logits.data(), {c.vocab_size}, options).to(at::kFloat, /*non_blocking=*/false, /*copy=*/true);
 }
 
 at::Tensor Decoder::attention_block(int layer, const at::Tensor& h, std::int64_t pos0, const at::Tensor& cos,

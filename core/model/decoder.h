@@ -18,6 +18,9 @@ namespace luka {
 class Decoder {
  public:
   explicit Decoder(std::shared_ptr<const Model> model);
+  ~Decoder();
+  Decoder(Decoder&&) noexcept;
+  Decoder& operator=(Decoder&&) noexcept;
 
   // Feeds `ids` at position() onwards (position() is 0 after construction or reset()).
   // Returns float32 logits: [ids.size(), vocab] when all_logits, else [vocab] for the last id.
@@ -46,7 +49,18 @@ class Decoder {
   const std::vector<at::Tensor>& last_hidden() const { return hidden_; }
   const std::shared_ptr<const Model>& model_ptr() const { return model_; }
 
+  // One-token steps on the CPU run fused (kernels/cpu/decode_step: RMSNorm, q/k norm + RoPE + KV
+  // append, and each sub-block's linear layers with their bias, residual and SwiGLU in one pass
+  // each) where the model allows it: CPU weights in fp32 or bf16, dense or GGUF blocks. The fused
+  // step equals the unfused one up to the order of fp32 sums (tests/core/model/test_decode_step).
+  // Off, every token goes through the ATen ops of forward(), the reference.
+  void set_fused_step(bool on) { fused_on_ = on; }
+  // True when decode() takes the fused step.
+  bool fused_step() const { return fused_on_ && fused_ != nullptr; }
+
  private:
+  struct FusedStep;
+  at::Tensor decode_fused(std::int32_t id);
   at::Tensor forward(const std::vector<std::int32_t>& ids, bool all_logits);
   at::Tensor attention_block(int layer, const at::Tensor& h, std::int64_t pos0, const at::Tensor& cos,
                              const at::Tensor& sin);
@@ -59,6 +73,8 @@ class Decoder {
   std::int64_t position_ = 0;
   bool capture_hidden_ = false;
   std::vector<at::Tensor> hidden_;
+  std::unique_ptr<FusedStep> fused_;  // null where the fused step does not apply
+  bool fused_on_ = true;
 };
 
 }  // namespace luka

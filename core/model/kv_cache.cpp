@@ -1,6 +1,7 @@
 #include "core/model/kv_cache.h"
 
 #include <algorithm>
+#include <cstring>
 #include <string>
 
 #include "core/util/error.h"
@@ -35,6 +36,22 @@ void KvCache::append(const at::Tensor& k, const at::Tensor& v) {
   k_.narrow(1, length_, n).copy_(k);
   v_.narrow(1, length_, n).copy_(v);
   length_ += n;
+}
+
+void KvCache::append_row(const void* k, const void* v) {
+  if (!device_.is_cpu()) fail("kv cache", "append_row needs a CPU cache");
+  grow(length_ + 1, /*exact=*/false);
+  const std::size_t row = static_cast<std::size_t>(head_dim_) * k_.element_size();
+  auto* kd = static_cast<std::uint8_t*>(k_.data_ptr());
+  auto* vd = static_cast<std::uint8_t*>(v_.data_ptr());
+  const std::size_t head_stride = static_cast<std::size_t>(k_.size(1)) * row;
+  for (std::int64_t g = 0; g < n_kv_heads_; ++g) {
+    std::memcpy(kd + static_cast<std::size_t>(g) * head_stride + static_cast<std::size_t>(length_) * row,
+                static_cast<const std::uint8_t*>(k) + static_cast<std::size_t>(g) * row, row);
+    std::memcpy(vd + static_cast<std::size_t>(g) * head_stride + static_cast<std::size_t>(length_) * row,
+                static_cast<const std::uint8_t*>(v) + static_cast<std::size_t>(g) * row, row);
+  }
+  ++length_;
 }
 
 }  // namespace luka

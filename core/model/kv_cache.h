@@ -15,6 +15,9 @@ class KvCache {
 
   // k, v: [n_kv_heads, n_new, head_dim]. Throws luka::Error past max_tokens.
   void append(const at::Tensor& k, const at::Tensor& v);
+  // One token from host memory (a CPU cache only): k, v are [n_kv_heads, head_dim] contiguous in
+  // the cache's dtype. The decode step's append, without building tensors.
+  void append_row(const void* k, const void* v);
   // Views [n_kv_heads, length, head_dim] into the buffers (valid until the next append).
   at::Tensor keys() const { return k_.narrow(1, 0, length_); }
   at::Tensor values() const { return v_.narrow(1, 0, length_); }

@@ -1,64 +1,24 @@
 #include "kernels/cpu/gemv.h"
 
-#include <immintrin.h>
-
 #include <cstdint>
 
 #include <ATen/Parallel.h>
+
+#include "kernels/cpu/row_dot.h"
 
 namespace luka::cpu {
 
 namespace {
 
-// One weight row at a time, two accumulators over the input: a single sequential stream per
-// thread. Interleaving several rows (independent accumulators per row) measured at less than half
-// the read bandwidth on Zen 4, where row-at-a-time reaches it (bench/results/decode-cpu.md).
-
-__attribute__((target("avx512f,avx512bw,avx512bf16"))) void gemv_bf16(const c10::BFloat16* w,
-                                                                        const c10::BFloat16* x,
-                                                                        const c10::BFloat16* bias,
-                                                                        c10::BFloat16* y, std::int64_t in,
-                                                                        std::int64_t o0, std::int64_t o1) {
-  const std::int64_t pairs = in / 64 * 64;
-  const std::int64_t full = in / 32 * 32;
-  const __mmask32 tail_mask = static_cast<__mmask32>((std::uint64_t{1} << (in - full)) - 1);
-#define load(p) ((__m512bh)_mm512_loadu_si512(p))
-#define load_tail(p) ((__m512bh)_mm512_maskz_loadu_epi16(tail_mask, p))
-  for (std::int64_t o = o0; o < o1; ++o) {
-    const c10::BFloat16* r = w + o * in;
-    __m512 a0 = _mm512_setzero_ps(), a1 = _mm512_setzero_ps();
-    std::int64_t i = 0;
-    for (; i < pairs; i += 64) {
-      a0 = _mm512_dpbf16_ps(a0, load(r + i), load(x + i));
-      a1 = _mm512_dpbf16_ps(a1, load(r + i + 32), load(x + i + 32));
-    }
-    if (i < full) a0 = _mm512_dpbf16_ps(a0, load(r + i), load(x + i));
-    if (full < in) a1 = _mm512_dpbf16_ps(a1, load_tail(r + full), load_tail(x + full));
-    const float s = _mm512_reduce_add_ps(_mm512_add_ps(a0, a1));
-    y[o] = c10::BFloat16(s + (bias ? static_cast<float>(bias[o]) : 0.0f));
-  }
-#undef load
-#undef load_tail
+__attribute__((target("avx512f,avx512bw,avx512bf16"))) void gemv_bf16(const c10::BFloat16* w, const c10::BFloat16* x,
+                                                                        const c10::BFloat16* bias, c10::BFloat16* y,
+                                                                        std::int64_t in, std::int64_t o0, std::int64_t o1) {
+  for (std::int64_t o = o0; o < o1; ++o)
+    y[o] = c10::BFloat16(detail::dot_bf16_avx512(w + o * in, x, in) + (bias ? static_cast<float>(bias[o]) : 0.0f));
 }
 
-__attribute__((target("avx512f"))) void gemv_f32(const float* w, const float* x, const float* bias, float* y,
-                                                 std::int64_t in, std::int64_t o0, std::int64_t o1) {
-  const std::int64_t pairs = in / 32 * 32;
-  const std::int64_t full = in / 16 * 16;
-  const __mmask16 tail_mask = static_cast<__mmask16>((1u << (in - full)) - 1);
-  for (std::int64_t o = o0; o < o1; ++o) {
-    const float* r = w + o * in;
-    __m512 a0 = _mm512_setzero_ps(), a1 = _mm512_setzero_ps();
-    std::int64_t i = 0;
-    for (; i < pairs; i += 32) {
-      a0 = _mm512_fmadd_ps(_mm512_loadu_ps(r + i), _mm512_loadu_ps(x + i), a0);
-      a1 = _mm512_fmadd_ps(_mm512_loadu_ps(r + i + 16), _mm512_loadu_ps(x + i + 16), a1);
-    }
-    if (i < full) a0 = _mm512_fmadd_ps(_mm512_loadu_ps(r + i), _mm512_loadu_ps(x + i), a0);
-    if (full < in)
-      a1 = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(tail_mask, r + full), _mm512_maskz_loadu_ps(tail_mask, x + full), a1);
-    y[o] = _mm512_reduce_add_ps(_mm512_add_ps(a0, a1)) + (bias ? bias[o] : 0.0f);
-  }
+__attribute__((target("avx512f"))) void gemv_f32(const float* w, const float* x, const float* bias, float* y, std::int64_t in, std::int64_t o0, std::int64_t o1) {
+  for (std::int64_t o = o0; o < o1; ++o) y[o] = detail::dot_f32_avx512(w + o * in, x, in) + (bias ? bias[o] : 0.0f);
 }
 
 }  // namespace

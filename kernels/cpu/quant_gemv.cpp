@@ -711,6 +711,18 @@ void quantize_activation(GgmlType type, const float* x, std::int64_t in, Quantiz
   }
 }
 
+QuantRowDot quant_row_dot(GgmlType type, QuantIsa isa) {
+  if (!quant_gemv_supports(type))
+    throw std::invalid_argument(std::string("quant_gemv: unsupported weight type ") + gguf::type_name(type));
+  if (!quant_isa_supported(isa))
+    throw std::invalid_argument(std::string("quant_gemv: this CPU cannot run the ") + quant_isa_name(isa) + " path");
+  return row_kernel(type, isa);
+}
+
+std::int64_t quant_block_elements(GgmlType type) { return block_elements(type); }
+
+std::int64_t quant_row_bytes(GgmlType type, std::int64_t in) { return in / block_elements(type) * block_bytes(type); }
+
 void quant_gemv(const QuantizedActivation& xq, GgmlType type, const void* w, std::int64_t out, float* y, QuantIsa isa) {
   if (!quant_gemv_supports(type))
     throw std::invalid_argument(std::string("quant_gemv: unsupported weight type ") + gguf::type_name(type));

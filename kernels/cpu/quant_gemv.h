@@ -70,4 +70,13 @@ void quant_gemv(gguf::GgmlType type, const void* w, std::int64_t out, std::int64
 void quant_gemv(const QuantizedActivation& xq, gguf::GgmlType type, const void* w, std::int64_t out, float* y,
                 QuantIsa isa = quant_isa());
 
+// One row's dot product with an activation quantized for its block size: the kernel quant_gemv
+// runs per row, for callers that split rows themselves (the fused decode step). Throws like
+// quant_gemv for an unsupported type or an ISA this CPU lacks.
+using QuantRowDot = float (*)(const std::uint8_t* row, const QuantizedActivation& x);
+QuantRowDot quant_row_dot(gguf::GgmlType type, QuantIsa isa = quant_isa());
+// Values per block (32 or 256) and bytes per row of `in` values, for a type quant_gemv reads.
+std::int64_t quant_block_elements(gguf::GgmlType type);
+std::int64_t quant_row_bytes(gguf::GgmlType type, std::int64_t in);
+
 }  // namespace luka::cpu
