@@ -6,7 +6,7 @@
 # part in .gpucarry-b. Logs go to $LOG_DIR (default .gpubin/logs); results are appended to
 # bench/results/ (cuda-decode.md for the kernels, cuda-product.md for the product checks).
 #
-#   scripts/gpu_run.sh [stage|model|tests|sanitize|bench|product|all]      (default all)
+#   scripts/gpu_run.sh [stage|model|tests|sanitize|bench|product|all|ordered]      (default all)
 #
 #   stage     unpacks .gpucarry-a: .gpubin, and the model's first part set aside
 #   model     joins the model's parts (.gpucarry-b carried) and checks its sha256
@@ -19,18 +19,24 @@
 #             default model, every preset's logits on a Qwen3-0.6B-shaped checkpoint, captures
 #             compared with h5py at 4K and one at 32K, the capture overhead per decode step)
 #
-# A session's device time is 30 minutes; the two calls, back to back (the machine stays warm for
-# 30 s between them):
+#   ordered   tests, product, bench, then sanitize, each started only while the time since the
+#             script began is under GPU_RUN_BUDGET_S (default 420): what is left is named as
+#             skipped, so one call fits the device time a session has
+#
+# A session's device time is 15 minutes, machine start included; the two calls, back to back
+# (the machine stays warm for 30 s between them), with timeout_s about 540 on the second:
 #   1. carry [".gpucarry-a"]:  scripts/gpu_run.sh stage && scripts/gpu_run.sh tests
-#   2. carry [".gpucarry-b"]:  scripts/gpu_run.sh model && scripts/gpu_run.sh all
-# Without the model, the checks that need it say so and skip. LUKA_GPU_RUN_DEVICE=cpu runs the
-# product checks with the CPU in the GPU's place (a dry run on a machine without a GPU).
+#   2. carry [".gpucarry-b"]:  scripts/gpu_run.sh model && GPU_RUN_BUDGET_S=360 scripts/gpu_run.sh ordered
+# (the kernels have not changed since their last sanitize run on an H100, bench/results/cuda-decode.md,
+# so ordered puts the product checks and benchmarks first). Without the model, the checks that need
+# it say so and skip. LUKA_GPU_RUN_DEVICE=cpu runs the product checks with the CPU in the GPU's
+# place (a dry run on a machine without a GPU).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 what="${1:-all}"
-usage="usage: scripts/gpu_run.sh [stage|model|tests|sanitize|bench|product|all]   (default all; logs in \$LOG_DIR, default .gpubin/logs)"
+usage="usage: scripts/gpu_run.sh [stage|model|tests|sanitize|bench|product|all|ordered]   (default all; logs in \$LOG_DIR, default .gpubin/logs)"
 case "$what" in
-  stage|model|tests|sanitize|bench|product|all) ;;
+  stage|model|tests|sanitize|bench|product|all|ordered) ;;
   -h|--help) echo "$usage"; exit 0 ;;
   *) echo "$usage" >&2; exit 2 ;;
 esac
@@ -71,10 +77,23 @@ gpu_name="$(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/
 [ -n "$gpu_name" ] || gpu_name="no GPU (device $device)"
 echo "gpu_run: $gpu_name; .gpubin $(cat .gpubin/REVISION) for $(cat .gpubin/ARCH), torch $have"
 
+budget="${GPU_RUN_BUDGET_S:-420}"
+# wanted STAGE: true when this call runs STAGE (ordered: only while under the time budget).
+wanted() {
+  if [ "$what" = ordered ]; then
+    if [ "$SECONDS" -ge "$budget" ]; then
+      echo "gpu_run: $1 skipped: ${SECONDS} s of the ${budget} s budget used"
+      return 1
+    fi
+    return 0
+  fi
+  [ "$what" = "$1" ] || [ "$what" = all ]
+}
+
 kernel_tests=(test_cuda_device test_cuda_decode_attention test_cuda_luka_decode test_cuda_model)
 product_tests=(test_device test_device_gpu test_studio_session)
 
-if [ "$what" = tests ] || [ "$what" = all ]; then
+if wanted tests; then
   for t in "${kernel_tests[@]}" "${product_tests[@]}"; do
     LUKA_TEST_DEVICE="$device" .gpubin/tests/$t --gtest_brief=1 > "$logs/$t.log" 2>&1
     rc=$?
@@ -83,7 +102,7 @@ if [ "$what" = tests ] || [ "$what" = all ]; then
   done
 fi
 
-if [ "$what" = sanitize ] || [ "$what" = all ]; then
+run_sanitize() {
   cs="$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)"
   if [ ! -x "$cs" ]; then
     echo "gpu_run: compute-sanitizer not found" >&2
@@ -125,13 +144,19 @@ if [ "$what" = sanitize ] || [ "$what" = all ]; then
       [ $rc -eq 0 ] || status=1
     done
   fi
-fi
+}
 
-if [ "$what" = bench ] || [ "$what" = all ]; then
-  PYTHON="$py" bench/run_cuda_bench.sh .gpubin || status=1
-fi
-
-if [ "$what" = product ] || [ "$what" = all ]; then
+run_bench() { PYTHON="$py" bench/run_cuda_bench.sh .gpubin || status=1; }
+run_product() {
   PYTHON="$py" LUKA="$luka" DEVICE="$device" STASH="$stash" GPU_NAME="$gpu_name" LOGS="$logs" bench/run_cuda_product.sh || status=1
+}
+if [ "$what" = ordered ]; then
+  for stage in product bench sanitize; do
+    if wanted "$stage"; then "run_$stage"; fi
+  done
+else
+  if wanted sanitize; then run_sanitize; fi
+  if wanted bench; then run_bench; fi
+  if wanted product; then run_product; fi
 fi
 exit $status
