@@ -106,43 +106,6 @@ float bf16_to_float(std::uint16_t b) {
   return f;
 }
 
-const char* type_name(GgmlType type) {
-  switch (type) {
-    case GgmlType::kF32: return "F32";
-    case GgmlType::kF16: return "F16";
-    case GgmlType::kQ4_0: return "Q4_0";
-    case GgmlType::kQ4_1: return "Q4_1";
-    case GgmlType::kQ5_0: return "Q5_0";
-    case GgmlType::kQ5_1: return "Q5_1";
-    case GgmlType::kQ8_0: return "Q8_0";
-    case GgmlType::kQ8_1: return "Q8_1";
-    case GgmlType::kQ2_K: return "Q2_K";
-    case GgmlType::kQ3_K: return "Q3_K";
-    case GgmlType::kQ4_K: return "Q4_K";
-    case GgmlType::kQ5_K: return "Q5_K";
-    case GgmlType::kQ6_K: return "Q6_K";
-    case GgmlType::kQ8_K: return "Q8_K";
-    case GgmlType::kIQ2_XXS: return "IQ2_XXS";
-    case GgmlType::kIQ2_XS: return "IQ2_XS";
-    case GgmlType::kIQ3_XXS: return "IQ3_XXS";
-    case GgmlType::kIQ1_S: return "IQ1_S";
-    case GgmlType::kIQ4_NL: return "IQ4_NL";
-    case GgmlType::kIQ3_S: return "IQ3_S";
-    case GgmlType::kIQ2_S: return "IQ2_S";
-    case GgmlType::kIQ4_XS: return "IQ4_XS";
-    case GgmlType::kI8: return "I8";
-    case GgmlType::kI16: return "I16";
-    case GgmlType::kI32: return "I32";
-    case GgmlType::kI64: return "I64";
-    case GgmlType::kF64: return "F64";
-    case GgmlType::kIQ1_M: return "IQ1_M";
-    case GgmlType::kBF16: return "BF16";
-    case GgmlType::kTQ1_0: return "TQ1_0";
-    case GgmlType::kTQ2_0: return "TQ2_0";
-  }
-  return "?";
-}
-
 std::string type_label(std::uint32_t raw) {
   if (type_traits(raw)) return type_name(static_cast<GgmlType>(raw));
   return "type " + std::to_string(raw);
@@ -224,6 +187,29 @@ void dequantize(GgmlType type, const void* src, std::int64_t blocks, float* dst)
   }
   const TypeTraits t = *type_traits(static_cast<std::uint32_t>(type));
   for (std::int64_t b = 0; b < blocks; ++b) block(p + b * t.block_bytes, dst + b * t.block_elements);
+}
+
+std::int64_t first_nonfinite_block(GgmlType type, const void* src, std::int64_t blocks) {
+  // Byte offsets of each block's fp16 scales, and the block size (see dequantize).
+  int offsets[2] = {-1, -1};
+  std::int64_t block_bytes = 0;
+  switch (type) {
+    case GgmlType::kQ4_0: block_bytes = 18, offsets[0] = 0; break;
+    case GgmlType::kQ4_1: block_bytes = 20, offsets[0] = 0, offsets[1] = 2; break;
+    case GgmlType::kQ8_0: block_bytes = 34, offsets[0] = 0; break;
+    case GgmlType::kQ4_K: block_bytes = 144, offsets[0] = 0, offsets[1] = 2; break;
+    case GgmlType::kQ6_K: block_bytes = 210, offsets[0] = 208; break;
+    default: return -1;
+  }
+  const auto* p = static_cast<const std::uint8_t*>(src);
+  for (std::int64_t b = 0; b < blocks; ++b)
+    for (const int o : offsets) {
+      if (o < 0) continue;
+      const std::uint8_t* h = p + b * block_bytes + o;
+      // fp16 exponent all ones: Inf or NaN.
+      if (((h[1] >> 2) & 0x1F) == 0x1F) return b;
+    }
+  return -1;
 }
 
 }  // namespace luka::gguf

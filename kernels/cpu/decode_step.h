@@ -12,7 +12,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "core/gguf/ggml_types.h"
+#include "kernels/common/ggml_type.h"
 #include "kernels/cpu/quant_gemv.h"
 
 namespace luka::cpu {

@@ -11,6 +11,8 @@
 
 #include <ATen/Parallel.h>
 
+#include "kernels/common/half.h"
+
 namespace luka::cpu {
 
 namespace {

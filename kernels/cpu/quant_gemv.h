@@ -25,7 +25,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "core/gguf/ggml_types.h"
+#include "kernels/common/ggml_type.h"
 
 namespace luka::cpu {
 
