@@ -36,7 +36,7 @@ const char* to_string(RunState s) {
   return "?";
 }
 
-// Worker-thread state: only the worker touches it.
+// The model lane's state: only jobs on that lane touch it.
 struct Session::Impl {
   std::shared_ptr<const Model> model;
   std::unique_ptr<Tokenizer> tokenizer;
@@ -44,53 +44,51 @@ struct Session::Impl {
   std::string model_path;
 };
 
-Session::Session() : impl_(std::make_unique<Impl>()), thread_([this] { worker(); }) {}
+Session::Session(TaskManager& tasks) : tasks_(tasks), impl_(std::make_unique<Impl>()) {}
+
+Session::Session() : own_tasks_(std::make_unique<TaskManager>()), tasks_(*own_tasks_), impl_(std::make_unique<Impl>()) {}
 
 Session::~Session() {
+  std::vector<Task> mine;
   {
     std::lock_guard<std::mutex> lock(mu_);
     quit_ = true;
     paused_ = false;
+    mine = model_tasks_;
   }
+  mine.push_back(save_task_);
   stop_ = true;
-  cancel_save_ = true;
   cv_.notify_all();
-  thread_.join();
-  if (save_thread_.joinable()) save_thread_.join();
+  // Jobs not started yet are skipped; the running ones see quit_ or the cancel and return. They
+  // use this object, so it outlives them.
+  for (const Task& t : mine) t.cancel();
+  for (const Task& t : mine) t.wait();
 }
 
-void Session::post(std::function<void()> job) {
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    jobs_.push_back(std::move(job));
-  }
-  cv_.notify_all();
-}
-
-void Session::worker() {
-  for (;;) {
-    std::function<void()> job;
-    {
-      std::unique_lock<std::mutex> lock(mu_);
-      cv_.wait(lock, [&] { return quit_ || !jobs_.empty(); });
-      if (quit_) return;
-      job = std::move(jobs_.front());
-      jobs_.pop_front();
-      working_ = true;
-    }
-    try {
-      job();
-    } catch (const std::exception& e) {
-      std::string what = e.what();
-      if (const auto nl = what.find('\n'); nl != std::string::npos) what.resize(nl);
-      set_status([&](Status& s) {
-        s.state = impl_->model ? RunState::kError : RunState::kNoModel;
-        s.message = what;
-      });
-    }
-    std::lock_guard<std::mutex> lock(mu_);
-    working_ = false;
-  }
+Task Session::post(std::string name, std::function<void(TaskContext&)> job, bool listed) {
+  TaskOptions o;
+  o.lane = kModelLane;
+  o.listed = listed;
+  o.cancellable = false;  // stop() and cancel_load() are the model's cancel
+  Task t = tasks_.submit(
+      std::move(name),
+      [this, job = std::move(job)](TaskContext& ctx) {
+        try {
+          job(ctx);
+        } catch (const TaskCancelled&) {
+        } catch (const std::exception& e) {
+          const std::string what = first_line(e.what());
+          set_status([&](Status& s) {
+            s.state = impl_->model ? RunState::kError : RunState::kNoModel;
+            s.message = what;
+          });
+        }
+      },
+      std::function<void(TaskResult<void>)>(), o);
+  std::lock_guard<std::mutex> lock(mu_);
+  model_tasks_.erase(std::remove_if(model_tasks_.begin(), model_tasks_.end(), [](const Task& x) { return x.finished(); }), model_tasks_.end());
+  model_tasks_.push_back(t);
+  return t;
 }
 
 void Session::set_status(const std::function<void(Status&)>& f) {
@@ -116,7 +114,7 @@ std::string Session::output() const {
 bool Session::busy() const {
   std::lock_guard<std::mutex> lock(mu_);
   return status_.state == RunState::kLoading || status_.state == RunState::kRunning || status_.state == RunState::kPaused ||
-         !jobs_.empty() || working_;
+         std::any_of(model_tasks_.begin(), model_tasks_.end(), [](const Task& t) { return !t.finished(); });
 }
 
 LukaConfig Session::config() const {
@@ -144,15 +142,15 @@ void Session::load_model(const std::filesystem::path& path, const LoadOptions& o
     s.state = RunState::kLoading;
     s.message = "loading " + path.string();
   });
-  cancel_load_ = false;
-  post([this, path, options, request] {
+  load_task_ = post("loading " + path.string(), [this, path, options, request](TaskContext& ctx) {
+    ctx.progress(-1, "loading " + path.filename().string());
     std::string note;
     std::shared_ptr<const Backend> device = open_backend(request, &note);
     LoadOptions placed = options;
     device->place(placed);
     auto tokenizer = std::make_unique<Tokenizer>(Tokenizer::load(path));
     auto model = Model::load(path, placed);
-    if (cancel_load_) {
+    if (ctx.cancelled()) {
       set_status([&](Status& s) {
         s.state = impl_->model ? RunState::kReady : RunState::kNoModel;
         s.message = "load of " + path.string() + " cancelled";
@@ -200,7 +198,7 @@ void Session::load_model(const std::filesystem::path& path, const LoadOptions& o
 }
 
 void Session::cancel_load() {
-  cancel_load_ = true;
+  load_task_.cancel();  // a load not started yet never starts; one running is discarded when done
   set_status([&](Status& s) {
     if (s.state != RunState::kLoading) return;
     s.state = impl_->model ? RunState::kReady : RunState::kNoModel;
@@ -218,7 +216,8 @@ void Session::open_capture(const std::filesystem::path& path) {
     }
   }
   cv_.notify_all();
-  post([this, path] {
+  post("opening " + path.filename().string(), [this, path](TaskContext& ctx) {
+    ctx.progress(-1, path.string());
     std::shared_ptr<const capture::CaptureView> file = capture::CaptureFile::open(path);
     const capture::Summary sum = file->summary();
     {
@@ -239,11 +238,11 @@ void Session::open_capture(const std::filesystem::path& path) {
       } catch (const Error&) {
       }
     }
-  });
+  }, /*listed=*/true);
 }
 
 void Session::leave_replay() {
-  post([this] {
+  post("leaving the replay", [this](TaskContext&) {
     const std::int64_t layers = impl_->model ? impl_->model->config().num_layers : 0;
     std::lock_guard<std::mutex> lock(mu_);
     if (!status_.replay) return;
@@ -282,12 +281,16 @@ void Session::save_capture(const std::filesystem::path& path) {
     status_.save_progress = 0;
     status_.save_message = "saving " + path.string();
   }
-  if (save_thread_.joinable()) save_thread_.join();  // the last save, finished
-  cancel_save_ = false;
-  save_thread_ = std::thread([this, view, path] {
+  TaskOptions o;
+  o.lane = kIoLane;
+  o.listed = false;  // the prompt panel shows it, under its Save button
+  save_task_ = tasks_.submit("saving " + path.filename().string(), [this, view, path](TaskContext& ctx) {
     capture::SaveOptions options;
-    options.cancel = &cancel_save_;
-    options.progress = [this](double f) { set_status([&](Status& s) { s.save_progress = f; }); };
+    options.cancel = ctx.cancel_flag();
+    options.progress = [this, &ctx](double f) {
+      ctx.progress(f);
+      set_status([&](Status& s) { s.save_progress = f; });
+    };
     try {
       const capture::SaveResult r = capture::save_view(*view, path, options);
       char size[32];
@@ -299,18 +302,17 @@ void Session::save_capture(const std::filesystem::path& path) {
         s.save_message = "saved " + path.filename().string() + " (" + std::to_string(r.steps) + " steps, " + std::to_string(r.tokens) + " tokens, " + size + ")";
       });
     } catch (const std::exception& e) {
-      std::string what = e.what();
-      if (const auto nl = what.find('\n'); nl != std::string::npos) what.resize(nl);
+      const std::string what = first_line(e.what());
       set_status([&](Status& s) {
         s.saving = false;
         s.save_failed = true;
         s.save_message = "save failed: " + what;
       });
     }
-  });
+  }, std::function<void(TaskResult<void>)>(), o);
 }
 
-void Session::cancel_save() { cancel_save_ = true; }
+void Session::cancel_save() { save_task_.cancel(); }
 
 void Session::pause() {
   std::lock_guard<std::mutex> lock(mu_);
@@ -361,10 +363,10 @@ void Session::run(const RunRequest& request) {
     status_.state = RunState::kRunning;
     status_.message = "starting";
   }
-  post([this, request] { run_job(request); });
+  post("run", [this, request](TaskContext& ctx) { run_job(request, ctx); });
 }
 
-void Session::run_job(RunRequest r) {
+void Session::run_job(RunRequest r, TaskContext& ctx) {
   if (!impl_->model) fail("studio", "load a model first");
   const Model& model = *impl_->model;
   const Tokenizer& tok = *impl_->tokenizer;
@@ -463,9 +465,12 @@ void Session::run_job(RunRequest r) {
     const Tokenizer& tok;
     RunLoop& loop;
     const Backend& device;
+    TaskContext& task;
+    std::int64_t steps_total;
     std::vector<capture::Token> pending;
-    Live(Session& s, capture::CaptureRecorder& r, capture::CapturePipeline& p, const Tokenizer& t, RunLoop& l, const Backend& d)
-        : session(s), recorder(r), pipeline(p), tok(t), loop(l), device(d) {}
+    Live(Session& s, capture::CaptureRecorder& r, capture::CapturePipeline& p, const Tokenizer& t, RunLoop& l, const Backend& d, TaskContext& c,
+         std::int64_t total)
+        : session(s), recorder(r), pipeline(p), tok(t), loop(l), device(d), task(c), steps_total(total) {}
     void prefill_begin(std::int64_t) override { recorder.start_prefill(); }
     void prefill_end(std::int64_t, double) override {
       recorder.end_prefill();
@@ -506,16 +511,18 @@ void Session::run_job(RunRequest r) {
       pending.clear();
       pipeline.drain();  // the view shows each step as soon as it is done
       session.set_status([&](Status& s) { s.steps_done = step; });
+      task.progress(steps_total > 0 ? static_cast<double>(step) / static_cast<double>(steps_total) : -1, "decode step " + std::to_string(step));
     }
   };
   // Prefill progress, with the time left extrapolated from the time so far.
   const auto prefill_start = std::chrono::steady_clock::now();
-  recorder.set_prefill_progress([this, n, prefill_start](double f) {
+  recorder.set_prefill_progress([this, n, prefill_start, &ctx](double f) {
     const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - prefill_start).count();
     char text[160];
     if (f > 0.02 && f < 1) std::snprintf(text, sizeof text, "prefill of %lld tokens: %.0f%%, about %.0f s left", static_cast<long long>(n), 100 * f,
                                          elapsed * (1 - f) / f);
     else std::snprintf(text, sizeof text, "prefill of %lld tokens: %.0f%%", static_cast<long long>(n), 100 * f);
+    ctx.progress(f, text);
     std::unique_lock<std::mutex> lock(mu_);
     status_.prefill_fraction = f;
     status_.message = text;
@@ -528,7 +535,7 @@ void Session::run_job(RunRequest r) {
   RunLoop loop(decoder, layers, cfg);
   const std::shared_ptr<const Backend> device = impl_->device;
   loop.set_sampler_factory([device](const SamplingParams& p) { return device->sampler(p); });
-  Live live_run(*this, recorder, *pipeline, tok, loop, *device);
+  Live live_run(*this, recorder, *pipeline, tok, loop, *device, ctx, r.max_new_tokens - 1);
   RunSettings run;
   run.max_new_tokens = r.max_new_tokens;
   run.sampling = r.sampling;

@@ -1,21 +1,21 @@
-// The Studio's data model (no UI code): one worker thread owns the model and runs prefill and
-// decode steps; a capture pipeline (I/O thread) fills a LiveCapture that the UI reads; or a
-// capture file is opened for replay. The UI thread only posts requests and reads snapshots, so
-// it never waits on the model or the disk.
+// The Studio's data model (no UI code): the task manager's "model" lane (one thread) owns the
+// model and runs loads, prefill and decode steps and opens captures, one job at a time in the order
+// they were asked for; a capture pipeline (I/O thread) fills a LiveCapture that the UI reads; saves
+// run on the "io" lane. The UI thread only posts requests and reads snapshots, so it never waits
+// on the model or the disk.
 #pragma once
 
 #include <atomic>
 #include <condition_variable>
-#include <deque>
 #include <filesystem>
 #include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
-#include <thread>
 #include <vector>
 
+#include "app/studio/tasks.h"
 #include "captures/capture.h"
 #include "core/device/device.h"
 #include "core/luka/config.h"
@@ -24,6 +24,10 @@
 #include "core/prompt/interwoven_prompt.h"
 
 namespace luka::studio {
+
+// The lanes of the task manager the Session's jobs run on: the model's own thread, and saves.
+inline constexpr char kModelLane[] = "model";
+inline constexpr char kIoLane[] = "io";
 
 enum class RunState { kNoModel, kLoading, kReady, kRunning, kPaused, kError };
 const char* to_string(RunState s);
@@ -65,7 +69,10 @@ struct RunRequest {
 
 class Session {
  public:
+  // Jobs run on `tasks` (the Studio's); without one, on a task manager of its own (headless use).
+  explicit Session(TaskManager& tasks);
   Session();
+  // Stops a run, cancels what is queued and waits for the model's job and a save to return.
   ~Session();
   Session(const Session&) = delete;
   Session& operator=(const Session&) = delete;
@@ -80,7 +87,7 @@ class Session {
   // Back from replay to an empty view: the prompt editor and run controls again.
   void leave_replay();
   // Writes the current view (a run paused or finished, or the capture replayed) to `path` as a
-  // capture file, on a thread of its own; Status's save_* fields report progress and outcome.
+  // capture file, on the "io" lane; Status's save_* fields report progress and outcome.
   // Refused (save_failed, with a message) while a run computes, without a view, or while another
   // save runs.
   void save_capture(const std::filesystem::path& path);
@@ -108,31 +115,29 @@ class Session {
   bool busy() const;  // loading or running
 
  private:
-  void post(std::function<void()> job);
-  void worker();
-  void run_job(RunRequest request);
+  // Queues `job` on the model lane; an exception it throws becomes the status line.
+  Task post(std::string name, std::function<void(TaskContext&)> job, bool listed = false);
+  void run_job(RunRequest request, TaskContext& ctx);
   void set_status(const std::function<void(Status&)>& f);
 
+  std::unique_ptr<TaskManager> own_tasks_;  // when constructed without one
+  TaskManager& tasks_;
   struct Impl;
-  std::unique_ptr<Impl> impl_;
+  std::unique_ptr<Impl> impl_;  // the model lane's alone
   mutable std::mutex mu_;
   std::condition_variable cv_;
-  std::deque<std::function<void()>> jobs_;
+  std::vector<Task> model_tasks_;  // posted to the model lane and maybe not finished
+  Task load_task_, save_task_;
   bool quit_ = false;
-  bool working_ = false;  // the worker is running a job
   bool paused_ = false;
   std::int64_t step_credit_ = 0;
   std::atomic<bool> stop_{false};
-  std::atomic<bool> cancel_load_{false};
   bool config_dirty_ = false;
   double hold_prefill_at_ = -1;  // hold_prefill's fraction (-1: none)
   LukaConfig config_;
   Status status_;
   std::shared_ptr<const capture::CaptureView> view_;
   std::string output_;
-  std::thread save_thread_;  // the last save (joined before the next and at the end)
-  std::atomic<bool> cancel_save_{false};
-  std::thread thread_;
 };
 
 }  // namespace luka::studio
