@@ -13,36 +13,15 @@ bool MapRequest::same_window(const MapRequest& o) const {
          first == o.first && last == o.last && pool_level == o.pool_level && minus == o.minus;
 }
 
-MapFetcher::MapFetcher() : thread_([this] { run(); }) {}
-
-MapFetcher::~MapFetcher() {
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    quit_ = true;
-  }
-  cv_.notify_all();
-  thread_.join();
-}
-
-void MapFetcher::request(MapRequest r) {
-  {
-    std::lock_guard<std::mutex> lock(mu_);
+void MapFetcher::request(TaskManager& tasks, MapRequest r) {
+  if (job_.active()) {
     pending_ = std::move(r);
+    return;
   }
-  cv_.notify_all();
+  start(tasks, std::move(r));
 }
 
-std::optional<MapResult> MapFetcher::poll() {
-  std::lock_guard<std::mutex> lock(mu_);
-  std::optional<MapResult> out = std::move(done_);
-  done_.reset();
-  return out;
-}
-
-bool MapFetcher::idle() const {
-  std::lock_guard<std::mutex> lock(mu_);
-  return !pending_ && !working_ && !done_;
-}
+bool MapFetcher::idle() const { return !job_.active() && !pending_; }
 
 namespace {
 
@@ -101,22 +80,24 @@ MapResult fetch(const MapRequest& r) {
 
 }  // namespace
 
-void MapFetcher::run() {
-  for (;;) {
-    MapRequest r;
-    {
-      std::unique_lock<std::mutex> lock(mu_);
-      cv_.wait(lock, [&] { return quit_ || pending_; });
-      if (quit_) return;
-      r = std::move(*pending_);
-      pending_.reset();
-      working_ = true;
-    }
-    MapResult out = fetch(r);
-    std::lock_guard<std::mutex> lock(mu_);
-    working_ = false;
-    if (!pending_) done_ = std::move(out);  // a newer request supersedes this result
+void MapFetcher::start(TaskManager& tasks, MapRequest r) {
+  TaskOptions o;
+  o.lane = kMapLane;
+  const std::string name = "map of layer " + std::to_string(r.layer) + " head " + std::to_string(r.head);
+  job_.start(tasks, name, [r = std::move(r)] { return fetch(r); }, o);
+}
+
+std::optional<MapResult> MapFetcher::poll(TaskManager& tasks) {
+  std::optional<TaskResult<MapResult>> got = job_.take();
+  if (!got) return std::nullopt;
+  if (pending_) {  // a newer request supersedes this result
+    MapRequest next = std::move(*pending_);
+    pending_.reset();
+    start(tasks, std::move(next));
+    return std::nullopt;
   }
+  if (!got->value) return std::nullopt;  // cancelled (shutting down): fetch() itself never throws
+  return std::move(*got->value);
 }
 
 }  // namespace luka::studio

@@ -1,16 +1,15 @@
 // Reads map windows off the UI thread: the heatmap panel posts the window it wants (the latest
-// request replaces any not yet started), a worker reads it from the capture and renders the
-// image, and the panel uploads the result when it is ready — so the UI never waits on the disk.
+// request replaces any not yet started), a task on the "maps" lane reads it from the capture and
+// renders the image, and the panel uploads the result when it is handed back — so the UI never
+// waits on the disk, and analyses on the pool never hold up the map.
 #pragma once
 
-#include <condition_variable>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
-#include <thread>
 #include <vector>
 
+#include "app/studio/tasks.h"
 #include "captures/capture.h"
 #include "viz/heatmap.h"
 
@@ -42,24 +41,20 @@ struct MapResult {
   std::string error;
 };
 
+inline constexpr char kMapLane[] = "maps";
+
 class MapFetcher {
  public:
-  MapFetcher();
-  ~MapFetcher();
-  MapFetcher(const MapFetcher&) = delete;
-  MapFetcher& operator=(const MapFetcher&) = delete;
-  void request(MapRequest r);
-  std::optional<MapResult> poll();  // a finished result, once
-  bool idle() const;                // nothing requested, running or waiting to be polled
+  void request(TaskManager& tasks, MapRequest r);
+  // A finished result, once (after TaskManager::poll handed it over); a result a newer request
+  // superseded is dropped and that request started.
+  std::optional<MapResult> poll(TaskManager& tasks);
+  bool idle() const;  // nothing requested, running or waiting to be polled
 
  private:
-  void run();
-  mutable std::mutex mu_;
-  std::condition_variable cv_;
-  std::optional<MapRequest> pending_;
-  std::optional<MapResult> done_;
-  bool working_ = false, quit_ = false;
-  std::thread thread_;
+  void start(TaskManager& tasks, MapRequest r);
+  Pending<MapResult> job_;
+  std::optional<MapRequest> pending_;  // asked for while another was read: the latest only
 };
 
 }  // namespace luka::studio

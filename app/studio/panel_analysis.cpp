@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <functional>
 #include <string>
 
 #include "app/studio/ui_state.h"
@@ -31,12 +32,16 @@ std::string fmt(double v, const char* f = "%.3f") {
   return buf;
 }
 
-// The progress of the job running for `what`, shared with it: 0..1.
-std::shared_ptr<std::atomic<double>> progress_of(UiState& ui, const std::string& what) {
-  auto& p = ui.analysis_progress[what];
-  if (!p) p = std::make_shared<std::atomic<double>>(0.0);
-  return p;
+// An analysis's progress callback: the task's progress, and false (stop) once it is cancelled.
+std::function<bool(double)> report_to(TaskContext& ctx) {
+  return [&ctx](double f) {
+    ctx.progress(f);
+    return !ctx.cancelled();
+  };
 }
+
+// A job's progress as the tabs print it, 0..100.
+double percent(double fraction) { return 100 * std::max(0.0, fraction); }
 
 }  // namespace
 
@@ -49,25 +54,24 @@ void draw_topics_panel(UiState& ui) {
   const std::string ck = capture_key(view.get());
   const int layer = ui.layer, head = ui.head;
   const std::string key = ck + "/" + std::to_string(layer) + "/" + std::to_string(head);
-  auto progress = progress_of(ui, "topics");
-  const auto& out = ui.topics.get(key, [view, layer, head, progress] {
-    AnalysisOutcome<capture::TopicAnalysis> o;
-    try {
-      capture::AnalysisOptions opt;
-      opt.layers = {layer};
-      opt.heads = {head};
-      opt.progress = [progress](double f) {
-        progress->store(f);
-        return true;
-      };
-      o.value = std::make_shared<capture::TopicAnalysis>(capture::analyze_topics(*view, opt));
-    } catch (const std::exception& e) {
-      o.error = e.what();
-    }
-    return o;
-  });
+  const auto& out = ui.topics.get(
+      ui.tasks, key,
+      [view, layer, head](TaskContext& ctx) {
+        AnalysisOutcome<capture::TopicAnalysis> o;
+        try {
+          capture::AnalysisOptions opt;
+          opt.layers = {layer};
+          opt.heads = {head};
+          opt.progress = report_to(ctx);
+          o.value = std::make_shared<capture::TopicAnalysis>(capture::analyze_topics(*view, opt));
+        } catch (const std::exception& e) {
+          o.error = e.what();
+        }
+        return o;
+      },
+      "attention by topic");
   if (!ui.topics.fresh(key)) {
-    ImGui::TextDisabled("computing attention by topic for layer %d head %d... %.0f%%", layer, head, 100 * progress->load());
+    ImGui::TextDisabled("computing attention by topic for layer %d head %d... %.0f%%", layer, head, percent(ui.topics.progress()));
     if (!out.value) return;
   }
   if (!out.error.empty()) {
@@ -160,21 +164,20 @@ void draw_topics_panel(UiState& ui) {
 }
 
 const AnalysisOutcome<capture::HeadScoreAnalysis>& head_scores(UiState& ui, const std::shared_ptr<const capture::CaptureView>& view) {
-  auto progress = progress_of(ui, "heads");
-  return ui.head_scores.get(capture_key(view.get()), [view, progress] {
-    AnalysisOutcome<capture::HeadScoreAnalysis> o;
-    try {
-      capture::AnalysisOptions opt;
-      opt.progress = [progress](double f) {
-        progress->store(f);
-        return true;
-      };
-      o.value = std::make_shared<capture::HeadScoreAnalysis>(capture::analyze_heads(*view, opt));
-    } catch (const std::exception& e) {
-      o.error = e.what();
-    }
-    return o;
-  });
+  return ui.head_scores.get(
+      ui.tasks, capture_key(view.get()),
+      [view](TaskContext& ctx) {
+        AnalysisOutcome<capture::HeadScoreAnalysis> o;
+        try {
+          capture::AnalysisOptions opt;
+          opt.progress = report_to(ctx);
+          o.value = std::make_shared<capture::HeadScoreAnalysis>(capture::analyze_heads(*view, opt));
+        } catch (const std::exception& e) {
+          o.error = e.what();
+        }
+        return o;
+      },
+      "head scores");
 }
 
 namespace {
@@ -319,10 +322,9 @@ void draw_head_scores_panel(UiState& ui) {
   }
   const std::string key = capture_key(view.get());
   const auto& out = head_scores(ui, view);
-  auto progress = progress_of(ui, "heads");
   source_combo(ui);
   if (!ui.head_scores.fresh(key)) {
-    ImGui::TextDisabled("computing head scores... %.0f%%", 100 * progress->load());
+    ImGui::TextDisabled("computing head scores... %.0f%%", percent(ui.head_scores.progress()));
     if (!out.value) return;
     ImGui::SameLine();
   }

@@ -54,9 +54,9 @@ void draw_fidelity_panel(UiState& ui) {
     }
     return out;
   };
-  const auto& all = ui.step_metrics.get(capture_key(view.get()) + "/" + std::to_string(step), [view, step, read] { return read(view, step); });
+  const auto& all = ui.step_metrics.get(ui.tasks, capture_key(view.get()) + "/" + std::to_string(step), [view, step, read] { return read(view, step); });
   static const std::vector<capture::StepMetrics> none;
-  const auto& all_b = two ? ui.compare.step_metrics.get(capture_key(other.get()) + "/" + std::to_string(step), [other, step, read] { return read(other, step); })
+  const auto& all_b = two ? ui.compare.step_metrics.get(ui.tasks, capture_key(other.get()) + "/" + std::to_string(step), [other, step, read] { return read(other, step); })
                           : none;
   // Means over the heads with the shadow: KL, recall, top-32, rel. L2 (n = 0: none).
   const auto means = [](const capture::StepMetrics& m, double (&mean)[4]) {

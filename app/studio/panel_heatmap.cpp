@@ -18,7 +18,6 @@
 #include <cstdio>
 #include <filesystem>
 #include <functional>
-#include <future>
 #include <string>
 
 #include "app/figures/capture_figure.h"
@@ -63,10 +62,11 @@ namespace {
 
 // The Export buttons write in the background; the outcome shows when it is done.
 void export_in_background(UiState& ui, const std::filesystem::path& path) {
-  if (ui.export_job.valid()) return;  // one at a time
+  if (ui.export_job.active()) return;  // one at a time
   ui.notice = "writing " + path.string() + "...";
-  ui.export_job = std::async(std::launch::async, write_view_figure, ui.session.view(), ui.layer, ui.head, ui.heatmap.view, ui.heatmap.mode,
-                             ui.heatmap.log_scale, path);
+  ui.export_job.start(ui.tasks, "export " + path.filename().string(),
+                      [view = ui.session.view(), layer = ui.layer, head = ui.head, kind = ui.heatmap.view, mode = ui.heatmap.mode,
+                       log = ui.heatmap.log_scale, path] { return write_view_figure(view, layer, head, kind, mode, log, path); });
 }
 
 // The figure path, Export PNG / SVG / PDF buttons, and the outcome of the last export.
@@ -81,8 +81,7 @@ void export_row(UiState& ui) {
       export_in_background(ui, p);
     }
   }
-  if (ui.export_job.valid() && ui.export_job.wait_for(std::chrono::seconds(0)) == std::future_status::ready)
-    ui.notice = ui.export_job.get();
+  if (auto done = ui.export_job.take()) ui.notice = done->value ? *done->value : done->cancelled ? "export cancelled" : done->error;
   if (!ui.notice.empty()) {
     ImGui::SameLine();
     ImGui::TextUnformatted(ui.notice.c_str());
@@ -301,10 +300,10 @@ void draw_full_map(UiState& ui, Canvas& cv, const capture::Summary& sum, ImVec2 
   want.log_min = hv.log_min;
   want.minus = cv.minus;
   if (r1 > r0 && c1 > c0 && (!hv.requested || !want.same_window(*hv.requested) || (live_prefill && ImGui::GetFrameCount() % 15 == 0))) {
-    hv.fetcher.request(want);  // a live map fills in during the prefill: ask again now and then
+    hv.fetcher.request(ui.tasks, want);  // a live map fills in during the prefill: ask again now and then
     hv.requested = want;
   }
-  if (auto got = hv.fetcher.poll()) take_result(hv, std::move(*got));
+  if (auto got = hv.fetcher.poll(ui.tasks)) take_result(hv, std::move(*got));
   const bool showing = hv.texture.valid() && !hv.fetched_decode_rows;  // the texture may still hold the other layout
   const double fetched_cell = std::ldexp(1.0, hv.fetched_level);
 
@@ -337,7 +336,7 @@ void draw_full_map(UiState& ui, Canvas& cv, const capture::Summary& sum, ImVec2 
     const std::int64_t s = ui.step > 0 ? std::min<std::int64_t>(ui.step, steps) : steps;
     try {
       const std::string okey = ck + "/" + std::to_string(s) + "/" + std::to_string(ui.layer) + "/" + std::to_string(ui.head);
-      const auto& ov = cv.overlay.get(okey, [view, s, layer = ui.layer, head = ui.head] {
+      const auto& ov = cv.overlay.get(ui.tasks, okey, [view, s, layer = ui.layer, head = ui.head] {
         MapOverlay o;
         o.pages = view->pages(layer);
         o.refined = view->refined_pages(s, layer, head);
@@ -398,9 +397,9 @@ void draw_full_map(UiState& ui, Canvas& cv, const capture::Summary& sum, ImVec2 
                         IM_COL32(230, 230, 235, 255));
   }
   // Topic bands and token labels on both axes.
-  const auto& segments = cv.segments.get(ck, [view] { return view->segments(); });
+  const auto& segments = cv.segments.get(ui.tasks, ck, [view] { return view->segments(); });
   draw_bands(dl, segments, ImVec2(origin.x, top_left.y), ImVec2(origin.x - kBand - 2, origin.y), canvas_max.x, canvas_max.y, sx, cv.labels ? &sy : nullptr);
-  const auto& tokens = cv.tokens.get(ck, [view] { return view->tokens(); });
+  const auto& tokens = cv.tokens.get(ui.tasks, ck, [view] { return view->tokens(); });
   const auto piece = [&](std::int64_t i, std::size_t max_chars) {
     return i < static_cast<std::int64_t>(tokens.size()) ? printable(tokens[static_cast<std::size_t>(i)].piece, max_chars) : std::string("...");
   };
@@ -515,10 +514,10 @@ void draw_decode_rows(UiState& ui, Canvas& cv, const capture::Summary& sum, ImVe
   want.log_min = hv.log_min;
   want.minus = cv.minus;
   if (c1 > c0 && (!hv.requested || !want.same_window(*hv.requested))) {
-    hv.fetcher.request(want);
+    hv.fetcher.request(ui.tasks, want);
     hv.requested = want;
   }
-  if (auto got = hv.fetcher.poll()) take_result(hv, std::move(*got));
+  if (auto got = hv.fetcher.poll(ui.tasks)) take_result(hv, std::move(*got));
   const bool showing = hv.texture.valid() && hv.fetched_decode_rows && hv.fetched_cols > 0;
 
   ImDrawList* dl = ImGui::GetWindowDrawList();
@@ -563,7 +562,7 @@ void draw_decode_rows(UiState& ui, Canvas& cv, const capture::Summary& sum, ImVe
   // Labels: the prefill row and thinned step labels on the left (step number and its query
   // token), thinned key labels below, topic bands along the top.
   const std::string ck = capture_key(view.get());
-  const auto& tokens = cv.tokens.get(ck, [view] { return view->tokens(); });
+  const auto& tokens = cv.tokens.get(ui.tasks, ck, [view] { return view->tokens(); });
   const auto piece = [&](std::int64_t i, std::size_t max_chars) {
     return i >= 0 && i < static_cast<std::int64_t>(tokens.size()) ? printable(tokens[static_cast<std::size_t>(i)].piece, max_chars) : std::string("...");
   };
@@ -583,7 +582,7 @@ void draw_decode_rows(UiState& ui, Canvas& cv, const capture::Summary& sum, ImVe
     return true;
   });
   draw_key_labels(dl, hv.rows_x0, span, keys, origin, canvas_max, sx, [&](std::int64_t i) { return piece(i, 10); });
-  const auto& segments = cv.segments.get(ck, [view] { return view->segments(); });
+  const auto& segments = cv.segments.get(ui.tasks, ck, [view] { return view->segments(); });
   draw_bands(dl, segments, ImVec2(origin.x, top_left.y), ImVec2(origin.x - kBand - 2, origin.y), canvas_max.x, canvas_max.y, sx, nullptr);
 
   // Hover: the step and key, the value, and the step's cover. A click selects the step.
@@ -615,7 +614,7 @@ void draw_decode_rows(UiState& ui, Canvas& cv, const capture::Summary& sum, ImVe
       }
       if (!in_prefill) {
         const std::string key = ck + "/" + std::to_string(s) + "/" + std::to_string(ui.layer) + "/" + std::to_string(ui.head);
-        const auto& lines = cv.row_cover.get(key, [view, s, layer = ui.layer, head = ui.head] { return describe_cover(*view, s, layer, head); });
+        const auto& lines = cv.row_cover.get(ui.tasks, key, [view, s, layer = ui.layer, head = ui.head] { return describe_cover(*view, s, layer, head); });
         if (cv.row_cover.fresh(key)) {
           ImGui::Separator();
           for (const std::string& l : lines) {
@@ -693,7 +692,7 @@ void draw_footer(UiState& ui, bool rows_layout, int level) {
   // The topic legend: one swatch per topic (colour and label), in prompt order.
   const std::string ck = capture_key(ui.session.view().get());
   const auto view = ui.session.view();
-  const auto& segments = ui.segments.get(ck, [view] { return view->segments(); });
+  const auto& segments = ui.segments.get(ui.tasks, ck, [view] { return view->segments(); });
   std::vector<std::string> seen;
   bool first = true;
   for (const capture::Segment& seg : segments) {

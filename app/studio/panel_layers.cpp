@@ -171,7 +171,7 @@ void draw_layers_panel(UiState& ui) {
     ImGui::EndDisabled();
     ImGui::PopID();
     // Cost at the last recorded step (read once per step, not per frame).
-    const auto& costs = ui.layer_costs.get(capture_key(view.get()) + "/" + std::to_string(L), [view, last, recorded, L] {
+    const auto& costs = ui.layer_costs.get(ui.tasks, capture_key(view.get()) + "/" + std::to_string(L), [view, last, recorded, L] {
       std::vector<std::string> out(static_cast<std::size_t>(3 * L), "-");
       if (last == 0) return out;
       for (const int rl : recorded) {

@@ -35,7 +35,7 @@ void draw_model_panel(UiState& ui) {
   }
   ImGui::EndDisabled();
   // Device: auto and cpu at once, the GPUs once the plugin has listed them.
-  const DeviceChoices& d = ui.devices.get("gpus", [] { return list_devices(); });
+  const DeviceChoices& d = ui.devices.get(ui.tasks, "gpus", [] { return list_devices(); }, "listing the GPUs");
   std::vector<std::string> values = d.values.empty() ? std::vector<std::string>{"auto", "cpu"} : d.values;
   std::vector<std::string> labels = d.labels.empty() ? std::vector<std::string>{"auto", "cpu"} : d.labels;
   if (std::find(values.begin(), values.end(), ui.device) == values.end()) {  // --device cuda:N before the list is in

@@ -99,7 +99,7 @@ void draw_output_panel(UiState& ui) {
     return;
   }
   const std::string ck = capture_key(view.get());
-  coloured_tokens(ui, ui.tokens.get(ck, [view] { return view->tokens(); }));
+  coloured_tokens(ui, ui.tokens.get(ui.tasks, ck, [view] { return view->tokens(); }));
   const capture::Summary sum = view->summary();
   if (sum.complete_steps == 0) return;
   int step = static_cast<int>(ui.step > 0 ? std::min<std::int64_t>(ui.step, sum.complete_steps) : sum.complete_steps);
@@ -109,8 +109,8 @@ void draw_output_panel(UiState& ui) {
   try {
     const std::string key = ck + "/" + std::to_string(step) + "/" + std::to_string(ui.layer) + "/" + std::to_string(ui.head);
     const int layer = ui.layer, head = ui.head;
-    const std::vector<float>& row = ui.output_row.get(key, [view, step, layer, head] { return view->row(step, layer, head); });
-    const std::string& label = ui.output_row_label.get(key, [view, step, layer, head] {
+    const std::vector<float>& row = ui.output_row.get(ui.tasks, key, [view, step, layer, head] { return view->row(step, layer, head); });
+    const std::string& label = ui.output_row_label.get(ui.tasks, key, [view, step, layer, head] {
       const capture::StepMetrics m = view->metrics(step, layer);
       return "step " + std::to_string(step) + ", layer " + std::to_string(layer) + " (" + capture::mode_name(m.mode) + "), head " +
              std::to_string(head) + ": effective attention over " + std::to_string(m.tokens) + " tokens";

@@ -269,8 +269,8 @@ void replay_prompt(UiState& ui, const Status& s) {
   const auto view = ui.session.view();
   if (!view) return;
   const std::string ck = capture_key(view.get());
-  const auto& tokens = ui.tokens.get(ck, [view] { return view->tokens(); });
-  const auto& segments = ui.segments.get(ck, [view] { return view->segments(); });
+  const auto& tokens = ui.tokens.get(ui.tasks, ck, [view] { return view->tokens(); });
+  const auto& segments = ui.segments.get(ui.tasks, ck, [view] { return view->segments(); });
   const std::size_t n = std::min<std::size_t>(tokens.size(), static_cast<std::size_t>(std::max<std::int64_t>(0, s.prompt_tokens)));
   ImGui::Text("prompt: %zu tokens, %zu segments", n, segments.size());
   // The prompt in order, in runs of tokens of one segment: a segment's run under its colour and

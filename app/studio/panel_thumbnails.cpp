@@ -4,8 +4,6 @@
 #include <imgui.h>
 
 #include <algorithm>
-#include <chrono>
-#include <future>
 #include <cmath>
 #include <cstdio>
 #include <string>
@@ -30,15 +28,19 @@ void draw_thumbnails(UiState& ui, const capture::CaptureView& view, bool heads) 
   const std::string key = std::to_string(reinterpret_cast<std::uintptr_t>(&view)) + "/" + (heads ? "h" : "l") + std::to_string(heads ? ui.layer : ui.head) +
                           "/" + std::to_string(steps) + "/" + std::to_string(hv.view) + "/" + std::to_string(hv.log_scale) + "/" + std::to_string(level);
   // The thumbnails are read and rendered off the UI thread; the old ones stay up meanwhile.
-  if (hv.thumbs_key != key && !hv.thumbs_job.valid()) {
+  if (hv.thumbs_key != key && !hv.thumbs_job.active()) {
     hv.thumbs_key = key;
     std::shared_ptr<const capture::CaptureView> shared = ui.session.view();
     const int fixed = heads ? ui.layer : ui.head;
     const bool log = hv.log_scale;
     const double log_min = hv.log_min;
-    hv.thumbs_job = std::async(std::launch::async, [shared, items, heads, fixed, level, steps, map_view, log, log_min] {
+    const std::string name = heads ? "thumbnails of layer " + std::to_string(fixed) + "'s heads" : "thumbnails of head " + std::to_string(fixed) + " by layer";
+    hv.thumbs_job.start(ui.tasks, name, [shared, items, heads, fixed, level, steps, map_view, log, log_min](TaskContext& ctx) {
       std::vector<viz::Image> images;
       for (const int item : items) {
+        ctx.progress(static_cast<double>(images.size()) / static_cast<double>(items.size()),
+                     std::string(heads ? "head " : "layer ") + std::to_string(item));
+        ctx.check();
         viz::Image img;
         try {
           const int layer = heads ? fixed : item, head = heads ? item : fixed;
@@ -53,8 +55,8 @@ void draw_thumbnails(UiState& ui, const capture::CaptureView& view, bool heads) 
       return images;
     });
   }
-  if (hv.thumbs_job.valid() && hv.thumbs_job.wait_for(std::chrono::seconds(0)) == std::future_status::ready) {
-    const std::vector<viz::Image> images = hv.thumbs_job.get();
+  if (auto done = hv.thumbs_job.take()) {
+    const std::vector<viz::Image> images = done->value ? std::move(*done->value) : std::vector<viz::Image>(items.size());
     hv.thumbs.clear();
     for (const viz::Image& img : images) {
       auto tex = std::make_unique<Texture>();

@@ -20,10 +20,10 @@ namespace {
 const auto& kStates = viz::kCoverStateColours;
 
 // The cover raster of a layer and head, read off the UI thread and uploaded when it arrives.
-const TimelineData& timeline_of(TimelineView& tv, const std::shared_ptr<const capture::CaptureView>& view, std::int64_t S, std::int64_t T, int layer,
+const TimelineData& timeline_of(TaskManager& tasks, TimelineView& tv, const std::shared_ptr<const capture::CaptureView>& view, std::int64_t S, std::int64_t T, int layer,
                                 int head) {
   const std::string key = capture_key(view.get()) + "/" + std::to_string(layer) + "/" + std::to_string(head);
-  const TimelineData& data = tv.data.get(key, [view, S, T, layer, head] {
+  const TimelineData& data = tv.data.get(tasks, key, [view, S, T, layer, head] {
     TimelineData d;
     d.steps = S;
     d.tokens = T;
@@ -68,7 +68,7 @@ void draw_timeline_panel(UiState& ui) {
   if (!std::binary_search(lay.layers.begin(), lay.layers.end(), ui.layer) || !std::binary_search(lay.heads.begin(), lay.heads.end(), ui.head))
     return;
   TimelineView& tv = ui.timeline;
-  const TimelineData& data = timeline_of(tv, view, sum.complete_steps, lay.prompt_tokens + sum.complete_steps, ui.layer, ui.head);
+  const TimelineData& data = timeline_of(ui.tasks, tv, view, sum.complete_steps, lay.prompt_tokens + sum.complete_steps, ui.layer, ui.head);
   // Comparing: the other capture's timeline under this one (its own steps), where it records the layer and head.
   const TimelineData* other = nullptr;
   std::string other_note;
@@ -78,7 +78,7 @@ void draw_timeline_panel(UiState& ui) {
     else if (!std::binary_search(b.layout.layers.begin(), b.layout.layers.end(), ui.layer) ||
              !std::binary_search(b.layout.heads.begin(), b.layout.heads.end(), ui.head))
       other_note = "B: layer " + std::to_string(ui.layer) + " head " + std::to_string(ui.head) + " not recorded";
-    else other = &timeline_of(ui.compare.timeline, ui.compare.view, b.complete_steps, b.layout.prompt_tokens + b.complete_steps, ui.layer, ui.head);
+    else other = &timeline_of(ui.tasks, ui.compare.timeline, ui.compare.view, b.complete_steps, b.layout.prompt_tokens + b.complete_steps, ui.layer, ui.head);
   }
   if (!data.error.empty()) ImGui::TextDisabled("%s", data.error.c_str());
   if (!tv.texture.valid() || data.steps == 0) {
@@ -141,7 +141,7 @@ void draw_timeline_panel(UiState& ui) {
   ui.mark_drawn("timeline_bands", origin.x, top_left.y, origin.x + size.x, top_left.y + band);
   const auto sy = [&](double s) { return origin.y + static_cast<float>(s / static_cast<double>(DS)) * size.y; };
   const std::string ck = capture_key(view.get());
-  for (const capture::Segment& seg : ui.segments.get(ck, [view] { return view->segments(); }))
+  for (const capture::Segment& seg : ui.segments.get(ui.tasks, ck, [view] { return view->segments(); }))
     dl->AddRectFilled(ImVec2(sx(static_cast<double>(seg.begin)), top_left.y), ImVec2(sx(static_cast<double>(seg.end)), top_left.y + band),
                       parse_colour(seg.colour));
   const ImU32 axis = IM_COL32(170, 170, 180, 255);

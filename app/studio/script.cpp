@@ -25,7 +25,7 @@ namespace {
 
 const std::set<std::string> kCommands = {"load_model", "device", "open_capture", "run", "step", "resume", "stop", "set_mode", "preset",
                                          "select", "scale", "zoom", "fit", "layout", "print_geometry", "compare", "compare_difference", "mouse", "search", "expect_found", "track", "expect_track", "save_session", "load_session", "show_topics", "show_head_scores", "expect_head_scores", "calibration", "head_scores_source", "weights", "expect_calibration", "frames", "wait_idle", "wait_paused", "wait_steps",
-                                         "expect_mode", "expect_steps", "expect_status", "expect_glyph", "free_text", "expect_segments", "set", "sampling", "expect_refined", "view", "grid", "pattern", "wikisalad", "save_prompt", "expect_pattern", "show_timeline", "show_fidelity", "shadow", "expect_fidelity", "export", "measure", "print_first_map", "screenshot", "quit", "key", "expect_ui", "mixed", "hover", "expect_tooltip", "expect_prompt_drawn", "hold_prefill", "release_prefill", "wait_prefill_held", "expect_overlay", "print_status"};
+                                         "expect_mode", "expect_steps", "expect_status", "expect_glyph", "free_text", "expect_segments", "set", "sampling", "expect_refined", "view", "grid", "pattern", "wikisalad", "save_prompt", "expect_pattern", "show_timeline", "show_fidelity", "shadow", "expect_fidelity", "export", "measure", "print_first_map", "screenshot", "quit", "key", "expect_ui", "mixed", "hover", "expect_tooltip", "expect_prompt_drawn", "hold_prefill", "release_prefill", "wait_prefill_held", "expect_overlay", "print_status", "hold_tasks", "expect_task"};
 
 // Capture files: save the view, leave a replay, and check the prompt panel and recent list.
 const std::set<std::string> kFileCommands = {"save_capture", "leave_replay", "expect_prompt", "expect_locked", "expect_recent"};
@@ -96,7 +96,7 @@ bool Script::advance(UiState& ui, std::string& screenshot) {
     // what a capture shows is read off the UI thread. expect_prompt: the prompt panel's prompt as
     // stored; expect_prompt_drawn: its read-only text as drawn (shaped, in visual order);
     // expect_tooltip: the map's tooltip; expect_overlay: the message over a map still computing.
-    if (cmd == "expect_prompt" || cmd == "expect_prompt_drawn" || cmd == "expect_tooltip" || cmd == "expect_overlay") {
+    if (cmd == "expect_prompt" || cmd == "expect_prompt_drawn" || cmd == "expect_tooltip" || cmd == "expect_overlay" || cmd == "expect_task") {
       if (!waiting_) {
         waiting_ = true;
         wait_start_ = Clock::now();
@@ -105,11 +105,12 @@ bool Script::advance(UiState& ui, std::string& screenshot) {
       for (std::size_t i = 1; i < w.size(); ++i) want += (i > 1 ? " " : "") + w[i];
       const std::string& got = cmd == "expect_prompt" ? ui.prompt_shown : cmd == "expect_prompt_drawn" ? ui.prompt_drawn
                                : cmd == "expect_tooltip"  ? ui.map_tooltip
+                               : cmd == "expect_task"     ? ui.task_list_drawn
                                                           : ui.map_overlay;
       if (got.find(want) == std::string::npos) {
         if (std::chrono::duration<double>(Clock::now() - wait_start_).count() > 10) {
           const char* what = cmd == "expect_prompt" ? "the prompt panel shows" : cmd == "expect_prompt_drawn" ? "the prompt panel draws"
-                             : cmd == "expect_tooltip" ? "the map's tooltip shows" : "the map's overlay shows";
+                             : cmd == "expect_tooltip" ? "the map's tooltip shows" : cmd == "expect_task" ? "the background work list shows" : "the map's overlay shows";
           fail(where(l), std::string(what) + " '" + got.substr(0, 400) + "', expected it to contain '" + want + "'");
         }
         return true;
@@ -387,6 +388,9 @@ bool Script::advance(UiState& ui, std::string& screenshot) {
       std::printf("status state %s prefill_fraction %.9g prefill_held %d message %s\n", to_string(st.state), st.prefill_fraction,
                   st.prefill_held ? 1 : 0, st.message.c_str());
       std::fflush(stdout);
+    } else if (cmd == "hold_tasks") {  // on|off: the task pool starts nothing while on (the background work list stays up)
+      if (arg(1) != "on" && arg(1) != "off") fail(where(l), "hold_tasks on or off");
+      ui.tasks.hold_pool(arg(1) == "on");
     } else if (cmd == "hold_prefill") {  // FRACTION: the next prefill waits there (release_prefill)
       ui.session.hold_prefill(number(1));
     } else if (cmd == "release_prefill") {
@@ -432,11 +436,10 @@ bool Script::advance(UiState& ui, std::string& screenshot) {
       const Status s = ui.session.status();
       if (s.message.find(want) == std::string::npos) fail(where(l), "status is '" + s.message + "', expected it to contain '" + want + "'");
     } else if (cmd == "screenshot") {
-      // Wait until the map shows what was last asked for (it is read off the UI thread).
+      // Wait until the map shows what was last asked for and the background reads are in (they
+      // run off the UI thread), unless hold_tasks holds them.
       if (!ui.heatmap.fetcher.idle() || (ui.heatmap.requested && ui.heatmap.requested->view.get() != ui.heatmap.fetched_view) ||
-          (ui.compare.view && !ui.compare.map.fetcher.idle()) ||
-          (ui.heatmap.thumbs_job.valid() && ui.heatmap.thumbs_job.wait_for(std::chrono::seconds(0)) != std::future_status::ready) ||
-          async_reads() > 0) {
+          (ui.compare.view && !ui.compare.map.fetcher.idle()) || (!background_idle(ui) && !ui.tasks.pool_held())) {
         --next_;
         return true;
       }

@@ -17,6 +17,7 @@
 //   expect_tooltip TEXT... (the map's tooltip) | expect_prompt_drawn TEXT... (the prompt panel's read-only text as drawn) |
 //   hold_prefill FRACTION | release_prefill | wait_prefill_held [SECONDS] | expect_overlay TEXT... (over a map still computing) |
 //   print_status (state, prefill fraction, message); print_geometry also prints what the last frame drew (rect NAME x0 y0 x1 y1)
+//   hold_tasks on|off (the task pool starts nothing while on) | expect_task TEXT... (the background work list as drawn)
 #pragma once
 
 #include <chrono>

@@ -175,6 +175,7 @@ int run_window(const WindowOptions& options) {
     auto last_frame = std::chrono::steady_clock::now();
     while (running && !glfwWindowShouldClose(window)) {
       glfwPollEvents();
+      ui->tasks.poll();  // background work's outcomes, handed back here on the UI thread
       const auto now = std::chrono::steady_clock::now();
       if (ui->measure_frames > 0) {
         ui->frame_ms.push_back(std::chrono::duration<double, std::milli>(now - last_frame).count());
@@ -268,6 +269,7 @@ int run_window(const WindowOptions& options) {
         u.show_timeline = u.show_fidelity = false;
         ImGui::EndTabBar();
       });
+      studio::draw_task_list(*ui);
       studio::update_shortcuts(*ui);  // after the panels: its help overlay goes on top
       ImGui::Render();
       glViewport(0, 0, fw, fh);

@@ -13,10 +13,7 @@
 
 namespace luka::studio {
 
-std::atomic<int>& async_reads() {
-  static std::atomic<int> n{0};
-  return n;
-}
+bool background_idle(const UiState& ui) { return ui.tasks.unfinished() == ui.tasks.unfinished(kModelLane); }
 
 std::string capture_key(const capture::CaptureView* view) {
   if (!view) return "none";

@@ -6,7 +6,6 @@
 #include <chrono>
 #include <cstdint>
 #include <filesystem>
-#include <future>
 #include <map>
 #include <memory>
 #include <optional>
@@ -16,6 +15,7 @@
 #include "app/studio/map_fetcher.h"
 #include "app/studio/recent_files.h"
 #include "app/studio/session.h"
+#include "app/studio/tasks.h"
 #include "app/studio/texture.h"
 #include "captures/analysis.h"
 #include "captures/survival.h"
@@ -25,42 +25,33 @@
 
 namespace luka::studio {
 
-// Capture reads in flight on background threads (scripts wait for none before a screenshot).
-std::atomic<int>& async_reads();
-
-// A value read from the capture off the UI thread and kept while its key (view, step,
-// selection...) is the same, so a steady frame reads nothing and a changed one never waits:
-// get() starts the read for a new key and returns the last value it has (possibly for an older
-// key, or empty at first) until the read is done. `make` runs on another thread: it must capture
-// what it needs by value (the view's shared_ptr, indices), never UI state by reference.
+// A value read from the capture in the background (a task on the pool) and kept while its key
+// (view, step, selection...) is the same, so a steady frame reads nothing and a changed one never
+// waits: get() starts the read for a new key and returns the last value it has (possibly for an
+// older key, or empty at first) until the read's outcome is handed back (TaskManager::poll, each
+// frame). `make` runs on another thread: it must capture what it needs by value (the view's
+// shared_ptr, indices), never UI state by reference; it may take a TaskContext& to report its
+// progress and see a cancel. A read that throws leaves an empty value.
 template <class T>
 struct Cached {
   std::string key, running_key;
   T value{};
-  std::future<T> job;
+  Pending<T> job;
   template <class Make>
-  const T& get(const std::string& k, Make make) {
-    if (job.valid() && job.wait_for(std::chrono::seconds(0)) == std::future_status::ready) {
-      try {
-        value = job.get();
-      } catch (const std::exception&) {
-        value = T{};
-      }
+  const T& get(TaskManager& tasks, const std::string& k, Make make, const char* name = "reading the capture") {
+    if (auto r = job.take()) {
+      value = r->value ? std::move(*r->value) : T{};
       key = running_key;
     }
-    if (k != key && !job.valid()) {
+    if (k != key && !job.active()) {
       running_key = k;
-      ++async_reads();
-      job = std::async(std::launch::async, [make]() mutable {
-        struct Done {
-          ~Done() { --async_reads(); }
-        } done;
-        return make();
-      });
+      job.start(tasks, name, std::move(make));
     }
     return value;
   }
   bool fresh(const std::string& k) const { return k == key; }
+  // The progress of the read in flight (0..1; < 0: none, or it cannot tell).
+  double progress() const { return job.active() ? job.task().fraction() : -1; }
 };
 
 // "view pointer/complete steps/tokens": changes whenever the capture grows or is replaced.
@@ -132,7 +123,7 @@ struct HeatmapView {
   bool overlays = true;  // page grid, refined pages and heavy hitters at the selected step
   std::vector<std::unique_ptr<Texture>> thumbs;  // head grid / layer strip thumbnails
   std::string thumbs_key;
-  std::future<std::vector<viz::Image>> thumbs_job;  // thumbnails being read
+  Pending<std::vector<viz::Image>> thumbs_job;  // thumbnails being read
   std::vector<float> values;  // the fetched window, for hover read-out
   MapFetcher fetcher;
   std::optional<MapRequest> requested;  // the window last asked for
@@ -192,7 +183,8 @@ struct DisplayTextCache {
 };
 
 struct UiState {
-  Session session;
+  TaskManager tasks;  // all background work; poll()ed at the start of each frame
+  Session session{tasks};
   std::string model_path;
   int dtype = 0;    // 0 fp32, 1 bf16, 2 fp16 (GPU only)
   int weights = 0;  // a GGUF file's linear weights: 0 dequantized at load, 1 also kept quantized (--weights)
@@ -225,7 +217,7 @@ struct UiState {
   CompareState compare;
   TimelineView timeline;
   std::string figure_path = "luka-figure.png";
-  std::future<std::string> export_job;  // an export being written: its outcome for `notice`
+  Pending<std::string> export_job;  // an export being written: its outcome for `notice`
   bool show_timeline = false;
   bool show_fidelity = false;
   std::string show_tab;  // "topics" or "heads": select that bottom tab at the next frame (scripts)
@@ -260,9 +252,12 @@ struct UiState {
   // The map's tooltip as drawn last frame (hover: the tokens, the value, a decode step's cover),
   // and the message over a map still computing (the prefill's progress).
   std::string map_tooltip, map_overlay;
+  // The background work list as drawn last frame: one line per task, "NAME: TEXT (PERCENT)".
+  std::string task_list_drawn;
   // Things drawn last frame, by name (print_geometry): "layers_panel", "mixed_button",
   // "topics_matrix", "timeline", "timeline_bands", "thumbnail/I", "output_token/TOKEN",
-  // "prefill_bar", "head_score/LAYER/HEAD/COLUMN" (a visible cell's text).
+  // "prefill_bar", "head_score/LAYER/HEAD/COLUMN" (a visible cell's text), "task_list" (the
+  // background work list).
   std::map<std::string, DrawnRect> drawn;
   void mark_drawn(const std::string& name, float x0, float y0, float x1, float y1);
   // Capture reads the panels share, refreshed when the capture changes.
@@ -274,7 +269,7 @@ struct UiState {
   Cached<std::string> output_row_label;
   Cached<MapOverlay> overlay;
   Cached<std::vector<std::string>> row_cover;  // decode rows: the hovered step's cover, in words
-  // The Topics and Head scores tabs, and the progress of their jobs by name (0..1).
+  // The Topics and Head scores tabs.
   Cached<AnalysisOutcome<capture::TopicAnalysis>> topics;
   Cached<AnalysisOutcome<capture::HeadScoreAnalysis>> head_scores;
   int head_scores_source = 0;  // 0: prefill rows, 1: decode rows, 2: the calibration attached to the capture
@@ -285,7 +280,6 @@ struct UiState {
   std::string calibration_of;  // capture_key of the view `calibration_table` was parsed from
   std::shared_ptr<const eval::Calibration> calibration_table;
   std::string calibration_error;
-  std::map<std::string, std::shared_ptr<std::atomic<double>>> analysis_progress;
 };
 
 void draw_model_panel(UiState& ui);
@@ -294,6 +288,12 @@ void draw_layers_panel(UiState& ui);
 // The layers panel's mixed(a,b) button: applies ui.mixed_a/b, or says why not in ui.layers_notice.
 void apply_mixed_preset(UiState& ui);
 void draw_heatmap_panel(UiState& ui);
+// Background work that has run longer than 0.2 s, with its progress and a Cancel button, in a
+// corner of the window (the model's load and run show in the model panel instead).
+void draw_task_list(UiState& ui);
+// No background work other than the model's is waiting, running or waiting to be handed back
+// (scripts wait for this before a screenshot).
+bool background_idle(const UiState& ui);
 // The run the Run buttons (and Space, and scripts) start from the UI's settings: the prompt or
 // free text, chat, new tokens, sampling and what to record.
 // Reads a `luka calibrate` file into ui.calibration (compact JSON) for the runs started next;

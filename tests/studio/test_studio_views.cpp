@@ -614,6 +614,34 @@ TEST(StudioViews, HoveringAGeneratedTokenMarksItsRowAndADecodeRowShowsItsCover) 
   EXPECT_GT(brighter, pixels * 9 / 10);
 }
 
+// Background work slower than 0.2 s is listed in the window's corner with its progress while it
+// waits or runs (here thumbnails, held by hold_tasks), and the list is gone once it is done.
+TEST(StudioViews, BackgroundWorkIsListedWhileItRunsAndGoneWhenDone) {
+  REQUIRE_STUDIO();
+  const fs::path cap = work_dir() / "dense.h5", held_png = work_dir() / "held.png", done_png = work_dir() / "done.png";
+  const RunResult c = sh("'" + std::string(LUKA_CLI_PATH) + "' capture --prompt-file '" + (kRoot / "assets/prompts/demo.json").string() +
+                         "' --record 'layers=8' --max-new-tokens 3 --quiet --out '" + cap.string() + "'");
+  ASSERT_EQ(c.exit_code, 0) << c.err;
+  const RunResult r = studio("--capture '" + cap.string() + "'",
+                             "mouse 2 2\nwait_idle 60\nframes 3\nhold_tasks on\ngrid heads\nexpect_task thumbnails of layer 8's heads\nframes 2\n"
+                             "screenshot " + held_png.string() + "\nprint_geometry\nhold_tasks off\nframes 3\nscreenshot " + done_png.string() +
+                                 "\nprint_geometry\nquit\n");
+  ASSERT_EQ(r.exit_code, 0) << r.err << r.out;
+  const auto drawn = drawn_rects(r.out);
+  ASSERT_EQ(drawn.size(), 2u) << r.out;
+  ASSERT_TRUE(drawn[0].count("task_list")) << r.out;
+  EXPECT_FALSE(drawn[1].count("task_list")) << "the list stays after the work is done";
+  EXPECT_TRUE(drawn[1].count("thumbnail/0")) << "the thumbnails did not arrive";
+  // In the window's bottom-right corner, and drawn: it differs from the frame without it.
+  const Rect list = drawn[0].at("task_list");
+  EXPECT_GT(list.x0, 640);
+  EXPECT_GT(list.y0, 400);
+  EXPECT_LE(list.x1, 1280);
+  EXPECT_LE(list.y1, 800);
+  const MarkDiff d = mark_diff(luka::viz::read_png(held_png), luka::viz::read_png(done_png), list, {});
+  EXPECT_GT(d.outside, static_cast<std::size_t>((list.x1 - list.x0) * (list.y1 - list.y0) / 4));
+}
+
 // A live prefill held part way (hold_prefill): the map shows a "computing" overlay with the
 // prefill's percentage, the time left and a bar filled to the fraction done, not a map of zeros;
 // once the run goes on, the overlay is gone.
