@@ -794,6 +794,13 @@ void run_search(UiState& ui, const capture::CaptureView& view) {
 }
 
 void draw_heatmap_panel(UiState& ui) {
+  // The output panel (drawn after this one) sets the hovered token again while it is hovered; it
+  // is read here, then cleared on every way out, the small multiples' and the empty panel's too,
+  // so a highlight never outlives the hover.
+  struct ClearHover {
+    UiState& ui;
+    ~ClearHover() { ui.hover_token = -1; }
+  } clear_hover{ui};
   HeatmapView& hv = ui.heatmap;
   ui.map_tooltip.clear();
   ui.map_overlay.clear();
@@ -911,7 +918,6 @@ void draw_heatmap_panel(UiState& ui) {
   if (!rows_layout && hv.fetched_level >= 0) level = hv.fetched_level;  // -1 until the first window arrives
   ImGui::SetCursorScreenPos(ImVec2(top_left.x, origin.y + size.y + label_h + 2));
   draw_footer(ui, rows_layout, level);
-  ui.hover_token = -1;  // the output panel sets it again while its token is hovered
   export_row(ui);  // the current layer and head (the same figure `luka export` draws)
 }
 

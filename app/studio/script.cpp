@@ -456,7 +456,7 @@ bool Script::advance(UiState& ui, std::string& screenshot) {
         fail(where(l), e.what());
       }
       return true;
-    } else if (cmd == "expect_ui") {  // FIELD VALUE: layer N, head N, scale log|linear, view NAME, help shown|hidden, state NAME, calibration attached|none
+    } else if (cmd == "expect_ui") {  // FIELD VALUE: layer N, head N, scale log|linear, view NAME, help shown|hidden, hover TOKEN|none, state NAME, calibration attached|none
       const std::string& field = arg(1);
       std::string got;
       if (field == "layer") got = std::to_string(ui.layer);
@@ -464,13 +464,14 @@ bool Script::advance(UiState& ui, std::string& screenshot) {
       else if (field == "scale") got = ui.heatmap.log_scale ? "log" : "linear";
       else if (field == "view") got = figures::to_string(static_cast<figures::MapView>(ui.heatmap.view));
       else if (field == "help") got = ui.show_shortcuts ? "shown" : "hidden";
+      else if (field == "hover") got = ui.hover_token >= 0 ? std::to_string(ui.hover_token) : "none";  // the generated token the map marks
       else if (field == "state") got = to_string(ui.session.status().state);
       else if (field == "weights")  // of the loaded model, as its summary says
         got = ui.session.status().model_summary.find("(quantized weights)") != std::string::npos ? "quantized" : "dequantized";
       else if (field == "calibration") {  // attached|none: the view's capture carries one
         const auto view = ui.session.view();
         got = view && view_calibration(ui, *view) ? "attached" : "none";
-      } else fail(where(l), "expect_ui: unknown field '" + field + "' (layer, head, scale, view, help, state, weights, calibration)");
+      } else fail(where(l), "expect_ui: unknown field '" + field + "' (layer, head, scale, view, help, hover, state, weights, calibration)");
       if (got != arg(2)) fail(where(l), field + " is " + got + ", expected " + arg(2));
     } else if (cmd == "quit") {
       next_ = lines_.size();

@@ -614,6 +614,32 @@ TEST(StudioViews, HoveringAGeneratedTokenMarksItsRowAndADecodeRowShowsItsCover) 
   EXPECT_GT(brighter, pixels * 9 / 10);
 }
 
+// The marked row follows the hover and nothing else: hovering a generated token while the head
+// grid is shown, then moving away, leaves no token marked (the map used to skip clearing it in the
+// grid and the strip, so the row stayed lit when the map came back).
+TEST(StudioViews, AHoverInTheHeadGridDoesNotStickToTheMap) {
+  REQUIRE_STUDIO();
+  const fs::path cap = work_dir() / "clustered.h5", plain_png = work_dir() / "plain.png", back_png = work_dir() / "back.png";
+  const RunResult c = sh("'" + std::string(LUKA_CLI_PATH) + "' capture --prompt-file '" + (kRoot / "assets/prompts/demo.json").string() +
+                         "' --preset clustered --record 'layers=8' --max-new-tokens 8 --quiet --out '" + cap.string() + "'");
+  ASSERT_EQ(c.exit_code, 0) << c.err;
+  const std::int64_t token = luka::capture::CaptureFile::open(cap)->summary().layout.prompt_tokens + 4;
+  const RunResult r = studio("--capture '" + cap.string() + "'",
+                             "mouse 2 2\nwait_idle 60\nselect 8 1\nlayout rows\nframes 3\nwait_idle 60\nframes 2\nscreenshot " + plain_png.string() +
+                                 "\nprint_geometry\ngrid heads\nframes 3\nhover output " + std::to_string(token) + "\nframes 3\nexpect_ui hover " +
+                                 std::to_string(token) + "\nmouse 2 2\nframes 3\nexpect_ui hover none\ngrid off\nscreenshot " + back_png.string() +
+                                 "\nprint_geometry\nquit\n");
+  ASSERT_EQ(r.exit_code, 0) << r.err << r.out;
+  const std::vector<Geometry> g = geometries(r.out);
+  ASSERT_EQ(g.size(), 2u) << r.out;
+  ASSERT_EQ(g[0].layout, "rows");
+  EXPECT_DOUBLE_EQ(g[1].row0, g[0].row0);
+  // The map's first frame back from the grid is the map as it was: no row lit.
+  const Rect canvas{g[0].left, g[0].top, g[0].left + g[0].width, g[0].top + g[0].height};
+  const MarkDiff d = mark_diff(luka::viz::read_png(back_png), luka::viz::read_png(plain_png), canvas, {});
+  EXPECT_EQ(d.outside, 0u) << "the map changed after a hover in the head grid";
+}
+
 // Background work slower than 0.2 s is listed in the window's corner with its progress while it
 // waits or runs (here thumbnails, held by hold_tasks), and the list is gone once it is done.
 TEST(StudioViews, BackgroundWorkIsListedWhileItRunsAndGoneWhenDone) {
