@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "core/util/error.h"
+#include "core/util/layer_range.h"
 
 namespace luka::capture {
 namespace {
@@ -38,41 +39,15 @@ long long parse_int(const std::string& s, const std::string& what) {
   return v;
 }
 
-// "0-3,8" -> {0,1,2,3,8}; "all" -> {}.
-std::vector<int> parse_list(const std::string& s, const std::string& what) {
-  if (s == "all") return {};
+// A layer (or head) list (core/util/layer_range.h), "0-3,8" or "0-3|8" -> {0,1,2,3,8}; "all" -> {}.
+// The model's count is not known yet: recorder.cpp's make_layout checks the indices against it.
+std::vector<int> parse_list(const std::string& s, const std::string& noun) {
   std::vector<int> out;
-  for (const std::string& item : split(s, ',')) {
-    const std::string t = trim(item);
-    const auto dash = t.find('-', 1);
-    long long a = 0, b = 0;
-    if (dash == std::string::npos) {
-      a = b = parse_int(t, what);
-    } else {
-      a = parse_int(t.substr(0, dash), what);
-      b = parse_int(t.substr(dash + 1), what);
-    }
-    if (a < 0 || b < a || b > 1 << 20) fail("--record", what + ": bad range '" + t + "'");
-    for (long long v = a; v <= b; ++v) out.push_back(static_cast<int>(v));
-  }
-  std::sort(out.begin(), out.end());
-  out.erase(std::unique(out.begin(), out.end()), out.end());
+  for (const std::int64_t v : LayerRange::parse(s, "--record", noun).listed()) out.push_back(static_cast<int>(v));
   return out;
 }
 
-std::string list_string(const std::vector<int>& v) {
-  if (v.empty()) return "all";
-  std::string s;
-  for (std::size_t i = 0; i < v.size();) {
-    std::size_t j = i;
-    while (j + 1 < v.size() && v[j + 1] == v[j] + 1) ++j;
-    if (!s.empty()) s += ',';
-    s += std::to_string(v[i]);
-    if (j > i) s += '-' + std::to_string(v[j]);
-    i = j + 1;
-  }
-  return s;
-}
+std::string list_string(const std::vector<int>& v) { return v.empty() ? "all" : format_layer_range(v); }
 
 }  // namespace
 
@@ -102,9 +77,9 @@ RecordSpec RecordSpec::parse(const std::string& spec) {
     if (eq == std::string::npos) fail("--record", "'" + item + "' is not key=value (keys: layers, heads, parts, map_cap, map_min, deflate)");
     const std::string key = trim(item.substr(0, eq)), value = trim(item.substr(eq + 1));
     if (key == "layers") {
-      r.layers = parse_list(value, "layers");
+      r.layers = parse_list(value, "layer");
     } else if (key == "heads") {
-      r.heads = parse_list(value, "heads");
+      r.heads = parse_list(value, "head");
     } else if (key == "parts") {
       r.maps = r.rows = r.covers = false;
       for (const std::string& p : split(value, ',')) {

@@ -45,7 +45,8 @@ struct RecordSpec {
   int deflate = 1;              // 0-9; -1: no compression (no shuffle, no deflate)
 
   // SPEC: "all", "maps", "covers", "rows", or ';'-separated items
-  // "layers=0-3,8;heads=0,2;parts=maps,rows,covers;map_cap=1024;map_min=64". Throws luka::Error.
+  // "layers=0-3,8;heads=0,2;parts=maps,rows,covers;map_cap=1024;map_min=64"; layers and heads are
+  // layer lists (core/util/layer_range.h). Throws luka::Error.
   static RecordSpec parse(const std::string& spec);
   std::string to_string() const;  // a SPEC that parses back to the same settings
 };

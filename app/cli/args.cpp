@@ -6,6 +6,8 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "core/util/layer_range.h"
+
 namespace luka::cli {
 
 ArgParser::ArgParser(std::string command, std::string synopsis, std::string description)
@@ -150,6 +152,20 @@ std::vector<std::int64_t> parse_int_list(const std::string& option, const std::s
     out.push_back(v);
   }
   if (out.empty()) throw UsageError("--" + option + ": no values given");
+  return out;
+}
+
+std::vector<int> parse_layer_list(const std::string& option, const std::string& text, const std::string& noun,
+                                  std::int64_t count) {
+  std::vector<int> out;
+  try {
+    const LayerRange range = LayerRange::parse(text, "--" + option, noun);
+    for (const std::int64_t v : count >= 0 ? range.indices(count) : range.listed()) out.push_back(static_cast<int>(v));
+  } catch (const UsageError&) {
+    throw;
+  } catch (const Error& e) {
+    throw UsageError(e.what());
+  }
   return out;
 }
 

@@ -60,7 +60,14 @@ class ArgParser {
   std::map<std::string, std::vector<std::string>> all_;
 };
 
-// Splits "1,2,3" into integers; throws UsageError naming the option on a bad entry.
+// Splits "1,2,3" into integers (in order, repeats kept: token ids); throws UsageError naming the
+// option on a bad entry.
 std::vector<std::int64_t> parse_int_list(const std::string& option, const std::string& text);
+
+// A --layer or --head list in the grammar of every layer list (core/util/layer_range.h: N, A-B,
+// several separated by ',' or '|', or all), ascending. With `count` >= 0 the indices are checked
+// against it, else only read ("all" is then empty: every one). Throws UsageError naming the option.
+std::vector<int> parse_layer_list(const std::string& option, const std::string& text, const std::string& noun,
+                                  std::int64_t count = -1);
 
 }  // namespace luka::cli

@@ -72,7 +72,8 @@ int run_capture(int argc, char** argv) {
       .option("max-new-tokens", "N", "tokens to generate (N - 1 decode steps are recorded)", "64")
       .option("max-prompt-tokens", "N", "keep only the first N prompt tokens (segments are clipped)")
       .option("record", "SPEC", "what to record: all, maps, rows, covers, none (run only), or e.g.\n"
-              "\"layers=0-3,8;heads=0,2;parts=maps,covers;map_cap=2048;map_min=64\"", "all")
+              "\"layers=0-3,8;heads=0,2;parts=maps,covers;map_cap=2048;map_min=64\" (layers and heads:\n"
+              "layer lists, docs/luka-config.md#layer-lists)", "all")
       .option("deflate", "LEVEL", "compression: shuffle + deflate level 0-9 (1: fast run-length + Huffman), or none", "1")
       .option("schedule", "SPEC", "LuKA mode changes during decoding (as for luka generate)")
       .option("calibration", "FILE", "attach a luka calibrate file of this model: the Studio's Head scores tab and\n"

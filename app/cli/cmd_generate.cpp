@@ -32,7 +32,8 @@ int run_generate(int argc, char** argv) {
       .option("dtype", "fp32|bf16|fp16", "compute dtype (fp16 on the GPU only)", "fp32")
       .option("threads", "N", "CPU threads", "all cores")
       .option("schedule", "SPEC", "LuKA mode changes during decoding, e.g.\n"
-              "\"step=10:layers=0-7:mode=clustered;step=20:layers=all:mode=dense\" (step 1 = first decode step)");
+              "\"step=10:layers=0-7:mode=clustered;step=20:layers=all:mode=dense\" (step 1 = first decode step;\n"
+              "layers: a layer list, docs/luka-config.md#layer-lists)");
   add_device_option(args);
   add_weights_option(args);
   args.flag("json", "print one JSON object at the end (text, ids, timings, device) instead of streaming the text");

@@ -126,13 +126,12 @@ std::string fixed(double v, int width, int digits) {
   return buf;
 }
 
-// --layer / --head with --topics or --heads: comma lists of recorded layers and heads.
+// --layer / --head with --topics or --heads: lists of recorded layers and heads (the analysis
+// checks that each is recorded).
 capture::AnalysisOptions analysis_options(const ArgParser& args) {
   capture::AnalysisOptions o;
-  if (args.has("layer"))
-    for (const auto v : parse_int_list("layer", args.get("layer"))) o.layers.push_back(static_cast<int>(v));
-  if (args.has("head"))
-    for (const auto v : parse_int_list("head", args.get("head"))) o.heads.push_back(static_cast<int>(v));
+  if (args.has("layer")) o.layers = parse_layer_list("layer", args.get("layer"), "layer");
+  if (args.has("head")) o.heads = parse_layer_list("head", args.get("head"), "head");
   if (args.has("decode-topic")) {
     const std::string letter = args.get("decode-topic");
     if (letter.size() != 1 || letter[0] < 'A' || letter[0] > 'Z') throw UsageError("--decode-topic: '" + letter + "' is not a topic letter A-Z");
@@ -338,13 +337,9 @@ int print_calibration(const capture::CaptureView& view, const std::string& path,
   const eval::Calibration c = eval::parse_calibration(text, path + ": manifest/calibration");
   std::set<int> layers, heads;
   if (args.has("layer"))
-    for (const auto v : parse_int_list("layer", args.get("layer"))) layers.insert(static_cast<int>(v));
+    for (const int l : parse_layer_list("layer", args.get("layer"), "layer", c.num_layers)) layers.insert(l);
   if (args.has("head"))
-    for (const auto v : parse_int_list("head", args.get("head"))) heads.insert(static_cast<int>(v));
-  for (const int l : layers)
-    if (l < 0 || l >= c.num_layers) throw UsageError("--layer " + std::to_string(l) + " is outside the calibration's 0.." + std::to_string(c.num_layers - 1));
-  for (const int h : heads)
-    if (h < 0 || h >= c.num_heads) throw UsageError("--head " + std::to_string(h) + " is outside the calibration's 0.." + std::to_string(c.num_heads - 1));
+    for (const int h : parse_layer_list("head", args.get("head"), "head", c.num_heads)) heads.insert(h);
   const auto shown = [&](const eval::CalibrationHead& r) { return (layers.empty() || layers.count(r.layer)) && (heads.empty() || heads.count(r.head)); };
   if (args.get_flag("json")) {
     nlohmann::json j = nlohmann::json::parse(text);
@@ -407,9 +402,11 @@ int run_inspect(int argc, char** argv) {
       .option("decode-topic", "X", "with --topics or --heads: the topic letter decode queries are measured against\n"
               "(cross-topic leakage), e.g. the topic a question asks about; default: the last segment's")
       .option("layer", "L", "with --track: one layer, per head (with --head: per step); with --topics, --heads or\n"
-              "--calibration: layers to include, e.g. 12 or 0,12,29")
+              "--calibration: layers to include, a layer list such as 12, 0,12,29 or 0-3|12\n"
+              "(docs/luka-config.md#layer-lists)")
       .option("head", "H", "with --track and --layer: one head's timeline, one line per step; with --topics,\n"
-              "--heads or --calibration: heads to include (one layer and one head: --topics adds its matrix and steps)");
+              "--heads or --calibration: heads to include, the same list grammar (one layer and one head: --topics adds its\n"
+              "matrix and steps)");
   args.epilog("With --track, per layer (or per head, or per step) the share of token-steps kept raw (r), seen\n"
               "through a page summary (s), refined back (R), kept as heavy hitters (h) or dropped (x), and the\n"
               "attention the span got per step.\n\n"

@@ -8,6 +8,7 @@
 
 #include "core/luka/auto_config.h"
 #include "core/util/error.h"
+#include "core/util/layer_range.h"
 #include "core/util/text_file.h"
 
 namespace luka {
@@ -200,19 +201,11 @@ const char* to_string(PageRank r) { return name_of(r, kPageRanks); }
 std::string describe_modes(const LukaConfig& config) {
   std::string out;
   for (const AttentionMode mode : {AttentionMode::kDense, AttentionMode::kLined, AttentionMode::kClustered}) {
-    std::string ranges;
-    const std::int64_t n = static_cast<std::int64_t>(config.layers.size());
-    for (std::int64_t i = 0; i < n;) {
-      if (config.layers[static_cast<std::size_t>(i)].mode != mode) {
-        ++i;
-        continue;
-      }
-      std::int64_t j = i;
-      while (j + 1 < n && config.layers[static_cast<std::size_t>(j + 1)].mode == mode) ++j;
-      ranges += (ranges.empty() ? "" : "|") + (i == j ? std::to_string(i) : std::to_string(i) + "-" + std::to_string(j));
-      i = j + 1;
-    }
-    if (!ranges.empty()) out += (out.empty() ? "" : ", ") + std::string(to_string(mode)) + " " + ranges;
+    std::vector<std::int64_t> of_mode;
+    for (std::size_t i = 0; i < config.layers.size(); ++i)
+      if (config.layers[i].mode == mode) of_mode.push_back(static_cast<std::int64_t>(i));
+    // '|' between ranges: ", " separates the modes.
+    if (!of_mode.empty()) out += (out.empty() ? "" : ", ") + std::string(to_string(mode)) + " " + format_layer_range(of_mode, '|');
   }
   return out;
 }
@@ -274,29 +267,7 @@ void validate(const LayerConfig& c, std::int64_t layer) {
 }
 
 std::vector<std::int64_t> LukaConfig::parse_layers(const std::string& spec) const {
-  const std::int64_t n = static_cast<std::int64_t>(layers.size());
-  std::vector<std::int64_t> out;
-  if (spec == "all") {
-    for (std::int64_t i = 0; i < n; ++i) out.push_back(i);
-    return out;
-  }
-  std::stringstream parts(spec);
-  std::string part;
-  while (std::getline(parts, part, '|')) {
-    const std::size_t dash = part.find('-', 1);
-    std::int64_t a, b;
-    if (dash == std::string::npos) {
-      a = b = parse_int("layer", part);
-    } else {
-      a = parse_int("layer", part.substr(0, dash));
-      b = parse_int("layer", part.substr(dash + 1));
-    }
-    if (a < 0 || b >= n || a > b)
-      fail("luka config", "layer range '" + part + "' is out of range [0, " + std::to_string(n) + ")");
-    for (std::int64_t i = a; i <= b; ++i) out.push_back(i);
-  }
-  if (out.empty()) fail("luka config", "empty layer list '" + spec + "'");
-  return out;
+  return parse_layer_range(spec, static_cast<std::int64_t>(layers.size()), "luka config");
 }
 
 void LukaConfig::set(const std::vector<std::int64_t>& which, const std::string& key, const std::string& value) {
@@ -308,27 +279,41 @@ void LukaConfig::set(const std::vector<std::int64_t>& which, const std::string& 
 }
 
 void LukaConfig::apply_override(const std::string& spec) {
-  // Pairs separated by ',' or ':'; "layer"/"layers" picks the layers (default all).
+  // Pairs separated by ',' or ':'; "layer"/"layers" picks the layers (default all). A layer list
+  // may use ',' too (core/util/layer_range.h): after layers=, an item without '=' that follows a
+  // ',' is more of the list ("layers=0-3,8,mode=lined").
   std::vector<std::pair<std::string, std::string>> pairs;
   std::string which = "all";
-  std::vector<std::string> items;
+  std::vector<std::pair<char, std::string>> items;  // (the separator before it, the item)
+  char before = ',';
   std::string cur;
   for (char ch : spec) {
     if (ch == ',' || ch == ':') {
-      items.push_back(cur);
+      items.emplace_back(before, cur);
+      before = ch;
       cur.clear();
     } else {
       cur += ch;
     }
   }
-  items.push_back(cur);
-  for (const std::string& it : items) {
-    if (it.empty()) continue;
+  items.emplace_back(before, cur);
+  bool in_layers = false;
+  for (const auto& [sep, it] : items) {
+    if (it.empty()) {
+      in_layers = false;
+      continue;
+    }
     const std::size_t eq = it.find('=');
+    if (eq == std::string::npos && in_layers && sep == ',') {
+      which += "," + it;
+      continue;
+    }
+    in_layers = false;
     if (eq == std::string::npos || eq == 0) fail("luka config", "expected key=value in '" + spec + "', got '" + it + "'");
     const std::string key = it.substr(0, eq), value = it.substr(eq + 1);
     if (key == "layer" || key == "layers") {
       which = value;
+      in_layers = true;
     } else {
       pairs.emplace_back(key, value);
     }
@@ -446,7 +431,8 @@ LukaConfig LukaConfig::from_json(const std::string& text, std::int64_t num_layer
   if (j.contains("default")) apply_object(j["default"], c.parse_layers("all"), "'default'");
   if (j.contains("layers")) {
     if (!j["layers"].is_object()) fail(where, "'layers' must map layer ranges (\"0-7\", \"12\", \"all\") to objects");
-    for (const auto& [range, obj] : j["layers"].items()) apply_object(obj, c.parse_layers(range), "layers '" + range + "'");
+    for (const auto& [range, obj] : j["layers"].items())
+      apply_object(obj, parse_layer_range(range, static_cast<std::int64_t>(c.layers.size()), where + ": 'layers'"), "layers '" + range + "'");
   }
   return c;
 }

@@ -104,7 +104,8 @@ struct LukaConfig {
   static LukaConfig from_json_file(const std::string& path, std::int64_t num_layers);
 
   // One override: "layer=5,mode=lined,rho=0.25" or "layers=0-7:mode=clustered" style, with
-  // layer/layers = N, A-B, a comma-free list A-B|C, or "all" (default all). Throws luka::Error.
+  // layer/layers a layer list (core/util/layer_range.h: N, A-B, A-B|C, A-B,C or all; default all).
+  // Throws luka::Error.
   void apply_override(const std::string& spec);
 
   // Sets one parameter on the given layers; throws luka::Error for an unknown key or a bad value.
@@ -113,7 +114,8 @@ struct LukaConfig {
   // The full per-layer config as JSON (what `luka info --config` prints and captures store).
   std::string to_json() const;
 
-  // Layer indices from "all", "N", "A-B", or "A-B|C|..." (checked against the layer count).
+  // Layer indices, ascending, from a layer list (core/util/layer_range.h), checked against the
+  // layer count.
   std::vector<std::int64_t> parse_layers(const std::string& spec) const;
 };
 

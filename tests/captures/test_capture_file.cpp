@@ -870,5 +870,29 @@ TEST(RecordSpec, ParsesAndRejects) {
     EXPECT_THROW(RecordSpec::parse(bad), Error) << bad;
 }
 
+// layers= and heads= are layer lists (core/util/layer_range.h), the grammar of --set: both
+// separators, repeats merged; the spec prints them in the shortest spelling.
+TEST(RecordSpec, LayersAndHeadsAreLayerLists) {
+  for (const std::string list : {"0-2,5", "0-2|5", "5,0-2", "0,1,2,5", "0|1|2|5", " 0 - 2 | 5 ", "0-2,2,5,1"}) {
+    const RecordSpec r = RecordSpec::parse("layers=" + list + ";heads=" + list);
+    EXPECT_EQ(r.layers, (std::vector<int>{0, 1, 2, 5})) << list;
+    EXPECT_EQ(r.heads, (std::vector<int>{0, 1, 2, 5})) << list;
+    EXPECT_EQ(r.to_string().substr(0, 24), "layers=0-2,5;heads=0-2,5") << list;
+  }
+  EXPECT_TRUE(RecordSpec::parse("layers=all").layers.empty());  // every layer
+  const auto error_of = [](const std::string& spec) -> std::string {
+    try {
+      RecordSpec::parse(spec);
+    } catch (const Error& e) {
+      return e.what();
+    }
+    return "(no error)";
+  };
+  EXPECT_EQ(error_of("layers=3-1"), "--record: layer range '3-1' runs backwards (write 1-3)");
+  EXPECT_EQ(error_of("heads=0,,2"),
+            "--record: empty piece in head list '0,,2' (expected N, A-B, several separated by ',' or '|', or all)");
+  EXPECT_EQ(error_of("layers=-1"), "--record: layer range '-1' is out of range: layers count from 0, up to 1048575");
+}
+
 }  // namespace
 }  // namespace luka::capture

@@ -62,4 +62,27 @@ TEST(Args, ReadingAnUndeclaredOptionIsABugNotAFallback) {
   EXPECT_EQ(p.get_int("max-new-tokens", 64), 64);  // declared and not given: the fallback
 }
 
+// --layer and --head (luka inspect): the grammar of every layer list, as a one-line usage error.
+TEST(Args, LayerListsTakeTheOneGrammar) {
+  using luka::cli::parse_layer_list;
+  for (const char* list : {"0-2,5", "0-2|5", "5,0-2", "0,1,2,5", " 0 - 2 | 5 ", "0-2,2,5,1"})
+    EXPECT_EQ(parse_layer_list("layer", list, "layer"), (std::vector<int>{0, 1, 2, 5})) << list;
+  EXPECT_EQ(parse_layer_list("layer", "all", "layer"), std::vector<int>{});       // every recorded one
+  EXPECT_EQ(parse_layer_list("head", "all", "head", 3), (std::vector<int>{0, 1, 2}));
+  try {
+    parse_layer_list("head", "0-3", "head", 2);
+    ADD_FAILURE() << "no error";
+  } catch (const UsageError& e) {
+    EXPECT_STREQ(e.what(), "--head: head range '0-3' is out of range [0, 2)");
+  }
+  try {
+    parse_layer_list("layer", "1,x", "layer");
+    ADD_FAILURE() << "no error";
+  } catch (const UsageError& e) {
+    EXPECT_STREQ(e.what(), "--layer: 'x' in '1,x' is not a layer number or range (expected N, A-B, several separated by ',' or '|', or all)");
+  }
+  // Token ids stay a plain list: order and repeats are the ids'.
+  EXPECT_EQ(luka::cli::parse_int_list("ids", "5,1,5"), (std::vector<std::int64_t>{5, 1, 5}));
+}
+
 }  // namespace

@@ -677,8 +677,13 @@ TEST(Cli, InfoConfigPrintsTheConfigInForce) {
   const RunResult again = run_luka({"info", "--layers-config", saved.string(), "--config"});
   ASSERT_EQ(again.exit_code, 0) << again.err;
   EXPECT_EQ(again.out.substr(again.out.find('{')), r.out.substr(r.out.find('{')));
+  // --set's layer list in both spellings (docs/luka-config.md#layer-lists), repeatable.
+  const RunResult lists = run_luka({"info", "--set", "layers=0-1,28,mode=lined", "--set", "layers=29|10-11,mode=clustered"});
+  ASSERT_EQ(lists.exit_code, 0) << lists.err;
+  EXPECT_NE(lists.out.find("luka modes       dense 2-9|12-27, lined 0-1|28, clustered 10-11|29"), std::string::npos) << lists.out;
   for (const auto& bad : std::vector<std::vector<std::string>>{{"--set", "page_size=0"}, {"--set", "rho=2"},
-                                                               {"--set", "layer=30,mode=lined"}, {"--preset", "fancy"}}) {
+                                                               {"--set", "layer=30,mode=lined"}, {"--set", "layers=0-3,x,mode=lined"},
+                                                               {"--preset", "fancy"}}) {
     std::vector<std::string> args = {"info"};
     args.insert(args.end(), bad.begin(), bad.end());
     const RunResult e = run_luka(args);

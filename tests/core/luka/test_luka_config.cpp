@@ -1,5 +1,9 @@
 // LuKA configuration: presets, overrides, JSON files, schedules and invalid configs.
 #include <cmath>
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
@@ -137,6 +141,56 @@ TEST(Schedule, ParsesEntriesAndChecksThemUpFront) {
   EXPECT_NO_THROW(check_schedule(config, s));
   EXPECT_NE(error_of([&] { check_schedule(config, parse_schedule("step=2:layer=9:mode=lined")); }).find("out of range [0, 4)"),
             std::string::npos);
+}
+
+// One layer-list grammar (core/util/layer_range.h) for --set, --schedule and layers-config files:
+// every spelling of the same layers picks the same layers, and a bad list names its piece.
+TEST(LukaConfig, LayerListsReadTheSameInOverridesSchedulesAndFiles) {
+  const std::vector<std::int64_t> want{0, 1, 2, 5};
+  const auto lined = [](const LukaConfig& c) {
+    std::vector<std::int64_t> out;
+    for (std::size_t i = 0; i < c.layers.size(); ++i)
+      if (c.layers[i].mode == AttentionMode::kLined) out.push_back(static_cast<std::int64_t>(i));
+    return out;
+  };
+  for (const std::string list : {"0-2|5", "0-2,5", "5,0-2", "0,1,2,5", "0|1|2|5", " 0 - 2 | 5 ", "0-2,2,5,1"}) {
+    SCOPED_TRACE(list);
+    EXPECT_EQ(LukaConfig::preset("dense", 8).parse_layers(list), want);
+    // --set: after layers=, a ',' piece without '=' is more of the list.
+    auto set = LukaConfig::preset("dense", 8);
+    set.apply_override("layers=" + list + ",mode=lined,rho=1/4");
+    EXPECT_EQ(lined(set), want);
+    EXPECT_DOUBLE_EQ(set.layers[5].lined.rho, 0.25);
+    EXPECT_DOUBLE_EQ(set.layers[3].lined.rho, 0.125);
+    auto colon = LukaConfig::preset("dense", 8);
+    colon.apply_override("mode=clustered:layers=" + list + ":mode=lined");
+    EXPECT_EQ(lined(colon), want);
+    // --schedule: its ':' items become one override.
+    auto scheduled = LukaConfig::preset("dense", 8);
+    const auto s = parse_schedule("step=4:layers=" + list + ":mode=lined");
+    ASSERT_EQ(s.size(), 1u);
+    EXPECT_NO_THROW(check_schedule(scheduled, s));
+    scheduled.apply_override(s[0].override_spec);
+    EXPECT_EQ(lined(scheduled), want);
+    // A layers-config file's keys.
+    const auto file = LukaConfig::from_json("{\"layers\": {\"" + list + "\": {\"mode\": \"lined\"}}}", 8, "c.json");
+    EXPECT_EQ(lined(file), want);
+  }
+  EXPECT_EQ(describe_modes(LukaConfig::from_json("{\"layers\": {\"0-2,5\": {\"mode\": \"lined\"}}}", 8, "c.json")),
+            "dense 3-4|6-7, lined 0-2|5");
+  auto c = LukaConfig::preset("dense", 8);
+  EXPECT_EQ(error_of([&] { c.apply_override("layers=0-3,9,mode=lined"); }),
+            "luka config: layer range '9' is out of range [0, 8)");
+  EXPECT_EQ(error_of([&] { c.apply_override("layers=3-1,mode=lined"); }),
+            "luka config: layer range '3-1' runs backwards (write 1-3)");
+  // Only a ',' continues the list: after ':' an item without '=' is still an error, as is one
+  // after another key.
+  EXPECT_NE(error_of([&] { c.apply_override("layers=0-3:8,mode=lined"); }).find("expected key=value"), std::string::npos);
+  EXPECT_NE(error_of([&] { c.apply_override("mode=lined,8"); }).find("expected key=value"), std::string::npos);
+  EXPECT_NE(error_of([&] { c.apply_override("layers=0,mode=lined,8"); }).find("expected key=value"), std::string::npos);
+  EXPECT_EQ(error_of([] { LukaConfig::from_json("{\"layers\": {\"0,x\": {\"mode\": \"lined\"}}}", 8, "c.json"); }),
+            "c.json: 'layers': 'x' in '0,x' is not a layer number or range (expected N, A-B, several separated by ',' or '|', or all)");
+  EXPECT_EQ(lined(c), std::vector<std::int64_t>{});  // failed overrides changed nothing
 }
 
 }  // namespace
