@@ -30,7 +30,7 @@ MapResult fetch(const MapRequest& r) {
   MapResult out;
   out.request = r;
   try {
-    const auto kind = r.minus ? figures::MapView::kDifference : static_cast<figures::MapView>(r.kind);
+    const auto kind = r.minus ? figures::MapView::kDifference : r.kind;
     if (r.minus) figures::check_comparable(*r.view, *r.minus);
     if (r.decode_rows) {
       figures::DecodeRows d = figures::decode_rows(*r.view, r.layer, r.head, r.minus ? figures::MapView::kEffective : kind, r.first, r.last,

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "app/figures/capture_figure.h"
 #include "app/studio/tasks.h"
 #include "captures/capture.h"
 #include "viz/heatmap.h"
@@ -17,7 +18,8 @@ namespace luka::studio {
 
 struct MapRequest {
   std::shared_ptr<const capture::CaptureView> view;
-  int layer = 0, head = 0, level = 0, kind = 0;  // kind: figures::MapView
+  int layer = 0, head = 0, level = 0;
+  figures::MapView kind = figures::MapView::kEffective;
   std::int64_t steps = 0, r0 = 0, c0 = 0, rows = 0, cols = 0;
   bool log = true;
   double log_min = 1e-4;

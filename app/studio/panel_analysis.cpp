@@ -14,6 +14,7 @@
 #include <functional>
 #include <string>
 
+#include "app/studio/choice_widgets.h"
 #include "app/studio/ui_state.h"
 #include "viz/colormap.h"
 
@@ -52,9 +53,9 @@ void draw_topics_panel(UiState& ui) {
     return;
   }
   const std::string ck = capture_key(view.get());
-  const int layer = ui.layer, head = ui.head;
+  const int layer = ui.selection.layer, head = ui.selection.head;
   const std::string key = ck + "/" + std::to_string(layer) + "/" + std::to_string(head);
-  const auto& out = ui.topics.get(
+  const auto& out = ui.analysis.topics.get(
       ui.tasks, key,
       [view, layer, head](TaskContext& ctx) {
         AnalysisOutcome<capture::TopicAnalysis> o;
@@ -70,8 +71,8 @@ void draw_topics_panel(UiState& ui) {
         return o;
       },
       "attention by topic");
-  if (!ui.topics.fresh(key)) {
-    ImGui::TextDisabled("computing attention by topic for layer %d head %d... %.0f%%", layer, head, percent(ui.topics.progress()));
+  if (!ui.analysis.topics.fresh(key)) {
+    ImGui::TextDisabled("computing attention by topic for layer %d head %d... %.0f%%", layer, head, percent(ui.analysis.topics.progress()));
     if (!out.value) return;
   }
   if (!out.error.empty()) {
@@ -129,7 +130,7 @@ void draw_topics_panel(UiState& ui) {
               ti.decode_topic >= 0 ? ti.letters[static_cast<std::size_t>(ti.decode_topic)].c_str() : "-");
   const capture::StepTopics* st = nullptr;
   if (a.decode && !a.steps_by_head.empty()) {
-    const std::int64_t s = ui.step > 0 ? std::min<std::int64_t>(ui.step, a.steps) : a.steps;
+    const std::int64_t s = ui.selection.step > 0 ? std::min<std::int64_t>(ui.selection.step, a.steps) : a.steps;
     for (const capture::StepTopics& x : a.steps_by_head)
       if (x.step == s && x.layer == layer && x.head == head) st = &x;
   }
@@ -164,7 +165,7 @@ void draw_topics_panel(UiState& ui) {
 }
 
 const AnalysisOutcome<capture::HeadScoreAnalysis>& head_scores(UiState& ui, const std::shared_ptr<const capture::CaptureView>& view) {
-  return ui.head_scores.get(
+  return ui.analysis.head_scores.get(
       ui.tasks, capture_key(view.get()),
       [view](TaskContext& ctx) {
         AnalysisOutcome<capture::HeadScoreAnalysis> o;
@@ -186,7 +187,7 @@ namespace {
 void source_combo(UiState& ui) {
   static const char* kSources[] = {"prefill rows", "decode rows", "calibration"};
   ImGui::SetNextItemWidth(120);
-  ImGui::Combo("##source", &ui.head_scores_source, kSources, 3);
+  choice_combo("##source", ui.analysis.source, kSources);
   ImGui::SameLine();
 }
 
@@ -196,9 +197,9 @@ void draw_calibration_table(UiState& ui, const capture::CaptureView& view) {
   source_combo(ui);
   const auto cal = view_calibration(ui, view);
   if (!cal) {
-    if (!ui.calibration_error.empty()) ImGui::TextDisabled("%s", ui.calibration_error.c_str());
-    else if (!ui.calibration.empty() && !ui.run_locked)
-      ImGui::TextDisabled("no calibration in this run: %s is of another model's layers and heads", ui.calibration_path.c_str());
+    if (!ui.analysis.calibration_error.empty()) ImGui::TextDisabled("%s", ui.analysis.calibration_error.c_str());
+    else if (!ui.run.calibration.empty() && !ui.run.locked)
+      ImGui::TextDisabled("no calibration in this run: %s is of another model's layers and heads", ui.run.calibration_path.c_str());
     else
       ImGui::TextDisabled("no calibration attached: luka calibrate --out calib.json, then luka capture --calibration calib.json "
                           "(or luka studio --calibration calib.json for runs started here)");
@@ -284,10 +285,10 @@ void draw_calibration_table(UiState& ui, const capture::CaptureView& view) {
         ImGui::TableSetBgColor(ImGuiTableBgTarget_CellBg, ember(0.15 + 0.7 * (v - lo[ku]) / (hi[ku] - lo[ku]), 150));
       if (k == 0) {
         const std::string label = std::to_string(r.layer) + "##cal" + std::to_string(i);
-        if (ImGui::Selectable(label.c_str(), r.layer == ui.layer && r.head == ui.head, ImGuiSelectableFlags_SpanAllColumns)) {
-          ui.layer = r.layer;
-          ui.head = r.head;
-          ui.heatmap.mode = 0;
+        if (ImGui::Selectable(label.c_str(), r.layer == ui.selection.layer && r.head == ui.selection.head, ImGuiSelectableFlags_SpanAllColumns)) {
+          ui.selection.layer = r.layer;
+          ui.selection.head = r.head;
+          ui.heatmap.mode = MapMode::kMap;
         }
       } else if (k == 1) {
         ImGui::Text("%d", r.head);
@@ -316,15 +317,15 @@ void draw_head_scores_panel(UiState& ui) {
     ImGui::TextDisabled("run a prompt or open a capture");
     return;
   }
-  if (ui.head_scores_source == 2) {
+  if (ui.analysis.source == HeadScoreSource::kCalibration) {
     draw_calibration_table(ui, *view);
     return;
   }
   const std::string key = capture_key(view.get());
   const auto& out = head_scores(ui, view);
   source_combo(ui);
-  if (!ui.head_scores.fresh(key)) {
-    ImGui::TextDisabled("computing head scores... %.0f%%", percent(ui.head_scores.progress()));
+  if (!ui.analysis.head_scores.fresh(key)) {
+    ImGui::TextDisabled("computing head scores... %.0f%%", percent(ui.analysis.head_scores.progress()));
     if (!out.value) return;
     ImGui::SameLine();
   }
@@ -334,7 +335,7 @@ void draw_head_scores_panel(UiState& ui) {
   }
   if (!out.value) return;
   const capture::HeadScoreAnalysis& a = *out.value;
-  const bool decode = ui.head_scores_source == 1;
+  const bool decode = ui.analysis.source == HeadScoreSource::kDecode;
   const std::string note = decode ? a.decode_note : a.prefill_note;
   if (!note.empty()) ImGui::TextDisabled("%s", note.c_str());
   else ImGui::TextDisabled("means over %s; colour: each column from its lowest (dark) to its highest (light); click a row for its map",
@@ -404,10 +405,10 @@ void draw_head_scores_panel(UiState& ui) {
         ImGui::Text("%d", r.head);
       } else if (c == 0) {
         const std::string label = std::to_string(r.layer) + "##" + std::to_string(i);
-        if (ImGui::Selectable(label.c_str(), r.layer == ui.layer && r.head == ui.head, ImGuiSelectableFlags_SpanAllColumns)) {
-          ui.layer = r.layer;
-          ui.head = r.head;
-          ui.heatmap.mode = 0;  // show that head's map
+        if (ImGui::Selectable(label.c_str(), r.layer == ui.selection.layer && r.head == ui.selection.head, ImGuiSelectableFlags_SpanAllColumns)) {
+          ui.selection.layer = r.layer;
+          ui.selection.head = r.head;
+          ui.heatmap.mode = MapMode::kMap;  // show that head's map
         }
       } else {
         ImGui::TextUnformatted(fmt(v, c == 4 ? "%.1f" : "%.3f").c_str());

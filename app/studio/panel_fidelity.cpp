@@ -18,7 +18,7 @@ void draw_fidelity_panel(UiState& ui) {
     ImGui::TextDisabled("no decode steps yet");
     return;
   }
-  const std::int64_t step = ui.step > 0 ? std::min<std::int64_t>(ui.step, sum.complete_steps) : sum.complete_steps;
+  const std::int64_t step = ui.selection.step > 0 ? std::min<std::int64_t>(ui.selection.step, sum.complete_steps) : sum.complete_steps;
   LukaConfig cfg = ui.session.config();
   bool shadow = !cfg.layers.empty() && cfg.layers.front().dense_shadow;
   if (ImGui::Checkbox("dense shadow (from the next step)", &shadow)) {
@@ -54,7 +54,7 @@ void draw_fidelity_panel(UiState& ui) {
     }
     return out;
   };
-  const auto& all = ui.step_metrics.get(ui.tasks, capture_key(view.get()) + "/" + std::to_string(step), [view, step, read] { return read(view, step); });
+  const auto& all = ui.fidelity.step_metrics.get(ui.tasks, capture_key(view.get()) + "/" + std::to_string(step), [view, step, read] { return read(view, step); });
   static const std::vector<capture::StepMetrics> none;
   const auto& all_b = two ? ui.compare.step_metrics.get(ui.tasks, capture_key(other.get()) + "/" + std::to_string(step), [other, step, read] { return read(other, step); })
                           : none;

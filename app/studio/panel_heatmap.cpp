@@ -21,6 +21,7 @@
 #include <string>
 
 #include "app/figures/capture_figure.h"
+#include "app/studio/choice_widgets.h"
 #include "app/studio/ui_state.h"
 #include "captures/reader.h"
 #include "core/util/error.h"
@@ -35,14 +36,13 @@ std::string printable(const std::string& piece, std::size_t max_chars = 40) { re
 
 // Writes what the map shows — one layer and head, or the head grid / layer strip — as a figure;
 // returns "wrote PATH" or the error. Safe on any thread: it takes its inputs by value.
-std::string write_view_figure(std::shared_ptr<const capture::CaptureView> view, int layer, int head, int kind, int mode, bool log,
+std::string write_view_figure(std::shared_ptr<const capture::CaptureView> view, int layer, int head, figures::MapView mv, MapMode mode, bool log,
                               const std::filesystem::path& path) {
   try {
     if (!view) fail("export", "nothing to export: run a prompt or open a capture");
     const capture::Summary sum = view->summary();
-    const auto mv = static_cast<figures::MapView>(kind);
-    if (mode != 0)
-      viz::write_grid_figure(figures::grid_from_capture(*view, mode == 1, layer, head, sum.complete_steps, log, mv), path);
+    if (mode != MapMode::kMap)
+      viz::write_grid_figure(figures::grid_from_capture(*view, mode == MapMode::kHeadGrid, layer, head, sum.complete_steps, log, mv), path);
     else
       viz::write_figure(figures::figure_from_capture(*view, layer, head, figures::default_figure_level(sum.layout), sum.complete_steps, log, mv),
                         path);
@@ -55,33 +55,33 @@ std::string write_view_figure(std::shared_ptr<const capture::CaptureView> view, 
 }  // namespace
 
 void export_figure(UiState& ui, const std::filesystem::path& path) {
-  ui.notice = write_view_figure(ui.session.view(), ui.layer, ui.head, ui.heatmap.view, ui.heatmap.mode, ui.heatmap.log_scale, path);
+  ui.notice = write_view_figure(ui.session.view(), ui.selection.layer, ui.selection.head, ui.heatmap.view, ui.heatmap.mode, ui.heatmap.log_scale, path);
 }
 
 namespace {
 
 // The Export buttons write in the background; the outcome shows when it is done.
 void export_in_background(UiState& ui, const std::filesystem::path& path) {
-  if (ui.export_job.active()) return;  // one at a time
+  if (ui.map.export_job.active()) return;  // one at a time
   ui.notice = "writing " + path.string() + "...";
-  ui.export_job.start(ui.tasks, "export " + path.filename().string(),
-                      [view = ui.session.view(), layer = ui.layer, head = ui.head, kind = ui.heatmap.view, mode = ui.heatmap.mode,
+  ui.map.export_job.start(ui.tasks, "export " + path.filename().string(),
+                      [view = ui.session.view(), layer = ui.selection.layer, head = ui.selection.head, kind = ui.heatmap.view, mode = ui.heatmap.mode,
                        log = ui.heatmap.log_scale, path] { return write_view_figure(view, layer, head, kind, mode, log, path); });
 }
 
 // The figure path, Export PNG / SVG / PDF buttons, and the outcome of the last export.
 void export_row(UiState& ui) {
   ImGui::SetNextItemWidth(260);
-  ImGui::InputText("##figure", &ui.figure_path);
+  ImGui::InputText("##figure", &ui.map.figure_path);
   for (const char* ext : {".png", ".svg", ".pdf"}) {
     ImGui::SameLine();
     if (ImGui::Button((std::string("Export ") + (ext + 1)).c_str())) {
-      std::filesystem::path p = ui.figure_path;
+      std::filesystem::path p = ui.map.figure_path;
       p.replace_extension(ext);
       export_in_background(ui, p);
     }
   }
-  if (auto done = ui.export_job.take()) ui.notice = done->value ? *done->value : done->cancelled ? "export cancelled" : done->error;
+  if (auto done = ui.map.export_job.take()) ui.notice = done->value ? *done->value : done->cancelled ? "export cancelled" : done->error;
   if (!ui.notice.empty()) {
     ImGui::SameLine();
     ImGui::TextUnformatted(ui.notice.c_str());
@@ -287,8 +287,8 @@ void draw_full_map(UiState& ui, Canvas& cv, const capture::Summary& sum, ImVec2 
   const bool live_prefill = !sum.finished && steps == 0;
   MapRequest want;
   want.view = view;
-  want.layer = ui.layer;
-  want.head = ui.head;
+  want.layer = ui.selection.layer;
+  want.head = ui.selection.head;
   want.level = level;
   want.kind = hv.view;
   want.steps = steps;
@@ -320,7 +320,7 @@ void draw_full_map(UiState& ui, Canvas& cv, const capture::Summary& sum, ImVec2 
     // instead would shift the cells before it by up to a cell.
     const ImVec2 b(sx((hv.fetched_c0 + hv.fetched_cols) * fetched_cell), sy((hv.fetched_r0 + hv.fetched_rows) * fetched_cell));
     dl->AddImage(hv.texture.id(), a, b);
-    if (ui.first_map_ms < 0) ui.first_map_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - ui.started).count();
+    if (ui.timing.first_map_ms < 0) ui.timing.first_map_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - ui.timing.started).count();
   }
   // The decode boundary: queries (rows) and keys (columns) from the first generated token on.
   if (steps > 0) {
@@ -333,10 +333,10 @@ void draw_full_map(UiState& ui, Canvas& cv, const capture::Summary& sum, ImVec2 
   // Overlays at the selected decode step: the page grid, and on that step's query row the refined
   // pages (violet) and heavy hitters (crimson) of the selected head.
   if (hv.overlays && steps > 0 && lay.covers) {
-    const std::int64_t s = ui.step > 0 ? std::min<std::int64_t>(ui.step, steps) : steps;
+    const std::int64_t s = ui.selection.step > 0 ? std::min<std::int64_t>(ui.selection.step, steps) : steps;
     try {
-      const std::string okey = ck + "/" + std::to_string(s) + "/" + std::to_string(ui.layer) + "/" + std::to_string(ui.head);
-      const auto& ov = cv.overlay.get(ui.tasks, okey, [view, s, layer = ui.layer, head = ui.head] {
+      const std::string okey = ck + "/" + std::to_string(s) + "/" + std::to_string(ui.selection.layer) + "/" + std::to_string(ui.selection.head);
+      const auto& ov = cv.overlay.get(ui.tasks, okey, [view, s, layer = ui.selection.layer, head = ui.selection.head] {
         MapOverlay o;
         o.pages = view->pages(layer);
         o.refined = view->refined_pages(s, layer, head);
@@ -373,13 +373,13 @@ void draw_full_map(UiState& ui, Canvas& cv, const capture::Summary& sum, ImVec2 
     dl->AddRect(ImVec2(sx(f), origin.y), ImVec2(std::max(sx(f + 1), sx(f) + 2), canvas_max.y), kMark, 0, 0, 1.5f);
     dl->AddRect(ImVec2(origin.x, sy(f)), ImVec2(canvas_max.x, std::max(sy(f + 1), sy(f) + 2)), kMark, 0, 0, 1.5f);
   }
-  if (ui.track) {  // tracked tokens: their columns, and their rows while they are prompt queries
-    const auto a = static_cast<double>(ui.track->begin), b = static_cast<double>(std::min(ui.track->end, n));
+  if (ui.timeline.track) {  // tracked tokens: their columns, and their rows while they are prompt queries
+    const auto a = static_cast<double>(ui.timeline.track->begin), b = static_cast<double>(std::min(ui.timeline.track->end, n));
     dl->AddRect(ImVec2(sx(a), origin.y), ImVec2(std::max(sx(b), sx(a) + 2), canvas_max.y), kMark, 0, 0, 1.f);
     dl->AddRect(ImVec2(origin.x, sy(a)), ImVec2(canvas_max.x, std::max(sy(b), sy(a) + 2)), kMark, 0, 0, 1.f);
   }
-  if (ui.hover_token > 0 && ui.hover_token <= n) {
-    const auto q = static_cast<double>(ui.hover_token - 1);
+  if (ui.selection.hover_token > 0 && ui.selection.hover_token <= n) {
+    const auto q = static_cast<double>(ui.selection.hover_token - 1);
     dl->AddRectFilled(ImVec2(origin.x, sy(q)), ImVec2(canvas_max.x, std::max(sy(q + 1), sy(q) + 2)), IM_COL32(255, 255, 255, 90));
   }
   dl->PopClipRect();
@@ -390,7 +390,7 @@ void draw_full_map(UiState& ui, Canvas& cv, const capture::Summary& sum, ImVec2 
     const ImVec2 p(origin.x + std::max(4.f, (size.x - ts.x) / 2), origin.y + 12);
     dl->AddRectFilled(ImVec2(p.x - 8, p.y - 4), ImVec2(p.x + ts.x + 8, p.y + ts.y + 10), IM_COL32(0, 0, 0, 210), 4.f);
     dl->AddText(p, IM_COL32(255, 255, 255, 255), msg.c_str());
-    ui.map_overlay = msg;
+    ui.map.computing = msg;
     ui.mark_drawn("prefill_bar", p.x, p.y + ts.y + 3, p.x + ts.x, p.y + ts.y + 7);  // the whole track; filled to the fraction
     if (st.prefill_fraction >= 0)
       dl->AddRectFilled(ImVec2(p.x, p.y + ts.y + 3), ImVec2(p.x + ts.x * static_cast<float>(std::clamp(st.prefill_fraction, 0.0, 1.0)), p.y + ts.y + 7),
@@ -420,7 +420,7 @@ void draw_full_map(UiState& ui, Canvas& cv, const capture::Summary& sum, ImVec2 
   if (!tokens.empty()) draw_key_labels(dl, hv.x0, span_x, n, origin, canvas_max, sx, [&](std::int64_t i) { return piece(i, 10); });
 
   // Hover: query and key tokens and the value under the cursor.
-  const auto map_view = static_cast<figures::MapView>(hv.view);
+  const auto map_view = hv.view;
   if (hovered && showing) {
     const auto q = static_cast<std::int64_t>(std::floor(hv.y0 + (io.MousePos.y - origin.y) * hv.tokens_per_pixel_y));
     const auto k = static_cast<std::int64_t>(std::floor(hv.x0 + (io.MousePos.x - origin.x) * hv.tokens_per_pixel));
@@ -428,7 +428,7 @@ void draw_full_map(UiState& ui, Canvas& cv, const capture::Summary& sum, ImVec2 
       const std::int64_t r = q / static_cast<std::int64_t>(fetched_cell) - hv.fetched_r0, c = k / static_cast<std::int64_t>(fetched_cell) - hv.fetched_c0;
       ImGui::BeginTooltip();
       ImGui::Text("query %lld  '%s'", static_cast<long long>(q), piece(q, 40).c_str());
-      ui.map_tooltip = "query " + std::to_string(q) + " key " + std::to_string(k) + "\n";
+      ui.map.tooltip = "query " + std::to_string(q) + " key " + std::to_string(k) + "\n";
       ImGui::Text("key   %lld  '%s'", static_cast<long long>(k), piece(k, 40).c_str());
       if (k > q) {
         ImGui::TextUnformatted("(masked: key after query)");
@@ -500,8 +500,8 @@ void draw_decode_rows(UiState& ui, Canvas& cv, const capture::Summary& sum, ImVe
   const std::int64_t last = std::clamp<std::int64_t>(static_cast<std::int64_t>(std::ceil(hv.rows_y0 + visible_steps)), first, steps);
   MapRequest want;
   want.view = view;
-  want.layer = ui.layer;
-  want.head = ui.head;
+  want.layer = ui.selection.layer;
+  want.head = ui.selection.head;
   want.kind = hv.view;
   want.steps = steps;
   want.decode_rows = true;
@@ -535,25 +535,25 @@ void draw_decode_rows(UiState& ui, Canvas& cv, const capture::Summary& sum, ImVe
     dl->AddImage(hv.texture.id(), ImVec2(xa, sy(static_cast<double>(hv.fetched_first - 1))), ImVec2(xb, sy(static_cast<double>(hv.fetched_last))),
                  ImVec2(0, 1.f / rows_total), ImVec2(1, 1));
     // The selected step.
-    const std::int64_t s = ui.step > 0 ? std::min<std::int64_t>(ui.step, steps) : steps;
+    const std::int64_t s = ui.selection.step > 0 ? std::min<std::int64_t>(ui.selection.step, steps) : steps;
     dl->AddRect(ImVec2(origin.x, sy(static_cast<double>(s - 1)) - 1), ImVec2(canvas_max.x, sy(static_cast<double>(s)) + 1), IM_COL32(255, 255, 255, 170));
     // The row that produced the generated token under the cursor in the output panel.
-    if (ui.hover_token > n && ui.hover_token <= keys) {
-      const auto q = static_cast<double>(ui.hover_token - n - 1);
+    if (ui.selection.hover_token > n && ui.selection.hover_token <= keys) {
+      const auto q = static_cast<double>(ui.selection.hover_token - n - 1);
       dl->AddRectFilled(ImVec2(origin.x, sy(q)), ImVec2(canvas_max.x, sy(q + 1)), IM_COL32(255, 255, 255, 90));
     }
     dl->PopClipRect();
-    if (ui.first_map_ms < 0) ui.first_map_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - ui.started).count();
+    if (ui.timing.first_map_ms < 0) ui.timing.first_map_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - ui.timing.started).count();
   }
-  if (ui.track && ui.track->begin < keys) {  // tracked tokens' columns
-    const auto a = static_cast<double>(ui.track->begin), b = static_cast<double>(std::min(ui.track->end, keys));
+  if (ui.timeline.track && ui.timeline.track->begin < keys) {  // tracked tokens' columns
+    const auto a = static_cast<double>(ui.timeline.track->begin), b = static_cast<double>(std::min(ui.timeline.track->end, keys));
     dl->AddRect(ImVec2(sx(a), origin.y), ImVec2(std::max(sx(b), sx(a) + 2), canvas_max.y), kMark, 0, 0, 1.f);
   }
   if (hv.found >= 0 && hv.found < keys) {  // the found token's column
     const auto f = static_cast<double>(hv.found);
     dl->AddRect(ImVec2(sx(f), origin.y), ImVec2(std::max(sx(f + 1), sx(f) + 2), canvas_max.y), kMark, 0, 0, 1.5f);
   }
-  if (ui.hover_token == n) dl->AddRectFilled(origin, ImVec2(canvas_max.x, origin.y + strip), IM_COL32(255, 255, 255, 90));
+  if (ui.selection.hover_token == n) dl->AddRectFilled(origin, ImVec2(canvas_max.x, origin.y + strip), IM_COL32(255, 255, 255, 90));
   // The boundary between the collapsed prefill and the decode steps, and where generated keys start.
   dl->AddLine(ImVec2(origin.x, origin.y + strip + gap / 2), ImVec2(canvas_max.x, origin.y + strip + gap / 2), kBoundary, 1.f);
   dl->AddLine(ImVec2(sx(static_cast<double>(n)), rows_origin.y), ImVec2(sx(static_cast<double>(n)), canvas_max.y), kBoundary, 1.f);
@@ -599,7 +599,7 @@ void draw_decode_rows(UiState& ui, Canvas& cv, const capture::Summary& sum, ImVe
       if (in_prefill) ImGui::Text("prefill, collapsed: query %lld '%s' (the last prompt token; every mode alike)", static_cast<long long>(n - 1),
                                   piece(n - 1, 40).c_str());
       else ImGui::Text("decode step %lld: query %lld '%s'", static_cast<long long>(s), static_cast<long long>(n + s - 1), piece(n + s - 1, 40).c_str());
-      ui.map_tooltip = in_prefill ? "prefill\n" : "decode step " + std::to_string(s) + "\n";
+      ui.map.tooltip = in_prefill ? "prefill\n" : "decode step " + std::to_string(s) + "\n";
       ImGui::Text("key %lld  '%s'", static_cast<long long>(k), piece(k, 40).c_str());
       const std::int64_t query = in_prefill ? n - 1 : n + s - 1;
       const auto rows_have = hv.fetched_last - hv.fetched_first + 2;
@@ -607,22 +607,22 @@ void draw_decode_rows(UiState& ui, Canvas& cv, const capture::Summary& sum, ImVe
         ImGui::TextUnformatted("(masked: key after query)");
       } else if (c >= 0 && c < hv.fetched_cols && r >= 0 && r < rows_have && static_cast<std::size_t>(r * hv.fetched_cols + c) < hv.values.size()) {
         const float v = hv.values[static_cast<std::size_t>(r * hv.fetched_cols + c)];
-        const char* what = static_cast<figures::MapView>(hv.view) == figures::MapView::kDifference ? "effective - dense" : "attention";
+        const char* what = hv.view == figures::MapView::kDifference ? "effective - dense" : "attention";
         if (std::isnan(v)) ImGui::TextUnformatted("no dense row at this step (shadow off)");
         else if (fcell == 1) ImGui::Text("%s %.6g", what, v);
         else ImGui::Text("%s, max over %lld keys: %.6g", what, static_cast<long long>(fcell), v);
       }
       if (!in_prefill) {
-        const std::string key = ck + "/" + std::to_string(s) + "/" + std::to_string(ui.layer) + "/" + std::to_string(ui.head);
-        const auto& lines = cv.row_cover.get(ui.tasks, key, [view, s, layer = ui.layer, head = ui.head] { return describe_cover(*view, s, layer, head); });
+        const std::string key = ck + "/" + std::to_string(s) + "/" + std::to_string(ui.selection.layer) + "/" + std::to_string(ui.selection.head);
+        const auto& lines = cv.row_cover.get(ui.tasks, key, [view, s, layer = ui.selection.layer, head = ui.selection.head] { return describe_cover(*view, s, layer, head); });
         if (cv.row_cover.fresh(key)) {
           ImGui::Separator();
           for (const std::string& l : lines) {
             ImGui::TextUnformatted(l.c_str());
-            ui.map_tooltip += l + "\n";
+            ui.map.tooltip += l + "\n";
           }
         }
-        if (ImGui::IsMouseClicked(ImGuiMouseButton_Left)) ui.step = s;
+        if (ImGui::IsMouseClicked(ImGuiMouseButton_Left)) ui.selection.step = s;
       }
       ImGui::EndTooltip();
     }
@@ -661,7 +661,7 @@ std::vector<std::pair<float, std::string>> scale_ticks(const viz::ColorScale& sc
 // Below the map: the ticked colour bar, the topic legend, the level and layout, then export.
 void draw_footer(UiState& ui, bool rows_layout, int level) {
   HeatmapView& hv = ui.heatmap;
-  const auto map_view = static_cast<figures::MapView>(hv.view);
+  const auto map_view = hv.view;
   ImDrawList* dl = ImGui::GetWindowDrawList();
   const bool diff = map_view == figures::MapView::kDifference;
   const auto& table = viz::Colormap::get(diff ? viz::ColormapId::kBalance : viz::ColormapId::kEmber).table();
@@ -683,8 +683,8 @@ void draw_footer(UiState& ui, bool rows_layout, int level) {
   ImGui::Dummy(ImVec2(w + 30, h + 18));
   ImGui::SameLine();
   const char* what = diff ? "effective - dense" : hv.log_scale ? "attention, log" : "attention";
-  if (rows_layout) ImGui::Text("%s  |  decode rows, keys max over %d  |  layer %d head %d", what, 1 << std::clamp(hv.fetched_pool, 0, 30), ui.layer, ui.head);
-  else ImGui::Text("%s  |  full map, level %d (%d tokens/cell)  |  layer %d head %d", what, level, 1 << std::clamp(level, 0, 30), ui.layer, ui.head);
+  if (rows_layout) ImGui::Text("%s  |  decode rows, keys max over %d  |  layer %d head %d", what, 1 << std::clamp(hv.fetched_pool, 0, 30), ui.selection.layer, ui.selection.head);
+  else ImGui::Text("%s  |  full map, level %d (%d tokens/cell)  |  layer %d head %d", what, level, 1 << std::clamp(level, 0, 30), ui.selection.layer, ui.selection.head);
   if (!hv.error.empty()) {
     ImGui::SameLine();
     ImGui::TextColored(ImVec4(1.f, 0.5f, 0.5f, 1.f), "%s", hv.error.c_str());
@@ -799,11 +799,11 @@ void draw_heatmap_panel(UiState& ui) {
   // so a highlight never outlives the hover.
   struct ClearHover {
     UiState& ui;
-    ~ClearHover() { ui.hover_token = -1; }
+    ~ClearHover() { ui.selection.hover_token = -1; }
   } clear_hover{ui};
   HeatmapView& hv = ui.heatmap;
-  ui.map_tooltip.clear();
-  ui.map_overlay.clear();
+  ui.map.tooltip.clear();
+  ui.map.computing.clear();
   const auto view = ui.session.view();
   if (!view) {
     ImGui::TextDisabled("run a prompt or open a capture to see attention maps");
@@ -816,46 +816,46 @@ void draw_heatmap_panel(UiState& ui) {
     return;
   }
   // Selection: recorded layers and heads only.
-  if (!std::binary_search(lay.layers.begin(), lay.layers.end(), ui.layer)) ui.layer = lay.layers.front();
-  if (!std::binary_search(lay.heads.begin(), lay.heads.end(), ui.head)) ui.head = lay.heads.front();
+  if (!std::binary_search(lay.layers.begin(), lay.layers.end(), ui.selection.layer)) ui.selection.layer = lay.layers.front();
+  if (!std::binary_search(lay.heads.begin(), lay.heads.end(), ui.selection.head)) ui.selection.head = lay.heads.front();
   ImGui::SetNextItemWidth(110);
-  ImGui::SliderInt("layer", &ui.layer, lay.layers.front(), lay.layers.back());
+  ImGui::SliderInt("layer", &ui.selection.layer, lay.layers.front(), lay.layers.back());
   ImGui::SameLine();
   ImGui::SetNextItemWidth(90);
-  ImGui::SliderInt("head", &ui.head, lay.heads.front(), lay.heads.back());
+  ImGui::SliderInt("head", &ui.selection.head, lay.heads.front(), lay.heads.back());
   ImGui::SameLine();
   ImGui::Checkbox("log", &hv.log_scale);
   ImGui::SameLine();
   ImGui::SetNextItemWidth(110);
   static const char* kViews[] = {"effective", "dense", "difference"};
-  ImGui::Combo("##view", &hv.view, kViews, 3);
+  choice_combo("##view", hv.view, kViews);
   ImGui::SameLine();
   ImGui::SetNextItemWidth(120);
   static const char* kLayouts[] = {"auto layout", "full map", "decode rows"};
-  ImGui::Combo("##layout", &hv.layout, kLayouts, 3);
+  choice_combo("##layout", hv.layout, kLayouts);
   ImGui::SameLine();
   if (ImGui::Button("Fit")) hv.fit();
   ImGui::SameLine();
   ImGui::Checkbox("overlays", &hv.overlays);
   ImGui::SameLine();
-  if (ImGui::SmallButton("keys (F1)")) ui.show_shortcuts = true;
-  ImGui::RadioButton("map", &hv.mode, 0);
+  if (ImGui::SmallButton("keys (F1)")) ui.window.show_shortcuts = true;
+  choice_radio("map", hv.mode, MapMode::kMap);
   ImGui::SameLine();
-  ImGui::RadioButton("heads", &hv.mode, 1);
+  choice_radio("heads", hv.mode, MapMode::kHeadGrid);
   ImGui::SameLine();
-  ImGui::RadioButton("layers", &hv.mode, 2);
+  choice_radio("layers", hv.mode, MapMode::kLayerStrip);
   ImGui::SameLine(0, 24);
   search_box(ui, view);
   ImGui::SameLine(0, 24);
   compare_box(ui);
-  if (hv.mode != 0) {
+  if (hv.mode != MapMode::kMap) {
     export_row(ui);  // the small multiples as one figure
-    draw_thumbnails(ui, *view, hv.mode == 1);
+    draw_thumbnails(ui, *view, hv.mode == MapMode::kHeadGrid);
     return;
   }
   const std::int64_t steps = sum.complete_steps;
   const bool rows_layout =
-      steps > 0 && (hv.layout == 2 || (hv.layout == 0 && static_cast<figures::MapView>(hv.view) != figures::MapView::kEffective));
+      steps > 0 && (hv.layout == MapLayout::kDecodeRows || (hv.layout == MapLayout::kAuto && hv.view != figures::MapView::kEffective));
 
   // The canvas fills the panel less the label margins and the footer.
   const ImVec2 avail = ImGui::GetContentRegionAvail();
@@ -869,14 +869,14 @@ void draw_heatmap_panel(UiState& ui) {
   int level = lay.levels.back();
   CompareState& cmp = ui.compare;
   if (!cmp.view) {
-    Canvas main{view, nullptr, hv, ui.tokens, ui.segments, ui.overlay, ui.row_cover};
+    Canvas main{view, nullptr, hv, ui.tokens, ui.segments, ui.map.overlay, ui.map.row_cover};
     if (rows_layout) draw_decode_rows(ui, main, sum, top_left, origin, size);
     else draw_full_map(ui, main, sum, top_left, origin, size);
   } else {
     // Two canvases side by side, the right one following the left's zoom, layer, head and view.
     const float gap = 14;
     const ImVec2 half((size.x - gap) / 2, size.y);
-    Canvas main{view, nullptr, hv, ui.tokens, ui.segments, ui.overlay, ui.row_cover};
+    Canvas main{view, nullptr, hv, ui.tokens, ui.segments, ui.map.overlay, ui.map.row_cover};
     capture::Summary a_sum = sum, b_sum = cmp.view->summary();
     std::string why;
     if (cmp.difference) {
@@ -884,23 +884,23 @@ void draw_heatmap_panel(UiState& ui) {
       b_sum = a_sum;
     }
     const capture::Layout& bl = cmp.view->summary().layout;
-    if (!std::binary_search(bl.layers.begin(), bl.layers.end(), ui.layer) || !std::binary_search(bl.heads.begin(), bl.heads.end(), ui.head))
-      why = "layer " + std::to_string(ui.layer) + " head " + std::to_string(ui.head) + " is not recorded in " + cmp.note;
+    if (!std::binary_search(bl.layers.begin(), bl.layers.end(), ui.selection.layer) || !std::binary_search(bl.heads.begin(), bl.heads.end(), ui.selection.head))
+      why = "layer " + std::to_string(ui.selection.layer) + " head " + std::to_string(ui.selection.head) + " is not recorded in " + cmp.note;
     else if (bl.levels.empty())
       why = cmp.note + " has no prefill maps";
-    const bool b_rows = b_sum.complete_steps > 0 && (hv.layout == 2 || (hv.layout == 0 && (cmp.difference || static_cast<figures::MapView>(hv.view) != figures::MapView::kEffective)));
+    const bool b_rows = b_sum.complete_steps > 0 && (hv.layout == MapLayout::kDecodeRows || (hv.layout == MapLayout::kAuto && (cmp.difference || hv.view != figures::MapView::kEffective)));
     if (rows_layout) draw_decode_rows(ui, main, sum, top_left, origin, half);
     else draw_full_map(ui, main, sum, top_left, origin, half);
     const ImVec2 b_origin(origin.x + half.x + gap, origin.y);
     ImDrawList* dl = ImGui::GetWindowDrawList();
     if (why.empty()) {
       copy_view(hv, cmp.map);
-      if (cmp.difference) cmp.map.view = static_cast<int>(figures::MapView::kDifference);
+      if (cmp.difference) cmp.map.view = figures::MapView::kDifference;
       Canvas right{cmp.difference ? view : cmp.view, cmp.difference ? cmp.view : nullptr, cmp.map, cmp.tokens, cmp.segments, cmp.overlay, cmp.row_cover, false};
       const ImVec2 b_top_left(b_origin.x - kBand - 2, top_left.y);
       if (b_rows) draw_decode_rows(ui, right, b_sum, b_top_left, b_origin, half);
       else draw_full_map(ui, right, b_sum, b_top_left, b_origin, half);
-      const int kind = hv.view;
+      const figures::MapView kind = hv.view;
       copy_view(cmp.map, hv);  // a pan or zoom on the right moves the left too
       hv.view = kind;
     } else {

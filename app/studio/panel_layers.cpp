@@ -30,12 +30,12 @@ float button_width(const char* label) { return ImGui::CalcTextSize(label, nullpt
 }  // namespace
 
 void apply_mixed_preset(UiState& ui) {
-  const std::string mixed = "mixed(" + std::to_string(ui.mixed_a) + "," + std::to_string(ui.mixed_b) + ")";
+  const std::string mixed = "mixed(" + std::to_string(ui.layers.mixed_a) + "," + std::to_string(ui.layers.mixed_b) + ")";
   try {
     ui.session.set_config(LukaConfig::preset(mixed, static_cast<std::int64_t>(ui.session.config().layers.size())));
-    ui.layers_notice.clear();
+    ui.layers.notice.clear();
   } catch (const std::exception& e) {
-    ui.layers_notice = e.what();
+    ui.layers.notice = e.what();
   }
 }
 
@@ -55,19 +55,19 @@ void draw_layers_panel(UiState& ui) {
     same_line_if_fits(button_width(name));
     if (ImGui::SmallButton(name)) {
       ui.session.set_config(LukaConfig::preset(name, L));
-      ui.layers_notice.clear();
+      ui.layers.notice.clear();
     }
   }
   // mixed(a,b): the first a and last b layers lined, the rest clustered.
-  const std::string mixed = "mixed(" + std::to_string(ui.mixed_a) + "," + std::to_string(ui.mixed_b) + ")";
+  const std::string mixed = "mixed(" + std::to_string(ui.layers.mixed_a) + "," + std::to_string(ui.layers.mixed_b) + ")";
   const float drag = ImGui::CalcTextSize("000").x + 2 * ImGui::GetStyle().FramePadding.x;
   same_line_if_fits(2 * drag + button_width(mixed.c_str()) + 2 * ImGui::GetStyle().ItemSpacing.x);
   ImGui::SetNextItemWidth(drag);
-  ImGui::DragInt("##mixed_a", &ui.mixed_a, 0.2f, 0, L);
+  ImGui::DragInt("##mixed_a", &ui.layers.mixed_a, 0.2f, 0, L);
   if (ImGui::IsItemHovered()) ImGui::SetTooltip("mixed(a,b): the first a layers lined (drag or double-click to type)");
   ImGui::SameLine();
   ImGui::SetNextItemWidth(drag);
-  ImGui::DragInt("##mixed_b", &ui.mixed_b, 0.2f, 0, L);
+  ImGui::DragInt("##mixed_b", &ui.layers.mixed_b, 0.2f, 0, L);
   if (ImGui::IsItemHovered()) ImGui::SetTooltip("mixed(a,b): the last b layers lined, the layers between them clustered");
   ImGui::SameLine();
   if (ImGui::SmallButton(mixed.c_str())) apply_mixed_preset(ui);
@@ -77,7 +77,7 @@ void draw_layers_panel(UiState& ui) {
     ui.mark_drawn("mixed_button", b0.x, b0.y, b1.x, b1.y);
     ui.mark_drawn("layers_panel", w0.x + c0.x, w0.y + c0.y, w0.x + c1.x, w0.y + c1.y);  // its content region
   }
-  if (ImGui::IsItemHovered()) ImGui::SetTooltip("the first %d and last %d layers lined, the rest clustered", ui.mixed_a, ui.mixed_b);
+  if (ImGui::IsItemHovered()) ImGui::SetTooltip("the first %d and last %d layers lined, the rest clustered", ui.layers.mixed_a, ui.layers.mixed_b);
   const auto view = ui.session.view();
   std::int64_t last = 0;
   if (view) last = view->summary().complete_steps;
@@ -85,10 +85,10 @@ void draw_layers_panel(UiState& ui) {
   // The selected layer's parameters (live, like the mode): the window and heavy-hitter fraction of
   // lined attention; page size, tail, refinement and compressor of clustered attention.
   {
-    LayerConfig lc = cfg.layers[static_cast<std::size_t>(std::clamp(ui.layer, 0, L - 1))];
+    LayerConfig lc = cfg.layers[static_cast<std::size_t>(std::clamp(ui.selection.layer, 0, L - 1))];
     bool changed = false;
     const float number = ImGui::CalcTextSize("00000").x + 2 * ImGui::GetStyle().FramePadding.x;
-    ImGui::Text("layer %d lined:", ui.layer);
+    ImGui::Text("layer %d lined:", ui.selection.layer);
     same_line_if_fits(labelled(number, "W"));
     ImGui::SetNextItemWidth(number);
     int window = static_cast<int>(lc.lined.window);
@@ -127,19 +127,19 @@ void draw_layers_panel(UiState& ui) {
     if (ImGui::IsItemHovered()) ImGui::SetTooltip("clustered: exact refinement (off: mass-preserving)");
     if (changed) {
       try {
-        validate(lc, ui.layer);
-        cfg.layers[static_cast<std::size_t>(ui.layer)] = lc;
+        validate(lc, ui.selection.layer);
+        cfg.layers[static_cast<std::size_t>(ui.selection.layer)] = lc;
         ui.session.set_config(cfg);
-        ui.layers_notice.clear();
+        ui.layers.notice.clear();
       } catch (const std::exception& e) {
-        ui.layers_notice = e.what();
+        ui.layers.notice = e.what();
       }
     }
   }
   // An error from the controls above, wrapped to the panel so that all of it shows.
-  if (!ui.layers_notice.empty()) {
+  if (!ui.layers.notice.empty()) {
     ImGui::PushStyleColor(ImGuiCol_Text, ImVec4(1.f, 0.55f, 0.45f, 1.f));
-    ImGui::TextWrapped("%s", ui.layers_notice.c_str());
+    ImGui::TextWrapped("%s", ui.layers.notice.c_str());
     ImGui::PopStyleColor();
   }
   ImGui::EndDisabled();
@@ -158,8 +158,8 @@ void draw_layers_panel(UiState& ui) {
   for (int l = 0; l < L; ++l) {
     ImGui::TableNextRow();
     ImGui::TableNextColumn();
-    const bool selected = l == ui.layer;
-    if (ImGui::Selectable(std::to_string(l).c_str(), selected, ImGuiSelectableFlags_None, ImVec2(28, 0))) ui.layer = l;
+    const bool selected = l == ui.selection.layer;
+    if (ImGui::Selectable(std::to_string(l).c_str(), selected, ImGuiSelectableFlags_None, ImVec2(28, 0))) ui.selection.layer = l;
     ImGui::TableNextColumn();
     ImGui::PushID(l);
     ImGui::BeginDisabled(replay);
@@ -171,7 +171,7 @@ void draw_layers_panel(UiState& ui) {
     ImGui::EndDisabled();
     ImGui::PopID();
     // Cost at the last recorded step (read once per step, not per frame).
-    const auto& costs = ui.layer_costs.get(ui.tasks, capture_key(view.get()) + "/" + std::to_string(L), [view, last, recorded, L] {
+    const auto& costs = ui.layers.costs.get(ui.tasks, capture_key(view.get()) + "/" + std::to_string(L), [view, last, recorded, L] {
       std::vector<std::string> out(static_cast<std::size_t>(3 * L), "-");
       if (last == 0) return out;
       for (const int rl : recorded) {

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 
+#include "app/studio/choice_widgets.h"
 #include "app/studio/ui_state.h"
 #include "core/device/device.h"
 #include "core/model/dtype.h"
@@ -26,40 +27,40 @@ DeviceChoices list_devices() {
 
 void draw_model_panel(UiState& ui) {
   const Status s = ui.session.status();
-  ImGui::InputText("##model", &ui.model_path);
+  ImGui::InputText("##model", &ui.model.path);
   ImGui::SameLine();
   const bool busy = ui.session.busy();
   ImGui::BeginDisabled(busy);
   if (ImGui::Button("Load")) {
-    ui.session.load_model(ui.model_path, load_options(ui), parse_device(ui.device));
+    ui.session.load_model(ui.model.path, load_options(ui), parse_device(ui.model.device));
   }
   ImGui::EndDisabled();
   // Device: auto and cpu at once, the GPUs once the plugin has listed them.
-  const DeviceChoices& d = ui.devices.get(ui.tasks, "gpus", [] { return list_devices(); }, "listing the GPUs");
+  const DeviceChoices& d = ui.model.devices.get(ui.tasks, "gpus", [] { return list_devices(); }, "listing the GPUs");
   std::vector<std::string> values = d.values.empty() ? std::vector<std::string>{"auto", "cpu"} : d.values;
   std::vector<std::string> labels = d.labels.empty() ? std::vector<std::string>{"auto", "cpu"} : d.labels;
-  if (std::find(values.begin(), values.end(), ui.device) == values.end()) {  // --device cuda:N before the list is in
-    values.push_back(ui.device);
-    labels.push_back(ui.device);
+  if (std::find(values.begin(), values.end(), ui.model.device) == values.end()) {  // --device cuda:N before the list is in
+    values.push_back(ui.model.device);
+    labels.push_back(ui.model.device);
   }
   ImGui::SetNextItemWidth(240);
-  const std::size_t chosen = static_cast<std::size_t>(std::find(values.begin(), values.end(), ui.device) - values.begin());
+  const std::size_t chosen = static_cast<std::size_t>(std::find(values.begin(), values.end(), ui.model.device) - values.begin());
   if (ImGui::BeginCombo("device", labels[chosen].c_str())) {
     for (std::size_t i = 0; i < values.size(); ++i)
-      if (ImGui::Selectable(labels[i].c_str(), i == chosen)) ui.device = values[i];
+      if (ImGui::Selectable(labels[i].c_str(), i == chosen)) ui.model.device = values[i];
     ImGui::EndCombo();
   }
   if (!d.note.empty() && ImGui::IsItemHovered()) ImGui::SetTooltip("no GPU listed: %s", d.note.c_str());
   ImGui::SetNextItemWidth(80);
   static const char* kDtypes[] = {"fp32", "bf16", "fp16"};
-  ImGui::Combo("dtype", &ui.dtype, kDtypes, 3);
+  choice_combo("dtype", ui.model.dtype, kDtypes);
   ImGui::SameLine();
   ImGui::SetNextItemWidth(90);
-  ImGui::InputInt("threads (0: all)", &ui.threads);
-  ui.threads = std::max(0, std::min(ui.threads, 256));
+  ImGui::InputInt("threads (0: all)", &ui.model.threads);
+  ui.model.threads = std::max(0, std::min(ui.model.threads, 256));
   ImGui::SetNextItemWidth(120);
   static const char* kWeights[] = {"dequantized", "quantized"};
-  ImGui::Combo("weights", &ui.weights, kWeights, 2);
+  choice_combo("weights", ui.model.weights, kWeights);
   if (ImGui::IsItemHovered())
     ImGui::SetTooltip("a GGUF file's linear weights at the next Load: dequantized into the dtype, or also kept as\n"
                       "their GGUF blocks, which decode steps on the CPU read directly (luka info shows both footprints)");

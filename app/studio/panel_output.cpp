@@ -65,7 +65,7 @@ void coloured_tokens(UiState& ui, const std::vector<capture::Token>& tokens) {
     const ImVec2 r0 = ImGui::GetItemRectMin(), r1 = ImGui::GetItemRectMax();
     ui.mark_drawn("output_token/" + std::to_string(i), r0.x, r0.y, r1.x, r1.y);
     if (ImGui::IsItemHovered()) {
-      ui.hover_token = static_cast<std::int64_t>(i);  // the map marks the row that produced it
+      ui.selection.hover_token = static_cast<std::int64_t>(i);  // the map marks the row that produced it
       if (j == i + 1 && !std::isnan(p)) {
         ImGui::SetTooltip("p = %.4f (its attention row is marked on the map)", p);
       } else if (j > i + 1) {
@@ -102,15 +102,15 @@ void draw_output_panel(UiState& ui) {
   coloured_tokens(ui, ui.tokens.get(ui.tasks, ck, [view] { return view->tokens(); }));
   const capture::Summary sum = view->summary();
   if (sum.complete_steps == 0) return;
-  int step = static_cast<int>(ui.step > 0 ? std::min<std::int64_t>(ui.step, sum.complete_steps) : sum.complete_steps);
+  int step = static_cast<int>(ui.selection.step > 0 ? std::min<std::int64_t>(ui.selection.step, sum.complete_steps) : sum.complete_steps);
   ImGui::SetNextItemWidth(-80);
-  if (ImGui::SliderInt("step", &step, 1, static_cast<int>(sum.complete_steps))) ui.step = step;
+  if (ImGui::SliderInt("step", &step, 1, static_cast<int>(sum.complete_steps))) ui.selection.step = step;
   if (!sum.layout.rows) return;
   try {
-    const std::string key = ck + "/" + std::to_string(step) + "/" + std::to_string(ui.layer) + "/" + std::to_string(ui.head);
-    const int layer = ui.layer, head = ui.head;
-    const std::vector<float>& row = ui.output_row.get(ui.tasks, key, [view, step, layer, head] { return view->row(step, layer, head); });
-    const std::string& label = ui.output_row_label.get(ui.tasks, key, [view, step, layer, head] {
+    const std::string key = ck + "/" + std::to_string(step) + "/" + std::to_string(ui.selection.layer) + "/" + std::to_string(ui.selection.head);
+    const int layer = ui.selection.layer, head = ui.selection.head;
+    const std::vector<float>& row = ui.output.row.get(ui.tasks, key, [view, step, layer, head] { return view->row(step, layer, head); });
+    const std::string& label = ui.output.row_label.get(ui.tasks, key, [view, step, layer, head] {
       const capture::StepMetrics m = view->metrics(step, layer);
       return "step " + std::to_string(step) + ", layer " + std::to_string(layer) + " (" + capture::mode_name(m.mode) + "), head " +
              std::to_string(head) + ": effective attention over " + std::to_string(m.tokens) + " tokens";

@@ -12,6 +12,7 @@
 #include <optional>
 #include <imgui_stdlib.h>
 
+#include "app/studio/choice_widgets.h"
 #include "app/studio/ui_state.h"
 #include "core/prompt/prompt_file.h"
 #include "core/prompt/wikisalad.h"
@@ -45,8 +46,8 @@ void set_topic(InterwovenPrompt& p, std::size_t i, char letter) {
 }
 
 void builder(UiState& ui) {
-  InterwovenPrompt& p = ui.prompt;
-  if (p.pattern != ui.pattern_shown) ui.pattern_edit = ui.pattern_shown = p.pattern;
+  InterwovenPrompt& p = ui.prompt.interwoven;
+  if (p.pattern != ui.prompt.pattern_shown) ui.prompt.pattern_edit = ui.prompt.pattern_shown = p.pattern;
   if (ImGui::Button("+ segment")) {
     const char letter = p.pattern.empty() ? 'A' : p.pattern.back() == 'A' ? 'B' : 'A';
     p.segments.push_back({"", "", "New text."});
@@ -55,51 +56,51 @@ void builder(UiState& ui) {
   }
   ImGui::SameLine();
   ImGui::SetNextItemWidth(90);
-  ImGui::InputText("##pattern", &ui.pattern_edit);
+  ImGui::InputText("##pattern", &ui.prompt.pattern_edit);
   ImGui::SameLine();
   if (ImGui::Button("Apply pattern")) {
     try {
-      apply_pattern(p, ui.pattern_edit);
-      ui.prompt_notice = "pattern " + p.pattern;
+      apply_pattern(p, ui.prompt.pattern_edit);
+      ui.prompt.notice = "pattern " + p.pattern;
     } catch (const std::exception& e) {
-      ui.prompt_notice = e.what();
+      ui.prompt.notice = e.what();
     }
   }
   ImGui::SetNextItemWidth(200);
-  ImGui::InputText("##wikisalad", &ui.wikisalad_path);
+  ImGui::InputText("##wikisalad", &ui.prompt.wikisalad_path);
   ImGui::SameLine();
   ImGui::SetNextItemWidth(70);
-  ImGui::InputInt("##example", &ui.wikisalad_example, 1);
+  ImGui::InputInt("##example", &ui.prompt.wikisalad_example, 1);
   ImGui::SameLine();
   if (ImGui::Button("WikiSalad")) {
     try {
-      p = from_wikisalad(ui.wikisalad_path, ui.wikisalad_example);
-      ui.prompt_notice = "WikiSalad example " + std::to_string(ui.wikisalad_example) + ": " + p.pattern;
+      p = from_wikisalad(ui.prompt.wikisalad_path, ui.prompt.wikisalad_example);
+      ui.prompt.notice = "WikiSalad example " + std::to_string(ui.prompt.wikisalad_example) + ": " + p.pattern;
     } catch (const std::exception& e) {
-      ui.prompt_notice = e.what();
+      ui.prompt.notice = e.what();
     }
   }
   ImGui::SetNextItemWidth(200);
-  ImGui::InputText("##promptfile", &ui.prompt_path);
+  ImGui::InputText("##promptfile", &ui.prompt.file);
   ImGui::SameLine();
   if (ImGui::Button("Open")) {
     try {
-      p = load_prompt_file(ui.prompt_path);
-      ui.prompt_notice = "opened " + ui.prompt_path;
+      p = load_prompt_file(ui.prompt.file);
+      ui.prompt.notice = "opened " + ui.prompt.file;
     } catch (const std::exception& e) {
-      ui.prompt_notice = e.what();
+      ui.prompt.notice = e.what();
     }
   }
   ImGui::SameLine();
   if (ImGui::Button("Save")) {
     try {
-      save_prompt_file(p, ui.prompt_path);
-      ui.prompt_notice = "saved " + ui.prompt_path;
+      save_prompt_file(p, ui.prompt.file);
+      ui.prompt.notice = "saved " + ui.prompt.file;
     } catch (const std::exception& e) {
-      ui.prompt_notice = e.what();
+      ui.prompt.notice = e.what();
     }
   }
-  if (!ui.prompt_notice.empty()) ImGui::TextWrapped("%s", ui.prompt_notice.c_str());
+  if (!ui.prompt.notice.empty()) ImGui::TextWrapped("%s", ui.prompt.notice.c_str());
 }
 
 }  // namespace
@@ -115,7 +116,7 @@ void draw_prompt_panel(UiState& ui) {
   capture_files(ui, s);
   ImGui::Separator();
   // Replay: the run controls show but stay off until the replay is left.
-  ui.run_locked = s.replay;
+  ui.run.locked = s.replay;
   ImGui::BeginDisabled(s.replay);
   run_controls(ui);  // near the top, so Run is always in view
   ImGui::EndDisabled();
@@ -124,32 +125,32 @@ void draw_prompt_panel(UiState& ui) {
     replay_prompt(ui, s);
     return;
   }
-  ImGui::RadioButton("interwoven", &ui.free_text_mode, 0);
+  choice_radio("interwoven", ui.prompt.mode, PromptMode::kInterwoven);
   ImGui::SameLine();
-  ImGui::RadioButton("free text", &ui.free_text_mode, 1);
-  if (ui.free_text_mode) {
-    ui.prompt_shown = ui.free_text;
-    ui.prompt_drawn.clear();
+  choice_radio("free text", ui.prompt.mode, PromptMode::kFreeText);
+  if (ui.prompt.mode == PromptMode::kFreeText) {
+    ui.prompt.shown = ui.prompt.free_text;
+    ui.prompt.drawn.clear();
     // The editor holds the text as typed (ImGui neither joins Arabic letters nor lays out right to
     // left); with such text, it is also shown as it reads, read-only, underneath.
     float preview = 0;
     const float line = ImGui::GetTextLineHeightWithSpacing();
-    if (viz::has_right_to_left(ui.free_text)) {
-      const auto& lines = display_lines(ui.display_text, ui.free_text, ImGui::GetContentRegionAvail().x - 2 * ImGui::GetStyle().WindowPadding.x);
+    if (viz::has_right_to_left(ui.prompt.free_text)) {
+      const auto& lines = display_lines(ui.display_text, ui.prompt.free_text, ImGui::GetContentRegionAvail().x - 2 * ImGui::GetStyle().WindowPadding.x);
       preview = std::min(ImGui::GetContentRegionAvail().y / 2, line * static_cast<float>(lines.size() + 1) + 2 * ImGui::GetStyle().WindowPadding.y);
     }
-    ImGui::InputTextMultiline("##free", &ui.free_text, ImVec2(-1, ImGui::GetContentRegionAvail().y - 4 - preview));
+    ImGui::InputTextMultiline("##free", &ui.prompt.free_text, ImVec2(-1, ImGui::GetContentRegionAvail().y - 4 - preview));
     if (preview > 0) {
       ImGui::TextDisabled("as it reads:");
       ImGui::BeginChild("##free_shown", ImVec2(0, preview - line), true);
-      ui.prompt_drawn = draw_display_text(ui.display_text, ui.free_text);
+      ui.prompt.drawn = draw_display_text(ui.display_text, ui.prompt.free_text);
       ImGui::EndChild();
     }
   } else {
-    ui.prompt_shown.clear();
-    ui.prompt_drawn.clear();
-    for (const PromptSegment& seg : ui.prompt.segments) ui.prompt_shown += seg.text + "\n";
-    ui.prompt_shown += ui.prompt.question;
+    ui.prompt.shown.clear();
+    ui.prompt.drawn.clear();
+    for (const PromptSegment& seg : ui.prompt.interwoven.segments) ui.prompt.shown += seg.text + "\n";
+    ui.prompt.shown += ui.prompt.interwoven.question;
     draw_segments(ui);
   }
 }
@@ -160,8 +161,8 @@ namespace {
 
 void open_capture_file(UiState& ui, const std::string& path) {
   if (path.empty()) return;
-  ui.capture_path = path;
-  ui.open_pending = path;
+  ui.files.path = path;
+  ui.files.open_pending = path;
   ui.session.open_capture(path);
 }
 
@@ -177,17 +178,17 @@ std::string why_not_save(UiState& ui, const Status& s) {
 
 void capture_files(UiState& ui, const Status& s) {
   // An open or save asked for earlier: once it has succeeded, its file joins the recent list.
-  if (!ui.open_pending.empty()) {
-    if (s.replay && s.capture == ui.open_pending) {
-      ui.recent.add(ui.open_pending);
-      ui.open_pending.clear();
+  if (!ui.files.open_pending.empty()) {
+    if (s.replay && s.capture == ui.files.open_pending) {
+      ui.files.recent.add(ui.files.open_pending);
+      ui.files.open_pending.clear();
     } else if (!ui.session.busy()) {
-      ui.open_pending.clear();  // it failed: the status line says why
+      ui.files.open_pending.clear();  // it failed: the status line says why
     }
   }
-  if (!ui.save_pending.empty() && !s.saving) {
-    if (!s.save_failed && s.saved_path == ui.save_pending) ui.recent.add(ui.save_pending);
-    ui.save_pending.clear();
+  if (!ui.files.save_pending.empty() && !s.saving) {
+    if (!s.save_failed && s.saved_path == ui.files.save_pending) ui.files.recent.add(ui.files.save_pending);
+    ui.files.save_pending.clear();
   }
 
   const ImGuiStyle& style = ImGui::GetStyle();
@@ -195,31 +196,31 @@ void capture_files(UiState& ui, const Status& s) {
   const float recent_w = button("Recent") + ImGui::GetFrameHeight();
   const float buttons = button("Open") + button("Save as") + recent_w + 3 * style.ItemSpacing.x;
   ImGui::SetNextItemWidth(std::max(80.f, ImGui::GetContentRegionAvail().x - buttons));
-  ImGui::InputTextWithHint("##capture", "capture file (.h5)", &ui.capture_path);
+  ImGui::InputTextWithHint("##capture", "capture file (.h5)", &ui.files.path);
   if (ImGui::IsItemHovered()) ImGui::SetTooltip("a capture file to open, or to save the current run or replay as");
   ImGui::SameLine();
-  if (ImGui::Button("Open")) open_capture_file(ui, ui.capture_path);
+  if (ImGui::Button("Open")) open_capture_file(ui, ui.files.path);
   if (ImGui::IsItemHovered()) ImGui::SetTooltip("replay this capture file (no model needed)");
   ImGui::SameLine();
   const std::string why = why_not_save(ui, s);
   ImGui::BeginDisabled(!why.empty());
   if (ImGui::Button("Save as")) {
     std::error_code ec;
-    if (std::filesystem::exists(ui.capture_path, ec)) {
+    if (std::filesystem::exists(ui.files.path, ec)) {
       ImGui::OpenPopup("replace capture");
     } else {
-      ui.save_pending = ui.capture_path;
-      ui.session.save_capture(ui.capture_path);
+      ui.files.save_pending = ui.files.path;
+      ui.session.save_capture(ui.files.path);
     }
   }
   ImGui::EndDisabled();
   if (ImGui::IsItemHovered(ImGuiHoveredFlags_AllowWhenDisabled))
     ImGui::SetTooltip("%s", why.empty() ? "save the run or replay shown as a capture file" : why.c_str());
   if (ImGui::BeginPopup("replace capture")) {
-    ImGui::Text("%s exists. Replace it?", ui.capture_path.c_str());
+    ImGui::Text("%s exists. Replace it?", ui.files.path.c_str());
     if (ImGui::Button("Replace")) {
-      ui.save_pending = ui.capture_path;
-      ui.session.save_capture(ui.capture_path);
+      ui.files.save_pending = ui.files.path;
+      ui.session.save_capture(ui.files.path);
       ImGui::CloseCurrentPopup();
     }
     ImGui::SameLine();
@@ -230,14 +231,14 @@ void capture_files(UiState& ui, const Status& s) {
   ImGui::SetNextItemWidth(recent_w);
   ImGui::SetNextWindowSizeConstraints(ImVec2(320, 0), ImVec2(FLT_MAX, ImGui::GetTextLineHeightWithSpacing() * 12));
   if (ImGui::BeginCombo("##recent", "Recent")) {
-    const std::vector<std::string> paths = ui.recent.paths();  // a copy: opening one reorders the list
+    const std::vector<std::string> paths = ui.files.recent.paths();  // a copy: opening one reorders the list
     if (paths.empty()) ImGui::TextDisabled("no recent captures");
     for (std::size_t i = 0; i < paths.size(); ++i) {
       ImGui::PushID(static_cast<int>(i));
       if (ImGui::Selectable(paths[i].c_str())) open_capture_file(ui, paths[i]);
       ImGui::PopID();
     }
-    if (!ui.recent.warning().empty()) ImGui::TextDisabled("%s", ui.recent.warning().c_str());
+    if (!ui.files.recent.warning().empty()) ImGui::TextDisabled("%s", ui.files.recent.warning().c_str());
     ImGui::EndCombo();
   }
   if (ImGui::IsItemHovered()) ImGui::SetTooltip("captures opened or saved lately");
@@ -300,14 +301,14 @@ void replay_prompt(UiState& ui, const Status& s) {
     i = j;
   }
   ImGui::EndChild();
-  ui.prompt_shown = shown;
-  ui.prompt_drawn = drawn;
+  ui.prompt.shown = shown;
+  ui.prompt.drawn = drawn;
 }
 
 void draw_segments(UiState& ui) {
-  if (!ui.prompt.title.empty()) ImGui::TextWrapped("%s", ui.prompt.title.c_str());
+  if (!ui.prompt.interwoven.title.empty()) ImGui::TextWrapped("%s", ui.prompt.interwoven.title.c_str());
   builder(ui);
-  InterwovenPrompt& p = ui.prompt;
+  InterwovenPrompt& p = ui.prompt.interwoven;
   std::size_t remove = p.segments.size(), up = p.segments.size();
   for (std::size_t i = 0; i < p.segments.size(); ++i) {
     PromptSegment& seg = p.segments[i];
@@ -344,7 +345,7 @@ void draw_segments(UiState& ui) {
     p.pattern.erase(remove, 1);
   }
   ImGui::TextUnformatted("question");
-  ImGui::InputTextMultiline("##question", &ui.prompt.question, ImVec2(-1, ImGui::GetTextLineHeight() * 2));
+  ImGui::InputTextMultiline("##question", &ui.prompt.interwoven.question, ImVec2(-1, ImGui::GetTextLineHeight() * 2));
 }
 
 void run_controls(UiState& ui) {
@@ -369,12 +370,12 @@ void run_controls(UiState& ui) {
     if (ImGui::Button("Record every 4th layer")) {
       std::string layers;
       for (std::size_t l = 0; l < ui.session.config().layers.size(); l += 4) layers += (layers.empty() ? "" : ",") + std::to_string(l);
-      ui.record_spec = "layers=" + layers;
+      ui.run.record = "layers=" + layers;
       ui.session.run(request(false, false));
     }
     ImGui::SameLine();
     if (ImGui::Button("Maps up to 1024")) {
-      ui.record_spec = "map_cap=1024";
+      ui.run.record = "map_cap=1024";
       ui.session.run(request(false, false));
     }
   }
@@ -394,27 +395,27 @@ void run_controls(UiState& ui) {
 
 // Chat formatting, the number of new tokens and sampling.
 void run_settings(UiState& ui) {
-  ImGui::Checkbox("chat format", &ui.chat);
+  ImGui::Checkbox("chat format", &ui.prompt.chat);
   ImGui::SameLine();
   ImGui::SetNextItemWidth(120);
-  ImGui::SliderInt("new tokens", &ui.max_new_tokens, 2, 256);
+  ImGui::SliderInt("new tokens", &ui.run.max_new_tokens, 2, 256);
 
   // Sampling: greedy at temperature 0.
   ImGui::SetNextItemWidth(90);
-  ImGui::InputFloat("temp", &ui.sampling.temperature, 0.1f, 0.5f, "%.2f");
-  ui.sampling.temperature = std::max(0.f, ui.sampling.temperature);
+  ImGui::InputFloat("temp", &ui.run.sampling.temperature, 0.1f, 0.5f, "%.2f");
+  ui.run.sampling.temperature = std::max(0.f, ui.run.sampling.temperature);
   ImGui::SameLine();
   ImGui::SetNextItemWidth(70);
-  ImGui::InputInt("top-k", &ui.sampling.top_k, 0);
-  ui.sampling.top_k = std::max(0, ui.sampling.top_k);
+  ImGui::InputInt("top-k", &ui.run.sampling.top_k, 0);
+  ui.run.sampling.top_k = std::max(0, ui.run.sampling.top_k);
   ImGui::SetNextItemWidth(90);
-  ImGui::SliderFloat("top-p", &ui.sampling.top_p, 0.05f, 1.f, "%.2f");
+  ImGui::SliderFloat("top-p", &ui.run.sampling.top_p, 0.05f, 1.f, "%.2f");
   ImGui::SameLine();
   ImGui::SetNextItemWidth(70);
-  int seed = static_cast<int>(ui.sampling.seed);
-  if (ImGui::InputInt("seed", &seed, 0)) ui.sampling.seed = static_cast<std::uint64_t>(std::max(0, seed));
+  int seed = static_cast<int>(ui.run.sampling.seed);
+  if (ImGui::InputInt("seed", &seed, 0)) ui.run.sampling.seed = static_cast<std::uint64_t>(std::max(0, seed));
   ImGui::SetNextItemWidth(180);
-  ImGui::InputTextWithHint("record", "all layers, maps to 4096", &ui.record_spec);
+  ImGui::InputTextWithHint("record", "all layers, maps to 4096", &ui.run.record);
   if (ImGui::IsItemHovered())
     ImGui::SetTooltip("what the run records, as luka capture --record: e.g. layers=0-7;map_cap=1024 (empty: every layer and head)");
 }

@@ -19,19 +19,19 @@ void draw_thumbnails(UiState& ui, const capture::CaptureView& view, bool heads) 
   const capture::Summary sum = view.summary();
   const capture::Layout& lay = sum.layout;
   const std::vector<int>& items = heads ? lay.heads : lay.layers;
-  const auto map_view = static_cast<figures::MapView>(hv.view);
+  const figures::MapView map_view = hv.view;
   // The finest stored level with at most 128 cells per side.
   const std::int64_t steps = sum.complete_steps, n = lay.prompt_tokens + steps;
   int level = lay.levels.back();
   for (auto it = lay.levels.rbegin(); it != lay.levels.rend(); ++it)
     if (capture::level_size(n, *it) <= 128) level = *it;
-  const std::string key = std::to_string(reinterpret_cast<std::uintptr_t>(&view)) + "/" + (heads ? "h" : "l") + std::to_string(heads ? ui.layer : ui.head) +
-                          "/" + std::to_string(steps) + "/" + std::to_string(hv.view) + "/" + std::to_string(hv.log_scale) + "/" + std::to_string(level);
+  const std::string key = std::to_string(reinterpret_cast<std::uintptr_t>(&view)) + "/" + (heads ? "h" : "l") + std::to_string(heads ? ui.selection.layer : ui.selection.head) +
+                          "/" + std::to_string(steps) + "/" + choice_word(hv.view) + "/" + std::to_string(hv.log_scale) + "/" + std::to_string(level);
   // The thumbnails are read and rendered off the UI thread; the old ones stay up meanwhile.
   if (hv.thumbs_key != key && !hv.thumbs_job.active()) {
     hv.thumbs_key = key;
     std::shared_ptr<const capture::CaptureView> shared = ui.session.view();
-    const int fixed = heads ? ui.layer : ui.head;
+    const int fixed = heads ? ui.selection.layer : ui.selection.head;
     const bool log = hv.log_scale;
     const double log_min = hv.log_min;
     const std::string name = heads ? "thumbnails of layer " + std::to_string(fixed) + "'s heads" : "thumbnails of head " + std::to_string(fixed) + " by layer";
@@ -88,21 +88,21 @@ void draw_thumbnails(UiState& ui, const capture::CaptureView& view, bool heads) 
   for (int i = 0; i < count; ++i) {
     if (i % columns) ImGui::SameLine();
     ImGui::BeginGroup();
-    const bool selected = heads ? items[i] == ui.head : items[i] == ui.layer;
+    const bool selected = heads ? items[i] == ui.selection.head : items[i] == ui.selection.layer;
     ImGui::Text("%s %d%s", heads ? "head" : "layer", items[i], selected ? " *" : "");
     ImGui::PushID(i);
     if (hv.thumbs[static_cast<std::size_t>(i)]->valid() &&
         ImGui::ImageButton(hv.thumbs[static_cast<std::size_t>(i)]->id(), ImVec2(side, side), ImVec2(0, 0), ImVec2(1, 1), 1)) {
-      if (heads) ui.head = items[i];
-      else ui.layer = items[i];
-      hv.mode = 0;
+      if (heads) ui.selection.head = items[i];
+      else ui.selection.layer = items[i];
+      hv.mode = MapMode::kMap;
     }
     if (hv.thumbs[static_cast<std::size_t>(i)]->valid()) {
       const ImVec2 r0 = ImGui::GetItemRectMin(), r1 = ImGui::GetItemRectMax();
       ui.mark_drawn("thumbnail/" + std::to_string(i), r0.x, r0.y, r1.x, r1.y);
     }
     ImGui::PopID();
-    const std::string line = score_line(heads ? ui.layer : items[i], heads ? items[i] : ui.head);
+    const std::string line = score_line(heads ? ui.selection.layer : items[i], heads ? items[i] : ui.selection.head);
     ImGui::PushStyleColor(ImGuiCol_Text, ImVec4(0.7f, 0.7f, 0.75f, 1.f));
     ImGui::TextUnformatted(line.empty() ? "scores..." : line.c_str());
     ImGui::PopStyleColor();

@@ -65,20 +65,20 @@ void draw_timeline_panel(UiState& ui) {
     return;
   }
   const auto& lay = sum.layout;
-  if (!std::binary_search(lay.layers.begin(), lay.layers.end(), ui.layer) || !std::binary_search(lay.heads.begin(), lay.heads.end(), ui.head))
+  if (!std::binary_search(lay.layers.begin(), lay.layers.end(), ui.selection.layer) || !std::binary_search(lay.heads.begin(), lay.heads.end(), ui.selection.head))
     return;
-  TimelineView& tv = ui.timeline;
-  const TimelineData& data = timeline_of(ui.tasks, tv, view, sum.complete_steps, lay.prompt_tokens + sum.complete_steps, ui.layer, ui.head);
+  TimelineView& tv = ui.timeline.view;
+  const TimelineData& data = timeline_of(ui.tasks, tv, view, sum.complete_steps, lay.prompt_tokens + sum.complete_steps, ui.selection.layer, ui.selection.head);
   // Comparing: the other capture's timeline under this one (its own steps), where it records the layer and head.
   const TimelineData* other = nullptr;
   std::string other_note;
   if (ui.compare.view) {
     const capture::Summary b = ui.compare.view->summary();
     if (!b.layout.covers || b.complete_steps == 0) other_note = "B: no covers";
-    else if (!std::binary_search(b.layout.layers.begin(), b.layout.layers.end(), ui.layer) ||
-             !std::binary_search(b.layout.heads.begin(), b.layout.heads.end(), ui.head))
-      other_note = "B: layer " + std::to_string(ui.layer) + " head " + std::to_string(ui.head) + " not recorded";
-    else other = &timeline_of(ui.tasks, ui.compare.timeline, ui.compare.view, b.complete_steps, b.layout.prompt_tokens + b.complete_steps, ui.layer, ui.head);
+    else if (!std::binary_search(b.layout.layers.begin(), b.layout.layers.end(), ui.selection.layer) ||
+             !std::binary_search(b.layout.heads.begin(), b.layout.heads.end(), ui.selection.head))
+      other_note = "B: layer " + std::to_string(ui.selection.layer) + " head " + std::to_string(ui.selection.head) + " not recorded";
+    else other = &timeline_of(ui.tasks, ui.compare.timeline, ui.compare.view, b.complete_steps, b.layout.prompt_tokens + b.complete_steps, ui.selection.layer, ui.selection.head);
   }
   if (!data.error.empty()) ImGui::TextDisabled("%s", data.error.c_str());
   if (!tv.texture.valid() || data.steps == 0) {
@@ -94,20 +94,20 @@ void draw_timeline_panel(UiState& ui) {
   // Tracked tokens: a span or text, marked here and on the map, with their states at the step.
   ImGui::SameLine(0, 24);
   ImGui::SetNextItemWidth(150);
-  if (ImGui::InputTextWithHint("##track", "track: 120-135, text:..", &ui.track_spec, ImGuiInputTextFlags_EnterReturnsTrue)) set_track(ui, *view);
-  if (ui.track && ui.track->end > data.tokens) ui.track.reset();  // another run's span
-  if (ui.track) {
-    const std::int64_t s = std::clamp<std::int64_t>(ui.step > 0 ? ui.step : data.steps, 1, data.steps);
+  if (ImGui::InputTextWithHint("##track", "track: 120-135, text:..", &ui.timeline.track_spec, ImGuiInputTextFlags_EnterReturnsTrue)) set_track(ui, *view);
+  if (ui.timeline.track && ui.timeline.track->end > data.tokens) ui.timeline.track.reset();  // another run's span
+  if (ui.timeline.track) {
+    const std::int64_t s = std::clamp<std::int64_t>(ui.selection.step > 0 ? ui.selection.step : data.steps, 1, data.steps);
     std::array<std::int64_t, 6> count{};
-    for (std::int64_t t = ui.track->begin; t < ui.track->end; ++t) ++count[std::min<std::size_t>(data.codes[static_cast<std::size_t>((s - 1) * data.tokens + t)], 5)];
+    for (std::int64_t t = ui.timeline.track->begin; t < ui.timeline.track->end; ++t) ++count[std::min<std::size_t>(data.codes[static_cast<std::size_t>((s - 1) * data.tokens + t)], 5)];
     ImGui::SameLine();
-    ImGui::Text("%s at step %lld: raw %lld, summarized %lld, refined %lld, heavy %lld, dropped %lld", ui.track_note.c_str(),
+    ImGui::Text("%s at step %lld: raw %lld, summarized %lld, refined %lld, heavy %lld, dropped %lld", ui.timeline.track_note.c_str(),
                 static_cast<long long>(s), static_cast<long long>(count[capture::kRaw]), static_cast<long long>(count[capture::kSummarized]),
                 static_cast<long long>(count[capture::kRefined]), static_cast<long long>(count[capture::kHeavy]),
                 static_cast<long long>(count[capture::kDropped]));
-  } else if (!ui.track_note.empty()) {
+  } else if (!ui.timeline.track_note.empty()) {
     ImGui::SameLine();
-    ImGui::TextColored(ImVec4(1.f, 0.5f, 0.5f, 1.f), "%s", ui.track_note.c_str());
+    ImGui::TextColored(ImVec4(1.f, 0.5f, 0.5f, 1.f), "%s", ui.timeline.track_note.c_str());
   }
   // The raster, with step numbers on the left, token positions below and topic bands above.
   const float band = 6.f, left = 44.f, line = ImGui::GetTextLineHeight();
@@ -165,8 +165,8 @@ void draw_timeline_panel(UiState& ui) {
     dl->AddText(ImVec2(origin.x - 6 - ImGui::CalcTextSize(text.c_str()).x, y - line / 2), axis, text.c_str());
   }
   dl->AddText(ImVec2(top_left.x, axis_y + 1), axis, "step");
-  if (ui.track) {  // the tracked tokens' columns
-    const float a = sx(static_cast<double>(ui.track->begin)), b = std::max(sx(static_cast<double>(ui.track->end)), a + 2);
+  if (ui.timeline.track) {  // the tracked tokens' columns
+    const float a = sx(static_cast<double>(ui.timeline.track->begin)), b = std::max(sx(static_cast<double>(ui.timeline.track->end)), a + 2);
     dl->AddRect(ImVec2(a - 1, origin.y - 2), ImVec2(b + 1, axis_y + 2), IM_COL32(255, 255, 255, 230), 0, 0, 1.5f);
   }
   // Hover: the token's state at that step, in this capture and (comparing) in the other.

@@ -77,7 +77,7 @@ bool Script::advance(UiState& ui, std::string& screenshot) {
     // Saves the current view as a capture file and holds this line until it is written.
     if (cmd == "save_capture") {
       if (!waiting_) {
-        ui.save_pending = arg(1);
+        ui.files.save_pending = arg(1);
         ui.session.save_capture(arg(1));
         waiting_ = true;
         wait_start_ = Clock::now();
@@ -103,10 +103,10 @@ bool Script::advance(UiState& ui, std::string& screenshot) {
       }
       std::string want;
       for (std::size_t i = 1; i < w.size(); ++i) want += (i > 1 ? " " : "") + w[i];
-      const std::string& got = cmd == "expect_prompt" ? ui.prompt_shown : cmd == "expect_prompt_drawn" ? ui.prompt_drawn
-                               : cmd == "expect_tooltip"  ? ui.map_tooltip
+      const std::string& got = cmd == "expect_prompt" ? ui.prompt.shown : cmd == "expect_prompt_drawn" ? ui.prompt.drawn
+                               : cmd == "expect_tooltip"  ? ui.map.tooltip
                                : cmd == "expect_task"     ? ui.task_list_drawn
-                                                          : ui.map_overlay;
+                                                          : ui.map.computing;
       if (got.find(want) == std::string::npos) {
         if (std::chrono::duration<double>(Clock::now() - wait_start_).count() > 10) {
           const char* what = cmd == "expect_prompt" ? "the prompt panel shows" : cmd == "expect_prompt_drawn" ? "the prompt panel draws"
@@ -188,22 +188,23 @@ bool Script::advance(UiState& ui, std::string& screenshot) {
     }
     ++next_;
     if (cmd == "load_model") {
-      ui.model_path = arg(1);
-      ui.session.load_model(arg(1), load_options(ui), parse_device(ui.device));
+      ui.model.path = arg(1);
+      ui.session.load_model(arg(1), load_options(ui), parse_device(ui.model.device));
     } else if (cmd == "weights") {  // dequantized|quantized: for the next load_model
-      if (arg(1) != "dequantized" && arg(1) != "quantized") fail(where(l), "weights: dequantized or quantized");
-      ui.weights = arg(1) == "quantized" ? 1 : 0;
+      const auto w = parse_choice<WeightFormat>(arg(1));
+      if (!w) fail(where(l), "weights: " + choice_words<WeightFormat>());
+      ui.model.weights = *w;
     } else if (cmd == "device") {
       parse_device(arg(1));  // a bad value fails the script here
-      ui.device = arg(1);
+      ui.model.device = arg(1);
     } else if (cmd == "open_capture") {
-      ui.open_pending = arg(1);
+      ui.files.open_pending = arg(1);
       ui.session.open_capture(arg(1));
     } else if (cmd == "leave_replay") {
       ui.session.leave_replay();
     } else if (cmd == "expect_locked") {  // on|off: the run controls and the layer modes are off (replay)
       const bool want = arg(1) == "on";
-      if (ui.run_locked != want) fail(where(l), std::string("the run controls are ") + (ui.run_locked ? "locked" : "unlocked") + ", expected " + arg(1));
+      if (ui.run.locked != want) fail(where(l), std::string("the run controls are ") + (ui.run.locked ? "locked" : "unlocked") + ", expected " + arg(1));
       const LukaConfig before = ui.session.config();
       if (!before.layers.empty()) {  // a mode change is taken only when unlocked
         const AttentionMode m = before.layers[0].mode == AttentionMode::kDense ? AttentionMode::kLined : AttentionMode::kDense;
@@ -213,13 +214,13 @@ bool Script::advance(UiState& ui, std::string& screenshot) {
         if (changed == want) fail(where(l), std::string("a layer mode change was ") + (changed ? "taken" : "refused") + ", expected the modes " + arg(1));
       }
     } else if (cmd == "expect_recent") {  // INDEX PATH: the recent-files list has PATH at INDEX (0: newest)
-      const auto& paths = ui.recent.paths();
+      const auto& paths = ui.files.recent.paths();
       const std::size_t i = static_cast<std::size_t>(number(1));
       const std::string want = std::filesystem::absolute(arg(2)).lexically_normal().string();
       if (i >= paths.size() || paths[i] != want)
         fail(where(l), "recent file " + arg(1) + " is '" + (i < paths.size() ? paths[i] : std::string("none")) + "', expected '" + want + "'");
     } else if (cmd == "run") {
-      const int n = w.size() > 1 ? static_cast<int>(number(1)) : ui.max_new_tokens;
+      const int n = w.size() > 1 ? static_cast<int>(number(1)) : ui.run.max_new_tokens;
       RunRequest r = run_request(ui, w.size() > 2 && w[2] == "paused");
       r.max_new_tokens = n;
       ui.session.run(r);
@@ -234,39 +235,39 @@ bool Script::advance(UiState& ui, std::string& screenshot) {
     } else if (cmd == "preset") {
       ui.session.set_config(LukaConfig::preset(arg(1), static_cast<std::int64_t>(ui.session.config().layers.size())));
     } else if (cmd == "select") {
-      ui.layer = static_cast<int>(number(1));
-      ui.head = static_cast<int>(number(2));
+      ui.selection.layer = static_cast<int>(number(1));
+      ui.selection.head = static_cast<int>(number(2));
     } else if (cmd == "scale") {
       ui.heatmap.log_scale = arg(1) == "log";
     } else if (cmd == "zoom") {
       ui.heatmap.zoom(number(1));
     } else if (cmd == "measure") {
-      ui.measure_frames = static_cast<int>(number(1));
-      ui.frame_ms.clear();
-      frames_left_ = ui.measure_frames;
+      ui.timing.measure_frames = static_cast<int>(number(1));
+      ui.timing.frame_ms.clear();
+      frames_left_ = ui.timing.measure_frames;
       return true;
     } else if (cmd == "print_first_map") {
-      std::printf("first map frame %.1f ms after start\n", ui.first_map_ms);
+      std::printf("first map frame %.1f ms after start\n", ui.timing.first_map_ms);
       std::fflush(stdout);
     } else if (cmd == "export") {
       export_figure(ui, arg(1));
       if (ui.notice.rfind("wrote ", 0) != 0) fail(where(l), "export failed: " + ui.notice);
     } else if (cmd == "show_fidelity") {
-      ui.show_fidelity = true;
+      ui.window.select_tab = BottomTab::kFidelity;
     } else if (cmd == "shadow") {
       LukaConfig cfg = ui.session.config();
       for (auto& layer : cfg.layers) layer.dense_shadow = arg(1) == "on";
       ui.session.set_config(cfg);
     } else if (cmd == "pattern") {
-      apply_pattern(ui.prompt, arg(1));
+      apply_pattern(ui.prompt.interwoven, arg(1));
     } else if (cmd == "wikisalad") {
-      ui.prompt = from_wikisalad(arg(1), static_cast<int>(number(2)));
+      ui.prompt.interwoven = from_wikisalad(arg(1), static_cast<int>(number(2)));
     } else if (cmd == "save_prompt") {
-      save_prompt_file(ui.prompt, arg(1));
+      save_prompt_file(ui.prompt.interwoven, arg(1));
     } else if (cmd == "expect_pattern") {
-      if (ui.prompt.pattern != arg(1)) fail(where(l), "the prompt's pattern is " + ui.prompt.pattern + ", expected " + arg(1));
+      if (ui.prompt.interwoven.pattern != arg(1)) fail(where(l), "the prompt's pattern is " + ui.prompt.interwoven.pattern + ", expected " + arg(1));
       // The pattern field shows it once a frame has drawn the prompt panel.
-      if (ui.pattern_edit != arg(1)) fail(where(l), "the pattern field shows " + ui.pattern_edit + ", expected " + arg(1));
+      if (ui.prompt.pattern_edit != arg(1)) fail(where(l), "the pattern field shows " + ui.prompt.pattern_edit + ", expected " + arg(1));
     } else if (cmd == "expect_glyph") {  // a code point, e.g. 706F: the font atlas can draw it
       const auto cp = static_cast<ImWchar>(std::stoul(arg(1), nullptr, 16));
       ImFontAtlas* atlas = ImGui::GetIO().Fonts;
@@ -286,30 +287,30 @@ bool Script::advance(UiState& ui, std::string& screenshot) {
     } else if (cmd == "track") {  // the rest of the line is the span or text:STRING
       const auto view = ui.session.view();
       if (!view) fail(where(l), "track: no run or capture");
-      ui.track_spec.clear();
-      for (std::size_t i = 1; i < w.size(); ++i) ui.track_spec += (i > 1 ? " " : "") + w[i];
+      ui.timeline.track_spec.clear();
+      for (std::size_t i = 1; i < w.size(); ++i) ui.timeline.track_spec += (i > 1 ? " " : "") + w[i];
       set_track(ui, *view);
-      if (!ui.track) fail(where(l), "track: " + ui.track_note);
+      if (!ui.timeline.track) fail(where(l), "track: " + ui.timeline.track_note);
     } else if (cmd == "expect_track") {
-      if (!ui.track || static_cast<double>(ui.track->begin) != number(1) || static_cast<double>(ui.track->end - 1) != number(2))
-        fail(where(l), "tracked " + (ui.track ? ui.track_note : std::string("nothing")) + ", expected tokens " + arg(1) + "-" + arg(2));
+      if (!ui.timeline.track || static_cast<double>(ui.timeline.track->begin) != number(1) || static_cast<double>(ui.timeline.track->end - 1) != number(2))
+        fail(where(l), "tracked " + (ui.timeline.track ? ui.timeline.track_note : std::string("nothing")) + ", expected tokens " + arg(1) + "-" + arg(2));
     } else if (cmd == "expect_found") {
       if (static_cast<double>(ui.heatmap.found) != number(1))
         fail(where(l), "the search found token " + std::to_string(ui.heatmap.found) + ", expected " + arg(1));
     } else if (cmd == "free_text") {  // the rest of the line is the prompt
       std::string text;
       for (std::size_t i = 1; i < w.size(); ++i) text += (i > 1 ? " " : "") + w[i];
-      ui.free_text = text;
-      ui.free_text_mode = 1;
+      ui.prompt.free_text = text;
+      ui.prompt.mode = PromptMode::kFreeText;
     } else if (cmd == "set") {  // a --set override, e.g. layer=5,mode=clustered,top_k=0
       LukaConfig cfg = ui.session.config();
       cfg.apply_override(arg(1));
       ui.session.set_config(cfg);
     } else if (cmd == "sampling") {  // TEMPERATURE TOP_K TOP_P SEED
-      ui.sampling.temperature = static_cast<float>(number(1));
-      ui.sampling.top_k = static_cast<int>(number(2));
-      ui.sampling.top_p = static_cast<float>(number(3));
-      ui.sampling.seed = static_cast<std::uint64_t>(number(4));
+      ui.run.sampling.temperature = static_cast<float>(number(1));
+      ui.run.sampling.top_k = static_cast<int>(number(2));
+      ui.run.sampling.top_p = static_cast<float>(number(3));
+      ui.run.sampling.seed = static_cast<std::uint64_t>(number(4));
     } else if (cmd == "expect_refined") {  // STEP LAYER HEAD N: refined pages of a head at a step
       const auto view = ui.session.view();
       if (!view) fail(where(l), "no capture to check");
@@ -317,14 +318,14 @@ bool Script::advance(UiState& ui, std::string& screenshot) {
       if (static_cast<double>(r.size()) != number(4))
         fail(where(l), "step " + arg(1) + " layer " + arg(2) + " head " + arg(3) + " refined " + std::to_string(r.size()) + " pages, expected " + arg(4));
     } else if (cmd == "grid") {
-      ui.heatmap.mode = arg(1) == "heads" ? 1 : arg(1) == "layers" ? 2 : 0;
+      ui.heatmap.mode = parse_choice<MapMode>(arg(1)).value_or(MapMode::kMap);  // heads, layers; off (or anything else): the map
     } else if (cmd == "view") {
-      ui.heatmap.view = static_cast<int>(figures::parse_map_view(arg(1)));
+      ui.heatmap.view = figures::parse_map_view(arg(1));
     } else if (cmd == "expect_head_scores") {  // the Head scores table's rows, once computed
       const auto view = ui.session.view();
       if (!view) fail(where(l), "expect_head_scores: no run or capture");
       const auto& out = head_scores(ui, view);
-      if (!ui.head_scores.fresh(capture_key(view.get()))) {  // still computing: hold this line
+      if (!ui.analysis.head_scores.fresh(capture_key(view.get()))) {  // still computing: hold this line
         if (!waiting_) {
           waiting_ = true;
           wait_start_ = Clock::now();
@@ -345,13 +346,14 @@ bool Script::advance(UiState& ui, std::string& screenshot) {
       }
     } else if (cmd == "head_scores_source") {  // prefill|decode|calibration
       const std::string v = arg(1);
-      if (v != "prefill" && v != "decode" && v != "calibration") fail(where(l), "head_scores_source: prefill, decode or calibration");
-      ui.head_scores_source = v == "prefill" ? 0 : v == "decode" ? 1 : 2;
+      const auto source = parse_choice<HeadScoreSource>(v);
+      if (!source) fail(where(l), "head_scores_source: " + choice_words<HeadScoreSource>());
+      ui.analysis.source = *source;
     } else if (cmd == "expect_calibration") {  // ROWS [CANDIDATES]: the view's calibration, as the Head scores tab shows it
       const auto view = ui.session.view();
       if (!view) fail(where(l), "expect_calibration: no run or capture");
       const auto cal = view_calibration(ui, *view);
-      if (!cal) fail(where(l), "the capture has no calibration" + (ui.calibration_error.empty() ? std::string() : ": " + ui.calibration_error));
+      if (!cal) fail(where(l), "the capture has no calibration" + (ui.analysis.calibration_error.empty() ? std::string() : ": " + ui.analysis.calibration_error));
       if (static_cast<double>(cal->heads.size()) != number(1))
         fail(where(l), "the calibration has " + std::to_string(cal->heads.size()) + " rows, expected " + arg(1));
       if (w.size() > 2 && static_cast<double>(cal->candidates.size()) != number(2))
@@ -363,11 +365,11 @@ bool Script::advance(UiState& ui, std::string& screenshot) {
       if (!note.empty()) fail(where(l), "load_session: " + note);
       ui.heatmap.requested.reset();  // fetch for the restored view
     } else if (cmd == "show_topics") {
-      ui.show_tab = "topics";
+      ui.window.select_tab = BottomTab::kTopics;
     } else if (cmd == "show_head_scores") {
-      ui.show_tab = "heads";
+      ui.window.select_tab = BottomTab::kHeadScores;
     } else if (cmd == "show_timeline") {
-      ui.show_timeline = true;
+      ui.window.select_tab = BottomTab::kTimeline;
     } else if (cmd == "fit") {
       ui.heatmap.fit();
     } else if (cmd == "mouse") {
@@ -402,8 +404,9 @@ bool Script::advance(UiState& ui, std::string& screenshot) {
     } else if (cmd == "compare_difference") {
       ui.compare.difference = arg(1) == "on";
     } else if (cmd == "layout") {
-      if (arg(1) != "auto" && arg(1) != "full" && arg(1) != "rows") fail(where(l), "layout is auto, full or rows");
-      ui.heatmap.layout = arg(1) == "full" ? 1 : arg(1) == "rows" ? 2 : 0;
+      const auto layout = parse_choice<MapLayout>(arg(1));
+      if (!layout) fail(where(l), "layout is " + choice_words<MapLayout>());
+      ui.heatmap.layout = *layout;
     } else if (cmd == "frames") {
       frames_left_ = static_cast<int>(number(1));
       return true;
@@ -446,8 +449,8 @@ bool Script::advance(UiState& ui, std::string& screenshot) {
       screenshot = arg(1);
       return true;  // taken after this frame is drawn
     } else if (cmd == "mixed") {  // A B: the layers panel's mixed(a,b) button (an error shows in the panel)
-      ui.mixed_a = static_cast<int>(number(1));
-      ui.mixed_b = static_cast<int>(number(2));
+      ui.layers.mixed_a = static_cast<int>(number(1));
+      ui.layers.mixed_b = static_cast<int>(number(2));
       apply_mixed_preset(ui);
     } else if (cmd == "key") {  // a key press, seen by the next frame's shortcuts
       try {
@@ -456,22 +459,26 @@ bool Script::advance(UiState& ui, std::string& screenshot) {
         fail(where(l), e.what());
       }
       return true;
-    } else if (cmd == "expect_ui") {  // FIELD VALUE: layer N, head N, scale log|linear, view NAME, help shown|hidden, hover TOKEN|none, state NAME, calibration attached|none
+    } else if (cmd == "expect_ui") {  // FIELD VALUE: layer N, head N, scale log|linear, view NAME, layout auto|full|rows, grid map|heads|layers, dtype NAME, prompt interwoven|free_text, help shown|hidden, hover TOKEN|none, state NAME, calibration attached|none
       const std::string& field = arg(1);
       std::string got;
-      if (field == "layer") got = std::to_string(ui.layer);
-      else if (field == "head") got = std::to_string(ui.head);
+      if (field == "layer") got = std::to_string(ui.selection.layer);
+      else if (field == "head") got = std::to_string(ui.selection.head);
       else if (field == "scale") got = ui.heatmap.log_scale ? "log" : "linear";
-      else if (field == "view") got = figures::to_string(static_cast<figures::MapView>(ui.heatmap.view));
-      else if (field == "help") got = ui.show_shortcuts ? "shown" : "hidden";
-      else if (field == "hover") got = ui.hover_token >= 0 ? std::to_string(ui.hover_token) : "none";  // the generated token the map marks
+      else if (field == "view") got = figures::to_string(ui.heatmap.view);
+      else if (field == "layout") got = choice_word(ui.heatmap.layout);
+      else if (field == "grid") got = choice_word(ui.heatmap.mode);  // map, heads, layers
+      else if (field == "dtype") got = choice_word(ui.model.dtype);  // for the next load
+      else if (field == "prompt") got = choice_word(ui.prompt.mode);
+      else if (field == "help") got = ui.window.show_shortcuts ? "shown" : "hidden";
+      else if (field == "hover") got = ui.selection.hover_token >= 0 ? std::to_string(ui.selection.hover_token) : "none";  // the generated token the map marks
       else if (field == "state") got = to_string(ui.session.status().state);
       else if (field == "weights")  // of the loaded model, as its summary says
         got = ui.session.status().model_summary.find("(quantized weights)") != std::string::npos ? "quantized" : "dequantized";
       else if (field == "calibration") {  // attached|none: the view's capture carries one
         const auto view = ui.session.view();
         got = view && view_calibration(ui, *view) ? "attached" : "none";
-      } else fail(where(l), "expect_ui: unknown field '" + field + "' (layer, head, scale, view, help, hover, state, weights, calibration)");
+      } else fail(where(l), "expect_ui: unknown field '" + field + "' (layer, head, scale, view, layout, grid, dtype, prompt, help, hover, state, weights, calibration)");
       if (got != arg(2)) fail(where(l), field + " is " + got + ", expected " + arg(2));
     } else if (cmd == "quit") {
       next_ = lines_.size();

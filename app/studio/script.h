@@ -12,7 +12,7 @@
 //   save_capture PATH (waits until written) | leave_replay | expect_prompt TEXT... | expect_locked on|off |
 //   expect_recent INDEX PATH
 //   key NAME (a key press for the shortcuts: space, f1, escape, up, down, left, right, or a character) |
-//   expect_ui layer|head|scale|view|help|hover|state|weights|calibration VALUE | mixed A B (the layers panel's mixed(a,b) button)
+//   expect_ui layer|head|scale|view|layout|grid|dtype|prompt|help|hover|state|weights|calibration VALUE | mixed A B (the layers panel's mixed(a,b) button)
 //   hover output TOKEN | hover step STEP (the mouse over a generated token, or a decode step's row) |
 //   expect_tooltip TEXT... (the map's tooltip) | expect_prompt_drawn TEXT... (the prompt panel's read-only text as drawn) |
 //   hold_prefill FRACTION | release_prefill | wait_prefill_held [SECONDS] | expect_overlay TEXT... (over a map still computing) |

@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <fstream>
+#include <optional>
 
 #include "app/studio/recent_files.h"
 #include "core/prompt/prompt_file.h"
@@ -14,7 +15,9 @@
 namespace luka::studio {
 namespace {
 
-constexpr int kVersion = 1;
+// Version 2 writes the settings that are one of a few values as words ("dtype": "bf16"); version 1
+// wrote them as numbers, which are still read.
+constexpr int kVersion = 2;
 
 std::filesystem::path prompt_file_beside(const std::filesystem::path& file) {
   return file.parent_path() / (file.stem().string() + "-prompt.json");
@@ -35,6 +38,18 @@ void take(const nlohmann::json& j, const char* key, T& out) {
   take(j, key, out, [](const T&) { return true; });
 }
 
+// Reads an enum setting: its word, or the number a version 1 file stored (the value's place in
+// Choices<E>::all); anything else leaves it.
+template <class E>
+void take_choice(const nlohmann::json& j, const char* key, E& out) {
+  if (!j.is_object() || !j.contains(key)) return;
+  const nlohmann::json& v = j.at(key);
+  std::optional<E> got;
+  if (v.is_string()) got = parse_choice<E>(v.get<std::string>());
+  else if (v.is_number_integer()) got = choice_at<E>(v.get<long long>());
+  if (got) out = *got;
+}
+
 }  // namespace
 
 std::filesystem::path default_session_file() {
@@ -45,30 +60,30 @@ std::filesystem::path default_session_file() {
 void save_session(const UiState& ui, const std::filesystem::path& file) {
   nlohmann::json j;
   j["version"] = kVersion;
-  j["model_path"] = ui.model_path;
-  j["dtype"] = ui.dtype;
-  j["weights"] = ui.weights;
-  j["threads"] = ui.threads;
-  j["device"] = ui.device;
-  j["chat"] = ui.chat;
-  j["free_text_mode"] = ui.free_text_mode;
-  j["free_text"] = ui.free_text;
-  j["max_new_tokens"] = ui.max_new_tokens;
-  j["sampling"] = {{"temperature", ui.sampling.temperature}, {"top_k", ui.sampling.top_k}, {"top_p", ui.sampling.top_p}, {"seed", ui.sampling.seed}};
+  j["model_path"] = ui.model.path;
+  j["dtype"] = choice_word(ui.model.dtype);
+  j["weights"] = choice_word(ui.model.weights);
+  j["threads"] = ui.model.threads;
+  j["device"] = ui.model.device;
+  j["chat"] = ui.prompt.chat;
+  j["prompt_mode"] = choice_word(ui.prompt.mode);
+  j["free_text"] = ui.prompt.free_text;
+  j["max_new_tokens"] = ui.run.max_new_tokens;
+  j["sampling"] = {{"temperature", ui.run.sampling.temperature}, {"top_k", ui.run.sampling.top_k}, {"top_p", ui.run.sampling.top_p}, {"seed", ui.run.sampling.seed}};
   const Status st = ui.session.status();
   if (!st.replay && !ui.session.config().layers.empty()) j["layers_config"] = ui.session.config().to_json();
-  j["selection"] = {{"layer", ui.layer}, {"head", ui.head}, {"step", ui.step}};
+  j["selection"] = {{"layer", ui.selection.layer}, {"head", ui.selection.head}, {"step", ui.selection.step}};
   const HeatmapView& hv = ui.heatmap;
-  j["map"] = {{"view", hv.view},         {"log_scale", hv.log_scale},   {"layout", hv.layout},     {"mode", hv.mode},
+  j["map"] = {{"view", choice_word(hv.view)}, {"log_scale", hv.log_scale}, {"layout", choice_word(hv.layout)}, {"mode", choice_word(hv.mode)},
               {"overlays", hv.overlays}, {"x0", hv.x0},                 {"y0", hv.y0},             {"tokens_per_pixel", hv.tokens_per_pixel},
               {"tokens_per_pixel_y", hv.tokens_per_pixel_y},           {"rows_x0", hv.rows_x0},   {"rows_keys_per_pixel", hv.rows_keys_per_pixel},
               {"rows_y0", hv.rows_y0},   {"row_px", hv.row_px},         {"rows_follow", hv.rows_follow}};
-  j["panels"] = {{"left", ui.panels.left}, {"prompt", ui.panels.prompt}, {"map", ui.panels.map}};
+  j["panels"] = {{"left", ui.window.split.left}, {"prompt", ui.window.split.prompt}, {"map", ui.window.split.map}};
   std::error_code ec;
   std::filesystem::create_directories(file.parent_path(), ec);
   bool have_prompt = false;
   try {
-    save_prompt_file(ui.prompt, prompt_file_beside(file));
+    save_prompt_file(ui.prompt.interwoven, prompt_file_beside(file));
     have_prompt = true;
   } catch (const Error&) {  // a prompt being edited may be inconsistent: keep the session without it
   }
@@ -85,40 +100,42 @@ std::string load_session(UiState& ui, const std::filesystem::path& file) {
   } catch (const Error& e) {
     return std::string(e.what()) + "; starting from the defaults";
   }
-  if (!j.is_object() || j.value("version", 0) != kVersion) return file.string() + ": not a session of this version; starting from the defaults";
+  const int version = j.is_object() && j.contains("version") && j["version"].is_number_integer() ? j["version"].get<int>() : 0;
+  if (version < 1 || version > kVersion) return file.string() + ": not a session of this version; starting from the defaults";
   std::string note;
-  take(j, "model_path", ui.model_path);
-  take(j, "dtype", ui.dtype, [](int v) { return v >= 0 && v <= 2; });
-  take(j, "weights", ui.weights, [](int v) { return v == 0 || v == 1; });
-  take(j, "threads", ui.threads, [](int v) { return v >= 0 && v <= 1024; });
-  take(j, "device", ui.device);
-  take(j, "chat", ui.chat);
-  take(j, "free_text_mode", ui.free_text_mode, [](int v) { return v == 0 || v == 1; });
-  take(j, "free_text", ui.free_text);
-  take(j, "max_new_tokens", ui.max_new_tokens, [](int v) { return v >= 1 && v <= 1 << 20; });
+  take(j, "model_path", ui.model.path);
+  take_choice(j, "dtype", ui.model.dtype);
+  take_choice(j, "weights", ui.model.weights);
+  take(j, "threads", ui.model.threads, [](int v) { return v >= 0 && v <= 1024; });
+  take(j, "device", ui.model.device);
+  take(j, "chat", ui.prompt.chat);
+  take_choice(j, "free_text_mode", ui.prompt.mode);  // version 1: 0 interwoven, 1 free text
+  take_choice(j, "prompt_mode", ui.prompt.mode);
+  take(j, "free_text", ui.prompt.free_text);
+  take(j, "max_new_tokens", ui.run.max_new_tokens, [](int v) { return v >= 1 && v <= 1 << 20; });
   if (j.contains("sampling")) {
     const auto& s = j["sampling"];
-    take(s, "temperature", ui.sampling.temperature, [](float v) { return v >= 0 && v <= 100; });
-    take(s, "top_k", ui.sampling.top_k, [](int v) { return v >= 0; });
-    take(s, "top_p", ui.sampling.top_p, [](float v) { return v > 0 && v <= 1; });
-    take(s, "seed", ui.sampling.seed);
+    take(s, "temperature", ui.run.sampling.temperature, [](float v) { return v >= 0 && v <= 100; });
+    take(s, "top_k", ui.run.sampling.top_k, [](int v) { return v >= 0; });
+    take(s, "top_p", ui.run.sampling.top_p, [](float v) { return v > 0 && v <= 1; });
+    take(s, "seed", ui.run.sampling.seed);
   }
-  take(j, "layers_config", ui.pending_config);
+  take(j, "layers_config", ui.layers.pending_config);
   if (j.contains("selection")) {
     const auto& s = j["selection"];
-    take(s, "layer", ui.layer, [](int v) { return v >= 0; });
-    take(s, "head", ui.head, [](int v) { return v >= 0; });
-    take(s, "step", ui.step, [](std::int64_t v) { return v >= 0; });
+    take(s, "layer", ui.selection.layer, [](int v) { return v >= 0; });
+    take(s, "head", ui.selection.head, [](int v) { return v >= 0; });
+    take(s, "step", ui.selection.step, [](std::int64_t v) { return v >= 0; });
   }
   if (j.contains("map")) {
     const auto& m = j["map"];
     HeatmapView& hv = ui.heatmap;
     const auto finite = [](double v) { return std::isfinite(v); };
     const auto positive = [](double v) { return std::isfinite(v) && v >= 0; };
-    take(m, "view", hv.view, [](int v) { return v >= 0 && v <= 2; });
+    take_choice(m, "view", hv.view);
     take(m, "log_scale", hv.log_scale);
-    take(m, "layout", hv.layout, [](int v) { return v >= 0 && v <= 2; });
-    take(m, "mode", hv.mode, [](int v) { return v >= 0 && v <= 2; });
+    take_choice(m, "layout", hv.layout);
+    take_choice(m, "mode", hv.mode);
     take(m, "overlays", hv.overlays);
     take(m, "x0", hv.x0, finite);
     take(m, "y0", hv.y0, finite);
@@ -133,16 +150,16 @@ std::string load_session(UiState& ui, const std::filesystem::path& file) {
   if (j.contains("panels")) {
     const auto& p = j["panels"];
     const auto fraction = [](float v) { return v >= 0.15f && v <= 0.85f; };
-    take(p, "left", ui.panels.left, [&](float v) { return v == 0 || fraction(v); });  // 0: the default width
-    take(p, "prompt", ui.panels.prompt, fraction);
-    take(p, "map", ui.panels.map, fraction);
+    take(p, "left", ui.window.split.left, [&](float v) { return v == 0 || fraction(v); });  // 0: the default width
+    take(p, "prompt", ui.window.split.prompt, fraction);
+    take(p, "map", ui.window.split.map, fraction);
   }
   std::string prompt_name;
   take(j, "prompt_file", prompt_name);
   if (!prompt_name.empty()) {
     try {
-      ui.prompt = load_prompt_file(file.parent_path() / prompt_name);
-      ui.pattern_shown.clear();  // the pattern field follows the restored prompt
+      ui.prompt.interwoven = load_prompt_file(file.parent_path() / prompt_name);
+      ui.prompt.pattern_shown.clear();  // the pattern field follows the restored prompt
     } catch (const Error& e) {
       note = std::string("the last prompt was not restored: ") + e.what();
     }
@@ -151,15 +168,15 @@ std::string load_session(UiState& ui, const std::filesystem::path& file) {
 }
 
 void apply_pending_config(UiState& ui) {
-  if (ui.pending_config.empty() || ui.session.status().state != RunState::kReady || ui.session.status().replay) return;
+  if (ui.layers.pending_config.empty() || ui.session.status().state != RunState::kReady || ui.session.status().replay) return;
   const std::size_t layers = ui.session.config().layers.size();
   if (layers == 0) return;
   try {
-    ui.session.set_config(LukaConfig::from_json(ui.pending_config, static_cast<std::int64_t>(layers), "the last session's LuKA config"));
+    ui.session.set_config(LukaConfig::from_json(ui.layers.pending_config, static_cast<std::int64_t>(layers), "the last session's LuKA config"));
   } catch (const Error& e) {
     ui.notice = e.what();  // another model: keep its defaults
   }
-  ui.pending_config.clear();
+  ui.layers.pending_config.clear();
 }
 
 }  // namespace luka::studio

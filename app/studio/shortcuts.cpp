@@ -72,7 +72,7 @@ void step(UiState& ui) {
   if (s == RunState::kRunning || s == RunState::kPaused) ui.session.step();
 }
 
-void set_view(UiState& ui, figures::MapView v) { ui.heatmap.view = static_cast<int>(v); }
+void set_view(UiState& ui, figures::MapView v) { ui.heatmap.view = v; }
 
 // One shortcut: the keys that trigger it (a GLFW key code, or typed characters), what the help
 // overlay says, and the action. The overlay is drawn from this table, so it cannot go stale.
@@ -87,17 +87,17 @@ struct Shortcut {
 const Shortcut kShortcuts[] = {
     {GLFW_KEY_SPACE, "", "Space", "run / pause / resume", run_or_pause},
     {0, "sS", "S", "one decode step (pauses a run)", step},
-    {GLFW_KEY_DOWN, "]", "Down  ]", "next layer", [](UiState& ui) { ui.layer = neighbour(choices(ui, true), ui.layer, +1); }},
-    {GLFW_KEY_UP, "[", "Up  [", "previous layer", [](UiState& ui) { ui.layer = neighbour(choices(ui, true), ui.layer, -1); }},
-    {GLFW_KEY_RIGHT, ".", "Right  .", "next head", [](UiState& ui) { ui.head = neighbour(choices(ui, false), ui.head, +1); }},
-    {GLFW_KEY_LEFT, ",", "Left  ,", "previous head", [](UiState& ui) { ui.head = neighbour(choices(ui, false), ui.head, -1); }},
+    {GLFW_KEY_DOWN, "]", "Down  ]", "next layer", [](UiState& ui) { ui.selection.layer = neighbour(choices(ui, true), ui.selection.layer, +1); }},
+    {GLFW_KEY_UP, "[", "Up  [", "previous layer", [](UiState& ui) { ui.selection.layer = neighbour(choices(ui, true), ui.selection.layer, -1); }},
+    {GLFW_KEY_RIGHT, ".", "Right  .", "next head", [](UiState& ui) { ui.selection.head = neighbour(choices(ui, false), ui.selection.head, +1); }},
+    {GLFW_KEY_LEFT, ",", "Left  ,", "previous head", [](UiState& ui) { ui.selection.head = neighbour(choices(ui, false), ui.selection.head, -1); }},
     {0, "lL", "L", "log / linear colour scale", [](UiState& ui) { ui.heatmap.log_scale = !ui.heatmap.log_scale; }},
     {0, "1", "1", "effective view", [](UiState& ui) { set_view(ui, figures::MapView::kEffective); }},
     {0, "2", "2", "dense view", [](UiState& ui) { set_view(ui, figures::MapView::kDense); }},
     {0, "3", "3", "difference view", [](UiState& ui) { set_view(ui, figures::MapView::kDifference); }},
     {0, "fF", "F", "fit the map to the panel", [](UiState& ui) { ui.heatmap.fit(); }},
-    {GLFW_KEY_F1, "?", "F1  ?", "show / hide this help", [](UiState& ui) { ui.show_shortcuts = !ui.show_shortcuts; }},
-    {GLFW_KEY_ESCAPE, "", "Esc", "close this help", [](UiState& ui) { ui.show_shortcuts = false; }},
+    {GLFW_KEY_F1, "?", "F1  ?", "show / hide this help", [](UiState& ui) { ui.window.show_shortcuts = !ui.window.show_shortcuts; }},
+    {GLFW_KEY_ESCAPE, "", "Esc", "close this help", [](UiState& ui) { ui.window.show_shortcuts = false; }},
 };
 
 void draw_help(UiState& ui) {
@@ -124,8 +124,8 @@ void draw_help(UiState& ui) {
     ImGui::TextDisabled("Keys do nothing while a text field is being edited.");
   }
   ImGui::End();
-  if (!open) ui.show_shortcuts = false;
-  was_open = ui.show_shortcuts;
+  if (!open) ui.window.show_shortcuts = false;
+  was_open = ui.window.show_shortcuts;
 }
 
 }  // namespace
@@ -142,7 +142,7 @@ void update_shortcuts(UiState& ui) {
   }
   for (const int code : injected_keys()) io.KeysDown[code] = false;
   injected_keys().clear();
-  if (ui.show_shortcuts) draw_help(ui);
+  if (ui.window.show_shortcuts) draw_help(ui);
 }
 
 void press_key(const std::string& name) {

@@ -147,26 +147,26 @@ int run_window(const WindowOptions& options) {
   int exit_code = 0;
   {
     auto ui = std::make_unique<studio::UiState>();
-    ui->started = launched;
-    ui->prompt = prompt;
+    ui->timing.started = launched;
+    ui->prompt.interwoven = prompt;
     const auto salad = std::filesystem::path(LUKA_SOURCE_DIR).parent_path() / "shared" / "data" / "wikisalad" / "easy_2topic_short.json";
-    ui->wikisalad_path = std::filesystem::exists(salad) ? salad.lexically_normal().string() : "";
+    ui->prompt.wikisalad_path = std::filesystem::exists(salad) ? salad.lexically_normal().string() : "";
     const std::filesystem::path session_file = default_session_file();
     if (options.restore) {
       ui->notice = load_session(*ui, session_file);
-      if (options.prompt_given) ui->prompt = prompt;
+      if (options.prompt_given) ui->prompt.interwoven = prompt;
     }
     if (!options.calibration.empty()) attach_calibration(*ui, options.calibration);
     if (!options.capture.empty()) {
       ui->session.open_capture(options.capture);
     } else {
       std::error_code ec;
-      if (!options.restore || options.model_given || ui->model_path.empty() || !std::filesystem::exists(ui->model_path, ec))
-        ui->model_path = options.model.string();
-      if (!options.restore || options.device_given) ui->device = options.device;
-      if (!options.restore || options.weights_given) ui->weights = options.weights == WeightFormat::kQuantized ? 1 : 0;
+      if (!options.restore || options.model_given || ui->model.path.empty() || !std::filesystem::exists(ui->model.path, ec))
+        ui->model.path = options.model.string();
+      if (!options.restore || options.device_given) ui->model.device = options.device;
+      if (!options.restore || options.weights_given) ui->model.weights = options.weights;
       try {
-        if (!script) ui->session.load_model(ui->model_path, load_options(*ui), parse_device(ui->device));
+        if (!script) ui->session.load_model(ui->model.path, load_options(*ui), parse_device(ui->model.device));
       } catch (const std::exception& e) {  // a remembered device that is gone: the panel says so
         ui->notice = e.what();
       }
@@ -177,10 +177,10 @@ int run_window(const WindowOptions& options) {
       glfwPollEvents();
       ui->tasks.poll();  // background work's outcomes, handed back here on the UI thread
       const auto now = std::chrono::steady_clock::now();
-      if (ui->measure_frames > 0) {
-        ui->frame_ms.push_back(std::chrono::duration<double, std::milli>(now - last_frame).count());
-        if (static_cast<int>(ui->frame_ms.size()) == ui->measure_frames) {
-          std::vector<double> t = ui->frame_ms;
+      if (ui->timing.measure_frames > 0) {
+        ui->timing.frame_ms.push_back(std::chrono::duration<double, std::milli>(now - last_frame).count());
+        if (static_cast<int>(ui->timing.frame_ms.size()) == ui->timing.measure_frames) {
+          std::vector<double> t = ui->timing.frame_ms;
           std::sort(t.begin(), t.end());
           double mean = 0;
           for (const double x : t) mean += x;
@@ -188,7 +188,7 @@ int run_window(const WindowOptions& options) {
           std::printf("frames %zu mean %.2f ms (%.1f fps) median %.2f ms p95 %.2f ms\n", t.size(), mean, 1000.0 / mean, t[t.size() / 2],
                       t[t.size() * 95 / 100]);
           std::fflush(stdout);
-          ui->measure_frames = 0;
+          ui->timing.measure_frames = 0;
         }
       }
       last_frame = now;
@@ -216,9 +216,9 @@ int run_window(const WindowOptions& options) {
       int fw = 0, fh = 0;
       glfwGetFramebufferSize(window, &fw, &fh);
       const float W = static_cast<float>(fw), H = static_cast<float>(fh);
-      // The split follows ui->panels; dragging the map panel's left or bottom edge, or the prompt
+      // The split follows ui->window.split; dragging the map panel's left or bottom edge, or the prompt
       // panel's bottom edge, moves it.
-      auto& split = ui->panels;
+      auto& split = ui->window.split;
       const float left = split.left > 0 ? std::round(W * split.left) : std::min(420.f, std::round(W * 0.34f)), prompt_bottom = std::max(220.f, std::round(H * split.prompt)),
                   map_bottom = std::round(H * split.map);
       const ImGuiWindowFlags fixed = ImGuiWindowFlags_NoMove | ImGuiWindowFlags_NoResize | ImGuiWindowFlags_NoCollapse;
@@ -245,28 +245,28 @@ int run_window(const WindowOptions& options) {
       if (std::abs(map_pos.y + map_size.y - map_bottom) > 0.5f) split.map = fraction((map_pos.y + map_size.y) / H);
       panel("Output", ImVec2(left, map_bottom), ImVec2(W - left, H - map_bottom), [](studio::UiState& u) {
         if (!ImGui::BeginTabBar("bottom")) return;
-        if (ImGui::BeginTabItem("Output")) {
+        const auto select = [&](BottomTab t) { return u.window.select_tab == t ? ImGuiTabItemFlags_SetSelected : 0; };
+        if (ImGui::BeginTabItem("Output", nullptr, select(BottomTab::kOutput))) {
           studio::draw_output_panel(u);
           ImGui::EndTabItem();
         }
-        if (ImGui::BeginTabItem("Cover timeline", nullptr, u.show_timeline ? ImGuiTabItemFlags_SetSelected : 0)) {
+        if (ImGui::BeginTabItem("Cover timeline", nullptr, select(BottomTab::kTimeline))) {
           studio::draw_timeline_panel(u);
           ImGui::EndTabItem();
         }
-        if (ImGui::BeginTabItem("Fidelity & cost", nullptr, u.show_fidelity ? ImGuiTabItemFlags_SetSelected : 0)) {
+        if (ImGui::BeginTabItem("Fidelity & cost", nullptr, select(BottomTab::kFidelity))) {
           studio::draw_fidelity_panel(u);
           ImGui::EndTabItem();
         }
-        if (ImGui::BeginTabItem("Topics", nullptr, u.show_tab == "topics" ? ImGuiTabItemFlags_SetSelected : 0)) {
+        if (ImGui::BeginTabItem("Topics", nullptr, select(BottomTab::kTopics))) {
           studio::draw_topics_panel(u);
           ImGui::EndTabItem();
         }
-        if (ImGui::BeginTabItem("Head scores", nullptr, u.show_tab == "heads" ? ImGuiTabItemFlags_SetSelected : 0)) {
+        if (ImGui::BeginTabItem("Head scores", nullptr, select(BottomTab::kHeadScores))) {
           studio::draw_head_scores_panel(u);
           ImGui::EndTabItem();
         }
-        u.show_tab.clear();
-        u.show_timeline = u.show_fidelity = false;
+        u.window.select_tab.reset();
         ImGui::EndTabBar();
       });
       studio::draw_task_list(*ui);

@@ -70,31 +70,31 @@ void UiState::mark_drawn(const std::string& name, float x0, float y0, float x1, 
 
 LoadOptions load_options(const UiState& ui) {
   LoadOptions o;
-  o.dtype = ui.dtype == 2 ? DType::kF16 : ui.dtype == 1 ? DType::kBF16 : DType::kF32;
-  o.threads = ui.threads;
-  o.weights = ui.weights == 1 ? WeightFormat::kQuantized : WeightFormat::kDequantized;
+  o.dtype = ui.model.dtype;
+  o.threads = ui.model.threads;
+  o.weights = ui.model.weights;
   return o;
 }
 
 RunRequest run_request(const UiState& ui, bool paused, bool force) {
   RunRequest r;
-  r.prompt = ui.prompt;
-  r.chat = ui.chat;
-  r.max_new_tokens = ui.max_new_tokens;
+  r.prompt = ui.prompt.interwoven;
+  r.chat = ui.prompt.chat;
+  r.max_new_tokens = ui.run.max_new_tokens;
   r.start_paused = paused;
-  r.sampling = ui.sampling;
-  if (ui.free_text_mode) r.free_text = ui.free_text;
-  r.record = ui.record_spec;
+  r.sampling = ui.run.sampling;
+  if (ui.prompt.mode == PromptMode::kFreeText) r.free_text = ui.prompt.free_text;
+  r.record = ui.run.record;
   r.force = force;
-  r.calibration = ui.calibration;
+  r.calibration = ui.run.calibration;
   return r;
 }
 
 void attach_calibration(UiState& ui, const std::filesystem::path& file) {
   const std::string text = read_text_file(file, "calibration file");
   eval::parse_calibration(text, file.string());
-  ui.calibration = nlohmann::json::parse(text).dump();
-  ui.calibration_path = file.string();
+  ui.run.calibration = nlohmann::json::parse(text).dump();
+  ui.run.calibration_path = file.string();
 }
 
 std::shared_ptr<const eval::Calibration> view_calibration(UiState& ui, const capture::CaptureView& view) {
@@ -103,31 +103,31 @@ std::shared_ptr<const eval::Calibration> view_calibration(UiState& ui, const cap
   const capture::Summary sum = view.summary();  // by value
   const capture::Manifest& m = sum.manifest;
   const std::string key = std::to_string(reinterpret_cast<std::uintptr_t>(&view)) + "/" + m.created + "/" + std::to_string(m.calibration.size());
-  if (key != ui.calibration_of) {
-    ui.calibration_of = key;
-    ui.calibration_table.reset();
-    ui.calibration_error.clear();
+  if (key != ui.analysis.calibration_of) {
+    ui.analysis.calibration_of = key;
+    ui.analysis.calibration_table.reset();
+    ui.analysis.calibration_error.clear();
     const std::string& text = m.calibration;
     if (!text.empty()) {
       try {
-        ui.calibration_table = std::make_shared<const eval::Calibration>(eval::parse_calibration(text, "the capture's calibration"));
+        ui.analysis.calibration_table = std::make_shared<const eval::Calibration>(eval::parse_calibration(text, "the capture's calibration"));
       } catch (const std::exception& e) {
-        ui.calibration_error = e.what();
+        ui.analysis.calibration_error = e.what();
       }
     }
   }
-  return ui.calibration_table;
+  return ui.analysis.calibration_table;
 }
 
 void set_track(UiState& ui, const capture::CaptureView& view) {
-  ui.track.reset();
-  ui.track_note.clear();
-  if (ui.track_spec.find_first_not_of(' ') == std::string::npos) return;
+  ui.timeline.track.reset();
+  ui.timeline.track_note.clear();
+  if (ui.timeline.track_spec.find_first_not_of(' ') == std::string::npos) return;
   try {
-    ui.track = capture::parse_track(ui.track_spec, view.tokens());
-    ui.track_note = "tokens " + std::to_string(ui.track->begin) + "-" + std::to_string(ui.track->end - 1);
+    ui.timeline.track = capture::parse_track(ui.timeline.track_spec, view.tokens());
+    ui.timeline.track_note = "tokens " + std::to_string(ui.timeline.track->begin) + "-" + std::to_string(ui.timeline.track->end - 1);
   } catch (const std::exception& e) {
-    ui.track_note = e.what();
+    ui.timeline.track_note = e.what();
   }
 }
 

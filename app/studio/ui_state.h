@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "app/studio/choices.h"
 #include "app/studio/map_fetcher.h"
 #include "app/studio/recent_files.h"
 #include "app/studio/session.h"
@@ -74,9 +75,7 @@ struct HeatmapView {
   // Visible region of the full map in token coordinates: top-left corner and tokens per screen
   // pixel across (keys) and down (queries); 0: fit the map to the panel.
   double x0 = 0, y0 = 0, tokens_per_pixel = 0, tokens_per_pixel_y = 0;
-  // The map's layout: 0 auto (decode rows for the dense and difference views once there are
-  // steps, else the full map), 1 the full query x key map, 2 decode rows.
-  int layout = 0;
+  MapLayout layout = MapLayout::kAuto;
   // Decode rows: first key and keys per pixel across (0: fit), first visible step - 1 (may be
   // fractional) and pixels per step down (0: fit), and whether the view follows the newest step.
   double rows_x0 = 0, rows_keys_per_pixel = 0, rows_y0 = 0, row_px = 0;
@@ -117,9 +116,9 @@ struct HeatmapView {
   int fetched_layer = -1, fetched_head = -1, fetched_level = -1;
   std::int64_t fetched_r0 = -1, fetched_c0 = -1, fetched_rows = 0, fetched_cols = 0, fetched_steps = -1;
   bool fetched_log = true;
-  int view = 0, fetched_view_kind = 0;  // figures::MapView: effective, dense, difference
+  figures::MapView view = figures::MapView::kEffective, fetched_view_kind = figures::MapView::kEffective;
   float diff_max = 0;
-  int mode = 0;  // 0 map, 1 head grid, 2 layer strip
+  MapMode mode = MapMode::kMap;
   bool overlays = true;  // page grid, refined pages and heavy hitters at the selected step
   std::vector<std::unique_ptr<Texture>> thumbs;  // head grid / layer strip thumbnails
   std::string thumbs_key;
@@ -182,77 +181,166 @@ struct DisplayTextCache {
   std::map<std::pair<int, std::string>, std::vector<viz::VisualLine>> lines;
 };
 
-struct UiState {
-  TaskManager tasks;  // all background work; poll()ed at the start of each frame
-  Session session{tasks};
-  std::string model_path;
-  int dtype = 0;    // 0 fp32, 1 bf16, 2 fp16 (GPU only)
-  int weights = 0;  // a GGUF file's linear weights: 0 dequantized at load, 1 also kept quantized (--weights)
+// [SECTION] the panels' state
+// Each panel's settings and caches in a struct of its own; what several panels share (the
+// selection, the capture's tokens and segments) sits in UiState itself.
+
+// The model panel: what the next Load uses.
+struct ModelPanel {
+  std::string path;
+  DType dtype = DType::kF32;  // fp16 computes on the GPU only
+  WeightFormat weights = WeightFormat::kDequantized;  // a GGUF file's linear weights (--weights)
   int threads = 0;  // LibTorch threads, 0: all cores
   std::string device = "auto";  // the --device value the next load uses
   Cached<DeviceChoices> devices;
-  InterwovenPrompt prompt;
-  bool chat = false;
-  int free_text_mode = 0;  // 0: the interwoven prompt, 1: free text
+};
+
+// The prompt panel's prompt: the interwoven prompt or free text.
+struct PromptPanel {
+  InterwovenPrompt interwoven;
+  PromptMode mode = PromptMode::kInterwoven;
   std::string free_text = "The capital of France is";
+  bool chat = false;
   // The pattern field: the prompt's own pattern whenever that changes (opened, built, a WikiSalad
   // example), the user's edit in between. pattern_shown is the prompt pattern last mirrored.
-  std::string pattern_edit, pattern_shown, prompt_path = "prompt.json", prompt_notice;
+  std::string pattern_edit, pattern_shown;
+  std::string file = "prompt.json";  // the prompt file field (open and save)
+  std::string notice;                // the last prompt file or builder action's outcome
   std::string wikisalad_path = "../shared/data/wikisalad/easy_2topic_short.json";
   int wikisalad_example = 0;
+  // What the panel drew last frame, for scripts: the prompt text shown (the capture's own in
+  // replay), and its read-only text as drawn (shaped, in visual order; lines joined by '\n'): the
+  // replay's prompt, or the free text's right-to-left preview.
+  std::string shown, drawn;
+};
+
+// The prompt panel's run controls: what the Run buttons (and Space, and scripts) start.
+struct RunSettings {
   int max_new_tokens = 32;
-  std::string record_spec;  // what live runs record (RunRequest::record); "": everything
+  std::string record;  // what live runs record (RunRequest::record); "": everything
   SamplingParams sampling;
+  // A `luka calibrate` file (--calibration, or the script's `calibration FILE`) attached to the
+  // manifest of the runs started here (RunRequest::calibration), as compact JSON, and its path.
+  std::string calibration, calibration_path;
+  bool locked = false;  // the run controls were off last frame (a replay)
+};
+
+// Capture files (prompt panel): the path field of Open and Save as, the recently opened or saved
+// files, and the open or save whose success adds its file to that list.
+struct CaptureFiles {
+  std::string path = "capture.h5";
+  RecentFiles recent;
+  std::string open_pending, save_pending;
+};
+
+// What every panel shows: the layer and head, the decode step, and the generated token hovered in
+// the output panel.
+struct Selection {
   int layer = 0, head = 0;
-  int mixed_a = 2, mixed_b = 2;  // the layers panel's mixed(a,b) preset
-  std::string layers_notice;      // the layers panel's last error (a bad preset or parameter)
   std::int64_t step = 0;  // selected decode step for rows (0: the latest)
-  std::int64_t hover_token = -1;  // the generated token under the cursor in the output panel (-1: none)
-  // Tracked tokens (the timeline's "track" field, as `luka inspect --track`): marked on the map and
-  // the cover timeline, with their states at the selected step.
+  // The generated token under the cursor in the output panel (-1: none): the output panel sets it
+  // while it is hovered, the map marks the row that produced it and clears it every frame.
+  std::int64_t hover_token = -1;
+};
+
+// The layers panel.
+struct LayersPanel {
+  int mixed_a = 2, mixed_b = 2;  // the mixed(a,b) preset
+  std::string notice;            // the last error (a bad preset or parameter)
+  Cached<std::vector<std::string>> costs;  // cover, refined, ms per layer
+  std::string pending_config;  // the last session's LuKA config (JSON), applied once a model is loaded
+};
+
+// The map panel, besides its canvas (HeatmapView) and the compare canvas.
+struct MapPanel {
+  std::string figure_path = "luka-figure.png";
+  Pending<std::string> export_job;  // an export being written: its outcome for `notice`
+  Cached<MapOverlay> overlay;
+  Cached<std::vector<std::string>> row_cover;  // decode rows: the hovered step's cover, in words
+  // As drawn last frame, for scripts: the tooltip (hover: the tokens, the value, a decode step's
+  // cover), and the message over a map still computing (the prefill's progress).
+  std::string tooltip, computing;
+};
+
+// The cover timeline tab, and the tokens tracked there (the "track" field, as `luka inspect
+// --track`): marked on the map and the timeline, with their states at the selected step.
+struct TimelinePanel {
+  TimelineView view;
   std::string track_spec;
   std::optional<capture::TokenSpan> track;
   std::string track_note;
-  HeatmapView heatmap;
-  CompareState compare;
-  TimelineView timeline;
-  std::string figure_path = "luka-figure.png";
-  Pending<std::string> export_job;  // an export being written: its outcome for `notice`
-  bool show_timeline = false;
-  bool show_fidelity = false;
-  std::string show_tab;  // "topics" or "heads": select that bottom tab at the next frame (scripts)
-  bool show_shortcuts = false;  // the keyboard shortcuts' help overlay (F1)
-  // Timing (bench/run_studio_bench.sh): frame times while measuring, and when the first map was drawn.
-  // The panels' split, as fractions of the window: the left column's width (0: 34% of the window,
-  // at most 420 px), the prompt panel's bottom and the map panel's bottom (dragging a panel's edge
-  // moves them; the session keeps them).
-  struct Panels {
+};
+
+// The output tab: the selected step's row.
+struct OutputPanel {
+  Cached<std::vector<float>> row;
+  Cached<std::string> row_label;
+};
+
+// The fidelity and cost tab.
+struct FidelityPanel {
+  Cached<std::vector<capture::StepMetrics>> step_metrics;  // per recorded layer
+};
+
+// The Topics and Head scores tabs.
+struct AnalysisPanel {
+  Cached<AnalysisOutcome<capture::TopicAnalysis>> topics;
+  Cached<AnalysisOutcome<capture::HeadScoreAnalysis>> head_scores;
+  HeadScoreSource source = HeadScoreSource::kPrefill;
+  // The calibration the table shows: the view's, parsed once per capture.
+  std::string calibration_of;  // the view `calibration_table` was parsed from (view_calibration)
+  std::shared_ptr<const eval::Calibration> calibration_table;
+  std::string calibration_error;
+};
+
+// The bottom panel's tabs.
+enum class BottomTab { kOutput, kTimeline, kFidelity, kTopics, kHeadScores };
+
+// The window: the panels' split, as fractions of the window (the left column's width, 0: 34% of
+// the window, at most 420 px; the prompt panel's bottom and the map panel's bottom; dragging a
+// panel's edge moves them and the session keeps them), a tab to bring forward, the help overlay.
+struct WindowLayout {
+  struct Split {
     float left = 0, prompt = 0.58f, map = 0.74f;
-  } panels;
-  std::string pending_config;  // the last session's LuKA config (JSON), applied once a model is loaded
-  std::optional<std::pair<double, double>> move_mouse;  // scripts: warp the cursor here before the next frame
+  } split;
+  std::optional<BottomTab> select_tab;  // selected at the next frame (scripts, shortcuts)
+  bool show_shortcuts = false;          // the keyboard shortcuts' help overlay (F1)
+};
+
+// Timing (bench/run_studio_bench.sh): frame times while measuring, and when the first map was drawn.
+struct FrameTiming {
   int measure_frames = 0;
   std::vector<double> frame_ms;
   double first_map_ms = -1;
-  std::chrono::steady_clock::time_point started = std::chrono::steady_clock::now();  // select the timeline tab at the next frame (scripts)
-  std::string notice;     // a one-line message for the user (errors from UI actions)
-  // Capture files (prompt panel): the path field of Open and Save as, the recently opened or
-  // saved files, and the open or save whose success adds its file to that list.
-  std::string capture_path = "capture.h5";
-  RecentFiles recent;
-  std::string open_pending, save_pending;
-  // What the prompt panel drew last frame, for scripts: the prompt text shown (the capture's own
-  // in replay) and whether the run controls were off.
-  std::string prompt_shown;
-  bool run_locked = false;
-  // The prompt panel's read-only text as drawn last frame (shaped, in visual order; lines joined by
-  // '\n'): the replay's prompt, or the free text's right-to-left preview.
-  std::string prompt_drawn;
+  std::chrono::steady_clock::time_point started = std::chrono::steady_clock::now();
+};
+
+struct UiState {
+  TaskManager tasks;  // all background work; poll()ed at the start of each frame
+  Session session{tasks};
+  ModelPanel model;
+  PromptPanel prompt;
+  RunSettings run;
+  CaptureFiles files;
+  Selection selection;
+  LayersPanel layers;
+  HeatmapView heatmap;  // the map's canvas
+  CompareState compare;
+  MapPanel map;
+  TimelinePanel timeline;
+  OutputPanel output;
+  FidelityPanel fidelity;
+  AnalysisPanel analysis;
+  WindowLayout window;
+  FrameTiming timing;
+  std::string notice;  // a one-line message for the user (errors from UI actions)
+  // Capture reads the panels share, refreshed when the capture changes.
+  Cached<std::vector<capture::Token>> tokens;
+  Cached<std::vector<capture::Segment>> segments;
   DisplayTextCache display_text;
-  // The map's tooltip as drawn last frame (hover: the tokens, the value, a decode step's cover),
-  // and the message over a map still computing (the prefill's progress).
-  std::string map_tooltip, map_overlay;
-  // The background work list as drawn last frame: one line per task, "NAME: TEXT (PERCENT)".
+  // Scripts: warp the cursor here before the next frame.
+  std::optional<std::pair<double, double>> move_mouse;
+  // The background work list as drawn last frame: one line per task, "NAME: TEXT PERCENT".
   std::string task_list_drawn;
   // Things drawn last frame, by name (print_geometry): "layers_panel", "mixed_button",
   // "topics_matrix", "timeline", "timeline_bands", "thumbnail/I", "output_token/TOKEN",
@@ -260,32 +348,12 @@ struct UiState {
   // background work list).
   std::map<std::string, DrawnRect> drawn;
   void mark_drawn(const std::string& name, float x0, float y0, float x1, float y1);
-  // Capture reads the panels share, refreshed when the capture changes.
-  Cached<std::vector<capture::Token>> tokens;
-  Cached<std::vector<capture::Segment>> segments;
-  Cached<std::vector<std::string>> layer_costs;       // layers panel: cover, refined, ms per layer
-  Cached<std::vector<capture::StepMetrics>> step_metrics;  // fidelity panel: per recorded layer
-  Cached<std::vector<float>> output_row;              // output panel: the selected step's row
-  Cached<std::string> output_row_label;
-  Cached<MapOverlay> overlay;
-  Cached<std::vector<std::string>> row_cover;  // decode rows: the hovered step's cover, in words
-  // The Topics and Head scores tabs.
-  Cached<AnalysisOutcome<capture::TopicAnalysis>> topics;
-  Cached<AnalysisOutcome<capture::HeadScoreAnalysis>> head_scores;
-  int head_scores_source = 0;  // 0: prefill rows, 1: decode rows, 2: the calibration attached to the capture
-  // A `luka calibrate` file (--calibration, or the script's `calibration FILE`) attached to the
-  // manifest of the runs started here (RunRequest::calibration), and the one the table shows: the
-  // view's, parsed once per capture.
-  std::string calibration, calibration_path;
-  std::string calibration_of;  // capture_key of the view `calibration_table` was parsed from
-  std::shared_ptr<const eval::Calibration> calibration_table;
-  std::string calibration_error;
 };
 
 void draw_model_panel(UiState& ui);
 void draw_prompt_panel(UiState& ui);
 void draw_layers_panel(UiState& ui);
-// The layers panel's mixed(a,b) button: applies ui.mixed_a/b, or says why not in ui.layers_notice.
+// The layers panel's mixed(a,b) button: applies ui.layers.mixed_a/b, or says why not in ui.layers.notice.
 void apply_mixed_preset(UiState& ui);
 void draw_heatmap_panel(UiState& ui);
 // Background work that has run longer than 0.2 s, with its progress and a Cancel button, in a
@@ -296,18 +364,18 @@ void draw_task_list(UiState& ui);
 bool background_idle(const UiState& ui);
 // The run the Run buttons (and Space, and scripts) start from the UI's settings: the prompt or
 // free text, chat, new tokens, sampling and what to record.
-// Reads a `luka calibrate` file into ui.calibration (compact JSON) for the runs started next;
+// Reads a `luka calibrate` file into ui.run.calibration (compact JSON) for the runs started next;
 // throws luka::Error naming the file when it is not a calibration.
 void attach_calibration(UiState& ui, const std::filesystem::path& file);
 // The calibration attached to `view`'s capture, parsed once per capture (null: none, or
-// ui.calibration_error says why it cannot be read).
+// ui.analysis.calibration_error says why it cannot be read).
 std::shared_ptr<const eval::Calibration> view_calibration(UiState& ui, const capture::CaptureView& view);
 // The model panel's load settings: dtype, threads and weight format.
 LoadOptions load_options(const UiState& ui);
 RunRequest run_request(const UiState& ui, bool paused, bool force = false);
 
-// The track field's action: parses ui.track_spec against the view's tokens ("A-B", "A" or
-// "text:STRING"; empty clears); an error goes to ui.track_note.
+// The track field's action: parses ui.timeline.track_spec against the view's tokens ("A-B", "A" or
+// "text:STRING"; empty clears); an error goes to ui.timeline.track_note.
 void set_track(UiState& ui, const capture::CaptureView& view);
 // Opens ui.compare.path as the capture to compare with (empty: closes it); the outcome goes to
 // ui.compare.note.

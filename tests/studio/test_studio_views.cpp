@@ -482,6 +482,49 @@ TEST(StudioViews, SessionRestoresSelectionViewZoomAndPanels) {
   EXPECT_NE(bad.err.find("session.json"), std::string::npos) << bad.err;
 }
 
+// A session file of version 1, which stored the settings that are one of a few values as numbers
+// (dtype 1, the map's view 1...), restores them: the window shows them, and saved again they are
+// words.
+TEST(StudioViews, AVersion1SessionFileIsRestoredAndSavedInWords) {
+  if (!have_xvfb()) GTEST_SKIP() << "xvfb-run is not installed (scripts/setup.sh installs it)";
+  const fs::path old_file = work_dir() / "old" / "session.json", new_file = work_dir() / "new" / "session.json";
+  fs::create_directories(old_file.parent_path());
+  std::ofstream(old_file) << R"({
+  "version": 1, "model_path": "", "dtype": 1, "weights": 1, "threads": 3, "device": "cpu", "chat": true,
+  "free_text_mode": 1, "free_text": "Tides and bread", "max_new_tokens": 7,
+  "sampling": {"temperature": 0.5, "top_k": 4, "top_p": 0.9, "seed": 11},
+  "selection": {"layer": 8, "head": 2, "step": 3},
+  "map": {"view": 1, "log_scale": false, "layout": 1, "mode": 2, "overlays": false, "x0": 5, "y0": 6, "tokens_per_pixel": 0.5,
+          "tokens_per_pixel_y": 0.25, "rows_x0": 0, "rows_keys_per_pixel": 0, "rows_y0": 0, "row_px": 0, "rows_follow": true},
+  "panels": {"left": 0.3, "prompt": 0.5, "map": 0.7},
+  "prompt_file": ""
+})";
+  const RunResult r = studio("", "load_session " + old_file.string() +
+                                     "\nframes 2\nexpect_ui layer 8\nexpect_ui head 2\nexpect_ui view dense\nexpect_ui scale linear\nexpect_ui dtype bf16\n"
+                                     "expect_ui layout full\nexpect_ui grid layers\nexpect_ui prompt free_text\nsave_session " + new_file.string() + "\nquit\n");
+  ASSERT_EQ(r.exit_code, 0) << r.err << r.out;
+  std::ifstream in(new_file);
+  const nlohmann::json j = nlohmann::json::parse(in);
+  EXPECT_EQ(j["version"], 2);
+  EXPECT_EQ(j["dtype"], "bf16");
+  EXPECT_EQ(j["weights"], "quantized");
+  EXPECT_EQ(j["prompt_mode"], "free_text");
+  EXPECT_EQ(j["threads"], 3);
+  EXPECT_EQ(j["device"], "cpu");
+  EXPECT_EQ(j["chat"], true);
+  EXPECT_EQ(j["free_text"], "Tides and bread");
+  EXPECT_EQ(j["max_new_tokens"], 7);
+  EXPECT_EQ(j["sampling"]["seed"], 11);
+  EXPECT_EQ(j["selection"]["step"], 3);
+  EXPECT_EQ(j["map"]["view"], "dense");
+  EXPECT_EQ(j["map"]["layout"], "full");
+  EXPECT_EQ(j["map"]["mode"], "layers");
+  EXPECT_EQ(j["map"]["log_scale"], false);
+  EXPECT_EQ(j["map"]["overlays"], false);
+  EXPECT_DOUBLE_EQ(j["map"]["tokens_per_pixel"].get<double>(), 0.5);
+  EXPECT_NEAR(j["panels"]["left"].get<double>(), 0.3, 1e-6);
+}
+
 TEST(StudioViews, TokenSearchJumpsToEachMatchInTurn) {
   REQUIRE_STUDIO();
   const fs::path cap = work_dir() / "dense.h5";
