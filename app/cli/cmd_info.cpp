@@ -41,11 +41,11 @@ int run_info(int argc, char** argv) {
                  "Prints a model's architecture, layers, heads, dimensions, stored types (GGUF\n"
                  "quantizations included) with the in-memory footprint, parameter count and vocabulary.\n"
                  "The weights' footprint is given for each --weights choice: the dequantized tensors at the\n"
-                 "compute dtype, and for quantized those plus the GGUF blocks kept beside them.");
+                 "compute dtype, and for quantized the GGUF blocks with the tensors no block covers.");
   args.option("model", "PATH", kModelOptionHelp)
       .option("dtype", "fp32|bf16", "compute dtype to report", "the stored dtype when it is fp32 or bf16, else fp32")
-      .option("weights", "quantized|dequantized", "the weight format to load (and so check that the file allows it); the\n"
-              "footprints of both are reported either way", "dequantized")
+      .option("weights", "auto|quantized|dequantized", "the weight format to load (and so check that the file allows it); the\n"
+              "footprints of both are reported either way", "auto")
       .flag("config", "also print the LuKA configuration in force (per layer, as JSON)")
       .option("device", "auto|cpu|cuda|cuda:N", "also report the device: a GPU's name and memory, and whether the model\n"
               "plus its KV cache and LuKA state at --context tokens fit in the free memory")
@@ -110,15 +110,17 @@ int run_info(int argc, char** argv) {
   row("footprint", human_bytes(static_cast<double>(stored_bytes)) + " on disk, " +
                        human_bytes(elem * static_cast<double>(model->parameter_count())) + " as " +
                        to_string(model->dtype()) + " in memory");
-  // Each --weights choice: quantized keeps the GGUF blocks beside the dequantized tensors (prefill
-  // still multiplies by those), so today it adds memory rather than saving it.
+  // Each --weights choice: dequantized holds every weight as a tensor of the compute dtype;
+  // quantized holds the GGUF blocks instead, and tensors only for what no block covers.
   const auto loaded = [&](WeightFormat f) { return model->weight_format() == f ? "  (loaded)" : ""; };
   const double dequantized = static_cast<double>(model->dequantized_bytes());
   const double blocks = static_cast<double>(model->quantized_block_bytes());
   row("weights", std::string("dequantized ") + human_bytes(dequantized) + ": " + to_string(model->dtype()) + " tensors" +
                      loaded(WeightFormat::kDequantized));
-  row("", blocks > 0 ? std::string("quantized   ") + human_bytes(dequantized + blocks) + ": the same + " + human_bytes(blocks) +
-                           " of GGUF blocks, read by one-row decode steps" + loaded(WeightFormat::kQuantized)
+  row("", blocks > 0 ? std::string("quantized   ") + human_bytes(static_cast<double>(model->quantized_bytes())) + ": " +
+                           human_bytes(blocks) + " of GGUF blocks, read as stored, and " +
+                           human_bytes(static_cast<double>(model->quantized_bytes()) - blocks) + " of " + to_string(model->dtype()) +
+                           " tensors" + loaded(WeightFormat::kQuantized)
                      : std::string("quantized   not available (") + (gguf ? "no weight in a block type the CPU GEMV reads" : "not a GGUF file") + ")");
   char billions[32];
   std::snprintf(billions, sizeof billions, " (%.3f B)", static_cast<double>(model->parameter_count()) / 1e9);

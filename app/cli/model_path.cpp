@@ -66,13 +66,13 @@ LoadOptions load_options(const ArgParser& args, const Backend& device) {
 }
 
 void add_weights_option(ArgParser& args) {
-  args.option("weights", "quantized|dequantized",
-              "a GGUF file's linear weights: dequantized into the compute dtype at load, or also kept as their\n"
-              "GGUF blocks, which one-row decode steps on the CPU read directly (fewer bytes per token).\n"
-              "dequantized is the default because prompt processing still multiplies by the dequantized\n"
-              "copy, so quantized adds the blocks to memory instead of saving it (luka info shows both);\n"
-              "quantized needs a GGUF file with Q4_0, Q4_1, Q8_0, Q4_K or Q6_K weights and the CPU",
-              "dequantized");
+  args.option("weights", "auto|quantized|dequantized",
+              "a GGUF file's linear weights: quantized keeps only their GGUF blocks (Q4_0, Q4_1, Q8_0, Q4_K,\n"
+              "Q6_K), which decode steps read as stored with 8-bit activations and prompts multiply by a few\n"
+              "MB at a time; dequantized decodes them into the compute dtype at load (the exact reference,\n"
+              "several times the memory: luka info shows both). auto is quantized for such a GGUF file on\n"
+              "the CPU and dequantized otherwise (safetensors, the GPU)",
+              "auto");
 }
 
 void add_sampling_options(ArgParser& args) {
@@ -102,7 +102,7 @@ LoadOptions load_options(const ArgParser& args) {
   if (threads < 0 || threads > 1024) throw UsageError("--threads must be in 0..1024 (0 = all cores)");
   options.threads = static_cast<int>(threads);
   try {
-    options.weights = parse_weight_format(args.declares("weights") ? args.get("weights", "dequantized") : "dequantized");
+    options.weights = parse_weight_format(args.declares("weights") ? args.get("weights", "auto") : "auto");
   } catch (const UsageError&) {
     throw;
   } catch (const Error& e) {

@@ -60,7 +60,9 @@ struct Choices<DType> {  // fp16 computes on the GPU only
 };
 template <>
 struct Choices<WeightFormat> {
-  static constexpr Choice<WeightFormat> all[] = {{WeightFormat::kDequantized, "dequantized"}, {WeightFormat::kQuantized, "quantized"}};
+  // auto last: version-1 session files stored the index of the first two.
+  static constexpr Choice<WeightFormat> all[] = {
+      {WeightFormat::kDequantized, "dequantized"}, {WeightFormat::kQuantized, "quantized"}, {WeightFormat::kAuto, "auto"}};
 };
 template <>
 struct Choices<figures::MapView> {

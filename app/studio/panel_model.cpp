@@ -59,11 +59,12 @@ void draw_model_panel(UiState& ui) {
   ImGui::InputInt("threads (0: all)", &ui.model.threads);
   ui.model.threads = std::max(0, std::min(ui.model.threads, 256));
   ImGui::SetNextItemWidth(120);
-  static const char* kWeights[] = {"dequantized", "quantized"};
+  static const char* kWeights[] = {"dequantized", "quantized", "auto"};
   choice_combo("weights", ui.model.weights, kWeights);
   if (ImGui::IsItemHovered())
-    ImGui::SetTooltip("a GGUF file's linear weights at the next Load: dequantized into the dtype, or also kept as\n"
-                      "their GGUF blocks, which decode steps on the CPU read directly (luka info shows both footprints)");
+    ImGui::SetTooltip("a GGUF file's linear weights at the next Load: quantized keeps only their GGUF blocks, read as\n"
+                      "stored (8-bit activations in decode steps); dequantized decodes them into the dtype, the exact\n"
+                      "reference; auto is quantized for such a file on the CPU (luka info shows both footprints)");
   ImGui::Text("%s", s.model_summary.empty() ? "no model loaded" : s.model_summary.c_str());
   if (!s.device.empty() && ImGui::IsItemHovered()) ImGui::SetTooltip("%s", s.device.c_str());
   const ImVec4 colour = s.state == RunState::kError ? ImVec4(0.9f, 0.3f, 0.3f, 1) : ImVec4(0.7f, 0.7f, 0.7f, 1);

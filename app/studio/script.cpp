@@ -190,7 +190,7 @@ bool Script::advance(UiState& ui, std::string& screenshot) {
     if (cmd == "load_model") {
       ui.model.path = arg(1);
       ui.session.load_model(arg(1), load_options(ui), parse_device(ui.model.device));
-    } else if (cmd == "weights") {  // dequantized|quantized: for the next load_model
+    } else if (cmd == "weights") {  // auto|dequantized|quantized: for the next load_model
       const auto w = parse_choice<WeightFormat>(arg(1));
       if (!w) fail(where(l), "weights: " + choice_words<WeightFormat>());
       ui.model.weights = *w;

@@ -17,7 +17,7 @@ struct WindowOptions {
   std::filesystem::path script;   // scripted UI actions; the window closes when it ends
   InterwovenPrompt prompt;        // the prompt panel's start
   std::string device = "auto";    // --device value for loading
-  WeightFormat weights = WeightFormat::kDequantized;  // --weights
+  WeightFormat weights = WeightFormat::kAuto;  // --weights
   std::filesystem::path calibration;  // a `luka calibrate` file attached to the runs' captures (checked already)
   int width = 1280, height = 800;
   // Restore the last session (app/studio/session_state.h) and save it at exit; what the command

@@ -189,7 +189,7 @@ struct DisplayTextCache {
 struct ModelPanel {
   std::string path;
   DType dtype = DType::kF32;  // fp16 computes on the GPU only
-  WeightFormat weights = WeightFormat::kDequantized;  // a GGUF file's linear weights (--weights)
+  WeightFormat weights = WeightFormat::kAuto;  // a GGUF file's linear weights (--weights)
   int threads = 0;  // LibTorch threads, 0: all cores
   std::string device = "auto";  // the --device value the next load uses
   Cached<DeviceChoices> devices;

@@ -6,6 +6,9 @@
 #include <optional>
 #include <string>
 
+#include <ATen/Parallel.h>
+
+#include "core/gguf/ggml_types.h"
 #include "core/model/weights.h"
 #include "core/util/error.h"
 #include "kernels/cpu/decode_step.h"
@@ -23,19 +26,51 @@ at::Tensor rms_norm(const at::Tensor& x, const at::Tensor& weight, double eps) {
   return weight * (xf * at::rsqrt(var + eps)).to(x.scalar_type());
 }
 
+// A [rows, in] slice of a matrix's GGUF blocks decoded to `dtype` (a row: in / block values).
+at::Tensor dequantize_rows(const QuantizedMatrix& q, std::int64_t r0, std::int64_t rows, at::ScalarType dtype) {
+  const auto traits = *gguf::type_traits(static_cast<std::uint32_t>(q.type));
+  const std::int64_t per_row = q.in / traits.block_elements;
+  at::Tensor out = at::empty({rows, q.in}, at::kFloat);
+  float* dst = out.mutable_data_ptr<float>();
+  const std::uint8_t* src = q.data + r0 * per_row * traits.block_bytes;
+  at::parallel_for(0, rows, 16, [&](std::int64_t a, std::int64_t b) {
+    gguf::dequantize(q.type, src + a * per_row * traits.block_bytes, (b - a) * per_row, dst + a * q.in);
+  });
+  return dtype == at::kFloat ? out : out.to(dtype);
+}
+
 // Decode steps (one row) stream each weight once: a bandwidth-bound GEMV beats oneDNN there,
 // and reading the GGUF blocks (when kept, `qw`) streams 4.5-8.5 bits per weight instead of 16 or
-// 32. Prefill (several rows) uses the dequantized weight.
-at::Tensor linear(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b, const QuantizedMatrix& qw = {}) {
+// 32. Prefill (several rows) uses the dequantized weight; with only the blocks held
+// (WeightFormat::kQuantized), slices of at most kSliceBytes of it, decoded one after another.
+constexpr std::int64_t kSliceBytes = 8 << 20;
+
+// `exact_input` (the lm_head): Q8_0 blocks read against the fp32 row itself, not an 8-bit copy of
+// it (cpu::q8_0_gemv_f32), so the logits are the dequantized model's up to the order of sums.
+at::Tensor linear(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b, const QuantizedMatrix& qw = {},
+                  bool exact_input = false) {
   if (x.size(0) == 1 && x.is_cpu()) {
     if (!qw.defined()) return cpu::linear_row(x, w, b);
     const at::Tensor xf = x.to(at::kFloat).contiguous();
     at::Tensor y = at::empty({1, qw.out}, xf.options());
-    cpu::quant_gemv(qw.type, qw.data, qw.out, qw.in, xf.const_data_ptr<float>(), y.mutable_data_ptr<float>());
+    if (exact_input && qw.type == gguf::GgmlType::kQ8_0)
+      cpu::q8_0_gemv_f32(qw.data, qw.out, qw.in, xf.const_data_ptr<float>(), y.mutable_data_ptr<float>());
+    else
+      cpu::quant_gemv(qw.type, qw.data, qw.out, qw.in, xf.const_data_ptr<float>(), y.mutable_data_ptr<float>());
     if (b.defined()) y += b.to(at::kFloat);
     return y.to(x.scalar_type());
   }
-  return b.defined() ? at::linear(x, w, b) : at::linear(x, w);
+  if (w.defined()) return b.defined() ? at::linear(x, w, b) : at::linear(x, w);
+  // Blocks only: the output's columns a slice of rows at a time (the same products as at::linear
+  // on the whole dequantized matrix, each output column from its own row).
+  const std::int64_t rows = std::max<std::int64_t>(1, kSliceBytes / (qw.in * 4));
+  at::Tensor y = at::empty({x.size(0), qw.out}, x.options());
+  for (std::int64_t r0 = 0; r0 < qw.out; r0 += rows) {
+    const std::int64_t n = std::min(rows, qw.out - r0);
+    y.narrow(1, r0, n).copy_(at::linear(x, dequantize_rows(qw, r0, n, x.scalar_type())));
+  }
+  if (b.defined()) y += b;
+  return y;
 }
 
 at::Tensor rotate_half(const at::Tensor& x) {
@@ -111,7 +146,8 @@ struct Decoder::FusedStep {
   std::size_t elem = 4;
   std::vector<Layer> layers;
   const void* final_norm = nullptr;
-  const std::uint8_t* embed = nullptr;
+  const std::uint8_t* embed = nullptr;  // [vocab, hidden] in the compute dtype, or null:
+  QuantizedMatrix embed_blocks;         // ... the embedding's blocks, a row decoded per token
   cpu::RowJob lm_head;
   std::vector<std::uint8_t> x, h, q, k, v, act, logits;
   std::vector<float> inv_freq, cos, sin;
@@ -122,7 +158,9 @@ struct Decoder::FusedStep {
     const ModelConfig& c = model.config();
     const ModelWeights& w = model.weights();
     if (dt != at::kFloat && dt != at::kBFloat16) return nullptr;
-    if (!w.embed_tokens.is_cpu() || w.embed_tokens.scalar_type() != dt || !w.embed_tokens.is_contiguous()) return nullptr;
+    if (w.embed_tokens.defined() ? (!w.embed_tokens.is_cpu() || w.embed_tokens.scalar_type() != dt || !w.embed_tokens.is_contiguous())
+                                 : !w.quantized_embed.defined())
+      return nullptr;
     auto f = std::make_unique<FusedStep>();
     f->dtype = dt == at::kFloat ? cpu::StepDtype::kF32 : cpu::StepDtype::kBF16;
     f->elem = cpu::step_dtype_bytes(f->dtype);
@@ -139,7 +177,8 @@ struct Decoder::FusedStep {
     f->sin.resize(static_cast<std::size_t>(D / 2));
     const at::Tensor inv = inv_freq.to(at::kCPU).to(at::kFloat).contiguous();
     f->inv_freq.assign(inv.const_data_ptr<float>(), inv.const_data_ptr<float>() + inv.numel());
-    f->embed = static_cast<const std::uint8_t*>(w.embed_tokens.const_data_ptr());
+    if (w.embed_tokens.defined()) f->embed = static_cast<const std::uint8_t*>(w.embed_tokens.const_data_ptr());
+    f->embed_blocks = w.quantized_embed;
     if (!(f->final_norm = row_vector(w.final_norm, hidden, dt))) return nullptr;
     const auto job = [&](const at::Tensor& t, const QuantizedMatrix& qt, const at::Tensor& b, cpu::Epilogue e, void* y,
                          std::int64_t out, std::int64_t in, cpu::RowJob& j) {
@@ -178,6 +217,7 @@ struct Decoder::FusedStep {
     if (!job(w.lm_head, w.quantized_lm_head, at::Tensor(), cpu::Epilogue::kStore, f->logits.data(), c.vocab_size, hidden,
              f->lm_head))
       return nullptr;
+    f->lm_head.weight.exact_input = true;  // as forward()'s lm_head
     return f;
   }
 };
@@ -190,12 +230,15 @@ Decoder::Decoder(std::shared_ptr<const Model> model) : model_(std::move(model)) 
   if (!model_) fail("decoder", "no model");
   const ModelConfig& c = model_->config();
   dtype_ = to_scalar_type(model_->dtype());
+  // Where the weights are (blocks only: on the CPU).
+  const at::Tensor& embed = model_->weights().embed_tokens;
+  const at::Device device = embed.defined() ? embed.device() : at::Device(at::kCPU);
   for (std::int64_t i = 0; i < c.num_layers; ++i) {
-    caches_.emplace_back(c.num_kv_heads, c.head_dim, c.max_position_embeddings, dtype_, model_->weights().embed_tokens.device());
+    caches_.emplace_back(c.num_kv_heads, c.head_dim, c.max_position_embeddings, dtype_, device);
     attention_.push_back(std::make_shared<DenseAttention>());
   }
   c10::InferenceMode guard;
-  inv_freq_ = rope_inv_freq(c).to(model_->weights().embed_tokens.device());  // computed on the CPU, kept beside the weights
+  inv_freq_ = rope_inv_freq(c).to(device);  // computed on the CPU, kept beside the weights
   fused_ = FusedStep::build(*model_, dtype_, inv_freq_);
 }
 
@@ -254,7 +297,12 @@ at::Tensor Decoder::decode_fused(std::int32_t id) {
   const std::int64_t hidden = c.hidden_size, D = c.head_dim, H = c.num_heads, KV = c.num_kv_heads;
   const float eps = static_cast<float>(c.rms_norm_eps);
   const std::int64_t pos = position_;
-  std::memcpy(f.x.data(), f.embed + static_cast<std::size_t>(id) * f.x.size(), f.x.size());
+  if (f.embed) {
+    std::memcpy(f.x.data(), f.embed + static_cast<std::size_t>(id) * f.x.size(), f.x.size());
+  } else {
+    const at::Tensor row = dequantize_rows(f.embed_blocks, id, 1, dtype_);
+    std::memcpy(f.x.data(), row.const_data_ptr(), f.x.size());
+  }
   cpu::rope_tables(pos, f.inv_freq.data(), D / 2, dt, f.cos.data(), f.sin.data());
   const at::TensorOptions options = at::TensorOptions().dtype(dtype_);
   try {
@@ -340,9 +388,14 @@ at::Tensor Decoder::forward(const std::vector<std::int32_t>& ids, bool all_logit
   }
   c10::InferenceMode guard;
   const std::int64_t pos0 = position_;
-  const at::Device device = w.embed_tokens.device();
-  const at::Tensor index = at::from_blob(ids64.data(), {n}, at::kLong).to(device);
-  at::Tensor x = w.embed_tokens.index_select(0, index);  // [n, hidden]
+  const at::Device device = inv_freq_.device();
+  at::Tensor x;  // [n, hidden]
+  if (w.embed_tokens.defined()) {
+    x = w.embed_tokens.index_select(0, at::from_blob(ids64.data(), {n}, at::kLong).to(device));
+  } else {  // blocks only: each token's row decoded
+    x = at::empty({n, c.hidden_size}, at::TensorOptions().dtype(dtype_));
+    for (std::int64_t i = 0; i < n; ++i) x[i].copy_(dequantize_rows(w.quantized_embed, ids64[static_cast<std::size_t>(i)], 1, dtype_)[0]);
+  }
 
   // RoPE tables for positions pos0 .. pos0+n-1, as transformers computes them: fp32 angles,
   // cos/sin of cat(freqs, freqs), cast to the compute dtype.
@@ -377,7 +430,7 @@ at::Tensor Decoder::forward(const std::vector<std::int32_t>& ids, bool all_logit
 
   if (!all_logits) x = x.narrow(0, n - 1, 1);
   x = rms_norm(x, w.final_norm, c.rms_norm_eps);
-  return linear(x, w.lm_head, at::Tensor(), w.quantized_lm_head).to(at::kFloat);
+  return linear(x, w.lm_head, at::Tensor(), w.quantized_lm_head, /*exact_input=*/true).to(at::kFloat);
 }
 
 }  // namespace luka

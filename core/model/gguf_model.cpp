@@ -22,7 +22,10 @@ std::string shape_string(const std::vector<std::int64_t>& shape) {
 
 class GgufLoader {
  public:
-  GgufLoader(const gguf::File& file, DType dtype) : file_(file), dtype_(to_scalar_type(dtype)) {}
+  // keep_blocks: a 2-D tensor whose blocks quant_gemv reads is not dequantized at all; get()
+  // returns an undefined tensor for it and the caller keeps blocks() instead.
+  GgufLoader(const gguf::File& file, DType dtype, bool keep_blocks)
+      : file_(file), dtype_(to_scalar_type(dtype)), keep_blocks_(keep_blocks) {}
 
   bool has(const std::string& name) const { return file_.find_tensor(name) != nullptr; }
 
@@ -43,6 +46,11 @@ class GgufLoader {
     usage.elements += t->elements;
     usage.bytes += t->bytes;
     params_ += t->elements;
+    if (blocks(name).defined()) {  // what kQuantized holds as blocks, counted in either format
+      block_elements_ += t->elements;
+      block_bytes_ += t->bytes;
+      if (keep_blocks_) return at::Tensor();
+    }
 
     // The mapping is read-only; weights are never written.
     void* ptr = const_cast<std::uint8_t*>(t->data);
@@ -87,10 +95,16 @@ class GgufLoader {
     return out;
   }
   std::int64_t params() const { return params_; }
+  // Values and bytes of the tensors get() leaves as blocks with keep_blocks (whether or not set).
+  std::int64_t block_elements() const { return block_elements_; }
+  std::uint64_t block_bytes() const { return block_bytes_; }
 
  private:
   const gguf::File& file_;
   at::ScalarType dtype_;
+  bool keep_blocks_ = false;
+  std::int64_t block_elements_ = 0;
+  std::uint64_t block_bytes_ = 0;
   std::map<std::string, StoredType> usage_;
   std::int64_t params_ = 0;
 };
@@ -120,7 +134,9 @@ QuantizedMatrix unpermute_block_rows(const QuantizedMatrix& q, std::int64_t head
 
 LoadedWeights load_gguf_weights(std::shared_ptr<const gguf::File> file, const ModelConfig& c, DType dtype,
                                 WeightFormat format) {
-  GgufLoader L(*file, dtype);
+  // Quantized: the linear weights and the embedding stay blocks only (prefill dequantizes a
+  // bounded slice at a time, the embedding one row per token), so no dequantized copy is held.
+  GgufLoader L(*file, dtype, format == WeightFormat::kQuantized);
   auto w = std::make_unique<ModelWeights>();
   const std::int64_t H = c.hidden_size;
   w->embed_tokens = L.get("token_embd.weight", {c.vocab_size, H});
@@ -133,19 +149,16 @@ LoadedWeights load_gguf_weights(std::shared_ptr<const gguf::File> file, const Mo
   load_layers(L, c, kNames, w->layers);
   if (c.arch == Architecture::kLlama) {
     for (LayerWeights& l : w->layers) {
-      l.q_proj = unpermute_rows(l.q_proj, c.num_heads);
-      l.k_proj = unpermute_rows(l.k_proj, c.num_kv_heads);
+      if (l.q_proj.defined()) l.q_proj = unpermute_rows(l.q_proj, c.num_heads);
+      if (l.k_proj.defined()) l.k_proj = unpermute_rows(l.k_proj, c.num_kv_heads);
     }
   }
   w->final_norm = L.get("output_norm.weight", {H});
   w->lm_head = c.tie_word_embeddings ? w->embed_tokens : L.get("output.weight", {c.vocab_size, H});
-  // The blocks are looked up either way, so the footprint of the quantized format is known; they
-  // are kept (the llama q/k rows reordered into a copy) only when asked for.
-  std::uint64_t block_bytes = 0;
+  // The blocks are kept (the llama q/k rows reordered into a copy) only when asked for; get()
+  // counted them either way, so the footprint of the quantized format is known.
   const auto keep = [&](const std::string& name) {
-    QuantizedMatrix q = L.blocks(name);
-    block_bytes += q.bytes;
-    return format == WeightFormat::kQuantized ? q : QuantizedMatrix{};
+    return format == WeightFormat::kQuantized ? L.blocks(name) : QuantizedMatrix{};
   };
   for (std::size_t i = 0; i < w->layers.size(); ++i) {
     const std::string p = kNames.prefix + std::to_string(i) + ".";
@@ -163,13 +176,15 @@ LoadedWeights load_gguf_weights(std::shared_ptr<const gguf::File> file, const Mo
     }
   }
   w->quantized_lm_head = keep(c.tie_word_embeddings ? "token_embd.weight" : "output.weight");
+  if (format == WeightFormat::kQuantized && !w->embed_tokens.defined()) w->quantized_embed = L.blocks("token_embd.weight");
   w->gguf = std::move(file);
 
   LoadedWeights out;
   out.stored_types = L.usage();
   out.stored_dtypes = stored_type_names(out.stored_types);
   out.parameter_count = L.params();
-  out.quantized_block_bytes = block_bytes;
+  out.quantized_block_bytes = L.block_bytes();
+  out.unquantized_elements = L.params() - L.block_elements();
   out.weights = std::move(w);
   return out;
 }

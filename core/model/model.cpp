@@ -27,6 +27,28 @@ void move_to_cuda(ModelWeights& w) {
 // NaN or Inf in a weight turns every logit into NaN without an error: refuse the file at load.
 // One pass over the values as loaded (after dequantization), in parallel.
 void check_finite(const ModelWeights& w, const std::filesystem::path& path) {
+  // Blocks kept instead of tensors: their scales (WeightFormat::kQuantized).
+  const auto blocks = [&](const std::string& name, const QuantizedMatrix& q) {
+    if (!q.defined()) return;
+    const std::int64_t per_row = q.in / gguf::type_traits(static_cast<std::uint32_t>(q.type))->block_elements;
+    const std::int64_t bad = gguf::first_nonfinite_block(q.type, q.data, q.out * per_row);
+    if (bad >= 0)
+      fail(path.string(), "weight " + name + " has a non-finite scale in block " + std::to_string(bad) + " (row " +
+                              std::to_string(bad / per_row) + ")");
+  };
+  for (std::size_t i = 0; i < w.layers.size(); ++i) {
+    const LayerWeights::Quantized& q = w.layers[i].quantized;
+    const std::string p = "layers." + std::to_string(i) + ".";
+    blocks(p + "q_proj", q.q_proj);
+    blocks(p + "k_proj", q.k_proj);
+    blocks(p + "v_proj", q.v_proj);
+    blocks(p + "o_proj", q.o_proj);
+    blocks(p + "gate_proj", q.gate_proj);
+    blocks(p + "up_proj", q.up_proj);
+    blocks(p + "down_proj", q.down_proj);
+  }
+  blocks("lm_head", w.quantized_lm_head);
+  blocks("embed_tokens", w.quantized_embed);
   for_each_weight(w, [&](const std::string& name, const at::Tensor& t) {
     if (at::isfinite(t).all().item<bool>()) return;
     const at::Tensor bad = at::logical_not(at::isfinite(t)).flatten().nonzero();
@@ -59,14 +81,20 @@ std::uint64_t Model::dequantized_bytes() const {
   return static_cast<std::uint64_t>(parameter_count_) * (dtype_ == DType::kF32 ? 4u : 2u);
 }
 
+std::uint64_t Model::quantized_bytes() const {
+  if (quantized_block_bytes_ == 0) return 0;
+  return quantized_block_bytes_ + static_cast<std::uint64_t>(unquantized_elements_) * (dtype_ == DType::kF32 ? 4u : 2u);
+}
+
 const char* to_string(WeightFormat format) {
-  return format == WeightFormat::kQuantized ? "quantized" : "dequantized";
+  return format == WeightFormat::kQuantized ? "quantized" : format == WeightFormat::kAuto ? "auto" : "dequantized";
 }
 
 WeightFormat parse_weight_format(std::string_view text) {
   if (text == "quantized") return WeightFormat::kQuantized;
   if (text == "dequantized") return WeightFormat::kDequantized;
-  fail("weights", "'" + std::string(text) + "': expected quantized or dequantized");
+  if (text == "auto") return WeightFormat::kAuto;
+  fail("weights", "'" + std::string(text) + "': expected auto, quantized or dequantized");
 }
 
 std::shared_ptr<const Model> Model::load(const std::filesystem::path& dir, const LoadOptions& options) try {
@@ -104,12 +132,18 @@ std::shared_ptr<const Model> Model::load(const std::filesystem::path& dir, const
     model->config_ = config_from_gguf(*file);
     model->config_path_ = dir;
     model->is_gguf_ = true;
-    LoadedWeights loaded = load_gguf_weights(std::move(file), model->config_, options.dtype, options.weights);
+    // auto on the CPU loads as quantized: a file with no block the GEMV reads then holds every
+    // weight as a tensor, exactly as dequantized would.
+    const WeightFormat asked = options.weights == WeightFormat::kAuto
+                                   ? (options.cuda ? WeightFormat::kDequantized : WeightFormat::kQuantized)
+                                   : options.weights;
+    LoadedWeights loaded = load_gguf_weights(std::move(file), model->config_, options.dtype, asked);
     if (options.weights == WeightFormat::kQuantized && loaded.quantized_block_bytes == 0)
       fail(dir.string(), "quantized weights: no linear weight is stored in a block type the CPU GEMV reads (Q4_0, Q4_1, "
                          "Q8_0, Q4_K, Q6_K); stored types are " + loaded.stored_dtypes + " (load it dequantized)");
-    model->weight_format_ = options.weights;
+    model->weight_format_ = loaded.quantized_block_bytes > 0 ? asked : WeightFormat::kDequantized;
     model->quantized_block_bytes_ = loaded.quantized_block_bytes;
+    model->unquantized_elements_ = loaded.unquantized_elements;
     model->weights_ = std::move(loaded.weights);
     model->stored_dtypes_ = std::move(loaded.stored_dtypes);
     model->stored_types_ = std::move(loaded.stored_types);

@@ -15,14 +15,17 @@
 namespace luka {
 
 // How a GGUF file's quantized linear weights are held. kDequantized: decoded into the compute
-// dtype at load (the reference). kQuantized: additionally kept as their GGUF blocks, which
-// one-row decode steps on the CPU read directly (kernels/cpu/quant_gemv.h); prefill GEMMs still
-// use the dequantized copy for now, so memory does not shrink yet. Tensors of other types (F32,
-// F16, BF16, or rows that are no whole number of blocks) stay dequantized only. Model::load refuses
-// kQuantized where it could change nothing: a safetensors checkpoint, a GGUF file with no block
-// the GEMV reads, or weights placed on the GPU (whose decoder reads the dequantized copy).
-enum class WeightFormat { kDequantized, kQuantized };
-const char* to_string(WeightFormat format);                 // "dequantized", "quantized"
+// dtype at load (the reference). kQuantized: kept only as their GGUF blocks, never dequantized
+// as a whole: one-row decode steps on the CPU read the blocks directly (kernels/cpu/quant_gemv.h,
+// with activations quantized to 8 bits per block), prefill multiplies by a dequantized slice of a
+// few MB at a time, and the embedding is decoded one row per token. Tensors of other types (F32,
+// F16, BF16, or rows that are no whole number of blocks) stay tensors in the compute dtype.
+// Model::load refuses kQuantized where it could change nothing: a safetensors checkpoint, a GGUF
+// file with no block the GEMV reads, or weights placed on the GPU (whose decoder reads tensors).
+// kAuto (the command line's default): kQuantized for a GGUF file with such blocks on the CPU,
+// kDequantized otherwise; Model::weight_format() says which was taken.
+enum class WeightFormat { kDequantized, kQuantized, kAuto };
+const char* to_string(WeightFormat format);                 // "dequantized", "quantized", "auto"
 WeightFormat parse_weight_format(std::string_view text);    // throws luka::Error otherwise
 
 struct LoadOptions {
@@ -69,6 +72,9 @@ class Model {
   // (whichever format was loaded; 0 for safetensors).
   std::uint64_t dequantized_bytes() const;
   std::uint64_t quantized_block_bytes() const { return quantized_block_bytes_; }
+  // What WeightFormat::kQuantized holds: the blocks, and the tensors no block covers (norms,
+  // biases, weights of other types) at the compute dtype; 0 when the file has no such blocks.
+  std::uint64_t quantized_bytes() const;
 
  private:
   Model() = default;
@@ -83,6 +89,7 @@ class Model {
   bool on_cuda_ = false;
   WeightFormat weight_format_ = WeightFormat::kDequantized;
   std::uint64_t quantized_block_bytes_ = 0;
+  std::int64_t unquantized_elements_ = 0;
   std::unique_ptr<ModelWeights> weights_;
 };
 

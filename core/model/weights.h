@@ -57,6 +57,8 @@ struct ModelWeights {
   at::Tensor final_norm;    // [hidden]
   at::Tensor lm_head;       // [vocab, hidden]; the same tensor as embed_tokens when tied
   QuantizedMatrix quantized_lm_head;  // the lm_head (or tied embedding) as GGUF blocks, if kQuantized
+  // kQuantized: the embedding's blocks when embed_tokens is not held (rows dequantized per token).
+  QuantizedMatrix quantized_embed;
   std::vector<std::shared_ptr<const SafetensorsFile>> files;  // keeps the mappings alive
   std::shared_ptr<const gguf::File> gguf;                     // ... or the GGUF mapping
 
@@ -149,6 +151,8 @@ struct LoadedWeights {
   std::int64_t parameter_count = 0;
   // GGUF: bytes of the blocks WeightFormat::kQuantized keeps (whether or not it was asked for).
   std::uint64_t quantized_block_bytes = 0;
+  // kQuantized: the values held as tensors beside the blocks (norms, biases, tensors of other types).
+  std::int64_t unquantized_elements = 0;
 };
 
 // Reads model.safetensors or model.safetensors.index.json from `dir`, checks every tensor's

@@ -49,6 +49,7 @@ struct DenseDot {
 // What one weight needs at run time: its row kernel and row stride when quantized.
 struct Reader {
   const RowWeight* w = nullptr;
+  bool exact = false;  // Q8_0 against the fp32 input (scratch.x)
   QuantRowDot quant = nullptr;
   std::int64_t row_bytes = 0;
   const QuantizedActivation* xq = nullptr;
@@ -57,7 +58,7 @@ struct Reader {
 template <class R>
 void run_rows_as(const RowJob* jobs, std::size_t n_jobs, const void* x, StepDtype dt, RowScratch& scratch, R round) {
   const std::int64_t in = jobs[0].weight.in;
-  bool need32 = false, need256 = false;
+  bool need32 = false, need256 = false, need_x = false;
   std::vector<Reader> readers(2 * n_jobs);
   std::vector<std::int64_t> first(n_jobs + 1, 0);
   const GgmlType dense_type = dt == StepDtype::kF32 ? GgmlType::kF32 : GgmlType::kBF16;
@@ -71,7 +72,11 @@ void run_rows_as(const RowJob* jobs, std::size_t n_jobs, const void* x, StepDtyp
       if (!w.data) throw std::invalid_argument("run_rows: a job has no weight");
       Reader& r = readers[2 * j + static_cast<std::size_t>(part)];
       r.w = &w;
-      if (w.quantized()) {
+      if (w.quantized() && w.exact_input && w.type == GgmlType::kQ8_0) {
+        r.exact = true;
+        r.row_bytes = quant_row_bytes(w.type, in);
+        need_x = true;
+      } else if (w.quantized()) {
         r.quant = quant_row_dot(w.type);
         r.row_bytes = quant_row_bytes(w.type, in);
         (quant_block_elements(w.type) == 32 ? need32 : need256) = true;
@@ -83,7 +88,7 @@ void run_rows_as(const RowJob* jobs, std::size_t n_jobs, const void* x, StepDtyp
     if (!job.y) throw std::invalid_argument("run_rows: a job has no output");
     first[j + 1] = first[j] + job.weight.out;
   }
-  if (need32 || need256) {
+  if (need32 || need256 || need_x) {
     scratch.x.resize(static_cast<std::size_t>(in));
     for (std::int64_t i = 0; i < in; ++i) scratch.x[static_cast<std::size_t>(i)] = load(x, i, dt);
     // Any 32-block type quantizes the same way (likewise for 256), so one quantization serves all.
@@ -95,7 +100,8 @@ void run_rows_as(const RowJob* jobs, std::size_t n_jobs, const void* x, StepDtyp
 
   const DenseDot dense{dt, fast_gemv_available(dt == StepDtype::kF32 ? at::kFloat : at::kBFloat16)};
   const auto acc = [&](const Reader& r, std::int64_t o) {
-    const float a = r.quant ? r.quant(static_cast<const std::uint8_t*>(r.w->data) + o * r.row_bytes, *r.xq) : dense(*r.w, o, x);
+    const auto* row = static_cast<const std::uint8_t*>(r.w->data) + o * r.row_bytes;
+    const float a = r.exact ? q8_0_row_f32(row, scratch.x.data(), in) : r.quant ? r.quant(row, *r.xq) : dense(*r.w, o, x);
     return a + (r.w->bias ? load(r.w->bias, o, dt) : 0.0f);
   };
   const std::int64_t total = first[n_jobs];

@@ -27,6 +27,9 @@ struct RowWeight {
   gguf::GgmlType type = gguf::GgmlType::kF32;
   std::int64_t out = 0, in = 0;
   const void* bias = nullptr;  // [out] in the compute dtype, or null
+  // Q8_0 blocks read against the fp32 input itself rather than its 8-bit quantization
+  // (cpu::q8_0_row_f32): the lm_head, whose logits pick the token. Other types ignore it.
+  bool exact_input = false;
   bool quantized() const { return type != gguf::GgmlType::kF32 && type != gguf::GgmlType::kBF16; }
 };
 

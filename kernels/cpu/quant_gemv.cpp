@@ -590,6 +590,39 @@ LUKA_AVX2 void quantize_blocks_avx2(const float* x, std::int64_t nb, std::int64_
   }
 }
 
+// [SECTION] Q8_0 against fp32 activations (no activation quantization)
+// Per block: s = w[0..15]·x[0..15] + w[16..31]·x[16..31] lane by lane (a product, then one fused
+// multiply-add), then lane += s · d; the 16 lanes summed by the same tree as the other paths.
+
+float q8_0_f32_scalar(const std::uint8_t* row, const float* x, std::int64_t in) {
+  float acc[16] = {};
+  for (std::int64_t b = 0; b < in / 32; ++b) {
+    const std::uint8_t* blk = row + b * kQ8_0Bytes;
+    const auto* w = reinterpret_cast<const std::int8_t*>(blk + 2);
+    const float d = half_at(blk);
+    const float* xb = x + b * 32;
+    for (int l = 0; l < 16; ++l) {
+      float s = static_cast<float>(w[l]) * xb[l];
+      s = std::fma(static_cast<float>(w[l + 16]), xb[l + 16], s);
+      acc[l] = std::fma(s, d, acc[l]);
+    }
+  }
+  return reduce16(acc);
+}
+
+LUKA_AVX512 float q8_0_f32_avx512(const std::uint8_t* row, const float* x, std::int64_t in) {
+  __m512 acc = _mm512_setzero_ps();
+  for (std::int64_t b = 0; b < in / 32; ++b) {
+    const std::uint8_t* blk = row + b * kQ8_0Bytes;
+    const __m512 lo = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 2))));
+    const __m512 hi = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 18))));
+    __m512 s = _mm512_mul_ps(lo, _mm512_loadu_ps(x + b * 32));
+    s = _mm512_fmadd_ps(hi, _mm512_loadu_ps(x + b * 32 + 16), s);
+    acc = _mm512_fmadd_ps(s, _mm512_set1_ps(half_at_512(blk)), acc);
+  }
+  return reduce16_512(acc);
+}
+
 #undef LUKA_AVX512
 #undef LUKA_AVX2
 
@@ -740,6 +773,26 @@ void quant_gemv(const QuantizedActivation& xq, GgmlType type, const void* w, std
   const std::int64_t grain = std::max<std::int64_t>(1, 32768 / xq.in);
   at::parallel_for(0, out, grain, [&](std::int64_t o0, std::int64_t o1) {
     for (std::int64_t o = o0; o < o1; ++o) y[o] = kernel(base + o * row_bytes, xq);
+  });
+}
+
+float q8_0_row_f32(const std::uint8_t* row, const float* x, std::int64_t in, QuantIsa isa) {
+  if (in % 32 != 0) throw std::invalid_argument("q8_0_row_f32: input length " + std::to_string(in) + " is not a multiple of 32");
+  if (!quant_isa_supported(isa))
+    throw std::invalid_argument(std::string("q8_0_row_f32: this CPU cannot run the ") + quant_isa_name(isa) + " path");
+  return isa == QuantIsa::kAvx512 ? q8_0_f32_avx512(row, x, in) : q8_0_f32_scalar(row, x, in);
+}
+
+void q8_0_gemv_f32(const void* w, std::int64_t out, std::int64_t in, const float* x, float* y, QuantIsa isa) {
+  if (in % 32 != 0) throw std::invalid_argument("q8_0_gemv_f32: input length " + std::to_string(in) + " is not a multiple of 32");
+  if (!quant_isa_supported(isa))
+    throw std::invalid_argument(std::string("q8_0_gemv_f32: this CPU cannot run the ") + quant_isa_name(isa) + " path");
+  const auto* base = static_cast<const std::uint8_t*>(w);
+  const std::int64_t row_bytes = in / 32 * kQ8_0Bytes;
+  const std::int64_t grain = std::max<std::int64_t>(1, 32768 / in);
+  at::parallel_for(0, out, grain, [&](std::int64_t o0, std::int64_t o1) {
+    for (std::int64_t o = o0; o < o1; ++o)
+      y[o] = isa == QuantIsa::kAvx512 ? q8_0_f32_avx512(base + o * row_bytes, x, in) : q8_0_f32_scalar(base + o * row_bytes, x, in);
   });
 }
 

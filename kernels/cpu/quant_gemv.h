@@ -75,6 +75,14 @@ void quant_gemv(const QuantizedActivation& xq, gguf::GgmlType type, const void* 
 // quant_gemv for an unsupported type or an ISA this CPU lacks.
 using QuantRowDot = float (*)(const std::uint8_t* row, const QuantizedActivation& x);
 QuantRowDot quant_row_dot(gguf::GgmlType type, QuantIsa isa = quant_isa());
+// Q8_0 rows against an fp32 input row with no activation quantization: y[o] = Σ_b d_b Σ_i w_i x_i,
+// the dequantized product up to the order of fp32 sums (every ISA gives the same bits; AVX-512 or
+// scalar). For the lm_head, whose logits pick the next token directly: there an 8-bit input
+// moves logits by about 0.1 on the default model and flips near ties (its chat answer's first
+// token, whose top two logits are 0.08 apart). `in` must be a multiple of 32.
+float q8_0_row_f32(const std::uint8_t* row, const float* x, std::int64_t in, QuantIsa isa = quant_isa());
+void q8_0_gemv_f32(const void* w, std::int64_t out, std::int64_t in, const float* x, float* y, QuantIsa isa = quant_isa());
+
 // Values per block (32 or 256) and bytes per row of `in` values, for a type quant_gemv reads.
 std::int64_t quant_block_elements(gguf::GgmlType type);
 std::int64_t quant_row_bytes(gguf::GgmlType type, std::int64_t in);

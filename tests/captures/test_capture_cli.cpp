@@ -79,8 +79,9 @@ TEST(CaptureCli, DemoPromptReadsWithH5pyAndMatchesTransformers) {
   REQUIRE_MODEL();
   const fs::path out = work_dir() / "demo.h5";
   // Every mode in one run: layers 0-9 dense, 10-19 lined, 20-29 clustered with pages made
-  // during decoding; recorded: three layers of each.
-  const RunResult r = luka({"capture", "--prompt-file", (kRoot / "assets/prompts/demo.json").string(), "--preset", "clustered",
+  // during decoding; recorded: three layers of each. Dequantized weights: transformers decodes the
+  // file's blocks into fp32 too (the quantized path's 8-bit activations would move the rows).
+  const RunResult r = luka({"capture", "--weights", "dequantized", "--prompt-file", (kRoot / "assets/prompts/demo.json").string(), "--preset", "clustered",
                             "--set", "layers=0-9,mode=dense", "--set", "layers=10-19,mode=lined", "--set",
                             "page_size=8,tail=16,interval=4,dense_shadow=true", "--record", "layers=0-2,10-12,20-22;map_min=16",
                             "--max-new-tokens", "16", "--threads", "2", "--out", out.string()});
@@ -116,8 +117,8 @@ TEST(CaptureCli, DemoPromptReadsWithH5pyAndMatchesTransformers) {
 TEST(CaptureCli, DenseRunMatchesTransformersIncludingTokenProbabilities) {
   REQUIRE_MODEL();
   const fs::path out = work_dir() / "dense.h5";
-  const RunResult r = luka({"capture", "--prompt", "The lighthouse keeper climbed the stairs at dusk and", "--max-new-tokens", "8",
-                            "--record", "layers=0,7,29", "--quiet", "--out", out.string()});
+  const RunResult r = luka({"capture", "--weights", "dequantized", "--prompt", "The lighthouse keeper climbed the stairs at dusk and",
+                            "--max-new-tokens", "8", "--record", "layers=0,7,29", "--quiet", "--out", out.string()});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const RunResult check = run(kPython.string(), {(kRoot / "tests/captures/check_capture.py").string(), out.string(), "--expect-steps",
                                                  "7", "--hf-model", fs::canonical(kModel).string()});

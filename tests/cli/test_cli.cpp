@@ -552,12 +552,15 @@ TEST(Cli, PerplexityEqualsTheNllOfForwardLogits) {
   fs::create_directories(dir);
   const fs::path text = dir / "text.txt";
   std::ofstream(text) << "Emma Woodhouse, handsome, clever, and rich, with a comfortable home and happy disposition.";
-  const RunResult ppl = run_luka({"perplexity", "--text-file", text.string(), "--json"});
+  // Dequantized weights on both sides: the two commands split prompt and decode rows differently,
+  // and only the quantized path's decode rows (8-bit activations) differ from its prompt rows.
+  const RunResult ppl = run_luka({"perplexity", "--weights", "dequantized", "--text-file", text.string(), "--json"});
   ASSERT_EQ(ppl.exit_code, 0) << ppl.err;
   const auto j = nlohmann::json::parse(ppl.out);
   // Independent route: the logits `luka forward` writes (checked against transformers elsewhere)
   // and the NLL formula, token by token.
-  const RunResult fwd = run_luka({"forward", "--text", read_file(text), "--prefill", "1", "--out", (dir / "l.npy").string()});
+  const RunResult fwd = run_luka({"forward", "--weights", "dequantized", "--text", read_file(text), "--prefill", "1", "--out",
+                                  (dir / "l.npy").string()});
   ASSERT_EQ(fwd.exit_code, 0) << fwd.err;
   const luka::NpyArray logits = luka::read_npy_f32(dir / "l.npy");
   std::ofstream(dir / "in.jsonl") << nlohmann::json({{"text", read_file(text)}}).dump() << "\n";
@@ -693,10 +696,10 @@ TEST(Cli, InfoConfigPrintsTheConfigInForce) {
   }
 }
 
-// --- --weights quantized|dequantized ----------------------------------------------------------
+// --- --weights auto|quantized|dequantized -----------------------------------------------------
 
-// Every command that loads a model takes --weights, states its default, and a bad value is a
-// one-line usage error.
+// Every command that loads a model takes --weights, states its default (auto), and a bad value is
+// a one-line usage error.
 TEST(Cli, WeightsOptionOnEveryModelCommand) {
   for (const std::vector<std::string>& cmd : std::vector<std::vector<std::string>>{
            {"info"}, {"forward"}, {"generate"}, {"perplexity"}, {"capture"}, {"calibrate"}, {"eval", "wikisalad"}}) {
@@ -704,10 +707,10 @@ TEST(Cli, WeightsOptionOnEveryModelCommand) {
     help.push_back("--help");
     const RunResult r = run_luka(help);
     ASSERT_EQ(r.exit_code, 0) << cmd[0];
-    const auto at = r.out.find("--weights quantized|dequantized");
+    const auto at = r.out.find("--weights auto|quantized|dequantized");
     ASSERT_NE(at, std::string::npos) << cmd[0] << ":\n" << r.out;
     const auto end = r.out.find("\n  --", at + 1);
-    EXPECT_NE(r.out.substr(at, end - at).find("(default: dequantized)"), std::string::npos) << cmd[0] << ":\n" << r.out;
+    EXPECT_NE(r.out.substr(at, end - at).find("(default: auto)"), std::string::npos) << cmd[0] << ":\n" << r.out;
   }
   for (const std::string bad : {"q4", "Quantized", ""}) {
     const RunResult r = run_luka({"generate", "--weights", bad, "--prompt", "x", "--max-new-tokens", "1"});
@@ -733,10 +736,24 @@ TEST(Cli, QuantizedWeightsNeedAQuantizedGguf) {
     EXPECT_EQ(error_lines(r.err), 1) << r.err;
     EXPECT_NE(r.err.find(model.string()), std::string::npos) << r.err;
     EXPECT_NE(r.err.find("quantized weights"), std::string::npos) << r.err;
-    // The same model runs dequantized.
+    // The same model runs dequantized, which auto takes for it.
     const RunResult ok = forward("dequantized");
     EXPECT_EQ(ok.exit_code, 0) << model << ": " << ok.err;
+    const RunResult automatic = forward("auto");
+    EXPECT_EQ(automatic.exit_code, 0) << model << ": " << automatic.err;
   }
+}
+
+// auto, the default: the default model's Q4_1/Q8_0 blocks are held as blocks on the CPU (luka
+// info marks quantized as loaded), dequantized where asked.
+TEST(Cli, AutoWeightsAreQuantizedForTheDefaultGguf) {
+  if (!default_model_is_smollm2()) GTEST_SKIP() << "no SmolLM2 default model at " << kDefaultModel;
+  const RunResult r = run_luka({"info"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("of fp32 tensors  (loaded)"), std::string::npos) << r.out;
+  const RunResult d = run_luka({"info", "--weights", "dequantized"});
+  ASSERT_EQ(d.exit_code, 0) << d.err;
+  EXPECT_NE(d.out.find("dequantized 538.1 MB: fp32 tensors  (loaded)"), std::string::npos) << d.out;
 }
 
 TEST(Cli, GenerateWithQuantizedWeightsOnTheDefaultModel) {
@@ -758,21 +775,25 @@ TEST(Cli, GenerateWithQuantizedWeightsOnTheDefaultModel) {
 
 // Both footprints, from the default model's stored types: Q4_1 blocks are 20 bytes per 32 values,
 // Q8_0 34 bytes per 32; every one of those tensors is kept as blocks (the Q8_0 one is the tied
-// embedding, kept for the lm_head). Dequantized: 134,515,008 parameters x 4 bytes (fp32) or 2 (bf16).
+// embedding, which is also the lm_head). Dequantized: 134,515,008 parameters x 4 bytes (fp32) or 2
+// (bf16). Quantized: the blocks, and the 35,136 norm weights (30 layers x 2 x 576 + 576) as tensors.
 TEST(Cli, InfoPrintsTheWeightsFootprintOfEachChoice) {
   if (!default_model_is_smollm2()) GTEST_SKIP() << "no SmolLM2 default model at " << kDefaultModel;
   const double blocks = 106168320.0 / 32 * 20 + 28311552.0 / 32 * 34;  // 96,436,224 bytes
   ASSERT_EQ(blocks, 96436224.0);
-  const RunResult fp32 = run_luka({"info"});
+  ASSERT_EQ(134515008 - 106168320 - 28311552, 35136);
+  const RunResult fp32 = run_luka({"info", "--weights", "dequantized"});
   ASSERT_EQ(fp32.exit_code, 0) << fp32.err;
   EXPECT_NE(fp32.out.find("weights          dequantized 538.1 MB: fp32 tensors  (loaded)\n"), std::string::npos) << fp32.out;
-  // 538,060,032 + 96,436,224 = 634,496,256
-  EXPECT_NE(fp32.out.find("                 quantized   634.5 MB: the same + 96.4 MB of GGUF blocks"), std::string::npos) << fp32.out;
+  // 96,436,224 + 35,136 x 4 = 96,576,768
+  EXPECT_NE(fp32.out.find("                 quantized   96.6 MB: 96.4 MB of GGUF blocks, read as stored, and 140.5 kB of fp32 tensors\n"),
+            std::string::npos)
+      << fp32.out;
   const RunResult bf16 = run_luka({"info", "--dtype", "bf16", "--weights", "quantized"});
   ASSERT_EQ(bf16.exit_code, 0) << bf16.err;
   EXPECT_NE(bf16.out.find("weights          dequantized 269.0 MB: bf16 tensors\n"), std::string::npos) << bf16.out;
-  // 269,030,016 + 96,436,224 = 365,466,240
-  EXPECT_NE(bf16.out.find("quantized   365.5 MB: the same + 96.4 MB of GGUF blocks, read by one-row decode steps  (loaded)"),
+  // 96,436,224 + 35,136 x 2 = 96,506,496
+  EXPECT_NE(bf16.out.find("quantized   96.5 MB: 96.4 MB of GGUF blocks, read as stored, and 70.3 kB of bf16 tensors  (loaded)"),
             std::string::npos)
       << bf16.out;
   const RunResult st = run_luka({"info", "--model", checkpoint("qwen3-tied").string()});

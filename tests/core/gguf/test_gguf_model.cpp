@@ -13,6 +13,7 @@
 #include "core/model/decoder.h"
 #include "core/model/gguf_model.h"
 #include "core/model/model.h"
+#include "core/model/weights.h"
 #include "core/tokenizer/tokenizer.h"
 #include "core/util/error.h"
 #include "core/util/npy.h"
@@ -68,6 +69,76 @@ TEST_P(SmallGguf, LogitsMatchTransformers) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Archs, SmallGguf, ::testing::Values("qwen3", "qwen2", "llama"));
+
+// The llama file's Q8_0 matrices (q/k rows permuted by the converter, an untied Q8_0 output) with
+// WeightFormat::kQuantized: held as blocks only, and the prefill, which multiplies by dequantized
+// slices of them, gives the dequantized model's logits; decode steps quantize their activations
+// to 8 bits per block, so they stay within that quantization's error of the reference.
+TEST(SmallGguf, QuantizedHoldsBlocksOnlyAndPrefillsAsTheDequantizedModel) {
+  const fs::path dir = kFixtures / "llama";
+  if (!fs::exists(dir / "model.gguf")) GTEST_SKIP() << "no fixture at " << dir;
+  const auto ids = read_json(dir / "ids.json").at("ids").get<std::vector<std::int32_t>>();
+  const auto prompt = read_json(dir / "ids.json").at("prompt").get<std::size_t>();
+  const auto deq = Model::load(dir / "model.gguf", LoadOptions{DType::kF32, 0});
+  const auto q = Model::load(dir / "model.gguf", LoadOptions{DType::kF32, 0, false, WeightFormat::kQuantized});
+  for (const LayerWeights& l : q->weights().layers) {
+    for (const at::Tensor* t : {&l.q_proj, &l.k_proj, &l.v_proj, &l.o_proj, &l.gate_proj, &l.up_proj, &l.down_proj})
+      EXPECT_FALSE(t->defined()) << "a dequantized copy is held";
+    EXPECT_TRUE(l.quantized.q_proj.defined() && l.quantized.down_proj.defined());
+    EXPECT_TRUE(l.input_norm.defined());
+  }
+  EXPECT_FALSE(q->weights().lm_head.defined());
+  EXPECT_TRUE(q->weights().quantized_lm_head.defined());
+  EXPECT_TRUE(q->weights().embed_tokens.defined());  // F16 in this file: no blocks to keep
+  EXPECT_LT(q->quantized_bytes(), deq->dequantized_bytes() / 2);  // the F16 embedding stays a tensor
+  Decoder a(deq), b(q);
+  const std::vector<std::int32_t> head(ids.begin(), ids.begin() + static_cast<std::ptrdiff_t>(prompt));
+  const at::Tensor pa = a.prefill(head, true), pb = b.prefill(head, true);
+  EXPECT_LE((pa - pb).abs().max().item<double>(), 1e-5);
+  const at::Tensor ref = reference(dir / "logits.npy");
+  for (std::size_t i = prompt; i < ids.size(); ++i) {
+    const at::Tensor row = b.decode(ids[i]);
+    EXPECT_LE((row - ref[static_cast<std::int64_t>(i)]).abs().max().item<double>(), 0.02 * ref.abs().max().item<double>()) << i;
+  }
+}
+
+// A block whose fp16 scale is Inf makes every value of it non-finite: refused at load whether the
+// blocks are kept (their scales checked) or dequantized (the values checked).
+TEST(SmallGguf, NonFiniteBlockScaleIsRefusedInEitherFormat) {
+  const fs::path src = kFixtures / "llama" / "model.gguf";
+  if (!fs::exists(src)) GTEST_SKIP() << "no fixture at " << src;
+  const fs::path dir = fs::path(LUKA_TEST_WORK) / "gguf-nonfinite";
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  const fs::path bad = dir / "model.gguf";
+  fs::copy_file(src, bad);
+  std::uint64_t at = 0;
+  {
+    const auto file = gguf::File::open(src);
+    const gguf::TensorInfo* t = file->find_tensor("blk.1.ffn_down.weight");
+    ASSERT_NE(t, nullptr);
+    ASSERT_EQ(t->type, gguf::GgmlType::kQ8_0);
+    at = file->header_bytes() + t->offset + 5 * 34;  // the sixth block's scale: row 1 (128 values, 4 blocks a row)
+  }
+  {
+    std::fstream f(bad, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(static_cast<std::streamoff>(at));
+    const char inf[2] = {0x00, 0x7C};
+    f.write(inf, 2);
+  }
+  try {
+    Model::load(bad, LoadOptions{DType::kF32, 0, false, WeightFormat::kQuantized});
+    ADD_FAILURE() << "loaded";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("layers.1.down_proj has a non-finite scale in block 5 (row 1)"), std::string::npos) << e.what();
+  }
+  try {
+    Model::load(bad, LoadOptions{DType::kF32, 0});
+    ADD_FAILURE() << "loaded";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("layers.1.down_proj holds 32 non-finite values"), std::string::npos) << e.what();
+  }
+}
 
 TEST(SmallGguf, ConfigFromMetadata) {
   const fs::path file = kFixtures / "qwen2" / "model.gguf";

@@ -1,8 +1,9 @@
 // The decoder's fused one-row step (Decoder::decode_fused, kernels/cpu/decode_step) against its
 // unfused ATen step on the fixture checkpoints (qwen3 with q/k norm, llama with every bias and
 // llama3 RoPE, qwen2 with q/k/v bias) and on the default model's GGUF blocks: the logits of 64
-// decode steps within 1e-4 in fp32 (the two differ only in the order of fp32 sums), and greedy
-// ids identical over 64 steps, for dense, lined, clustered and mixed LuKA layers.
+// decode steps within a tolerance in fp32 (the two differ only in the order of fp32 sums), and greedy
+// ids identical over 64 steps, for dense, lined, clustered and mixed LuKA layers (1e-5 on the
+// fixtures, whose logits are of order 1; 1e-4 on the default model's, of order 25).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -76,7 +77,10 @@ void compare(const std::shared_ptr<const Model>& model, const std::string& prese
   Decoder forced(model);
   install_luka(forced, cfg);
   const Decoded same_inputs = greedy(forced, prompt, &ref.ids);
-  EXPECT_LE(max_abs_diff(same_inputs, ref), tol) << preset;
+  const double diff = max_abs_diff(same_inputs, ref);
+  EXPECT_LE(diff, tol) << preset;
+  std::printf("%s, %s: largest |fused - unfused| logit over %zu steps %.3g\n", model->config().model_type.c_str(), preset.c_str(),
+              kSteps, diff);
   EXPECT_EQ(forced.position(), prompt_tokens + static_cast<std::int64_t>(kSteps));
 }
 
@@ -87,7 +91,8 @@ TEST_P(FusedStep, EqualsTheUnfusedStepForEveryMode) {
   const auto model = Model::load(dir, LoadOptions{DType::kF32, 0});
   // Pages of 8 and a tail of 16 so clustered layers page and refine within the run.
   const std::string luka = "page_size=8,tail=16,interval=8,window=16";
-  for (const std::string preset : {"dense", "lined", "clustered", "mixed(1,0)"}) compare(model, preset, luka, 1e-4, 48);
+  // Measured: at most 1.5e-6 on these three fixtures (logits of order 1).
+  for (const std::string preset : {"dense", "lined", "clustered", "mixed(1,0)"}) compare(model, preset, luka, 1e-5, 48);
 }
 
 TEST_P(FusedStep, KeepsTheHiddenStatesAndThePositionOfTheUnfusedStep) {

@@ -163,6 +163,42 @@ TEST(QuantGemv, RandomBlocksAllTypesAllPaths) {
   }
 }
 
+// Q8_0 against fp32 activations (the lm_head's product): the dequantized rows dotted in fp64
+// with the unquantized input, to the rounding of an fp32 sum, on every path with the same bits.
+TEST(QuantGemv, Q8_0AgainstFp32ActivationsIsTheDequantizedProduct) {
+  std::mt19937 rng(31);
+  for (const std::int64_t in : {32, 96, 576, 1536}) {
+    for (const std::int64_t out : {1, 7, 193}) {
+      const std::vector<std::uint8_t> w = random_weights(GgmlType::kQ8_0, out, in, rng);
+      const std::vector<float> x = random_activation(in, rng);
+      const std::int64_t per_row = in / 32;
+      std::vector<float> y_scalar(static_cast<std::size_t>(out));
+      q8_0_gemv_f32(w.data(), out, in, x.data(), y_scalar.data(), QuantIsa::kScalar);
+      for (const QuantIsa isa : runnable_isas()) {
+        std::vector<float> y(static_cast<std::size_t>(out), NAN);
+        q8_0_gemv_f32(w.data(), out, in, x.data(), y.data(), isa);
+        std::vector<float> row(static_cast<std::size_t>(in));
+        for (std::int64_t o = 0; o < out; ++o) {
+          gguf::dequantize(GgmlType::kQ8_0, w.data() + o * per_row * 34, per_row, row.data());
+          double exact = 0, abs = 0;
+          for (std::int64_t i = 0; i < in; ++i) {
+            exact += static_cast<double>(row[i]) * x[i];
+            abs += std::fabs(static_cast<double>(row[i]) * x[i]);
+          }
+          SCOPED_TRACE(testing::Message() << out << "x" << in << " row " << o << " path " << quant_isa_name(isa));
+          EXPECT_NEAR(y[o], exact, 1e-5 * abs + 1e-30);
+          EXPECT_EQ(std::memcmp(&y[o], &y_scalar[o], sizeof(float)), 0) << y[o] << " vs scalar " << y_scalar[o];
+          EXPECT_EQ(q8_0_row_f32(w.data() + o * per_row * 34, x.data(), in, isa), y[o]);
+        }
+      }
+    }
+  }
+  const std::vector<std::uint8_t> w(34, 0);
+  const std::vector<float> x(33, 1.0f);
+  float y = 0;
+  EXPECT_THROW(q8_0_gemv_f32(w.data(), 1, 33, x.data(), &y), std::invalid_argument);
+}
+
 TEST(QuantGemv, EnvironmentAndArgumentChecks) {
   EXPECT_TRUE(quant_isa_supported(QuantIsa::kScalar));
   EXPECT_TRUE(quant_isa_supported(quant_isa()));
