@@ -323,7 +323,8 @@ at::Tensor Decoder::decode_fused(std::int32_t id) {
       in.group_size = H / KV;
       in.scale = 1.0 / std::sqrt(static_cast<double>(D));
       const at::Tensor out = attention_[static_cast<std::size_t>(l)]->forward(in).contiguous();
-      if (out.scalar_type() != dtype_ || out.numel() != H * D) fail("decode", "layer " + std::to_string(l) + "'s attention returned another shape or dtype");
+      if (out.scalar_type() != dtype_ || out.numel() != H * D)
+        fail("decode", "layer " + std::to_string(l) + "'s attention returned another shape or dtype");
       cpu::run_rows(&L.o_proj, 1, out.const_data_ptr(), dt, f.scratch);
       cpu::rms_norm_row(f.x.data(), L.post_attention_norm, eps, hidden, f.h.data(), dt);
       cpu::run_rows(&L.gate_up, 1, f.h.data(), dt, f.scratch);

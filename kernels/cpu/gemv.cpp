@@ -17,7 +17,8 @@ __attribute__((target("avx512f,avx512bw,avx512bf16"))) void gemv_bf16(const c10:
     y[o] = c10::BFloat16(detail::dot_bf16_avx512(w + o * in, x, in) + (bias ? static_cast<float>(bias[o]) : 0.0f));
 }
 
-__attribute__((target("avx512f"))) void gemv_f32(const float* w, const float* x, const float* bias, float* y, std::int64_t in, std::int64_t o0, std::int64_t o1) {
+__attribute__((target("avx512f"))) void gemv_f32(const float* w, const float* x, const float* bias, float* y, std::int64_t in,
+                                                 std::int64_t o0, std::int64_t o1) {
   for (std::int64_t o = o0; o < o1; ++o) y[o] = detail::dot_f32_avx512(w + o * in, x, in) + (bias ? bias[o] : 0.0f);
 }
 

@@ -135,7 +135,7 @@ TEST_F(QuantizedModel, GreedyIdsMatchDequantized) {
 }
 
 // Perplexity of real text, every token after a short prompt through a decode step.
-TEST_F(QuantizedModel, PerplexityWithinOnePercent) {
+TEST_F(QuantizedModel, PerplexityWithinHalfAPercent) {
   const fs::path text_path = fs::path(LUKA_SHARED_DATA) / "texts" / "emma.txt";
   if (!fs::exists(text_path)) GTEST_SKIP() << "no " << text_path;
   std::ifstream in(text_path);
@@ -160,9 +160,9 @@ TEST_F(QuantizedModel, PerplexityWithinOnePercent) {
   const double ppl_ref = std::exp(nll_ref / kScored), ppl_q = std::exp(nll_q / kScored);
   std::printf("emma.txt, %zu tokens after %zu: perplexity %.4f dequantized, %.4f quantized (%+.3f%%), %d argmax flips\n",
               kScored, kPrompt, ppl_ref, ppl_q, 100 * (ppl_q / ppl_ref - 1), flips);
-  // Measured: +0.79% over these 240 tokens (+0.16% over the first 160): over the 0.5%
-  // target, which stays open; allowed here: 1%, so a regression in the kernels still shows.
-  EXPECT_NEAR(ppl_q / ppl_ref, 1.0, 0.01);
+  // Measured: +0.03% over these 240 tokens (the fused step, the lm_head against fp32 activations);
+  // +0.25% over emma's tokens 1,024-2,047 (bench/results/cpu-quant-gemv.md). The bound.
+  EXPECT_NEAR(ppl_q / ppl_ref, 1.0, 0.005);
 }
 
 }  // namespace

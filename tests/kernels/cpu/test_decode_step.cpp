@@ -140,8 +140,12 @@ std::vector<std::uint8_t> random_blocks(GgmlType type, std::int64_t rows, std::i
   std::mt19937_64 rng(seed);
   for (auto& b : v) b = static_cast<std::uint8_t>(rng());
   // Every fp16 field becomes a small finite scale: overwrite the scale positions per type.
-  const std::int64_t blocks = bytes / (type == GgmlType::kQ4_K ? 144 : type == GgmlType::kQ6_K ? 210 : type == GgmlType::kQ8_0 ? 34 : type == GgmlType::kQ4_1 ? 20 : 18);
-  const std::int64_t bb = bytes / blocks;
+  const std::int64_t bb = type == GgmlType::kQ4_K   ? 144
+                          : type == GgmlType::kQ6_K ? 210
+                          : type == GgmlType::kQ8_0 ? 34
+                          : type == GgmlType::kQ4_1 ? 20
+                                                    : 18;  // bytes per block
+  const std::int64_t blocks = bytes / bb;
   for (std::int64_t k = 0; k < blocks; ++k) {
     std::uint8_t* p = v.data() + k * bb;
     const auto put = [&](std::uint8_t* at) {
