@@ -11,8 +11,10 @@
 #   options   clustered at pages 16 / top_k 3: compressor x bias x refine_math at tau 1 (13 runs)
 #   tau       attention-weighted + exact: tau x bias (13 runs)
 #   heldout   old and new clustered defaults on a second text (5 runs)
+#   calibrate the calibration auto reads (luka calibrate on the second text) and paper's budget
+#             from it: presets/calibration.json and presets/budget.txt
 #   presets   dense, lined, clustered, mixed(8,8), paper, authors_eval and auto (output error and
-#             KL) at paper's budget, auto calibrated on the second text (8 runs, one calibration)
+#             KL) at paper's budget, auto calibrated on the second text (8 runs, after calibrate)
 #   fig4      perplexity against the refinement fraction per compressor (13 runs)
 #   fig5      refinement rule x mixed layers (9 runs)
 #   report    write bench/results/luka-defaults.md from what has run
@@ -49,7 +51,7 @@ part_heldout() {
   sweep heldout "$heldout" --baseline preset=dense --title "clustered on a second text (tau 0.1)" \
     --grid "preset=clustered;tau=0.1;bias=none;refine_math=mass_preserving,exact;compressor=mean,attention_weighted"
 }
-part_presets() {
+part_calibrate() {
   local dir=$out/presets calib=$out/presets/calibration.json
   mkdir -p "$dir"
   # The calibration uses the second text, so auto is not tuned on the text it is scored on; its
@@ -81,6 +83,11 @@ print("%.6f" % (math.ceil(paper / dense * 1e6) / 1e6))  # rounded up: paper's ow
 EOF
 )
   echo "paper's budget: $budget of dense's attended entries" | tee "$dir/budget.txt"
+}
+part_presets() {
+  local dir=$out/presets calib=$out/presets/calibration.json budget
+  [[ -f $dir/budget.txt && -f $calib ]] || part_calibrate
+  budget=$(sed 's/.*: \([0-9.]*\) of.*/\1/' "$dir/budget.txt")
   local entry name preset
   for entry in dense lined clustered "mixed(8,8)" paper authors_eval "auto=auto:$calib,budget=$budget" \
     "auto-kl=auto:$calib,budget=$budget,loss=kl"; do
@@ -107,7 +114,7 @@ parts=("$@")
 ((${#parts[@]})) || parts=(options tau heldout presets fig4 fig5 report)
 for p in "${parts[@]}"; do
   case $p in
-    options|tau|heldout|presets|fig4|fig5|report) echo "== $p"; "part_$p" ;;
+    options|tau|heldout|calibrate|presets|fig4|fig5|report) echo "== $p"; "part_$p" ;;
     *) echo "run_luka_defaults: unknown part '$p' (see the script's header)" >&2; exit 2 ;;
   esac
 done
