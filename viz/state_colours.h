@@ -26,5 +26,8 @@ inline constexpr std::array<StateColour, 6> kCoverStateColours = {{
 
 inline constexpr Rgb kRefinedColour = kCoverStateColours[2].rgb;
 inline constexpr Rgb kHeavyHitterColour = kCoverStateColours[4].rgb;
+// Comparing two runs, the cover timeline's mark for a token whose state differs between them at a
+// step: a hue no state, topic or control has.
+inline constexpr Rgb kStateDiffersColour{40, 230, 230};
 
 }  // namespace luka::viz

@@ -28,4 +28,11 @@ inline constexpr std::array<UiColour, 30> kUiColours = {{
     {"PlotHistogram", {200, 200, 208}}, {"NavHighlight", {200, 196, 186}},    {"TableHeaderBg", {44, 47, 54}},
 }};
 
+// Differences B - A in the Studio's compare mode (the fidelity tab's Δ columns), coloured by sign:
+// warm sand where B is higher, cool slate where it is lower. Muted like the controls, apart from
+// every topic colour and from each other (tests/viz/test_state_colours.cpp); the sign is also in
+// the text, so the colour is a second cue, not the only one.
+inline constexpr Rgb kDeltaHigher{220, 188, 150};
+inline constexpr Rgb kDeltaLower{165, 185, 215};
+
 }  // namespace luka::viz

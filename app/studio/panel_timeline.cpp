@@ -2,7 +2,9 @@
 // cell the token's state in that step's cover — summarized in a page, refined, raw (tail, window
 // or dense), heavy hitter, or dropped — so one sees pages form, refinements move and heavy
 // hitters persist over a generation. Step numbers run down the left, token positions below, and
-// the prompt's topic bands above.
+// the prompt's topic bands above. Comparing, the other capture's (B's) raster sits under this
+// one's (A's), or, with "A ≠ B" on, a raster that marks the cells (step, token) whose state
+// differs between the two runs over A's states dimmed; the hover names both states.
 #include <imgui.h>
 #include <imgui_stdlib.h>
 
@@ -54,9 +56,46 @@ const TimelineData& timeline_of(TaskManager& tasks, TimelineView& tv, const std:
   return data;
 }
 
+// A ≠ B over the steps both rasters have (tokens past a run's own count are absent there): the
+// differing cells in kStateDiffersColour, the others A's state colour dimmed towards the absent
+// background. Rebuilt and uploaded when either raster changes.
+const TimelineDifference& difference_of(TimelineDifference& d, const TimelineData& a, const std::string& key_a, const TimelineData& b, const std::string& key_b) {
+  const std::string key = key_a + "|" + key_b;
+  if (d.key == key) return d;
+  d.key = key;
+  d.steps = std::min(a.steps, b.steps);
+  d.tokens = std::max(a.tokens, b.tokens);
+  d.differing = 0;
+  viz::Image img;
+  img.width = static_cast<int>(d.tokens);
+  img.height = static_cast<int>(d.steps);
+  img.rgba.assign(static_cast<std::size_t>(d.tokens * d.steps * 4), 255);
+  const auto code = [](const TimelineData& x, std::int64_t s, std::int64_t t) {
+    return t < x.tokens ? x.codes[static_cast<std::size_t>(s * x.tokens + t)] : std::uint8_t{capture::kAbsent};
+  };
+  const viz::Rgb bg = kStates[capture::kAbsent].rgb;
+  for (std::int64_t s = 0; s < d.steps; ++s)
+    for (std::int64_t t = 0; t < d.tokens; ++t) {
+      const std::uint8_t ca = code(a, s, t), cb = code(b, s, t);
+      viz::Rgb c = viz::kStateDiffersColour;
+      if (ca == cb) {
+        const viz::Rgb x = kStates[std::min<std::size_t>(ca, 5)].rgb;
+        const auto dim = [](std::uint8_t v, std::uint8_t under) { return static_cast<std::uint8_t>((35 * v + 65 * under + 50) / 100); };
+        c = {dim(x.r, bg.r), dim(x.g, bg.g), dim(x.b, bg.b)};
+      } else {
+        ++d.differing;
+      }
+      std::uint8_t* p = img.rgba.data() + 4 * (s * d.tokens + t);
+      p[0] = c.r, p[1] = c.g, p[2] = c.b;
+    }
+  if (!img.rgba.empty()) d.texture.upload(img);
+  return d;
+}
+
 }  // namespace
 
 void draw_timeline_panel(UiState& ui) {
+  ui.timeline.tooltip.clear();
   const auto view = ui.session.view();
   if (!view) return;
   const capture::Summary sum = view->summary();
@@ -85,11 +124,30 @@ void draw_timeline_panel(UiState& ui) {
     ImGui::TextDisabled("reading covers...");
     return;
   }
+  // Comparing: B's raster under A's, or where the two differ.
+  const bool two = other && ui.compare.timeline.texture.valid() && other->steps > 0;
+  const bool diff = two && ui.compare.timeline_difference;
+  const TimelineDifference* difference = diff ? &difference_of(ui.compare.timeline_diff, data, tv.data.key, *other, ui.compare.timeline.data.key) : nullptr;
+  const auto swatch = [](const char* name, viz::Rgb c) {
+    ImGui::ColorButton(name, ImVec4(c.r / 255.f, c.g / 255.f, c.b / 255.f, 1), ImGuiColorEditFlags_NoTooltip, ImVec2(12, 12));
+  };
   for (const auto& st : kStates) {
     if (&st != &kStates[0]) ImGui::SameLine();
-    ImGui::ColorButton(st.name, ImVec4(st.rgb.r / 255.f, st.rgb.g / 255.f, st.rgb.b / 255.f, 1), ImGuiColorEditFlags_NoTooltip, ImVec2(12, 12));
+    swatch(st.name, st.rgb);
     ImGui::SameLine();
     ImGui::TextUnformatted(st.name);
+  }
+  if (ui.compare.view) {
+    ImGui::SameLine(0, 24);
+    ImGui::Checkbox("A ≠ B", &ui.compare.timeline_difference);
+    if (ImGui::IsItemHovered()) ImGui::SetTooltip("mark the cells whose state differs between the two runs at the same step and token");
+    if (diff) {
+      ImGui::SameLine();
+      swatch("differs", viz::kStateDiffersColour);
+      ui.mark_drawn("timeline_differs_swatch", ImGui::GetItemRectMin().x, ImGui::GetItemRectMin().y, ImGui::GetItemRectMax().x, ImGui::GetItemRectMax().y);
+      ImGui::SameLine();
+      ImGui::TextUnformatted("differs");
+    }
   }
   // Tracked tokens: a span or text, marked here and on the map, with their states at the step.
   ImGui::SameLine(0, 24);
@@ -116,8 +174,7 @@ void draw_timeline_panel(UiState& ui) {
   const ImVec2 origin(top_left.x + left, top_left.y + band + 2);
   const ImVec2 full(std::max(20.f, avail.x - left - 4), std::max(12.f, avail.y - band - 2 - line - 6));
   const std::int64_t DT = data.tokens, DS = data.steps;  // the raster shown may lag the capture
-  // Comparing, B's raster sits under A's on the same token scale.
-  const bool two = other && ui.compare.timeline.texture.valid() && other->steps > 0;
+  // Comparing, B's raster (or A ≠ B) sits under A's on the same token scale.
   const float gap = line + 2;
   const std::int64_t XT = two ? std::max(DT, other->tokens) : DT;
   const ImVec2 size(full.x, two ? (full.y - gap) / 2 : full.y);
@@ -128,11 +185,19 @@ void draw_timeline_panel(UiState& ui) {
   ImDrawList* dl = ImGui::GetWindowDrawList();
   const ImVec2 b_origin(origin.x, origin.y + size.y + gap);
   bool b_hovered = false;
+  ui.timeline.lower = {};
   if (two) {
-    dl->AddText(ImVec2(origin.x, origin.y + size.y + 1), IM_COL32(200, 200, 205, 255), ("B: " + ui.compare.note).c_str());
+    const std::int64_t lower_tokens = diff ? difference->tokens : other->tokens, lower_steps = diff ? difference->steps : other->steps;
+    const std::string title = diff ? "A ≠ B (B: " + ui.compare.note + "): " + std::to_string(difference->differing) + " of " +
+                                         std::to_string(difference->tokens * difference->steps) + " cells differ over the " + std::to_string(difference->steps) + " steps both have"
+                                   : "B: " + ui.compare.note;
+    dl->AddText(ImVec2(origin.x, origin.y + size.y + 1), IM_COL32(200, 200, 205, 255), title.c_str());
     ImGui::SetCursorScreenPos(b_origin);
-    ImGui::Image(ui.compare.timeline.texture.id(), ImVec2(sx(static_cast<double>(other->tokens)) - origin.x, size.y));
+    const float lower_w = sx(static_cast<double>(lower_tokens)) - origin.x;
+    ImGui::Image(diff ? difference->texture.id() : ui.compare.timeline.texture.id(), ImVec2(lower_w, size.y));
     b_hovered = ImGui::IsItemHovered();
+    ui.timeline.lower = {diff, b_origin.x, b_origin.y, lower_w, size.y, lower_tokens, lower_steps, ImGui::GetFrameCount()};
+    if (diff) ui.mark_drawn("timeline_diff", b_origin.x, b_origin.y, b_origin.x + lower_w, b_origin.y + size.y);  // lower_tokens x lower_steps cells
   } else if (!other_note.empty()) {
     dl->AddText(ImVec2(origin.x + size.x - ImGui::CalcTextSize(other_note.c_str()).x, top_left.y - line - 2), IM_COL32(255, 160, 160, 255), other_note.c_str());
   }
@@ -171,17 +236,27 @@ void draw_timeline_panel(UiState& ui) {
   }
   // Hover: the token's state at that step, in this capture and (comparing) in the other.
   if (hovered || b_hovered) {
-    const TimelineData& d = hovered ? data : *other;
+    const std::int64_t steps = hovered ? data.steps : ui.timeline.lower.steps;
     const ImVec2 o = hovered ? origin : b_origin;
     const ImVec2 m = ImGui::GetIO().MousePos;
     const auto t = static_cast<std::int64_t>((m.x - o.x) / size.x * static_cast<float>(XT));
-    const auto s = static_cast<std::int64_t>((m.y - o.y) / size.y * static_cast<float>(d.steps));
-    const auto state = [&](const TimelineData& x) -> const char* {
-      if (t < 0 || t >= x.tokens || s < 0 || s >= x.steps || static_cast<std::size_t>(s * x.tokens + t) >= x.codes.size()) return "-";
-      return kStates[std::min<int>(x.codes[static_cast<std::size_t>(s * x.tokens + t)], 5)].name;
+    const auto s = static_cast<std::int64_t>((m.y - o.y) / size.y * static_cast<float>(steps));
+    const auto code = [&](const TimelineData& x) -> int {  // -1: no such step; past the run's tokens: absent (as A ≠ B counts it)
+      if (t < 0 || s < 0 || s >= x.steps) return -1;
+      if (t >= x.tokens || static_cast<std::size_t>(s * x.tokens + t) >= x.codes.size()) return capture::kAbsent;
+      return std::min<int>(x.codes[static_cast<std::size_t>(s * x.tokens + t)], 5);
     };
-    if (two) ImGui::SetTooltip("step %lld, token %lld: A %s, B %s", static_cast<long long>(s + 1), static_cast<long long>(t), state(data), state(*other));
-    else ImGui::SetTooltip("step %lld, token %lld: %s", static_cast<long long>(s + 1), static_cast<long long>(t), state(data));
+    const auto state = [](int c) { return c < 0 ? "-" : kStates[static_cast<std::size_t>(c)].name; };
+    std::string& tip = ui.timeline.tooltip;
+    tip = "step " + std::to_string(s + 1) + ", token " + std::to_string(t) + ": ";
+    if (two) {
+      const int ca = code(data), cb = code(*other);
+      tip += std::string("A ") + state(ca) + ", B " + state(cb);
+      if (diff && b_hovered) tip += ca == cb ? " (same)" : " (differ)";
+    } else {
+      tip += state(code(data));
+    }
+    ImGui::SetTooltip("%s", tip.c_str());
   }
 }
 

@@ -25,7 +25,7 @@ namespace {
 
 const std::set<std::string> kCommands = {"load_model", "device", "open_capture", "run", "step", "resume", "stop", "set_mode", "preset",
                                          "select", "scale", "zoom", "fit", "layout", "print_geometry", "compare", "compare_difference", "mouse", "search", "expect_found", "track", "expect_track", "save_session", "load_session", "show_topics", "show_head_scores", "expect_head_scores", "calibration", "head_scores_source", "weights", "expect_calibration", "frames", "wait_idle", "wait_paused", "wait_steps",
-                                         "expect_mode", "expect_steps", "expect_status", "expect_glyph", "free_text", "expect_segments", "set", "sampling", "expect_refined", "view", "grid", "pattern", "wikisalad", "save_prompt", "expect_pattern", "show_timeline", "show_fidelity", "shadow", "expect_fidelity", "export", "measure", "print_first_map", "screenshot", "quit", "key", "expect_ui", "mixed", "hover", "expect_tooltip", "expect_prompt_drawn", "hold_prefill", "release_prefill", "wait_prefill_held", "expect_overlay", "print_status", "hold_tasks", "expect_task"};
+                                         "expect_mode", "expect_steps", "expect_status", "expect_glyph", "free_text", "expect_segments", "set", "sampling", "expect_refined", "view", "grid", "pattern", "wikisalad", "save_prompt", "expect_pattern", "show_timeline", "show_fidelity", "shadow", "expect_fidelity", "export", "measure", "print_first_map", "screenshot", "quit", "key", "expect_ui", "mixed", "hover", "expect_tooltip", "expect_prompt_drawn", "hold_prefill", "release_prefill", "wait_prefill_held", "expect_overlay", "print_status", "hold_tasks", "expect_task", "timeline_difference", "expect_timeline_tooltip"};
 
 // Capture files: save the view, leave a replay, and check the prompt panel and recent list.
 const std::set<std::string> kFileCommands = {"save_capture", "leave_replay", "expect_prompt", "expect_locked", "expect_recent"};
@@ -95,8 +95,10 @@ bool Script::advance(UiState& ui, std::string& screenshot) {
     // Holds this line until the last frame drew the text (the rest of the line), for up to 10 s:
     // what a capture shows is read off the UI thread. expect_prompt: the prompt panel's prompt as
     // stored; expect_prompt_drawn: its read-only text as drawn (shaped, in visual order);
-    // expect_tooltip: the map's tooltip; expect_overlay: the message over a map still computing.
-    if (cmd == "expect_prompt" || cmd == "expect_prompt_drawn" || cmd == "expect_tooltip" || cmd == "expect_overlay" || cmd == "expect_task") {
+    // expect_tooltip: the map's tooltip; expect_timeline_tooltip: the cover timeline's;
+    // expect_overlay: the message over a map still computing.
+    if (cmd == "expect_prompt" || cmd == "expect_prompt_drawn" || cmd == "expect_tooltip" || cmd == "expect_timeline_tooltip" || cmd == "expect_overlay" ||
+        cmd == "expect_task") {
       if (!waiting_) {
         waiting_ = true;
         wait_start_ = Clock::now();
@@ -105,12 +107,14 @@ bool Script::advance(UiState& ui, std::string& screenshot) {
       for (std::size_t i = 1; i < w.size(); ++i) want += (i > 1 ? " " : "") + w[i];
       const std::string& got = cmd == "expect_prompt" ? ui.prompt.shown : cmd == "expect_prompt_drawn" ? ui.prompt.drawn
                                : cmd == "expect_tooltip"  ? ui.map.tooltip
+                               : cmd == "expect_timeline_tooltip" ? ui.timeline.tooltip
                                : cmd == "expect_task"     ? ui.task_list_drawn
                                                           : ui.map.computing;
       if (got.find(want) == std::string::npos) {
         if (std::chrono::duration<double>(Clock::now() - wait_start_).count() > 10) {
           const char* what = cmd == "expect_prompt" ? "the prompt panel shows" : cmd == "expect_prompt_drawn" ? "the prompt panel draws"
-                             : cmd == "expect_tooltip" ? "the map's tooltip shows" : cmd == "expect_task" ? "the background work list shows" : "the map's overlay shows";
+                             : cmd == "expect_tooltip" ? "the map's tooltip shows" : cmd == "expect_timeline_tooltip" ? "the timeline's tooltip shows"
+                             : cmd == "expect_task" ? "the background work list shows" : "the map's overlay shows";
           fail(where(l), std::string(what) + " '" + got.substr(0, 400) + "', expected it to contain '" + want + "'");
         }
         return true;
@@ -119,8 +123,9 @@ bool Script::advance(UiState& ui, std::string& screenshot) {
       ++next_;
       continue;
     }
-    // Points the mouse at a generated token in the output panel (hover output TOKEN) or at a decode
-    // step's row in the decode-rows view (hover step STEP), once they are drawn (up to 10 s).
+    // Points the mouse at a generated token in the output panel (hover output TOKEN), at a decode
+    // step's row in the decode-rows view (hover step STEP), or at a cell of the cover timeline's
+    // A ≠ B raster (hover timeline_diff STEP TOKEN), once they are drawn (up to 10 s).
     if (cmd == "hover") {
       if (!waiting_) {
         waiting_ = true;
@@ -139,8 +144,14 @@ bool Script::advance(UiState& ui, std::string& screenshot) {
         if (!g.decode_rows || g.rows_per_pixel <= 0) why = "the map is not in the decode-rows layout";
         else if (y < g.top || y >= g.top + g.height) why = "step " + arg(2) + " is not in view";
         else at = std::make_pair(g.left + g.width / 4.0, y);  // a quarter across: clear of the decode-start line
+      } else if (arg(1) == "timeline_diff") {
+        const TimelinePanel::Lower& r = ui.timeline.lower;
+        const double s = number(2), t = number(3);
+        if (r.frame != ImGui::GetFrameCount() || !r.difference) why = "the cover timeline's A ≠ B raster is not drawn";
+        else if (s < 1 || s > static_cast<double>(r.steps) || t < 0 || t >= static_cast<double>(r.tokens)) why = "step " + arg(2) + " token " + arg(3) + " is not in the raster";
+        else at = std::make_pair(r.left + (t + 0.5) * r.width / static_cast<double>(r.tokens), r.top + (s - 0.5) * r.height / static_cast<double>(r.steps));
       } else {
-        fail(where(l), "hover output TOKEN or hover step STEP");
+        fail(where(l), "hover output TOKEN, hover step STEP or hover timeline_diff STEP TOKEN");
       }
       if (!at) {
         if (std::chrono::duration<double>(Clock::now() - wait_start_).count() > 10) fail(where(l), "hover: " + why);
@@ -383,7 +394,8 @@ bool Script::advance(UiState& ui, std::string& screenshot) {
                     g.decode_rows ? "rows" : "full", g.left, g.top, g.width, g.height, g.key0, g.keys_per_pixel, g.row0, g.rows_per_pixel);
       }
       for (const auto& [name, r] : ui.drawn)
-        if (r.frame == ImGui::GetFrameCount()) std::printf("rect %s x0 %.3f y0 %.3f x1 %.3f y1 %.3f\n", name.c_str(), r.x0, r.y0, r.x1, r.y1);
+        if (r.frame == ImGui::GetFrameCount())
+          std::printf("rect %s x0 %.3f y0 %.3f x1 %.3f y1 %.3f%s%s\n", name.c_str(), r.x0, r.y0, r.x1, r.y1, r.text.empty() ? "" : " text ", r.text.c_str());
       std::fflush(stdout);
     } else if (cmd == "print_status") {
       const Status st = ui.session.status();
@@ -403,6 +415,8 @@ bool Script::advance(UiState& ui, std::string& screenshot) {
       if (arg(1) != "off" && !ui.compare.view) fail(where(l), "compare: " + ui.compare.note);
     } else if (cmd == "compare_difference") {
       ui.compare.difference = arg(1) == "on";
+    } else if (cmd == "timeline_difference") {  // on|off: the cover timeline's A ≠ B raster (comparing)
+      ui.compare.timeline_difference = arg(1) == "on";
     } else if (cmd == "layout") {
       const auto layout = parse_choice<MapLayout>(arg(1));
       if (!layout) fail(where(l), "layout is " + choice_words<MapLayout>());

@@ -66,7 +66,9 @@ std::string draw_display_text(DisplayTextCache& cache, const std::string& text) 
   return drawn;
 }
 
-void UiState::mark_drawn(const std::string& name, float x0, float y0, float x1, float y1) { drawn[name] = {x0, y0, x1, y1, ImGui::GetFrameCount()}; }
+void UiState::mark_drawn(const std::string& name, float x0, float y0, float x1, float y1, std::string text) {
+  drawn[name] = {x0, y0, x1, y1, ImGui::GetFrameCount(), std::move(text)};
+}
 
 LoadOptions load_options(const UiState& ui) {
   LoadOptions o;

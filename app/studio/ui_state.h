@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cstdint>
 #include <filesystem>
+#include <limits>
 #include <map>
 #include <memory>
 #include <optional>
@@ -142,6 +143,25 @@ struct TimelineView {
   std::string uploaded;  // the key whose image the texture holds
 };
 
+// One recorded layer at a decode step as the fidelity tab shows it: the layer's mode and its
+// metrics, means over the recorded heads (the fidelity ones over the heads where the dense shadow
+// ran); NaN where the capture has no value (no shadow, no covers, layer not recorded there).
+struct LayerFidelity {
+  enum Metric { kKl, kRecall, kTop32, kRelL2, kCover, kRefined, kMs, kCount };
+  bool recorded = false;
+  std::int8_t mode = 0;
+  double value[kCount] = {kNaN, kNaN, kNaN, kNaN, kNaN, kNaN, kNaN};
+  static constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+};
+
+// The cover timeline's "A ≠ B" raster (comparing): the cells of the steps both runs have whose
+// state differs between them, marked over A's states dimmed; rebuilt when either raster changes.
+struct TimelineDifference {
+  Texture texture;
+  std::string key;  // the two rasters' keys it was built from
+  std::int64_t steps = 0, tokens = 0, differing = 0;
+};
+
 // A second capture beside the map (the compare field): its own canvas, whose zoom, layer, head
 // and view follow the main map's, showing either that capture or the difference A - B of the
 // effective attention of the two (same prompt tokens; the steps both have).
@@ -156,7 +176,10 @@ struct CompareState {
   Cached<MapOverlay> overlay;
   Cached<std::vector<std::string>> row_cover;
   TimelineView timeline;                              // its cover timeline, under the main one
-  Cached<std::vector<capture::StepMetrics>> step_metrics;  // its fidelity and cost, beside the main one
+  // The timeline shows where the two runs' cover states differ instead of B's own raster.
+  bool timeline_difference = false;
+  TimelineDifference timeline_diff;
+  Cached<std::vector<LayerFidelity>> fidelity;  // its fidelity and cost, differenced with the main one's
 };
 
 // The model panel's device picker: auto, cpu, then each GPU the CUDA plugin sees (listed off the
@@ -173,6 +196,7 @@ DeviceChoices list_devices();
 struct DrawnRect {
   float x0 = 0, y0 = 0, x1 = 0, y1 = 0;
   int frame = -1;
+  std::string text;  // what it says, for things that show a value (a table cell)
 };
 
 // Read-only text laid out for drawing (viz::display_lines), by wrap width and text, so a steady
@@ -269,6 +293,15 @@ struct TimelinePanel {
   std::string track_spec;
   std::optional<capture::TokenSpan> track;
   std::string track_note;
+  // As drawn last frame, for scripts: the hover's tooltip, and where the lower raster (B's, or
+  // A ≠ B) was drawn with its size in cells (hover timeline).
+  std::string tooltip;
+  struct Lower {
+    bool difference = false;
+    float left = 0, top = 0, width = 0, height = 0;
+    std::int64_t tokens = 0, steps = 0;
+    int frame = -1;
+  } lower;
 };
 
 // The output tab: the selected step's row.
@@ -279,7 +312,7 @@ struct OutputPanel {
 
 // The fidelity and cost tab.
 struct FidelityPanel {
-  Cached<std::vector<capture::StepMetrics>> step_metrics;  // per recorded layer
+  Cached<std::vector<LayerFidelity>> layers;  // per recorded layer
 };
 
 // The Topics and Head scores tabs.
@@ -345,9 +378,10 @@ struct UiState {
   // Things drawn last frame, by name (print_geometry): "layers_panel", "mixed_button",
   // "topics_matrix", "timeline", "timeline_bands", "thumbnail/I", "output_token/TOKEN",
   // "prefill_bar", "head_score/LAYER/HEAD/COLUMN" (a visible cell's text), "task_list" (the
-  // background work list).
+  // background work list), "timeline_diff" and "timeline_differs_swatch" (comparing),
+  // "fidelity_delta/LAYER/METRIC" (a Δ cell's text, with its text).
   std::map<std::string, DrawnRect> drawn;
-  void mark_drawn(const std::string& name, float x0, float y0, float x1, float y1);
+  void mark_drawn(const std::string& name, float x0, float y0, float x1, float y1, std::string text = {});
 };
 
 void draw_model_panel(UiState& ui);

@@ -67,11 +67,12 @@ inline std::size_t differing_pixels(const std::filesystem::path& a, const std::f
 
 struct Rect {
   double x0 = 0, y0 = 0, x1 = 0, y1 = 0;
+  std::string text;  // what a cell with a value says (a rect line's `text ...`)
   bool contains(double x, double y, double margin = 0) const { return x >= x0 - margin && x < x1 + margin && y >= y0 - margin && y < y1 + margin; }
 };
 
-// The `rect NAME x0 .. y0 .. x1 .. y1 ..` lines of the script's print_geometry calls, one map per
-// call, in order.
+// The `rect NAME x0 .. y0 .. x1 .. y1 .. [text TEXT]` lines of the script's print_geometry calls,
+// one map per call, in order.
 inline std::vector<std::map<std::string, Rect>> drawn_rects(const std::string& out) {
   std::vector<std::map<std::string, Rect>> calls;
   std::istringstream in(out);
@@ -82,6 +83,7 @@ inline std::vector<std::map<std::string, Rect>> drawn_rects(const std::string& o
     std::string name, key;
     Rect r;
     words >> name >> key >> r.x0 >> key >> r.y0 >> key >> r.x1 >> key >> r.y1;
+    if (words >> key && key == "text") std::getline(words >> std::ws, r.text);
     calls.back()[name] = r;
   }
   return calls;

@@ -3,8 +3,9 @@
 // the capture's rows differ, with the sign of the difference; the full map fills its panel; the
 // footer has the ticked colour bar and the topic legend; the Topics tab's segment matrix and the
 // Head scores tab's colour grid show the numbers `luka inspect` gives; the head grid, the compare
-// view, the search and track marks and the hover marks are where they belong; the prefill's
-// progress shows over the map while it computes.
+// view, the search and track marks and the hover marks are where they belong; comparing, the
+// fidelity tab's Δ columns are B − A of the captures' numbers and the cover timeline marks where
+// their states differ; the prefill's progress shows over the map while it computes.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -24,6 +25,7 @@
 #include "tests/studio/studio_script.h"
 #include "viz/colormap.h"
 #include "viz/png.h"
+#include "viz/state_colours.h"
 
 namespace fs = std::filesystem;
 
@@ -174,6 +176,17 @@ void expect_footer(const luka::viz::Image& img, const Geometry& g, ColormapId id
   for (const std::uint32_t c : topic_colours)
     EXPECT_GT(luka::test::count_colour(img, c, x0, bottom, img.width, std::min(img.height, bottom + 90)), 60u)
         << "no legend swatch of topic colour " << std::hex << c;
+}
+
+// Two captures of the demo prompt for the compare views: A clustered, B dense, recording `layers`
+// over 5 new tokens (4 decode steps), with `extra` options for both (the dense shadow).
+void capture_compare_pair(const fs::path& a, const fs::path& b, const std::string& layers, const std::string& extra = "") {
+  const std::string base = "'" + std::string(LUKA_CLI_PATH) + "' capture --prompt-file '" + (kRoot / "assets/prompts/demo.json").string() +
+                           "' --record 'layers=" + layers + "' --max-new-tokens 5 --quiet " + extra + " ";
+  for (const auto& [preset, out] : {std::pair<std::string, fs::path>{"clustered", a}, {"dense", b}}) {
+    const RunResult r = sh(base + "--preset " + preset + " --out '" + out.string() + "'");
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+  }
 }
 
 #define REQUIRE_STUDIO()                                                                   \
@@ -354,10 +367,7 @@ TEST(StudioViews, DecodeRowsShowTheDifferenceWhereTheCaptureRowsDiffer) {
 TEST(StudioViews, CompareShowsTwoCapturesAndTheirDifference) {
   REQUIRE_STUDIO();
   const fs::path a = work_dir() / "a_clustered.h5", b = work_dir() / "b_dense.h5";
-  const std::string base = "'" + std::string(LUKA_CLI_PATH) + "' capture --prompt-file '" + (kRoot / "assets/prompts/demo.json").string() +
-                           "' --record 'layers=8' --max-new-tokens 5 --quiet ";
-  ASSERT_EQ(sh(base + "--preset clustered --out '" + a.string() + "'").exit_code, 0);
-  ASSERT_EQ(sh(base + "--preset dense --out '" + b.string() + "'").exit_code, 0);
+  ASSERT_NO_FATAL_FAILURE(capture_compare_pair(a, b, "8"));
   const fs::path side = work_dir() / "side.png", diff_png = work_dir() / "a_minus_b.png";
   const std::int64_t n = luka::capture::CaptureFile::open(a)->summary().layout.prompt_tokens;
   const RunResult r = studio("--capture '" + a.string() + "'",
@@ -433,6 +443,171 @@ TEST(StudioViews, CompareShowsTwoCapturesAndTheirDifference) {
   }
   EXPECT_GT(checked, 0);
   EXPECT_EQ(ok, checked);
+}
+
+// Comparing the same two runs (with the dense shadow, layers 0 and 8): the fidelity tab's Δ
+// columns say B − A of each metric the captures hold at the step shown (means over the heads, as
+// the reader gives them), coloured by sign; the cover timeline's A ≠ B raster marks exactly the
+// cells (step, token) whose cover state differs between the two runs, and its hover names both.
+TEST(StudioViews, CompareShowsTheFidelityAndCoverTimelineDifferences) {
+  REQUIRE_STUDIO();
+  const fs::path a = work_dir() / "fa_clustered.h5", b = work_dir() / "fb_dense.h5";
+  ASSERT_NO_FATAL_FAILURE(capture_compare_pair(a, b, "0,8", "--set dense_shadow=true"));
+  const int layer = 8, head = 1;
+  const auto fa = luka::capture::CaptureFile::open(a), fb = luka::capture::CaptureFile::open(b);
+  const luka::capture::Summary sa = fa->summary(), sb = fb->summary();
+  ASSERT_EQ(sa.complete_steps, 4);
+  ASSERT_EQ(sb.complete_steps, 4);
+
+  // The cover rasters as the timeline reads them: [steps][prompt + steps] states, absent past a
+  // step's tokens; A ≠ B over the steps both have and the longer token axis.
+  const auto raster = [&](const luka::capture::CaptureView& v, const luka::capture::Summary& s) {
+    const std::int64_t T = s.layout.prompt_tokens + s.complete_steps;
+    std::vector<std::uint8_t> codes(static_cast<std::size_t>(T * s.complete_steps), luka::capture::kAbsent);
+    for (std::int64_t st = 1; st <= s.complete_steps; ++st) {
+      const auto c = v.cover(st, layer, head);
+      std::copy_n(c.begin(), std::min<std::int64_t>(static_cast<std::int64_t>(c.size()), T), codes.begin() + (st - 1) * T);
+    }
+    return std::make_pair(T, codes);
+  };
+  const auto ra = raster(*fa, sa), rb = raster(*fb, sb);
+  const std::int64_t ta = ra.first, tb = rb.first;
+  const std::vector<std::uint8_t>&ca = ra.second, &cb = rb.second;
+  const std::int64_t steps = std::min(sa.complete_steps, sb.complete_steps), tokens = std::max(ta, tb);
+  const auto state = [](std::int64_t T, const std::vector<std::uint8_t>& c, std::int64_t s, std::int64_t t) {
+    return t < T ? c[static_cast<std::size_t>(s * T + t)] : std::uint8_t{luka::capture::kAbsent};
+  };
+  std::int64_t differing = 0;
+  std::pair<std::int64_t, std::int64_t> one_differing{-1, -1}, one_same{-1, -1};  // (step, token), 1-based steps
+  for (std::int64_t s = 0; s < steps; ++s)
+    for (std::int64_t t = 0; t < tokens; ++t) {
+      const bool differ = state(ta, ca, s, t) != state(tb, cb, s, t);
+      differing += differ;
+      if (differ && one_differing.first < 0 && s == 1) one_differing = {s + 1, t};
+      if (!differ && one_same.first < 0 && s == 2 && state(ta, ca, s, t) != luka::capture::kAbsent) one_same = {s + 1, t};
+    }
+  ASSERT_GT(differing, 0);
+  ASSERT_LT(differing, steps * tokens);
+  ASSERT_GE(one_differing.first, 1);
+  ASSERT_GE(one_same.first, 1);
+  const auto name = [](std::uint8_t c) { return std::string(luka::viz::kCoverStateColours[std::min<std::size_t>(c, 5)].name); };
+  const auto tip = [&](std::pair<std::int64_t, std::int64_t> cell, const char* verdict) {
+    const std::int64_t s = cell.first - 1, t = cell.second;
+    return "step " + std::to_string(cell.first) + ", token " + std::to_string(t) + ": A " + name(state(ta, ca, s, t)) + ", B " + name(state(tb, cb, s, t)) + " (" + verdict + ")";
+  };
+  const auto cell_words = [](std::pair<std::int64_t, std::int64_t> c) { return std::to_string(c.first) + " " + std::to_string(c.second); };
+
+  const fs::path fidelity_png = work_dir() / "compare_fidelity.png", timeline_png = work_dir() / "compare_timeline.png";
+  const RunResult r = luka::test::run_studio(
+      work_dir(), "--capture '" + a.string() + "'",
+      "mouse 2 2\nwait_idle 60\nselect " + std::to_string(layer) + " " + std::to_string(head) + "\ncompare " + b.string() +
+          "\nshow_fidelity\nframes 3\nwait_idle 60\nframes 3\nscreenshot " + fidelity_png.string() + "\nprint_geometry\nshow_timeline\ntimeline_difference on\nframes 3\nwait_idle 60\nframes 3\nscreenshot " +
+          timeline_png.string() + "\nprint_geometry\nhover timeline_diff " + cell_words(one_differing) + "\nframes 3\nexpect_timeline_tooltip " + tip(one_differing, "differ") +
+          "\nhover timeline_diff " + cell_words(one_same) + "\nframes 3\nexpect_timeline_tooltip " + tip(one_same, "same") + "\nquit\n",
+      "1600x1000");
+  ASSERT_EQ(r.exit_code, 0) << r.err << r.out;
+  const std::vector<std::map<std::string, Rect>> drawn = drawn_rects(r.out);
+  ASSERT_EQ(drawn.size(), 2u) << r.out;
+
+  // Fidelity: each Δ cell against B − A from the readers, at the step the tab shows (A's last).
+  {
+    const std::int64_t step = sa.complete_steps;
+    const char* keys[] = {"kl", "recall", "top32", "rel_l2", "cover", "refined", "ms"};
+    const auto values = [&](const luka::capture::CaptureView& v, int l) {
+      const luka::capture::StepMetrics m = v.metrics(step, l);
+      std::vector<double> x(7, 0.0);
+      const std::size_t H = m.cover_size.size();
+      int shadowed = 0;
+      for (std::size_t h = 0; h < H; ++h) {
+        x[4] += m.cover_size[h];
+        x[5] += static_cast<double>(v.refined_pages(step, l, v.summary().layout.heads[h]).size());
+        if (std::isnan(m.fidelity[h * 4])) continue;
+        ++shadowed;
+        for (int c = 0; c < 4; ++c) x[static_cast<std::size_t>(c)] += m.fidelity[h * 4 + static_cast<std::size_t>(c)];
+      }
+      EXPECT_EQ(shadowed, static_cast<int>(H)) << "the dense shadow ran on every head";
+      for (int c = 0; c < 4; ++c) x[static_cast<std::size_t>(c)] /= shadowed;
+      x[4] /= static_cast<double>(H);
+      x[5] /= static_cast<double>(H);
+      x[6] = m.seconds * 1e3;
+      return x;
+    };
+    const luka::viz::Image img = luka::viz::read_png(fidelity_png);
+    int checked = 0, positive = 0, negative = 0;
+    for (const int l : {0, 8}) {
+      const std::vector<double> va = values(*fa, l), vb = values(*fb, l);
+      for (std::size_t c = 0; c < 7; ++c) {
+        const std::string cell = "fidelity_delta/" + std::to_string(l) + "/" + keys[c];
+        ASSERT_TRUE(drawn[0].count(cell)) << "no " << cell << " drawn\n" << r.out;
+        const Rect& rc = drawn[0].at(cell);
+        const double want = vb[c] - va[c], got = std::stod(rc.text);
+        // Drawn with 4 significant digits (ms: 3 decimals).
+        EXPECT_NEAR(got, want, c == 6 ? 5.01e-4 : 5.01e-4 * std::abs(want) + 1e-12) << cell << " reads " << rc.text << ": B " << vb[c] << " - A " << va[c];
+        // The colour of the sign: glyph pixels tinted warm (B higher) or cool (B lower); none for 0.
+        std::size_t warm = 0, cool = 0;
+        for (int y = static_cast<int>(rc.y0); y < static_cast<int>(std::ceil(rc.y1)); ++y)
+          for (int x = static_cast<int>(rc.x0); x < static_cast<int>(std::ceil(rc.x1)); ++x) {
+            const auto p = img.pixel(x, y);
+            warm += p.r > 90 && p.r - p.b > 25;
+            cool += p.b > 90 && p.b - p.r > 20;
+          }
+        if (want > 0) {
+          ++positive;
+          EXPECT_TRUE(warm > 3 && cool == 0) << cell << " (" << rc.text << ") is not in the warm colour: warm " << warm << " cool " << cool;
+        } else if (want < 0) {
+          ++negative;
+          EXPECT_TRUE(cool > 3 && warm == 0) << cell << " (" << rc.text << ") is not in the cool colour: warm " << warm << " cool " << cool;
+        } else {
+          EXPECT_EQ(warm + cool, 0u) << cell << " is 0 but tinted";
+        }
+        ++checked;
+      }
+    }
+    EXPECT_EQ(checked, 14);
+    EXPECT_GT(positive, 0);
+    EXPECT_GT(negative, 0);
+  }
+
+  // The timeline: every pixel of the A ≠ B raster whose centre lies inside a cell (a quarter pixel
+  // clear of its edges) is the "differs" colour exactly where the two captures' states differ, and
+  // every cell has such pixels; that colour is nowhere else but its legend swatch.
+  {
+    ASSERT_TRUE(drawn[1].count("timeline_diff")) << "no A ≠ B raster drawn\n" << r.out;
+    ASSERT_TRUE(drawn[1].count("timeline_differs_swatch")) << r.out;
+    const Rect& d = drawn[1].at("timeline_diff");
+    const Rect& sw = drawn[1].at("timeline_differs_swatch");
+    const double cw = (d.x1 - d.x0) / static_cast<double>(tokens), ch = (d.y1 - d.y0) / static_cast<double>(steps);
+    ASSERT_GE(cw, 1.5) << "cells too narrow to sample";
+    ASSERT_GE(ch, 1.5);
+    const luka::viz::Image img = luka::viz::read_png(timeline_png);
+    const std::uint32_t differs = luka::test::rgb_of(luka::viz::kStateDiffersColour);
+    // The cell a pixel centre falls in along one axis, or -1 within a quarter pixel of an edge.
+    const auto cell_of = [](double centre, double origin, double size, std::int64_t n) -> std::int64_t {
+      const double f = (centre - origin) / size;
+      const auto i = static_cast<std::int64_t>(std::floor(f));
+      if (f < 0 || i >= n || (f - static_cast<double>(i)) * size < 0.25 || (static_cast<double>(i) + 1 - f) * size < 0.25) return -1;
+      return i;
+    };
+    std::vector<int> seen(static_cast<std::size_t>(steps * tokens), 0);
+    int wrong = 0;
+    for (int y = static_cast<int>(d.y0); y < static_cast<int>(std::ceil(d.y1)); ++y)
+      for (int x = static_cast<int>(d.x0); x < static_cast<int>(std::ceil(d.x1)); ++x) {
+        const std::int64_t s = cell_of(y + 0.5, d.y0, ch, steps), t = cell_of(x + 0.5, d.x0, cw, tokens);
+        if (s < 0 || t < 0) continue;
+        ++seen[static_cast<std::size_t>(s * tokens + t)];
+        const bool marked = luka::test::rgb_of(img.pixel(x, y)) == differs, differ = state(ta, ca, s, t) != state(tb, cb, s, t);
+        if (marked != differ && ++wrong <= 10)
+          ADD_FAILURE() << "step " << s + 1 << " token " << t << " (pixel " << x << "," << y << "): states " << name(state(ta, ca, s, t)) << " / "
+                        << name(state(tb, cb, s, t)) << ", drawn " << (marked ? "marked" : "unmarked");
+      }
+    EXPECT_EQ(wrong, 0);
+    EXPECT_EQ(std::count(seen.begin(), seen.end(), 0), 0) << "cells without a pixel inside";
+    std::size_t elsewhere = 0;
+    for (int y = 0; y < img.height; ++y)
+      for (int x = 0; x < img.width; ++x)
+        if (luka::test::rgb_of(img.pixel(x, y)) == differs && !d.contains(x + 0.5, y + 0.5, 1) && !sw.contains(x + 0.5, y + 0.5, 1)) ++elsewhere;
+    EXPECT_EQ(elsewhere, 0u) << "the differs colour outside the A ≠ B raster";
+  }
 }
 
 // The session file: selection, view, zoom and panel split come back as they were saved, and a

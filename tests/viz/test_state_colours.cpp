@@ -35,6 +35,9 @@ TEST(StateColours, ApartFromEveryTopicColourAndFromEachOther) {
     for (std::size_t j = i + 1; j < kCoverStateColours.size(); ++j)
       EXPECT_GE(distance(kCoverStateColours[i].rgb, kCoverStateColours[j].rgb), 0.05)
           << kCoverStateColours[i].name << " against " << kCoverStateColours[j].name;
+  // The timeline's "differs" mark (compare mode) is none of the states, nor a topic.
+  for (const StateColour& s : kCoverStateColours) EXPECT_GE(distance(kStateDiffersColour, s.rgb), 0.1) << "differs against " << s.name;
+  for (int topic = 0; topic < 8; ++topic) EXPECT_GE(distance(kStateDiffersColour, hex(default_topic_colour(topic))), 0.1) << "differs against topic " << topic;
   // The old refined orange was next to topic B's.
   EXPECT_LT(distance({240, 160, 40}, hex(default_topic_colour(1))), 0.08);
 }
@@ -51,6 +54,11 @@ TEST(UiColours, ApartFromEveryTopicAndStateColour) {
       if (std::string(s.name) != "absent" && std::string(s.name) != "dropped")  // the map's background greys
         EXPECT_GE(distance(u.rgb, s.rgb), 0.03) << u.name << " against " << s.name;
   }
+  // The compare mode's signs of B - A: apart from every topic and from each other.
+  for (const Rgb d : {kDeltaHigher, kDeltaLower})
+    for (int topic = 0; topic < 8; ++topic)
+      EXPECT_GE(distance(d, hex(default_topic_colour(topic))), 0.08) << "delta colour against topic " << static_cast<char>('A' + topic);
+  EXPECT_GE(distance(kDeltaHigher, kDeltaLower), 0.1);
   // Dear ImGui's own button blue was next to topic E's sky blue.
   EXPECT_LT(distance({66, 150, 250}, hex(default_topic_colour(4))), 0.15);
 }
