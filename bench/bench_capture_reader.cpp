@@ -4,8 +4,11 @@
 // pyramid level with a freshly opened reader, and the first frame (open + one window of the
 // coarsest level). Prints a markdown table.
 //
-//   bench_capture_reader OUT.h5 [N=4096] [LAYERS=6] [HEADS=8] [DEFLATE=none|0-9] [WINDOWS=20] [MAP_CAP=N] [SEGMENTS=0]
-// WINDOWS 0 only writes the capture (inputs for bench/run_studio_bench.sh).
+//   bench_capture_reader OUT.h5 [N=4096] [LAYERS=6] [HEADS=8] [DEFLATE=none|0-9] [WINDOWS=20] [MAP_CAP=N] [SEGMENTS=0] [STEPS=0]
+// WINDOWS 0 only writes the capture (inputs for bench/run_studio_bench.sh). SEGMENTS > 0 cuts the
+// prompt into that many segments of two topics; STEPS > 0 adds that many decode steps of clustered
+// layers with effective rows and covers (what the Studio's decode views and the Topics tab's
+// decode part read).
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -18,6 +21,7 @@
 #include "captures/reader.h"
 #include "captures/pipeline.h"
 #include "captures/writer.h"
+#include "kernels/common/half.h"
 
 using namespace luka::capture;
 using Clock = std::chrono::steady_clock;
@@ -26,7 +30,7 @@ static double ms_since(Clock::time_point t) { return std::chrono::duration<doubl
 
 int main(int argc, char** argv) {
   if (argc < 2) {
-    std::fprintf(stderr, "usage: bench_capture_reader OUT.h5 [N] [LAYERS] [HEADS] [DEFLATE] [WINDOWS]\n");
+    std::fprintf(stderr, "usage: bench_capture_reader OUT.h5 [N] [LAYERS] [HEADS] [DEFLATE] [WINDOWS] [MAP_CAP] [SEGMENTS] [STEPS]\n");
     return 2;
   }
   const std::string path = argv[1];
@@ -36,6 +40,7 @@ int main(int argc, char** argv) {
   const int windows = argc > 6 ? std::atoi(argv[6]) : 20;
   const std::int64_t map_cap = argc > 7 ? std::atoll(argv[7]) : n;
   const std::int64_t segments_wanted = argc > 8 ? std::atoll(argv[8]) : 0;
+  const std::int64_t steps = argc > 9 ? std::atoll(argv[9]) : 0;
 
   Layout layout;
   layout.num_layers = L;
@@ -45,7 +50,8 @@ int main(int argc, char** argv) {
   for (int h = 0; h < H; ++h) layout.heads.push_back(h);
   layout.prompt_tokens = n;
   layout.levels = stored_levels(n, map_cap, 64);
-  layout.rows = layout.covers = false;
+  layout.rows = layout.covers = steps > 0;
+  layout.max_tokens = n + steps;
   layout.deflate = deflate == "none" ? -1 : std::atoi(deflate.c_str());
   Manifest m;
   m.record = "synthetic";
@@ -83,6 +89,55 @@ int main(int argc, char** argv) {
       }
     }
     session.end_prefill();
+    // Decode steps of a clustered layer: pages of 16 summarized up to a raw tail of 128 tokens,
+    // the 3 pages with the most attention refined; rows like the prefill's (a sink, then
+    // exponentially spread mass). Pages exist from the prefill (created at step 0) or the step
+    // that completes them.
+    constexpr std::int64_t kPage = 16, kTail = 128, kTopK = 3;
+    std::vector<std::int64_t> pages_made(static_cast<std::size_t>(L), 0);
+    for (std::int64_t st = 1; st <= steps; ++st) {
+      Step step;
+      step.step = st;
+      step.tokens = n + st;
+      step.new_tokens.push_back(Token{2, "y", true, -1, 0.5f});
+      const std::int64_t T = step.tokens, paged_end = std::max<std::int64_t>(0, (T - kTail) / kPage * kPage), P = paged_end / kPage;
+      for (int l = 0; l < L; ++l) {
+        LayerStep ls;
+        ls.mode = kModeClustered;
+        ls.paged_end = paged_end;
+        ls.seconds = 1e-3;
+        for (int h = 0; h < H; ++h) {
+          std::vector<float> row(static_cast<std::size_t>(T));
+          float sum = 0;
+          for (auto& x : row) sum += x = std::exp(-4.f * ex(rng));
+          row[0] += sum;
+          std::vector<std::pair<float, std::int64_t>> mass(static_cast<std::size_t>(P));
+          for (std::int64_t p = 0; p < P; ++p) mass[static_cast<std::size_t>(p)] = {0.f, p};
+          for (std::int64_t t = 0; t < T; ++t) {
+            row[static_cast<std::size_t>(t)] /= 2 * sum;
+            ls.effective.push_back(luka::float_to_half(row[static_cast<std::size_t>(t)]));
+            if (t < paged_end) mass[static_cast<std::size_t>(t / kPage)].first += row[static_cast<std::size_t>(t)];
+          }
+          std::vector<std::uint8_t> refined(static_cast<std::size_t>(P), 0);
+          std::vector<std::pair<float, std::int64_t>> top = mass;
+          const std::int64_t k = std::min(kTopK, P);
+          std::partial_sort(top.begin(), top.begin() + k, top.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
+          for (std::int64_t i = 0; i < k; ++i) refined[static_cast<std::size_t>(top[static_cast<std::size_t>(i)].second)] = 1;
+          for (std::int64_t t = 0; t < T; ++t)
+            ls.cover.push_back(t >= paged_end ? kRaw : refined[static_cast<std::size_t>(t / kPage)] ? kRefined : kSummarized);
+          for (std::int64_t p = 0; p < P; ++p) {
+            ls.page_state.push_back(refined[static_cast<std::size_t>(p)] ? kPageRefined : kPageSummarized);
+            ls.summary_mass.push_back(luka::float_to_half(mass[static_cast<std::size_t>(p)].first));
+          }
+          ls.cover_size.push_back(static_cast<std::int32_t>(P - k + k * kPage + T - paged_end));
+          for (int c = 0; c < 4; ++c) ls.fidelity.push_back(std::nanf(""));
+        }
+        for (std::int64_t& made = pages_made[static_cast<std::size_t>(l)]; made < P; ++made)
+          ls.new_pages.push_back({made * kPage, (made + 1) * kPage, (made + 1) * kPage <= n ? 0 : st});
+        step.layers.push_back(std::move(ls));
+      }
+      session.step(std::move(step));
+    }
     session.finish({});
   }
   const double write_s = ms_since(tw) / 1e3;
