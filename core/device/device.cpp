@@ -163,10 +163,31 @@ std::vector<GpuInfo> list_gpus(std::string* why_none) {
   return l.plugin->gpus(why_none);
 }
 
+// Whether an NVIDIA driver could be there at all: its control device (Linux, containers) or the
+// WSL GPU device. auto checks this before loading the plugin, which maps LibTorch's CUDA
+// libraries and initializes the CUDA runtime: about 260 MB of resident memory for nothing on a
+// machine without one (measured with the default model: 515 MB against 253 MB for a short run).
+namespace {
+std::string no_nvidia_driver() {
+  std::error_code ec;
+  for (const char* dev : {"/dev/nvidiactl", "/dev/nvidia0", "/dev/dxg"})
+    if (fs::exists(dev, ec)) return "";
+  return "no NVIDIA driver (no /dev/nvidiactl)";
+}
+}  // namespace
+
 std::shared_ptr<const Backend> open_backend(const DeviceRequest& request, std::string* note) {
   if (request.kind == DeviceRequest::Kind::kCpu) {
     if (note) *note = "device: cpu";
     return cpu_backend();
+  }
+  // An explicit plugin (LUKA_CUDA_PLUGIN) is always tried: it is how a test points at one.
+  const char* explicit_plugin = std::getenv("LUKA_CUDA_PLUGIN");
+  if (request.kind == DeviceRequest::Kind::kAuto && !(explicit_plugin && *explicit_plugin)) {
+    if (const std::string why = no_nvidia_driver(); !why.empty()) {
+      if (note) *note = "device: cpu (auto: " + why + ")";
+      return cpu_backend();
+    }
   }
   const LoadedPlugin& l = loaded_plugin();
   std::string why;

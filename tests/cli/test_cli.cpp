@@ -123,14 +123,33 @@ TEST(Cli, HelpAndDocsNameEveryLukaKey) {
   }
 }
 
+// Unknown options, missing values, malformed numbers, values out of their declared range and
+// stray arguments are refused before anything runs: exit 2, one line.
 TEST(Cli, UsageErrorsExitTwoWithOneLine) {
   for (const auto& args : std::vector<std::vector<std::string>>{
            {"frobnicate"}, {"info", "--no-such-option"}, {"forward", "--model", "x", "--ids"},
-           {"forward", "--model", "x", "--ids", "1,two", "--out", "o.npy"}}) {
+           {"forward", "--model", "x", "--ids", "1,two", "--out", "o.npy"},
+           {"generate", "--prompt", "x", "--max-new-tokens", "eight"}, {"generate", "--prompt", "x", "--max-new-tokens", "-1"},
+           {"generate", "--prompt", "x", "--top-p", "1.5"}, {"generate", "--prompt", "x", "--chat=yes"},
+           {"inspect", "a.h5", "b.h5"}, {"capture", "--prompt", "x", "--out", "o.h5", "--max-new-tokens", "0"}}) {
     const RunResult r = run_luka(args);
     EXPECT_EQ(r.exit_code, 2) << args[0] << ": " << r.err;
     EXPECT_EQ(error_lines(r.err), 1) << r.err;
   }
+  const RunResult r = run_luka({"generate", "--prompt", "x", "--max-new-tokens", "1000001"});
+  EXPECT_EQ(r.err, "luka generate: error: --max-new-tokens: must be in 0..1000000, got 1000001 (see luka generate --help)\n");
+}
+
+// Each option's default is declared once, where the parser reads it, and --help shows it.
+TEST(Cli, HelpShowsTheDeclaredDefaults) {
+  const RunResult r = run_luka({"generate", "--help"});
+  ASSERT_EQ(r.exit_code, 0);
+  for (const char* line : {"  --max-new-tokens N        stop after N generated tokens (default: 128)\n",
+                           "  --temperature T           sampling temperature; 0 = greedy (default: 0)\n",
+                           "  --dtype fp32|bf16|fp16    compute dtype (fp16 on the GPU only) (default: fp32)\n",
+                           "  --preset NAME             LuKA preset for every layer (see below) (default: dense)\n"})
+    EXPECT_NE(r.out.find(line), std::string::npos) << line << r.out;
+  EXPECT_EQ(r.out.find("--check-args"), std::string::npos) << "a hidden option";
 }
 
 TEST(Cli, MissingModelNamesThePath) {
@@ -633,6 +652,10 @@ TEST(Cli, DeviceAutoFallsBackAndCudaIsRefusedWithOneLine) {
   ASSERT_EQ(a.exit_code, 0) << a.err;
   const bool gpu = a.err.rfind("device: cuda:", 0) == 0;
   if (!gpu) EXPECT_EQ(a.err.rfind("device: cpu (auto: ", 0), 0u) << a.err;
+  // Without a driver, auto does not load the CUDA plugin at all (it would map LibTorch's CUDA
+  // libraries for nothing): the note says why.
+  if (!gpu && !fs::exists("/dev/nvidiactl") && !fs::exists("/dev/nvidia0") && !fs::exists("/dev/dxg"))
+    EXPECT_EQ(a.err.rfind("device: cpu (auto: no NVIDIA driver (no /dev/nvidiactl))\n", 0), 0u) << a.err;
   const RunResult cpu = run_luka({"generate", "--prompt", "The capital of France is", "--max-new-tokens", "3", "--device", "cpu"});
   ASSERT_EQ(cpu.exit_code, 0) << cpu.err;
   EXPECT_EQ(cpu.err.rfind("device: cpu\n", 0), 0u) << cpu.err;
