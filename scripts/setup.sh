@@ -17,7 +17,7 @@ say() { printf '[setup] %s\n' "$*"; }
 apt_packages=(
   build-essential cmake ninja-build ccache pkg-config git
   python3 python3-venv python3-pip
-  libicu-dev nlohmann-json3-dev libgtest-dev libgmock-dev
+  libicu-dev nlohmann-json3-dev libcli11-dev libgtest-dev libgmock-dev
   libhdf5-dev libdeflate-dev libimgui-dev libglfw3-dev libgl-dev libgl1-mesa-dri libstb-dev
   libcairo2-dev xvfb xauth fonts-dejavu-core fonts-wqy-microhei fonts-noto-core fonts-symbola
   clang-14 libclang-rt-14-dev

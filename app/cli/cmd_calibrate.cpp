@@ -90,15 +90,16 @@ int run_calibrate(int argc, char** argv) {
                  "on other topics' segments. --preset auto:FILE[,budget=B][,loss=output|kl] builds a layer config from the file.");
   args.option("model", "PATH", kModelOptionHelp)
       .option("out", "FILE", "the calibration JSON to write")
-      .option("max-tokens", "N", "use at most the first N tokens of the text", "1024")
-      .option("prompt-tokens", "N", "tokens prefilled before the decode path (default: half of them)")
+      .option("max-tokens", "N", "use at most the first N tokens of the text", 1024)
+      .range(4, 10000000)
+      .option("prompt-tokens", "N", "tokens prefilled before the decode path", Default::described_integer("half of them"))
       .option("candidates", "LIST", "';'-separated lined:SPEC and clustered:SPEC settings to measure", kDefaultCandidates)
       .option("set", "SPEC", "an override applied to every candidate first (repeatable), e.g. \"page_size=16\"")
       .option("config-out", "FILE", "also write the automatic layer config for --budget as a layers-config JSON")
-      .option("budget", "B", "with --config-out: entries attended per step, as a fraction of dense (0 < B <= 1)", "0.125")
-      .option("dtype", "fp32|bf16|fp16", "compute dtype (fp16 on the GPU only)", "fp32")
-      .option("threads", "N", "CPU threads", "all cores")
+      .option("budget", "B", "with --config-out: entries attended per step, as a fraction of dense (0 < B <= 1)", 0.125)
+      .range(0, 1)
       .flag("quiet", "no progress on standard error");
+  add_compute_options(args);
   add_prompt_options(args);
   add_device_option(args);
   add_weights_option(args);
@@ -107,10 +108,9 @@ int run_calibrate(int argc, char** argv) {
               kPromptOptionsHelp + "\n\n" + kEnvironmentHelp);
   if (!args.parse(argc, argv, 2)) return 0;
   if (!args.has("out")) throw UsageError("--out FILE.json is required");
-  const std::int64_t max_tokens = args.get_int("max-tokens", 1024);
-  if (max_tokens < 4 || max_tokens > 10000000) throw UsageError("--max-tokens must be at least 4");
-  const double budget = args.get_double("budget", 0.125);
-  if (!(budget > 0 && budget <= 1)) throw UsageError("--budget must be in (0, 1]");
+  const std::int64_t max_tokens = args.get_int("max-tokens");
+  const double budget = args.get_double("budget");
+  if (!(budget > 0)) throw UsageError("--budget must be in (0, 1]");  // the declared range takes 0
 
   const fs::path path = resolve_model_path(args);
   const Tokenizer tokenizer = Tokenizer::load(path);
@@ -121,7 +121,7 @@ int run_calibrate(int argc, char** argv) {
     prompt.segment.resize(static_cast<std::size_t>(max_tokens));
   }
   const std::int64_t n = static_cast<std::int64_t>(prompt.ids.size());
-  const std::int64_t m = args.get_int("prompt-tokens", n / 2);
+  const std::int64_t m = args.has("prompt-tokens") ? args.get_int("prompt-tokens") : n / 2;
   if (m < 1 || m >= n - 1) throw UsageError("--prompt-tokens must be in 1.." + std::to_string(n - 2) + " for " + std::to_string(n) + " tokens");
   // Topics: segments with the same label share one.
   std::vector<std::int32_t> topic(static_cast<std::size_t>(n), -1);
@@ -140,7 +140,7 @@ int run_calibrate(int argc, char** argv) {
   const auto model = Model::load(path, load_options(args, *device));
   const std::int64_t L = model->config().num_layers, H = model->config().num_heads;
   check_context(model->config().max_position_embeddings, 0, n, 0);
-  const std::vector<Candidate> candidates = parse_candidates(args.get("candidates", kDefaultCandidates), L, args.get_all("set"));
+  const std::vector<Candidate> candidates = parse_candidates(args.get("candidates"), L, args.get_all("set"));
 
   const std::vector<std::int32_t> head(prompt.ids.begin(), prompt.ids.begin() + m);
   RunSettings run;

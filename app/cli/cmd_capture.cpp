@@ -69,18 +69,19 @@ int run_capture(int argc, char** argv) {
   args.option("model", "PATH", kModelOptionHelp);
   add_prompt_options(args);
   args.option("out", "FILE", "the capture file to write (replaced if it exists)")
-      .option("max-new-tokens", "N", "tokens to generate (N - 1 decode steps are recorded)", "64")
-      .option("max-prompt-tokens", "N", "keep only the first N prompt tokens (segments are clipped)")
+      .option("max-new-tokens", "N", "tokens to generate (N - 1 decode steps are recorded)", 64)
+      .range(1, 1000000)
+      .option("max-prompt-tokens", "N", "keep only the first N prompt tokens (segments are clipped)", Default::integer())
       .option("record", "SPEC", "what to record: all, maps, rows, covers, none (run only), or e.g.\n"
               "\"layers=0-3,8;heads=0,2;parts=maps,covers;map_cap=2048;map_min=64\" (layers and heads:\n"
               "layer lists, docs/luka-config.md#layer-lists)", "all")
-      .option("deflate", "LEVEL", "compression: shuffle + deflate level 0-9 (1: fast run-length + Huffman), or none", "1")
+      .option("deflate", "LEVEL", "compression: shuffle + deflate level 0-9 (1: fast run-length + Huffman), or none",
+              Default::described_text("1, or --record's deflate="))
       .option("schedule", "SPEC", "LuKA mode changes during decoding (as for luka generate)")
       .option("calibration", "FILE", "attach a luka calibrate file of this model: the Studio's Head scores tab and\n"
                                       "luka inspect --calibration show its per-head scores beside the run")
-      .flag("quiet", "no progress line")
-      .option("dtype", "fp32|bf16|fp16", "compute dtype (fp16 on the GPU only)", "fp32")
-      .option("threads", "N", "CPU threads for the model (and the recording's compression)", "all cores");
+      .flag("quiet", "no progress line");
+  add_compute_options(args, "CPU threads for the model (and the recording's compression)");
   add_device_option(args);
   add_weights_option(args);
   add_sampling_options(args);
@@ -93,11 +94,10 @@ int run_capture(int argc, char** argv) {
               kPromptOptionsHelp + "\n\n" + kLukaOptionsHelp + "\n\n" + kEnvironmentHelp);
   if (!args.parse(argc, argv, 2)) return 0;
   // --record none runs the same code path without recording (the baseline of bench/run_capture_bench.sh).
-  const bool record = args.get("record", "all") != "none";
+  const bool record = args.get("record") != "none";
   if (record && !args.has("out")) throw UsageError("--out FILE is required");
-  const std::int64_t max_new = args.get_int("max-new-tokens", 64);
-  if (max_new < 1 || max_new > 1000000) throw UsageError("--max-new-tokens must be in 1..1000000");
-  capture::RecordSpec spec = capture::RecordSpec::parse(record ? args.get("record", "all") : "all");
+  const std::int64_t max_new = args.get_int("max-new-tokens");
+  capture::RecordSpec spec = capture::RecordSpec::parse(record ? args.get("record") : "all");
   if (args.has("deflate")) spec.deflate = capture::RecordSpec::parse("deflate=" + args.get("deflate")).deflate;
 
   const SamplingParams sampling = sampling_options(args);
@@ -113,7 +113,7 @@ int run_capture(int argc, char** argv) {
   const Tokenizer tokenizer = Tokenizer::load(path);
   // Encoding stops at what the run can use: the context (from the config, before the weights
   // load), or --max-prompt-tokens when that is fewer.
-  const std::int64_t keep = args.get_int("max-prompt-tokens", INT64_MAX);
+  const std::int64_t keep = args.has("max-prompt-tokens") ? args.get_int("max-prompt-tokens") : INT64_MAX;
   if (keep < 1) throw UsageError("--max-prompt-tokens must be >= 1");
   const std::int64_t context = model_context(path);
   PromptInput prompt = build_prompt(args, tokenizer, std::min(prompt_token_limit(context, max_new), static_cast<std::size_t>(keep)));
@@ -128,7 +128,7 @@ int run_capture(int argc, char** argv) {
     prompt.complete = true;  // what runs is the first `keep` tokens, whole
   }
   check_prompt_context(prompt, context, max_new);  // before the weights load
-  const std::filesystem::path out = args.get("out", "");
+  const std::filesystem::path out = args.get("out");
 
   // Recording keeps every core for the model: the pyramids, half conversion and compression run
   // on the model's threads between its steps, and the I/O thread only writes.
@@ -164,7 +164,7 @@ int run_capture(int argc, char** argv) {
     g["temperature"] = sampling.temperature;
     g["top_k"] = sampling.top_k;
     g["top_p"] = sampling.top_p;
-    g["schedule"] = args.get("schedule", "");
+    g["schedule"] = args.get("schedule");
     manifest.generation = g.dump();
   }
   const capture::Layout layout = capture::make_layout(*model, luka, spec, n, n + max_new);

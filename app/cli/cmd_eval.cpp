@@ -139,31 +139,30 @@ int run_eval_wikisalad(int argc, char** argv) {
   args.option("model", "PATH", kModelOptionHelp)
       .option("data", "DIR", "a folder of WikiSalad .json files (all of them, easy to very_hard)")
       .option("file", "F", "a WikiSalad .json file (repeatable; with or instead of --data)")
-      .option("examples", "N", "examples per file (the paper's Table 1 used 10)", "10")
-      .option("first", "K", "the first example of each file (0-based)", "0")
+      .option("examples", "N", "examples per file (the paper's Table 1 used 10)", 10)
+      .range(1, 1000000)
+      .option("first", "K", "the first example of each file (0-based)", 0)
+      .range(0, 1000000)
       .option("presets", "LIST", "comma-separated presets (dense, lined, clustered, mixed(a,b), paper, authors_eval, auto:FILE) or\n"
               "layers-config .json files; one table column each", kDefaultPresets)
       .option("set", "SPEC", "a config override applied to every preset (repeatable), e.g. \"top_k=8\"")
-      .option("max-new-tokens", "N", "answer length limit", "100")
+      .option("max-new-tokens", "N", "answer length limit", 100)
+      .range(1, 100000)
       .option("out", "DIR", "where results go", "wikisalad-eval")
       .flag("restart", "discard the results already in OUT instead of resuming")
-      .flag("quiet", "no progress on standard error")
-      .option("dtype", "fp32|bf16|fp16", "compute dtype (fp16 on the GPU only)", "fp32")
-      .option("threads", "N", "CPU threads", "all cores");
+      .flag("quiet", "no progress on standard error");
+  add_compute_options(args);
   add_device_option(args);
   add_weights_option(args);
   args.epilog(std::string("example:\n  luka eval wikisalad --data ../shared/data/wikisalad --presets \"dense,clustered,mixed(8,8)\"\n\n") +
               kEnvironmentHelp);
   if (!args.parse(argc, argv, 3)) return 0;
-  const std::int64_t examples = args.get_int("examples", 10);
-  const std::int64_t first = args.get_int("first", 0);
-  const std::int64_t max_new = args.get_int("max-new-tokens", 100);
-  if (examples < 1 || examples > 1000000) throw UsageError("--examples must be in 1..1000000");
-  if (first < 0 || first > 1000000) throw UsageError("--first must be in 0..1000000");
-  if (max_new < 1 || max_new > 100000) throw UsageError("--max-new-tokens must be in 1..100000");
-  const std::vector<std::string> presets = split_presets(args.get("presets", kDefaultPresets));
+  const std::int64_t examples = args.get_int("examples");
+  const std::int64_t first = args.get_int("first");
+  const std::int64_t max_new = args.get_int("max-new-tokens");
+  const std::vector<std::string> presets = split_presets(args.get("presets"));
   const std::vector<std::string> overrides = args.get_all("set");
-  const fs::path out_dir = args.get("out", "wikisalad-eval");
+  const fs::path out_dir = args.get("out");
 
   const std::vector<fs::path> files = question_files(args);
   std::vector<eval::QaQuestion> questions;
@@ -198,7 +197,7 @@ int run_eval_wikisalad(int argc, char** argv) {
   // What the results depend on; a resume must match it.
   json run_info = {{"evaluation", "wikisalad"},
                    {"model", model_identity(path)},
-                   {"dtype", args.get("dtype", "fp32")},
+                   {"dtype", args.get("dtype")},
                    {"weights", to_string(model->weight_format())},
                    {"max_new_tokens", max_new},
                    {"system_prompt", eval::kQaSystemPrompt},

@@ -23,12 +23,13 @@ int run_export(int argc, char** argv) {
                  "head and mode. The format follows the extension of --out. With --step S the rows of decode\n"
                  "steps 1..S continue the prefill map downwards (max-pooled like it at coarser levels).");
   args.option("capture", "FILE", "the capture to draw from")
-      .option("layer", "L", "layer (recorded)")
-      .option("head", "H", "query head (recorded)")
+      .option("layer", "L", "layer (recorded)", Default::integer())
+      .option("head", "H", "query head (recorded)", Default::integer())
       .option("view", "NAME", "effective (the attention the run used), dense (the dense shadow's), or\n"
               "difference (effective - dense); dense and difference need --step and the dense shadow", "effective")
-      .option("step", "S", "include the rows of decode steps 1..S below the prefill map", "0")
-      .option("level", "K", "pyramid level (default: the finest stored level of at most 1024 cells)")
+      .option("step", "S", "include the rows of decode steps 1..S below the prefill map", 0)
+      .range(0, 1e9)
+      .option("level", "K", "pyramid level", Default::described_integer("the finest stored level of at most 1024 cells"))
       .option("scale", "log|linear", "colour scale: log10 from 1e-4, or linear 0..1", "log")
       .option("grid", "heads|layers", "small multiples instead: every head of --layer, or --head in every layer")
       .option("out", "FILE", "figure file: .png, .svg or .pdf");
@@ -42,27 +43,28 @@ int run_export(int argc, char** argv) {
   if (grid != "heads") required.push_back("head");
   for (const char* r : required)
     if (!args.has(r)) throw UsageError(std::string("--") + r + " is required" + (grid.empty() ? "" : " with --grid " + grid));
-  const std::string view = args.get("view", "effective");
+  const std::string view = args.get("view");
   if (view != "effective" && view != "dense" && view != "difference") throw UsageError("--view must be effective, dense or difference");
-  const std::string scale = args.get("scale", "log");
+  const std::string scale = args.get("scale");
   if (scale != "log" && scale != "linear") throw UsageError("--scale must be log or linear");
 
+  // A grid of heads takes no --head, a grid of layers no --layer.
+  const int layer = args.has("layer") ? static_cast<int>(args.get_int("layer")) : 0;
+  const int head = args.has("head") ? static_cast<int>(args.get_int("head")) : 0;
   const auto file = capture::CaptureFile::open(args.get("capture"));
   const capture::Layout lay = file->summary().layout;
   if (lay.levels.empty()) throw Error(args.get("capture") + ": this capture has no prefill maps");
-  const int level = args.has("level") ? static_cast<int>(args.get_int("level", 0)) : figures::default_figure_level(lay);
-  const std::int64_t step = args.get_int("step", 0);
-  if (step < 0) throw UsageError("--step must be >= 0");
+  const int level = args.has("level") ? static_cast<int>(args.get_int("level")) : figures::default_figure_level(lay);
+  const std::int64_t step = args.get_int("step");
   if (view != "effective" && step == 0) throw UsageError("--view " + view + " needs --step S (the dense shadow runs at decode steps)");
   if (args.has("grid")) {
-    viz::write_grid_figure(figures::grid_from_capture(*file, grid == "heads", static_cast<int>(args.get_int("layer", 0)),
-                                             static_cast<int>(args.get_int("head", 0)), step, scale == "log", figures::parse_map_view(view)),
+    viz::write_grid_figure(figures::grid_from_capture(*file, grid == "heads", layer, head, step, scale == "log",
+                                                      figures::parse_map_view(view)),
                            args.get("out"));
     std::fprintf(stderr, "wrote %s\n", args.get("out").c_str());
     return 0;
   }
-  const viz::Figure f = figures::figure_from_capture(*file, static_cast<int>(args.get_int("layer", 0)), static_cast<int>(args.get_int("head", 0)),
-                                            level, step, scale == "log", figures::parse_map_view(view));
+  const viz::Figure f = figures::figure_from_capture(*file, layer, head, level, step, scale == "log", figures::parse_map_view(view));
   const std::filesystem::path out = args.get("out");
   viz::write_figure(f, out);
   std::fprintf(stderr, "wrote %s\n", out.string().c_str());

@@ -28,10 +28,9 @@ int run_forward(int argc, char** argv) {
   args.option("model", "PATH", kModelOptionHelp)
       .option("ids", "LIST", "comma-separated token ids")
       .option("text", "STR", "text to encode with the model's tokenizer (no special tokens added)")
-      .option("prefill", "N", "tokens in the prefill; the rest go through decode, one by one", "all")
-      .option("dtype", "fp32|bf16|fp16", "compute dtype (fp16 on the GPU only)", "fp32")
-      .option("threads", "N", "CPU threads", "all cores")
+      .option("prefill", "N", "tokens in the prefill; the rest go through decode, one by one", Default::described_integer("all"))
       .option("out", "FILE.npy", "where to write the logits");
+  add_compute_options(args);
   add_device_option(args);
   add_weights_option(args);
   add_luka_options(args);
@@ -52,7 +51,7 @@ int run_forward(int argc, char** argv) {
     if (ids.empty()) throw UsageError("--text encodes to no tokens");
   }
   const auto n = static_cast<std::int64_t>(ids.size());
-  const std::int64_t prefill = args.get_int("prefill", n);
+  const std::int64_t prefill = args.has("prefill") ? args.get_int("prefill") : n;
   if (prefill < 0 || prefill > n)
     throw UsageError("--prefill " + std::to_string(prefill) + " is outside 0.." + std::to_string(n));
 

@@ -28,12 +28,12 @@ int run_generate(int argc, char** argv) {
       .flag("chat", "format the prompt as a chat turn (ChatML with the generation prompt)")
       .option("system", "STR", "system message (with --chat)")
       .flag("thinking", "let hybrid-thinking models think (with --chat; default: thinking off)")
-      .option("max-new-tokens", "N", "stop after N generated tokens", "128")
-      .option("dtype", "fp32|bf16|fp16", "compute dtype (fp16 on the GPU only)", "fp32")
-      .option("threads", "N", "CPU threads", "all cores")
+      .option("max-new-tokens", "N", "stop after N generated tokens", 128)
+      .range(0, 1000000)
       .option("schedule", "SPEC", "LuKA mode changes during decoding, e.g.\n"
               "\"step=10:layers=0-7:mode=clustered;step=20:layers=all:mode=dense\" (step 1 = first decode step;\n"
               "layers: a layer list, docs/luka-config.md#layer-lists)");
+  add_compute_options(args);
   add_device_option(args);
   add_weights_option(args);
   args.flag("json", "print one JSON object at the end (text, ids, timings, device) instead of streaming the text");
@@ -46,8 +46,7 @@ int run_generate(int argc, char** argv) {
   if (!args.parse(argc, argv, 2)) return 0;
   if (!args.has("prompt")) throw UsageError("--prompt STR is required");
   if (args.has("system") && !args.get_flag("chat")) throw UsageError("--system needs --chat");
-  const std::int64_t max_new = args.get_int("max-new-tokens", 128);
-  if (max_new < 0 || max_new > 1000000) throw UsageError("--max-new-tokens must be in 0..1000000");
+  const std::int64_t max_new = args.get_int("max-new-tokens");
 
   const SamplingParams sampling = sampling_options(args);
 

@@ -43,13 +43,14 @@ int run_info(int argc, char** argv) {
                  "The weights' footprint is given for each --weights choice: the dequantized tensors at the\n"
                  "compute dtype, and for quantized the GGUF blocks with the tensors no block covers.");
   args.option("model", "PATH", kModelOptionHelp)
-      .option("dtype", "fp32|bf16", "compute dtype to report", "the stored dtype when it is fp32 or bf16, else fp32")
+      .option("dtype", "fp32|bf16", "compute dtype to report", Default::described_text("the stored dtype when it is fp32 or bf16, else fp32"))
       .option("weights", "auto|quantized|dequantized", "the weight format to load (and so check that the file allows it); the\n"
               "footprints of both are reported either way", "auto")
       .flag("config", "also print the LuKA configuration in force (per layer, as JSON)")
       .option("device", "auto|cpu|cuda|cuda:N", "also report the device: a GPU's name and memory, and whether the model\n"
               "plus its KV cache and LuKA state at --context tokens fit in the free memory")
-      .option("context", "N", "tokens to size the KV cache for (with --device)", "the model's context");
+      .option("context", "N", "tokens to size the KV cache for (with --device)", Default::described_integer("the model's context"))
+      .range(1, 1e12);
   add_luka_options(args);
   args.epilog(std::string(kLukaOptionsHelp) + "\n\n" + kEnvironmentHelp);
   if (!args.parse(argc, argv, 2)) return 0;
@@ -126,8 +127,7 @@ int run_info(int argc, char** argv) {
   std::snprintf(billions, sizeof billions, " (%.3f B)", static_cast<double>(model->parameter_count()) / 1e9);
   row("parameters", with_thousands(model->parameter_count()) + billions);
   if (device) {
-    const std::int64_t context = args.get_int("context", c.max_position_embeddings);
-    if (context < 1) throw UsageError("--context must be >= 1");
+    const std::int64_t context = args.has("context") ? args.get_int("context") : c.max_position_embeddings;
     // What a run at `context` tokens holds on the device: the weights in the compute dtype, the
     // KV cache, LuKA's per-layer state (importance, h2o_score and spread per token, fp32; one
     // summary key and value per page of 8, the smallest preset page), and a margin for

@@ -3,6 +3,7 @@
 // numbers captures/analysis.h computes from its maps and rows (docs/capture-analysis.md).
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <set>
 #include <string>
@@ -46,9 +47,16 @@ std::string short_hash(const std::string& h) { return h.size() > 16 ? h.substr(0
 int print_survival(const capture::CaptureFile& file, const ArgParser& args) {
   const auto tokens = file.tokens();
   const capture::TokenSpan span = capture::parse_track(args.get("track"), tokens);
+  // --layer and --head are lists for the other reports; --track takes one of each.
+  const auto one = [&](const char* option) {
+    const std::vector<std::int64_t> v = parse_int_list(option, args.get(option));
+    if (v.size() != 1 || v[0] < 0 || v[0] > INT32_MAX)
+      throw UsageError(std::string("--") + option + " with --track: one " + option + " number, got '" + args.get(option) + "'");
+    return std::vector<int>{static_cast<int>(v[0])};
+  };
   std::vector<int> layers, heads;
-  if (args.has("layer")) layers = {static_cast<int>(args.get_int("layer", 0))};
-  if (args.has("head")) heads = {static_cast<int>(args.get_int("head", 0))};
+  if (args.has("layer")) layers = one("layer");
+  if (args.has("head")) heads = one("head");
   const auto rows = capture::track_tokens(file, span, layers, heads);
   std::string text;
   for (std::int64_t t = span.begin; t < span.end; ++t) text += tokens[static_cast<std::size_t>(t)].piece;
@@ -389,7 +397,8 @@ int run_inspect(int argc, char** argv) {
                  "Summarizes a capture: model, LuKA config, tokens and segments, decode steps, the layers,\n"
                  "heads and map levels recorded, and the size of each part stored and uncompressed. A capture\n"
                  "cut off by a crash is reported with its complete steps.");
-  args.flag("json", "print one JSON object instead of text")
+  args.positional("FILE", "the capture to read")
+      .flag("json", "print one JSON object instead of text")
       .option("track", "SPEC", "what became of tokens at every decode step: A-B (positions, both included), A, or\n"
               "text:STRING (the tokens covering its first occurrence, e.g. an answer span)")
       .flag("topics", "attention by topic of an interwoven prompt: segment x segment mass of the prefill,\n"
@@ -400,7 +409,7 @@ int run_inspect(int argc, char** argv) {
       .flag("calibration", "the luka calibrate file attached to the capture (luka capture --calibration): per\n"
             "layer and head, dense pattern scores and each candidate's output error against dense")
       .option("decode-topic", "X", "with --topics or --heads: the topic letter decode queries are measured against\n"
-              "(cross-topic leakage), e.g. the topic a question asks about; default: the last segment's")
+              "(cross-topic leakage), e.g. the topic a question asks about", Default::described_text("the last segment's"))
       .option("layer", "L", "with --track: one layer, per head (with --head: per step); with --topics, --heads or\n"
               "--calibration: layers to include, a layer list such as 12, 0,12,29 or 0-3|12\n"
               "(docs/luka-config.md#layer-lists)")
@@ -420,24 +429,9 @@ int run_inspect(int argc, char** argv) {
               "  luka inspect demo.h5 --topics                      # leakage per layer and head\n"
               "  luka inspect demo.h5 --topics --layer 14 --head 3  # one head's segment matrix and steps\n"
               "  luka inspect demo.h5 --heads --json > heads.json");
-  // The one positional argument is the file; the rest are options.
-  std::string path;
-  std::vector<char*> rest = {argv[0], argv[1]};
-  for (int i = 2; i < argc; ++i) {
-    const std::string a = argv[i];
-    if ((a == "--track" || a == "--layer" || a == "--head" || a == "--decode-topic") && i + 1 < argc) {  // an option and its value
-      rest.push_back(argv[i]);
-      rest.push_back(argv[++i]);
-    } else if (argv[i][0] != '-' && path.empty()) {
-      path = argv[i];
-    } else if (argv[i][0] != '-') {
-      throw UsageError("unexpected argument '" + std::string(argv[i]) + "' (one capture FILE)");
-    } else {
-      rest.push_back(argv[i]);
-    }
-  }
-  if (!args.parse(static_cast<int>(rest.size()), rest.data(), 2)) return 0;
-  if (path.empty()) throw UsageError("the capture FILE is required");
+  if (!args.parse(argc, argv, 2)) return 0;
+  if (!args.has("FILE")) throw UsageError("the capture FILE is required");
+  const std::string path = args.get("FILE");
 
   const bool topics = args.get_flag("topics"), heads = args.get_flag("heads"), calibration = args.get_flag("calibration");
   if (static_cast<int>(args.has("track")) + static_cast<int>(topics) + static_cast<int>(heads) + static_cast<int>(calibration) > 1)

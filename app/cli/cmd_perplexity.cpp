@@ -38,14 +38,15 @@ int run_perplexity(int argc, char** argv) {
                  "log-likelihood under the model is averaged. Prints perplexity, mean NLL and tokens/s.");
   args.option("model", "PATH", kModelOptionHelp)
       .option("text-file", "F", "UTF-8 text to score (tokenized without special tokens)")
-      .option("max-tokens", "N", "score at most the first N tokens of the text", "2048")
-      .option("prompt-tokens", "N", "tokens prefilled before the decode path starts (not scored)", "0")
+      .option("max-tokens", "N", "score at most the first N tokens of the text (at least 2)", 2048)
+      .range(2, 1e12)
+      .option("prompt-tokens", "N", "tokens prefilled before the decode path starts (not scored)", 0)
+      .range(0, 1e12)
       .flag("fidelity", "turn on the dense shadow in every layer and report per-layer means of KL, recall,\n"
                         "top-k overlap and output error; against a separate all-dense run, the per-layer\n"
                         "hidden-state cosine and the next-token KL")
-      .flag("json", "print one JSON object instead of text")
-      .option("dtype", "fp32|bf16|fp16", "compute dtype (fp16 on the GPU only)", "fp32")
-      .option("threads", "N", "CPU threads", "all cores");
+      .flag("json", "print one JSON object instead of text");
+  add_compute_options(args);
   add_device_option(args);
   add_weights_option(args);
   add_luka_options(args);
@@ -53,10 +54,8 @@ int run_perplexity(int argc, char** argv) {
               kLukaOptionsHelp + "\n\n" + kEnvironmentHelp);
   if (!args.parse(argc, argv, 2)) return 0;
   if (!args.has("text-file")) throw UsageError("--text-file F is required");
-  const std::int64_t max_tokens = args.get_int("max-tokens", 2048);
-  const std::int64_t prompt_tokens = args.get_int("prompt-tokens", 0);
-  if (max_tokens < 2) throw UsageError("--max-tokens must be at least 2");
-  if (prompt_tokens < 0) throw UsageError("--prompt-tokens must be >= 0");
+  const std::int64_t max_tokens = args.get_int("max-tokens");
+  const std::int64_t prompt_tokens = args.get_int("prompt-tokens");
 
   const std::string text_path = args.get("text-file");
   const std::string text = read_text_file(text_path, "text file");

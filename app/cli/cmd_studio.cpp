@@ -25,7 +25,7 @@ int run_studio(int argc, char** argv) {
                  "time, and after that the last session's model, prompt, LuKA config and view (--fresh: the defaults).");
   args.option("model", "PATH", kModelOptionHelp)
       .option("capture", "FILE", "open a capture for replay (no model is loaded)")
-      .option("prompt-file", "F", "an interwoven prompt .json (default: assets/prompts/demo.json)")
+      .option("prompt-file", "F", "an interwoven prompt .json", Default::described_text("assets/prompts/demo.json"))
       .option("script", "FILE", "run scripted UI actions (tests, demos); exits when it ends")
       .option("size", "WxH", "window size", "1280x800")
       .option("calibration", "FILE", "a luka calibrate file of the model: attached to every run's capture, and shown\n"
@@ -35,9 +35,9 @@ int run_studio(int argc, char** argv) {
   add_weights_option(args);
   args.epilog("example:\n  luka studio\n  luka studio --capture demo.h5\n  luka studio --device cuda\n\n" + std::string(kEnvironmentHelp));
   if (!args.parse(argc, argv, 2)) return 0;
-  if (std::sscanf(args.get("size", "1280x800").c_str(), "%dx%d", &o.width, &o.height) != 2 || o.width < 320 || o.height < 240)
+  if (std::sscanf(args.get("size").c_str(), "%dx%d", &o.width, &o.height) != 2 || o.width < 320 || o.height < 240)
     throw UsageError("--size must be WxH, at least 320x240");
-  o.device = args.get("device", "auto");
+  o.device = args.get("device");
   try {
     parse_device(o.device);
   } catch (const Error& e) {

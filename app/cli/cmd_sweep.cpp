@@ -250,14 +250,17 @@ int run_sweep(int argc, char** argv) {
       .option("metric", "NAME", "perplexity (luka perplexity --json) or eval (luka eval wikisalad: exact match)")
       .option("out", "DIR", "the sweep's folder (manifest, results, plot)")
       .option("baseline", "SPEC", "one more run drawn as a dashed reference line, e.g. \"preset=dense\"")
-      .option("x", "KEY", "the key along the plot's x axis (default: the last numeric axis)")
+      .option("x", "KEY", "the key along the plot's x axis", Default::described_text("the last numeric axis"))
       .option("title", "TEXT", "the plot's title")
       .flag("plan", "write OUT/manifest.json and a Slurm job-array script OUT/sweep.sbatch; run nothing")
-      .option("slurm-cpus", "N", "CPUs per array task (with --plan)", "2")
-      .option("slurm-gpus", "N", "GPUs per array task (with --plan; 0 = a CPU node)", "0")
+      .option("slurm-cpus", "N", "CPUs per array task (with --plan)", 2)
+      .range(1, 1e6)
+      .option("slurm-gpus", "N", "GPUs per array task (with --plan; 0 = a CPU node)", 0)
+      .range(0, 1e6)
       .option("slurm-time", "HH:MM:SS", "time limit per array task (with --plan)", "02:00:00")
-      .option("slurm-partition", "NAME", "Slurm partition (with --plan; default: the cluster's)")
-      .option("run-item", "I", "run item I of OUT's manifest (what each array task does)")
+      .option("slurm-partition", "NAME", "Slurm partition (with --plan)", Default::described_text("the cluster's"))
+      .option("run-item", "I", "run item I of OUT's manifest (what each array task does)", Default::integer())
+      .range(0, 1e12)
       .flag("merge", "collect OUT's results into the table and plot (after an array job)")
       .flag("restart", "discard OUT's manifest and results instead of resuming")
       .flag("quiet", "no progress on standard error");
@@ -275,8 +278,7 @@ int run_sweep(int argc, char** argv) {
   const bool quiet = args.get_flag("quiet");
 
   if (args.has("run-item")) {
-    const std::int64_t i = args.get_int("run-item", -1);
-    if (i < 0) throw UsageError("--run-item must be >= 0");
+    const std::int64_t i = args.get_int("run-item");
     run_item(read_manifest(dir), static_cast<std::size_t>(i));
     return 0;
   }
@@ -328,15 +330,14 @@ int run_sweep(int argc, char** argv) {
   write_file_atomically(dir / "manifest.json", manifest.dump(2) + "\n");
 
   if (args.get_flag("plan")) {
-    const std::int64_t cpus = args.get_int("slurm-cpus", 2), gpus = args.get_int("slurm-gpus", 0);
-    if (cpus < 1 || gpus < 0) throw UsageError("--slurm-cpus must be >= 1 and --slurm-gpus >= 0");
+    const std::int64_t cpus = args.get_int("slurm-cpus"), gpus = args.get_int("slurm-gpus");
     std::string s = "#!/bin/bash\n# luka sweep: one run of " + dir.string() + "/manifest.json per array task; then\n#   " +
                     self_exe().string() + " sweep --merge --out " + dir.string() + "\n";
     s += "#SBATCH --job-name=luka-sweep\n";
     s += "#SBATCH --array=0-" + std::to_string(items.size() - 1) + "\n";
     s += "#SBATCH --cpus-per-task=" + std::to_string(cpus) + "\n";
     if (gpus > 0) s += "#SBATCH --gres=gpu:" + std::to_string(gpus) + "\n";
-    s += "#SBATCH --time=" + args.get("slurm-time", "02:00:00") + "\n";
+    s += "#SBATCH --time=" + args.get("slurm-time") + "\n";
     if (args.has("slurm-partition")) s += "#SBATCH --partition=" + args.get("slurm-partition") + "\n";
     s += "#SBATCH --output=" + (dir / "items" / "slurm-%A_%a.out").string() + "\n";
     s += "exec " + shell_quote(self_exe().string()) + " sweep --run-item \"$SLURM_ARRAY_TASK_ID\" --out " + shell_quote(dir.string()) + "\n";

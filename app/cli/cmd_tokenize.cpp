@@ -53,7 +53,7 @@ int run_tokenize(int argc, char** argv) {
                  "per input line, in order. Only the tokenizer files are needed: a folder holding\n"
                  "tokenizer.json (and optionally tokenizer_config.json) is enough.");
   args.option("model", "PATH", kModelOptionHelp)
-      .option("jsonl", "FILE", "JSON lines to encode", "standard input")
+      .option("jsonl", "FILE", "JSON lines to encode", Default::described_text("standard input"))
       .option("text", "STR", "encode this one text instead")
       .epilog(std::string("example:\n  echo '{\"text\": \"Hello world\"}' | luka tokenize --model DIR\n\n") +
               kEnvironmentHelp);

@@ -35,7 +35,9 @@ std::filesystem::path resolve_model_path(const ArgParser& args);
 // The model's context (max_position_embeddings) from its config alone, config.json or the GGUF
 // metadata, so that a prompt can be held to it before the weights load. Errors are Model::load's.
 std::int64_t model_context(const std::filesystem::path& path);
-// --dtype (default fp32) and --threads (default: all cores), as forward and generate take them.
+// --dtype (default fp32) and --threads (default 0: all cores), as forward and generate take them;
+// load_options reads them (and --weights).
+void add_compute_options(ArgParser& args, const std::string& threads_help = "CPU threads");
 LoadOptions load_options(const ArgParser& args);
 // --device auto|cpu|cuda|cuda:N (default auto), on every command that runs a model. device_option
 // opens it (loading the CUDA plugin for cuda and auto) and says on standard error which device
@@ -44,7 +46,7 @@ void add_device_option(ArgParser& args);
 std::shared_ptr<const Backend> device_option(const ArgParser& args);
 // The model's load options on `device`: --dtype and --threads, placed there.
 LoadOptions load_options(const ArgParser& args, const Backend& device);
-// --weights quantized|dequantized (default dequantized), on every command that loads a model;
+// --weights auto|quantized|dequantized (default auto), on every command that loads a model;
 // load_options reads it. A malformed value is a UsageError; a checkpoint that cannot honour
 // `quantized` is refused by Model::load (luka::Error naming the file).
 void add_weights_option(ArgParser& args);

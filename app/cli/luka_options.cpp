@@ -35,7 +35,7 @@ std::optional<LukaConfig> luka_config(const ArgParser& args, std::int64_t num_la
   if (args.has("preset") && args.has("layers-config"))
     throw UsageError("--preset and --layers-config both choose a base config: give one (a file may name a preset)");
   LukaConfig config = args.has("layers-config") ? LukaConfig::from_json_file(args.get("layers-config"), num_layers)
-                                                : LukaConfig::preset(args.get("preset", "dense"), num_layers);
+                                                : LukaConfig::preset(args.get("preset"), num_layers);
   for (const std::string& spec : args.get_all("set")) config.apply_override(spec);
   return config;
 }

@@ -1,3 +1,4 @@
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -49,7 +50,7 @@ void add_device_option(ArgParser& args) {
 std::shared_ptr<const Backend> device_option(const ArgParser& args) {
   DeviceRequest request;
   try {
-    request = parse_device(args.get("device", "auto"));
+    request = parse_device(args.get("device"));
   } catch (const Error& e) {
     throw UsageError(std::string("--") + e.what());
   }
@@ -65,6 +66,12 @@ LoadOptions load_options(const ArgParser& args, const Backend& device) {
   return options;
 }
 
+void add_compute_options(ArgParser& args, const std::string& threads_help) {
+  args.option("dtype", "fp32|bf16|fp16", "compute dtype (fp16 on the GPU only)", "fp32")
+      .option("threads", "N", threads_help + "; 0: all cores", 0)
+      .range(0, 1024);
+}
+
 void add_weights_option(ArgParser& args) {
   args.option("weights", "auto|quantized|dequantized",
               "a GGUF file's linear weights: quantized keeps only their GGUF blocks (Q4_0, Q4_1, Q8_0, Q4_K,\n"
@@ -76,33 +83,33 @@ void add_weights_option(ArgParser& args) {
 }
 
 void add_sampling_options(ArgParser& args) {
-  args.option("temperature", "T", "sampling temperature; 0 = greedy", "0")
-      .option("top-k", "K", "sample from the K most likely tokens; 0 = all", "0")
-      .option("top-p", "P", "sample from the smallest set of tokens with mass >= P", "1")
-      .option("seed", "S", "random seed for sampling", "0");
+  args.option("temperature", "T", "sampling temperature; 0 = greedy", 0.0)
+      .option("top-k", "K", "sample from the K most likely tokens; 0 = all", 0)
+      .option("top-p", "P", "sample from the smallest set of tokens with mass >= P, in (0, 1]", 1.0)
+      .range(0, 1)
+      .option("seed", "S", "random seed for sampling", 0);
 }
 
 SamplingParams sampling_options(const ArgParser& args) {
   SamplingParams sampling;
-  sampling.temperature = static_cast<float>(args.get_double("temperature", 0.0));
-  sampling.top_k = static_cast<int>(args.get_int("top-k", 0));
-  sampling.top_p = static_cast<float>(args.get_double("top-p", 1.0));
-  sampling.seed = static_cast<std::uint64_t>(args.get_int("seed", 0));
+  sampling.temperature = static_cast<float>(args.get_double("temperature"));
+  sampling.top_k = static_cast<int>(args.get_int("top-k"));
+  sampling.top_p = static_cast<float>(args.get_double("top-p"));
+  sampling.seed = static_cast<std::uint64_t>(args.get_int("seed"));
   if (sampling.temperature < 0) throw UsageError("--temperature must be >= 0");
-  if (sampling.top_k < 0) throw UsageError("--top-k must be >= 0");
-  if (!(sampling.top_p > 0 && sampling.top_p <= 1)) throw UsageError("--top-p must be in (0, 1]");
+  if (args.get_int("top-k") < 0 || args.get_int("top-k") > INT32_MAX) throw UsageError("--top-k must be >= 0");
+  if (!(sampling.top_p > 0)) throw UsageError("--top-p must be in (0, 1]");  // the declared range takes 0
   return sampling;
 }
 
 LoadOptions load_options(const ArgParser& args) {
   LoadOptions options;
-  // Not every command that loads a model offers every setting (luka info has no --threads).
-  options.dtype = parse_dtype(args.declares("dtype") ? args.get("dtype", "fp32") : "fp32");
-  const std::int64_t threads = args.declares("threads") ? args.get_int("threads", 0) : 0;
-  if (threads < 0 || threads > 1024) throw UsageError("--threads must be in 0..1024 (0 = all cores)");
-  options.threads = static_cast<int>(threads);
+  // Not every command that loads a model offers every setting (luka info has no --threads, and
+  // works out its dtype): what it lacks stays LoadOptions' own default.
+  if (const std::string dtype = args.declares("dtype") ? args.get("dtype") : ""; !dtype.empty()) options.dtype = parse_dtype(dtype);
+  if (args.declares("threads")) options.threads = static_cast<int>(args.get_int("threads"));
   try {
-    options.weights = parse_weight_format(args.declares("weights") ? args.get("weights", "auto") : "auto");
+    if (args.declares("weights")) options.weights = parse_weight_format(args.get("weights"));
   } catch (const UsageError&) {
     throw;
   } catch (const Error& e) {

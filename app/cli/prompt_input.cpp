@@ -29,7 +29,8 @@ void add_prompt_options(ArgParser& args) {
       .option("prompt-file", "F", "read the prompt from a file (.json: an interwoven prompt)")
       .option("segments", "FILE", "segment table (JSON) for a plain --prompt / --prompt-file")
       .option("wikisalad", "FILE", "build the prompt from a WikiSalad example (with --example)")
-      .option("example", "N", "the WikiSalad example, 0-based", "0")
+      .option("example", "N", "the WikiSalad example, 0-based", 0)
+      .range(0, 1000000)
       .flag("chat", "format the prompt as a chat turn (ChatML with the generation prompt)")
       .option("system", "STR", "system message (with --chat)");
 }
@@ -55,8 +56,7 @@ PromptInput build_prompt(const ArgParser& args, const Tokenizer& tokenizer, std:
   std::vector<PromptSegment> segs;
   std::vector<SegmentSpan> spans;
   if (args.has("wikisalad")) {
-    const std::int64_t example = args.get_int("example", 0);
-    if (example < 0 || example > 1000000) throw UsageError("--example must be >= 0");
+    const std::int64_t example = args.get_int("example");
     const InterwovenPrompt ip = from_wikisalad(args.get("wikisalad"), static_cast<int>(example));
     AssembledPrompt a = assemble(ip);
     body = std::move(a.text);
@@ -81,7 +81,7 @@ PromptInput build_prompt(const ArgParser& args, const Tokenizer& tokenizer, std:
     }
   }
 
-  PromptInput out = tokenize_prompt(tokenizer, body, segs, spans, args.get_flag("chat"), args.get("system", ""), max_tokens);
+  PromptInput out = tokenize_prompt(tokenizer, body, segs, spans, args.get_flag("chat"), args.get("system"), max_tokens);
   out.source = p.source;
   return out;
 }
