@@ -1,5 +1,10 @@
 #include "captures/h5.h"
 
+#include <filesystem>
+#include <fstream>
+#include <optional>
+
+#include "captures/heap_check.h"
 #include "core/util/error.h"
 
 namespace luka::capture::h5 {
@@ -278,12 +283,66 @@ void write_strings(hid_t parent, const std::string& name, const std::vector<std:
   if (n) check_status(H5Dwrite(ds, type, H5S_ALL, H5S_ALL, H5P_DEFAULT, p.data()), file, "write " + name);
 }
 
+namespace {
+
+// What is wrong with the stored references of a string list of `n` elements, or nothing.
+std::optional<std::string> stored_string_damage(hid_t ds, hsize_t n) {
+  Handle dcpl(H5Dget_create_plist(ds));
+  if (!dcpl.valid() || H5Pget_layout(dcpl) != H5D_CONTIGUOUS) {
+    H5Eclear2(H5E_DEFAULT);
+    return std::string("not stored contiguous, as the writer stores string lists");
+  }
+  Handle file_id(H5Iget_file_id(ds));
+  Handle fcpl(file_id.valid() ? H5Fget_create_plist(file_id) : H5I_INVALID_HID);
+  std::size_t address_bytes = 0, length_bytes = 0;
+  hsize_t user_block = 0;
+  if (!fcpl.valid() || H5Pget_sizes(fcpl, &address_bytes, &length_bytes) < 0 || H5Pget_userblock(fcpl, &user_block) < 0 ||
+      address_bytes < 2 || address_bytes > 8) {
+    H5Eclear2(H5E_DEFAULT);
+    return std::string("the file's address size cannot be read");
+  }
+  const haddr_t offset = H5Dget_offset(ds);
+  if (offset == HADDR_UNDEF) {
+    H5Eclear2(H5E_DEFAULT);
+    return std::nullopt;  // never written: HDF5 reads empty strings
+  }
+  const std::uint64_t element = 4 + address_bytes + 4;
+  if (H5Dget_storage_size(ds) != n * element)
+    return "stores " + std::to_string(H5Dget_storage_size(ds)) + " bytes for " + std::to_string(n) + " strings of " +
+           std::to_string(element);
+  const ssize_t name_size = H5Fget_name(ds, nullptr, 0);
+  if (name_size <= 0) {
+    H5Eclear2(H5E_DEFAULT);
+    return std::string("the file's name cannot be read");
+  }
+  std::string path(static_cast<std::size_t>(name_size) + 1, '\0');
+  H5Fget_name(ds, path.data(), path.size());
+  path.resize(static_cast<std::size_t>(name_size));
+  std::error_code ec;
+  const std::uint64_t file_size = std::filesystem::file_size(path, ec);
+  if (ec || offset > file_size || n * element > file_size - offset) return std::string("its references are cut off");
+  std::vector<std::uint8_t> raw(static_cast<std::size_t>(n * element));
+  std::ifstream in(path, std::ios::binary);
+  in.seekg(static_cast<std::streamoff>(offset));
+  in.read(reinterpret_cast<char*>(raw.data()), static_cast<std::streamsize>(raw.size()));
+  if (in.gcount() != static_cast<std::streamsize>(raw.size())) return std::string("its references are cut off");
+  return check_string_references(path, raw.data(), static_cast<std::size_t>(n), static_cast<int>(address_bytes), user_block);
+}
+
+}  // namespace
+
 std::vector<std::string> read_strings(hid_t parent, const std::string& name, const std::string& file) {
   Handle ds = open_dataset(parent, name, file);
   Handle ftype(check(H5Dget_type(ds), file, name));
   if (H5Tget_class(ftype) != H5T_STRING || H5Tis_variable_str(ftype) <= 0) fail(file, "dataset '" + name + "' is not a string list");
   const auto d = dims(ds, file);
   if (d.size() != 1) fail(file, "dataset '" + name + "' is not a list");
+  // HDF5 1.10 reads each string from the heap object its stored reference names without checking
+  // the reference (captures/heap_check.h): the raw references are checked first.
+  if (d[0]) {
+    if (const std::optional<std::string> damage = stored_string_damage(ds, d[0]))
+      fail(file, "damaged capture: dataset '" + name + "': " + *damage);
+  }
   Handle type = string_type(H5Tget_cset(ftype));
   std::vector<char*> p(d[0], nullptr);
   if (d[0]) check_status(H5Dread(ds, type, H5S_ALL, H5S_ALL, H5P_DEFAULT, p.data()), file, "read " + name);

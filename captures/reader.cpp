@@ -6,6 +6,7 @@
 #include <fstream>
 #include <limits>
 
+#include "captures/heap_check.h"
 #include "core/util/half.h"
 #include "core/util/error.h"
 
@@ -45,6 +46,9 @@ std::unique_ptr<CaptureFile> CaptureFile::open(const std::filesystem::path& path
     in.read(sig, 8);
     if (in.gcount() < 8 || std::string(sig, 8) != "\x89HDF\r\n\x1a\n") fail(name, "not an HDF5 file (no HDF5 signature at its start)");
   }
+  // HDF5 1.10 trusts a heap object's size when it reads a string attribute: a damaged one would
+  // crash H5Aread below (captures/heap_check.h).
+  if (const std::optional<std::string> damage = check_global_heaps(path)) fail(name, "damaged HDF5 file: " + *damage);
   if (H5Fis_hdf5(name.c_str()) <= 0) {
     H5Eclear2(H5E_DEFAULT);
     fail(name, "HDF5 cannot open it (truncated or damaged file?)");

@@ -24,6 +24,7 @@
 #include <zlib.h>
 
 #include "captures/chunk_codec.h"
+#include "captures/heap_check.h"
 #include "captures/live.h"
 #include "captures/pipeline.h"
 #include "captures/reader.h"
@@ -852,6 +853,145 @@ TEST(CaptureFile, DamagedMetadataFailsAtOnce) {
       },
       ::testing::ExitedWithCode(0), "");
   EXPECT_NE(open_error(damaged).find(damaged.string()), std::string::npos);
+}
+
+// One global heap object's size field made larger than its collection: HDF5 1.10 would copy that
+// many bytes when the manifest's string attributes are read (a crash); the reader refuses the file
+// before HDF5 opens it. In a child process, so that the crash it guards against fails the test.
+TEST(CaptureFile, DamagedGlobalHeapIsRefusedBeforeHdf5ReadsIt) {
+  const fs::path dir = work_dir();
+  Synthetic s = make_synthetic(40, 2, 5);
+  align_pages(s);
+  const fs::path damaged = dir / "heap.h5";
+  {
+    CaptureWriter writer(damaged);
+    CapturePipeline session({&writer});
+    feed(session, s, 2);
+    session.finish({});
+  }
+  EXPECT_EQ(check_global_heaps(damaged), std::nullopt);  // the writer's own heap is whole
+  std::string bytes;
+  {
+    std::ifstream in(damaged, std::ios::binary);
+    bytes.assign(std::istreambuf_iterator<char>(in), {});
+  }
+  const std::size_t at = bytes.find("GCOL");
+  ASSERT_NE(at, std::string::npos);
+  ASSERT_LT(at, kHeapScanBytes);
+  // The first object's size (after the 16-byte collection header, its index, count and reserved).
+  const std::uint64_t huge = 0x66696e61;  // the size fuzz_capture_reader found
+  std::memcpy(&bytes[at + 16 + 8], &huge, sizeof huge);
+  std::ofstream(damaged, std::ios::binary | std::ios::trunc) << bytes;
+  ASSERT_EXIT(
+      {
+        ::alarm(20);
+        std::exit(open_error(damaged).empty() ? 1 : 0);
+      },
+      ::testing::ExitedWithCode(0), "");
+  const std::string error = open_error(damaged);
+  EXPECT_NE(error.find(damaged.string()), std::string::npos) << error;
+  EXPECT_NE(error.find("damaged HDF5 file: global heap at byte " + std::to_string(at) + ": object 1 claims 1718185569 bytes"),
+            std::string::npos)
+      << error;
+}
+
+// A segment label's stored heap reference (raw data, no checksum) naming an object its heap lacks,
+// or more bytes than its object holds: HDF5 1.10 would read through it (a crash); segments() says
+// which string is damaged.
+TEST(CaptureFile, DamagedStringReferenceIsRefusedBeforeHdf5ReadsIt) {
+  const fs::path dir = work_dir();
+  Synthetic s = make_synthetic(40, 2, 5);
+  align_pages(s);
+  const fs::path file = dir / "labels.h5";
+  {
+    CaptureWriter writer(file);
+    CapturePipeline session({&writer});
+    feed(session, s, 2);
+    session.finish({});
+  }
+  haddr_t offset = HADDR_UNDEF;
+  {
+    const hid_t f = H5Fopen(file.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
+    const hid_t ds = H5Dopen2(f, "segments/label", H5P_DEFAULT);
+    offset = H5Dget_offset(ds);
+    H5Dclose(ds);
+    H5Fclose(f);
+  }
+  ASSERT_NE(offset, HADDR_UNDEF);
+  std::string bytes;
+  {
+    std::ifstream in(file, std::ios::binary);
+    bytes.assign(std::istreambuf_iterator<char>(in), {});
+  }
+  // Element 1 ("Topic B — β", 13 bytes): length (4), collection address (8), object index (4).
+  std::uint32_t length = 0, index = 0;
+  std::uint64_t heap = 0;
+  std::memcpy(&length, &bytes[offset + 16], 4);
+  std::memcpy(&heap, &bytes[offset + 16 + 4], 8);
+  std::memcpy(&index, &bytes[offset + 16 + 12], 4);
+  ASSERT_EQ(length, std::string("Topic B — β").size());
+  std::string damaged = bytes;
+  const std::uint32_t absent = 999;
+  std::memcpy(&damaged[offset + 16 + 12], &absent, 4);
+  std::string error;
+  std::ofstream(file, std::ios::binary | std::ios::trunc) << damaged;
+  ASSERT_EXIT(
+      {
+        ::alarm(20);
+        try {
+          (void)CaptureFile::open(file)->segments();
+        } catch (const Error&) {
+          std::exit(0);
+        }
+        std::exit(1);
+      },
+      ::testing::ExitedWithCode(0), "");
+  try {
+    (void)CaptureFile::open(file)->segments();
+  } catch (const Error& e) {
+    error = e.what();
+  }
+  EXPECT_NE(error.find("damaged capture: dataset 'label': string 1: the global heap at byte " + std::to_string(heap) +
+                       " has no object 999"),
+            std::string::npos)
+      << error;
+
+  damaged = bytes;
+  const std::uint32_t longer = length + 100;
+  std::memcpy(&damaged[offset + 16], &longer, 4);
+  std::ofstream(file, std::ios::binary | std::ios::trunc) << damaged;
+  error.clear();
+  try {
+    (void)CaptureFile::open(file)->segments();
+  } catch (const Error& e) {
+    error = e.what();
+  }
+  EXPECT_NE(error.find("string 1: " + std::to_string(longer) + " bytes long, its heap object holds " + std::to_string(length)),
+            std::string::npos)
+      << error;
+
+  std::ofstream(file, std::ios::binary | std::ios::trunc) << bytes;  // the undamaged file reads
+  EXPECT_EQ(CaptureFile::open(file)->segments().at(1).label, "Topic B — β");
+}
+
+// The collection walk on hand-made collections: objects padded to 8 bytes, the free space last.
+TEST(CaptureFile, HeapCollectionWalk) {
+  std::vector<std::uint8_t> c(4096, 0);
+  const auto put = [&](std::size_t at, std::uint64_t v, int bytes) {
+    for (int i = 0; i < bytes; ++i) c[at + i] = static_cast<std::uint8_t>(v >> (8 * i));
+  };
+  std::memcpy(c.data(), "GCOL\1\0\0\0", 8);
+  put(8, 4096, 8);
+  put(16, 1, 2), put(16 + 8, 13, 8);                 // object 1: 13 bytes, padded to 16
+  put(48, 2, 2), put(48 + 8, 4096 - 48 - 16, 8);     // object 2: up to the end
+  EXPECT_EQ(heap_collection_damage(c.data(), c.size()), std::nullopt);
+  put(48 + 8, 4096 - 48 - 16 + 1, 8);                // one byte past the end
+  EXPECT_EQ(heap_collection_damage(c.data(), c.size()), "object 2 claims 4033 bytes, 4032 are left in the collection");
+  put(48, 0, 2), put(48 + 8, 4096 - 48, 8);          // the free space, its header counted, to the end
+  EXPECT_EQ(heap_collection_damage(c.data(), c.size()), std::nullopt);
+  put(48 + 8, 4096 - 48 + 8, 8);
+  EXPECT_EQ(heap_collection_damage(c.data(), c.size()), "its free space claims 4056 bytes, 4048 are left in the collection");
+  EXPECT_EQ(heap_collection_damage(c.data(), 2048), "the collection is 2048 bytes (at least 4096)");
 }
 
 TEST(RecordSpec, ParsesAndRejects) {
