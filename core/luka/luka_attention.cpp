@@ -410,33 +410,44 @@ void LukaAttention::decode_lined(Step& s) {
     last_.cover_size[static_cast<std::size_t>(h)] = static_cast<std::int64_t>(last_.heavy[h].size()) + (T - lc.window_start);
 }
 
-// Clustered (§5.4): logits over the cover (every page's summary with its bias, then the raw tail),
-// α = their softmax, the pages to refine per selection unit, then the output and the effective
-// row under mass-preserving or exact refinement. Returns the cover rows [H, T] (α at the raw
-// tail, zero elsewhere) when importance_source is cover, else an undefined tensor.
+// Clustered (§5.4), in the spec's steps: the logits over the cover (every page's summary with its
+// bias, then the raw tail), α = their softmax, the pages to refine per selection unit, then the
+// refinement and finalize (the output and the effective row under mass-preserving or exact
+// refinement). Returns the cover rows [H, T] (α at the raw tail, zero elsewhere) when
+// importance_source is cover, else an undefined tensor.
 at::Tensor LukaAttention::decode_clustered(Step& s) {
+  const std::int64_t H = s.in.q.size(0), T = s.in.k.size(1);
+  const std::int64_t P = static_cast<std::int64_t>(pages_.size()), E = paged_end(), R = T - E;
+  const at::Tensor logits = clustered_logits(s);
+  const at::Tensor alpha = cover_softmax(logits);
+  last_.summary_mass = alpha.narrow(1, 0, P).clone();
+  select_refined_pages(logits, alpha, s.in.group_size);
+  refine_and_finalize(s, logits, alpha);
+  for (std::int64_t h = 0; h < H; ++h) {
+    std::int64_t children = 0;
+    for (const std::int64_t p : last_.refined[h]) children += pages_[p].end - pages_[p].start;
+    last_.cover_size[static_cast<std::size_t>(h)] = P - static_cast<std::int64_t>(last_.refined[h].size()) + children + R;
+  }
+  if (config_.importance_source != ImportanceSource::kCover) return {};
+  at::Tensor rows = at::zeros({H, T}, at::kFloat);
+  rows.narrow(1, E, R).copy_(alpha.narrow(1, P, R));
+  return rows;
+}
+
+// [logits] ℓ [H, P + R]: each summary's score with its bias (or, as an oracle, the log-sum-exp of
+// its children), then the raw tail's.
+at::Tensor LukaAttention::clustered_logits(const Step& s) const {
   const AttentionInputs& in = s.in;
   const std::int64_t H = in.q.size(0), D = in.q.size(2), T = in.k.size(1), G = in.group_size;
-  const ClusteredConfig& c = config_.clustered;
   const std::int64_t P = static_cast<std::int64_t>(pages_.size()), E = paged_end(), R = T - E, N = P + R;
   const float* sk = P ? sum_k_.const_data_ptr<float>() : nullptr;
-  const float* sv = P ? sum_v_.const_data_ptr<float>() : nullptr;
   const float* sb = P ? sum_bias_.const_data_ptr<float>() : nullptr;
   const std::int64_t pcap = P ? sum_k_.size(1) : 0;
-  const float* spread = spread_.const_data_ptr<float>();
-  const std::int64_t scap = spread_.size(1);
-  const bool exact_math = c.math == RefineMath::kExact;
   const float* q = s.q;
   const float scale = s.scale;
-  float* e = s.eff.mutable_data_ptr<float>();
-  float* o = s.out.mutable_data_ptr<float>();
-  at::Tensor logits_t = at::empty({H, N}, at::kFloat);  // ℓ over [summaries, raw tail]
+  at::Tensor logits_t = at::empty({H, N}, at::kFloat);
   float* lg = logits_t.mutable_data_ptr<float>();
-  at::Tensor child_t = at::empty({H, E}, at::kFloat);   // children logits, filled on demand
-  float* child = child_t.mutable_data_ptr<float>();
-
   with_rows(in, layer_, [&](const auto& K, const auto& /*V*/) {
-    // [logits] Summaries score with their bias (or, as an oracle, the log-sum-exp of their children).
     const auto page_logit = [&](std::int64_t h, std::int64_t p) {
       const std::int64_t g = h / G;
       if (oracle_) {
@@ -456,10 +467,15 @@ at::Tensor LukaAttention::decode_clustered(Step& s) {
       }
     });
   });
+  return logits_t;
+}
 
-  // [cover softmax] α before refinement: the mass each page holds, what selection ranks (unless
-  // refine_on=unbiased asks for the softmax without the summary bias) and, under
-  // mass-preserving refinement, the weights of the output.
+// [cover softmax] α before refinement: the mass each page holds, what selection ranks (unless
+// refine_on=unbiased asks for the softmax without the summary bias) and, under mass-preserving
+// refinement, the weights of the output.
+at::Tensor LukaAttention::cover_softmax(const at::Tensor& logits_t) const {
+  const std::int64_t H = logits_t.size(0), N = logits_t.size(1);
+  const bool exact_math = config_.clustered.math == RefineMath::kExact;
   at::Tensor alpha_t;
   if (exact_math) {
     alpha_t = at::softmax(logits_t, -1);
@@ -470,11 +486,15 @@ at::Tensor LukaAttention::decode_clustered(Step& s) {
       for (std::int64_t h = h0; h < h1; ++h) softmax_inplace(a + h * N, N);
     });
   }
-  const float* alpha = alpha_t.const_data_ptr<float>();
-  last_.summary_mass = alpha_t.narrow(1, 0, P).clone();
+  return alpha_t;
+}
 
-  // [selection] Per unit of heads that share it, each page's score — the max of α over the unit,
-  // or for top_frac / top_p with page_rank=sum, the sum — then the rule.
+// [selection] Per unit of heads that share it, each page's score — the max of α over the unit, or
+// for top_frac / top_p with page_rank=sum, the sum — then the rule: last_.refined per head.
+void LukaAttention::select_refined_pages(const at::Tensor& logits_t, const at::Tensor& alpha_t, std::int64_t G) {
+  const ClusteredConfig& c = config_.clustered;
+  const std::int64_t H = logits_t.size(0), N = logits_t.size(1);
+  const std::int64_t P = static_cast<std::int64_t>(pages_.size());
   at::Tensor select_t = alpha_t;
   if (c.refine_on == RefineOn::kUnbiased && c.bias != SummaryBias::kNone && !oracle_ && P > 0) {
     at::Tensor unbiased = logits_t.clone();
@@ -491,8 +511,29 @@ at::Tensor LukaAttention::decode_clustered(Step& s) {
     const auto refined = select_pages(c, score);
     for (const std::int64_t h : unit) last_.refined[h] = refined;
   }
+}
 
-  // [refinement, finalize] Per head: the output and the effective row over raw tokens.
+// [refinement, finalize] Per head: the children logits of the refined pages, then the output and
+// the effective row over raw tokens, under mass-preserving (α shared by a local softmax) or exact
+// (one softmax over unrefined summaries, refined children and the raw tail) refinement.
+void LukaAttention::refine_and_finalize(Step& s, const at::Tensor& logits_t, const at::Tensor& alpha_t) {
+  const AttentionInputs& in = s.in;
+  const std::int64_t H = in.q.size(0), D = in.q.size(2), T = in.k.size(1), G = in.group_size;
+  const ClusteredConfig& c = config_.clustered;
+  const std::int64_t P = static_cast<std::int64_t>(pages_.size()), E = paged_end(), R = T - E, N = P + R;
+  const float* sv = P ? sum_v_.const_data_ptr<float>() : nullptr;
+  const std::int64_t pcap = P ? sum_k_.size(1) : 0;
+  const float* spread = spread_.const_data_ptr<float>();
+  const std::int64_t scap = spread_.size(1);
+  const bool exact_math = c.math == RefineMath::kExact;
+  const float* q = s.q;
+  const float scale = s.scale;
+  const float* lg = logits_t.const_data_ptr<float>();
+  const float* alpha = alpha_t.const_data_ptr<float>();
+  float* e = s.eff.mutable_data_ptr<float>();
+  float* o = s.out.mutable_data_ptr<float>();
+  at::Tensor child_t = at::empty({H, E}, at::kFloat);  // children logits, filled on demand
+  float* child = child_t.mutable_data_ptr<float>();
   with_rows(in, layer_, [&](const auto& K, const auto& V) {
     at::parallel_for(0, H, 1, [&](std::int64_t h0, std::int64_t h1) {
       for (std::int64_t h = h0; h < h1; ++h) {
@@ -561,15 +602,6 @@ at::Tensor LukaAttention::decode_clustered(Step& s) {
       }
     });
   });
-  for (std::int64_t h = 0; h < H; ++h) {
-    std::int64_t children = 0;
-    for (const std::int64_t p : last_.refined[h]) children += pages_[p].end - pages_[p].start;
-    last_.cover_size[static_cast<std::size_t>(h)] = P - static_cast<std::int64_t>(last_.refined[h].size()) + children + R;
-  }
-  if (config_.importance_source != ImportanceSource::kCover) return {};
-  at::Tensor rows = at::zeros({H, T}, at::kFloat);
-  rows.narrow(1, E, R).copy_(alpha_t.narrow(1, P, R));
-  return rows;
 }
 
 // Dense attention on the same inputs, compared with what the mode produced (on the inputs'

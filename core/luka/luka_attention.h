@@ -72,6 +72,11 @@ class LukaAttention final : public LukaLayer {
   void decode_dense(Step& s);
   void decode_lined(Step& s);
   at::Tensor decode_clustered(Step& s);
+  // decode_clustered's steps (§5.4), in order.
+  at::Tensor clustered_logits(const Step& s) const;                         // ℓ [H, P + R]
+  at::Tensor cover_softmax(const at::Tensor& logits) const;                 // α [H, P + R]
+  void select_refined_pages(const at::Tensor& logits, const at::Tensor& alpha, std::int64_t group);  // last_.refined
+  void refine_and_finalize(Step& s, const at::Tensor& logits, const at::Tensor& alpha);              // s.out, s.eff
   void make_pages(const AttentionInputs& in, std::int64_t decode_step);
   void compress_pages(const AttentionInputs& in, std::int64_t count);
   void accumulate(const at::Tensor& rows, std::int64_t group);    // [H, T] for one query
