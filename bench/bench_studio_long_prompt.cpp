@@ -18,7 +18,7 @@
 
 #include <sys/resource.h>
 
-#include "app/studio/session.h"
+#include "app/studio/run_controller.h"
 #include "captures/chunk_codec.h"
 #include "core/util/half.h"
 #include "captures/live.h"
@@ -70,7 +70,7 @@ int main(int argc, char** argv) {
     for (std::size_t i = 0; i < ids.size() && static_cast<std::int64_t>(i) < want; ++i) prompt += tok.token_bytes(ids[i]);
   }
 
-  studio::Session s;
+  studio::RunController s;
   s.load_model(model, LoadOptions{}, parse_device(device));
   while (s.busy()) std::this_thread::sleep_for(std::chrono::milliseconds(20));
   if (s.status().state != studio::RunState::kReady) {

@@ -91,7 +91,7 @@ wanted() {
 }
 
 kernel_tests=(test_cuda_device test_cuda_decode_attention test_cuda_luka_decode test_cuda_model)
-product_tests=(test_device test_device_gpu test_studio_session)
+product_tests=(test_device test_device_gpu test_run_controller)
 
 if wanted tests; then
   for t in "${kernel_tests[@]}" "${product_tests[@]}"; do

@@ -47,7 +47,7 @@ double percent(double fraction) { return 100 * std::max(0.0, fraction); }
 }  // namespace
 
 void draw_topics_panel(UiState& ui) {
-  const auto view = ui.session.view();
+  const auto view = ui.controller.view();
   if (!view) {
     ImGui::TextDisabled("run a prompt or open a capture");
     return;
@@ -312,7 +312,7 @@ void draw_calibration_table(UiState& ui, const capture::CaptureView& view) {
 }  // namespace
 
 void draw_head_scores_panel(UiState& ui) {
-  const auto view = ui.session.view();
+  const auto view = ui.controller.view();
   if (!view) {
     ImGui::TextDisabled("run a prompt or open a capture");
     return;

@@ -80,7 +80,7 @@ ImVec4 colour(const viz::Rgb& c) { return ImVec4(c.r / 255.f, c.g / 255.f, c.b /
 }  // namespace
 
 void draw_fidelity_panel(UiState& ui) {
-  const auto view = ui.session.view();
+  const auto view = ui.controller.view();
   if (!view) return;
   const capture::Summary sum = view->summary();
   if (sum.complete_steps == 0) {
@@ -88,11 +88,11 @@ void draw_fidelity_panel(UiState& ui) {
     return;
   }
   const std::int64_t step = ui.selection.step > 0 ? std::min<std::int64_t>(ui.selection.step, sum.complete_steps) : sum.complete_steps;
-  LukaConfig cfg = ui.session.config();
+  LukaConfig cfg = ui.controller.config();
   bool shadow = !cfg.layers.empty() && cfg.layers.front().dense_shadow;
   if (ImGui::Checkbox("dense shadow (from the next step)", &shadow)) {
     for (auto& l : cfg.layers) l.dense_shadow = shadow;
-    ui.session.set_config(cfg);
+    ui.controller.set_config(cfg);
   }
   ImGui::SameLine();
   ImGui::TextDisabled("step %lld; means over %zu heads", static_cast<long long>(step), sum.layout.heads.size());

@@ -55,7 +55,7 @@ std::string write_view_figure(std::shared_ptr<const capture::CaptureView> view, 
 }  // namespace
 
 void export_figure(UiState& ui, const std::filesystem::path& path) {
-  ui.notice = write_view_figure(ui.session.view(), ui.selection.layer, ui.selection.head, ui.heatmap.view, ui.heatmap.mode, ui.heatmap.log_scale, path);
+  ui.notice = write_view_figure(ui.controller.view(), ui.selection.layer, ui.selection.head, ui.heatmap.view, ui.heatmap.mode, ui.heatmap.log_scale, path);
 }
 
 namespace {
@@ -65,7 +65,7 @@ void export_in_background(UiState& ui, const std::filesystem::path& path) {
   if (ui.map.export_job.active()) return;  // one at a time
   ui.notice = "writing " + path.string() + "...";
   ui.map.export_job.start(ui.tasks, "export " + path.filename().string(),
-                      [view = ui.session.view(), layer = ui.selection.layer, head = ui.selection.head, kind = ui.heatmap.view, mode = ui.heatmap.mode,
+                      [view = ui.controller.view(), layer = ui.selection.layer, head = ui.selection.head, kind = ui.heatmap.view, mode = ui.heatmap.mode,
                        log = ui.heatmap.log_scale, path] { return write_view_figure(view, layer, head, kind, mode, log, path); });
 }
 
@@ -384,7 +384,7 @@ void draw_full_map(UiState& ui, Canvas& cv, const capture::Summary& sum, ImVec2 
   }
   dl->PopClipRect();
   if (live_prefill) {  // not data yet: say so, with the prefill's progress, over the empty map
-    const Status st = ui.session.status();
+    const Status st = ui.controller.status();
     const std::string msg = (st.prefill_fraction >= 0 ? st.message : std::string("computing the prefill")) + " (rows fill in as layers finish)";
     const ImVec2 ts = ImGui::CalcTextSize(msg.c_str());
     const ImVec2 p(origin.x + std::max(4.f, (size.x - ts.x) / 2), origin.y + 12);
@@ -690,8 +690,8 @@ void draw_footer(UiState& ui, bool rows_layout, int level) {
     ImGui::TextColored(ImVec4(1.f, 0.5f, 0.5f, 1.f), "%s", hv.error.c_str());
   }
   // The topic legend: one swatch per topic (colour and label), in prompt order.
-  const std::string ck = capture_key(ui.session.view().get());
-  const auto view = ui.session.view();
+  const std::string ck = capture_key(ui.controller.view().get());
+  const auto view = ui.controller.view();
   const auto& segments = ui.segments.get(ui.tasks, ck, [view] { return view->segments(); });
   std::vector<std::string> seen;
   bool first = true;
@@ -804,7 +804,7 @@ void draw_heatmap_panel(UiState& ui) {
   HeatmapView& hv = ui.heatmap;
   ui.map.tooltip.clear();
   ui.map.computing.clear();
-  const auto view = ui.session.view();
+  const auto view = ui.controller.view();
   if (!view) {
     ImGui::TextDisabled("run a prompt or open a capture to see attention maps");
     return;
@@ -907,7 +907,7 @@ void draw_heatmap_panel(UiState& ui) {
       dl->AddText(ImVec2(b_origin.x + 8, b_origin.y + 8), IM_COL32(255, 160, 160, 255), why.c_str());
     }
     // Which capture each side shows.
-    const std::string a_title = "A: " + std::filesystem::path(ui.session.status().source).filename().string();
+    const std::string a_title = "A: " + std::filesystem::path(ui.controller.status().source).filename().string();
     const std::string b_title = cmp.difference ? "A - B, B: " + cmp.note : "B: " + cmp.note;
     for (const auto& [x, text] : {std::pair{origin.x, a_title}, std::pair{b_origin.x, b_title}}) {
       const ImVec2 ts = ImGui::CalcTextSize(text.c_str());

@@ -32,7 +32,7 @@ float button_width(const char* label) { return ImGui::CalcTextSize(label, nullpt
 void apply_mixed_preset(UiState& ui) {
   const std::string mixed = "mixed(" + std::to_string(ui.layers.mixed_a) + "," + std::to_string(ui.layers.mixed_b) + ")";
   try {
-    ui.session.set_config(LukaConfig::preset(mixed, static_cast<std::int64_t>(ui.session.config().layers.size())));
+    ui.controller.set_config(LukaConfig::preset(mixed, static_cast<std::int64_t>(ui.controller.config().layers.size())));
     ui.layers.notice.clear();
   } catch (const std::exception& e) {
     ui.layers.notice = e.what();
@@ -40,21 +40,21 @@ void apply_mixed_preset(UiState& ui) {
 }
 
 void draw_layers_panel(UiState& ui) {
-  LukaConfig cfg = ui.session.config();
+  LukaConfig cfg = ui.controller.config();
   const int L = static_cast<int>(cfg.layers.size());
   if (L == 0) {
     ImGui::TextDisabled("load a model or open a capture");
     return;
   }
   // Replay: the modes shown are the capture's; layers stay selectable, nothing else changes.
-  const bool replay = ui.session.status().replay;
+  const bool replay = ui.controller.status().replay;
   if (replay) ImGui::TextDisabled("replay: the capture's modes, read-only");
   ImGui::BeginDisabled(replay);
   ImGui::TextUnformatted("preset");
   for (const char* name : {"dense", "lined", "clustered", "paper"}) {
     same_line_if_fits(button_width(name));
     if (ImGui::SmallButton(name)) {
-      ui.session.set_config(LukaConfig::preset(name, L));
+      ui.controller.set_config(LukaConfig::preset(name, L));
       ui.layers.notice.clear();
     }
   }
@@ -78,7 +78,7 @@ void draw_layers_panel(UiState& ui) {
     ui.mark_drawn("layers_panel", w0.x + c0.x, w0.y + c0.y, w0.x + c1.x, w0.y + c1.y);  // its content region
   }
   if (ImGui::IsItemHovered()) ImGui::SetTooltip("the first %d and last %d layers lined, the rest clustered", ui.layers.mixed_a, ui.layers.mixed_b);
-  const auto view = ui.session.view();
+  const auto view = ui.controller.view();
   std::int64_t last = 0;
   if (view) last = view->summary().complete_steps;
   const std::vector<int> recorded = view ? view->summary().layout.layers : std::vector<int>{};
@@ -129,7 +129,7 @@ void draw_layers_panel(UiState& ui) {
       try {
         validate(lc, ui.selection.layer);
         cfg.layers[static_cast<std::size_t>(ui.selection.layer)] = lc;
-        ui.session.set_config(cfg);
+        ui.controller.set_config(cfg);
         ui.layers.notice.clear();
       } catch (const std::exception& e) {
         ui.layers.notice = e.what();
@@ -166,7 +166,7 @@ void draw_layers_panel(UiState& ui) {
     for (int m = 0; m < 3; ++m) {
       if (m) ImGui::SameLine();
       if (ImGui::RadioButton(kModes[m], cfg.layers[static_cast<std::size_t>(l)].mode == kModeValues[m]))
-        ui.session.set_layer_mode(l, kModeValues[m]);
+        ui.controller.set_layer_mode(l, kModeValues[m]);
     }
     ImGui::EndDisabled();
     ImGui::PopID();

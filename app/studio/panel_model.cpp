@@ -26,13 +26,13 @@ DeviceChoices list_devices() {
 }
 
 void draw_model_panel(UiState& ui) {
-  const Status s = ui.session.status();
+  const Status s = ui.controller.status();
   ImGui::InputText("##model", &ui.model.path);
   ImGui::SameLine();
-  const bool busy = ui.session.busy();
+  const bool busy = ui.controller.busy();
   ImGui::BeginDisabled(busy);
   if (ImGui::Button("Load")) {
-    ui.session.load_model(ui.model.path, load_options(ui), parse_device(ui.model.device));
+    ui.controller.load_model(ui.model.path, load_options(ui), parse_device(ui.model.device));
   }
   ImGui::EndDisabled();
   // Device: auto and cpu at once, the GPUs once the plugin has listed them.
@@ -76,7 +76,7 @@ void draw_model_panel(UiState& ui) {
   } else if (s.state == RunState::kLoading) {
     ImGui::ProgressBar(-0.3f * static_cast<float>(ImGui::GetTime()), ImVec2(-80, 0), "loading");
     ImGui::SameLine();
-    if (ImGui::Button("Cancel")) ui.session.cancel_load();
+    if (ImGui::Button("Cancel")) ui.controller.cancel_load();
   }
 }
 

@@ -93,9 +93,9 @@ void coloured_tokens(UiState& ui, const std::vector<capture::Token>& tokens) {
 }  // namespace
 
 void draw_output_panel(UiState& ui) {
-  const auto view = ui.session.view();
+  const auto view = ui.controller.view();
   if (!view) {
-    draw_display_text(ui.display_text, ui.session.output());
+    draw_display_text(ui.display_text, ui.controller.output());
     return;
   }
   const std::string ck = capture_key(view.get());

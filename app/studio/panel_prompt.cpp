@@ -112,7 +112,7 @@ void capture_files(UiState& ui, const Status& s);
 void replay_prompt(UiState& ui, const Status& s);
 
 void draw_prompt_panel(UiState& ui) {
-  const Status s = ui.session.status();
+  const Status s = ui.controller.status();
   capture_files(ui, s);
   ImGui::Separator();
   // Replay: the run controls show but stay off until the replay is left.
@@ -163,13 +163,13 @@ void open_capture_file(UiState& ui, const std::string& path) {
   if (path.empty()) return;
   ui.files.path = path;
   ui.files.open_pending = path;
-  ui.session.open_capture(path);
+  ui.controller.open_capture(path);
 }
 
 // Why the current view cannot be saved now (empty: it can).
 std::string why_not_save(UiState& ui, const Status& s) {
   if (s.saving) return "a save is in progress";
-  if (!ui.session.view()) return "nothing to save: run a prompt or open a capture";
+  if (!ui.controller.view()) return "nothing to save: run a prompt or open a capture";
   if (s.state == RunState::kRunning && !s.replay) return "the run is computing: pause or stop it first";
   return "";
 }
@@ -182,7 +182,7 @@ void capture_files(UiState& ui, const Status& s) {
     if (s.replay && s.capture == ui.files.open_pending) {
       ui.files.recent.add(ui.files.open_pending);
       ui.files.open_pending.clear();
-    } else if (!ui.session.busy()) {
+    } else if (!ui.controller.busy()) {
       ui.files.open_pending.clear();  // it failed: the status line says why
     }
   }
@@ -210,7 +210,7 @@ void capture_files(UiState& ui, const Status& s) {
       ImGui::OpenPopup("replace capture");
     } else {
       ui.files.save_pending = ui.files.path;
-      ui.session.save_capture(ui.files.path);
+      ui.controller.save_capture(ui.files.path);
     }
   }
   ImGui::EndDisabled();
@@ -220,7 +220,7 @@ void capture_files(UiState& ui, const Status& s) {
     ImGui::Text("%s exists. Replace it?", ui.files.path.c_str());
     if (ImGui::Button("Replace")) {
       ui.files.save_pending = ui.files.path;
-      ui.session.save_capture(ui.files.path);
+      ui.controller.save_capture(ui.files.path);
       ImGui::CloseCurrentPopup();
     }
     ImGui::SameLine();
@@ -248,7 +248,7 @@ void capture_files(UiState& ui, const Status& s) {
     std::snprintf(label, sizeof label, "saving %.0f%%", 100 * s.save_progress);
     ImGui::ProgressBar(static_cast<float>(s.save_progress), ImVec2(-button("Cancel") - style.ItemSpacing.x, 0), label);
     ImGui::SameLine();
-    if (ImGui::Button("Cancel##save")) ui.session.cancel_save();
+    if (ImGui::Button("Cancel##save")) ui.controller.cancel_save();
   } else if (!s.save_message.empty()) {
     ImGui::PushStyleColor(ImGuiCol_Text, s.save_failed ? ImVec4(1.f, 0.55f, 0.45f, 1.f) : ImVec4(0.7f, 0.7f, 0.7f, 1.f));
     ImGui::TextWrapped("%s", s.save_message.c_str());
@@ -264,10 +264,10 @@ void replay_prompt(UiState& ui, const Status& s) {
   ImGui::PushStyleColor(ImGuiCol_Text, ImVec4(0.95f, 0.8f, 0.45f, 1.f));
   ImGui::TextWrapped("replaying %s: the run and mode controls are off", file.c_str());
   ImGui::PopStyleColor();
-  if (ImGui::Button("Leave replay")) ui.session.leave_replay();
+  if (ImGui::Button("Leave replay")) ui.controller.leave_replay();
   ImGui::SameLine();
   ImGui::TextDisabled("%s", s.model_summary.empty() ? "then load a model and press Run" : "then edit a prompt and press Run");
-  const auto view = ui.session.view();
+  const auto view = ui.controller.view();
   if (!view) return;
   const std::string ck = capture_key(view.get());
   const auto& tokens = ui.tokens.get(ui.tasks, ck, [view] { return view->tokens(); });
@@ -349,47 +349,47 @@ void draw_segments(UiState& ui) {
 }
 
 void run_controls(UiState& ui) {
-  const Status s = ui.session.status();
+  const Status s = ui.controller.status();
   // Replay: only the buttons, off, so that the capture's prompt below has the room.
   if (!s.replay) run_settings(ui);
   const bool running = s.state == RunState::kRunning || s.state == RunState::kPaused;
   const bool can_run = !running && s.state != RunState::kLoading && !s.model_summary.empty();
   ImGui::BeginDisabled(!can_run);
   const auto request = [&](bool paused, bool force) { return run_request(ui, paused, force); };
-  if (ImGui::Button("Run")) ui.session.run(request(false, false));
+  if (ImGui::Button("Run")) ui.controller.run(request(false, false));
   ImGui::SameLine();
-  if (ImGui::Button("Run paused")) ui.session.run(request(true, false));
+  if (ImGui::Button("Run paused")) ui.controller.run(request(true, false));
   ImGui::EndDisabled();
   // A run refused for memory or disk: the numbers are in the status line; offer the ways out.
   if (s.refused_for_resources && can_run) {
     ImGui::PushStyleColor(ImGuiCol_Text, ImVec4(1.f, 0.75f, 0.45f, 1.f));
     ImGui::TextWrapped("%s", s.message.c_str());
     ImGui::PopStyleColor();
-    if (ImGui::Button("Run anyway")) ui.session.run(request(false, true));
+    if (ImGui::Button("Run anyway")) ui.controller.run(request(false, true));
     ImGui::SameLine();
     if (ImGui::Button("Record every 4th layer")) {
       std::string layers;
-      for (std::size_t l = 0; l < ui.session.config().layers.size(); l += 4) layers += (layers.empty() ? "" : ",") + std::to_string(l);
+      for (std::size_t l = 0; l < ui.controller.config().layers.size(); l += 4) layers += (layers.empty() ? "" : ",") + std::to_string(l);
       ui.run.record = "layers=" + layers;
-      ui.session.run(request(false, false));
+      ui.controller.run(request(false, false));
     }
     ImGui::SameLine();
     if (ImGui::Button("Maps up to 1024")) {
       ui.run.record = "map_cap=1024";
-      ui.session.run(request(false, false));
+      ui.controller.run(request(false, false));
     }
   }
   ImGui::SameLine();
   ImGui::BeginDisabled(!running);
   if (s.state == RunState::kPaused) {
-    if (ImGui::Button("Resume")) ui.session.resume();
+    if (ImGui::Button("Resume")) ui.controller.resume();
   } else if (ImGui::Button("Pause")) {
-    ui.session.pause();
+    ui.controller.pause();
   }
   ImGui::SameLine();
-  if (ImGui::Button("Step")) ui.session.step();
+  if (ImGui::Button("Step")) ui.controller.step();
   ImGui::SameLine();
-  if (ImGui::Button("Stop")) ui.session.stop();
+  if (ImGui::Button("Stop")) ui.controller.stop();
   ImGui::EndDisabled();
 }
 

@@ -30,7 +30,7 @@ void draw_thumbnails(UiState& ui, const capture::CaptureView& view, bool heads) 
   // The thumbnails are read and rendered off the UI thread; the old ones stay up meanwhile.
   if (hv.thumbs_key != key && !hv.thumbs_job.active()) {
     hv.thumbs_key = key;
-    std::shared_ptr<const capture::CaptureView> shared = ui.session.view();
+    std::shared_ptr<const capture::CaptureView> shared = ui.controller.view();
     const int fixed = heads ? ui.selection.layer : ui.selection.head;
     const bool log = hv.log_scale;
     const double log_min = hv.log_min;
@@ -69,7 +69,7 @@ void draw_thumbnails(UiState& ui, const capture::CaptureView& view, bool heads) 
     return;
   }
   // Each thumbnail's head scores (prefill rows) underneath: sink, entropy, previous token.
-  const auto& scores = head_scores(ui, ui.session.view());
+  const auto& scores = head_scores(ui, ui.controller.view());
   const auto score_line = [&](int layer, int head) -> std::string {
     if (!scores.value) return "";
     for (const capture::HeadScoreRow& r : scores.value->heads)

@@ -96,7 +96,7 @@ const TimelineDifference& difference_of(TimelineDifference& d, const TimelineDat
 
 void draw_timeline_panel(UiState& ui) {
   ui.timeline.tooltip.clear();
-  const auto view = ui.session.view();
+  const auto view = ui.controller.view();
   if (!view) return;
   const capture::Summary sum = view->summary();
   if (!sum.layout.covers || sum.complete_steps == 0) {

@@ -78,11 +78,11 @@ bool Script::advance(UiState& ui, std::string& screenshot) {
     if (cmd == "save_capture") {
       if (!waiting_) {
         ui.files.save_pending = arg(1);
-        ui.session.save_capture(arg(1));
+        ui.controller.save_capture(arg(1));
         waiting_ = true;
         wait_start_ = Clock::now();
       }
-      const Status s = ui.session.status();
+      const Status s = ui.controller.status();
       if (s.saving) {
         if (std::chrono::duration<double>(Clock::now() - wait_start_).count() > 300) fail(where(l), "save_capture timed out");
         return true;
@@ -168,24 +168,24 @@ bool Script::advance(UiState& ui, std::string& screenshot) {
         waiting_ = true;
         wait_start_ = Clock::now();
       }
-      const Status s = ui.session.status();
+      const Status s = ui.controller.status();
       bool done = false;
       double timeout = 300;
       if (cmd == "wait_idle") {
-        done = !ui.session.busy();
+        done = !ui.controller.busy();
         if (w.size() > 1) timeout = number(1);
       } else if (cmd == "wait_paused") {
-        done = s.state == RunState::kPaused || !ui.session.busy();
+        done = s.state == RunState::kPaused || !ui.controller.busy();
         if (w.size() > 1) timeout = number(1);
       } else if (cmd == "wait_prefill_held") {
         done = s.prefill_held;
         if (w.size() > 1) timeout = number(1);
-        if (!done && !ui.session.busy() && s.state != RunState::kLoading) fail(where(l), "the run ended without holding its prefill (" + s.message + ")");
+        if (!done && !ui.controller.busy() && s.state != RunState::kLoading) fail(where(l), "the run ended without holding its prefill (" + s.message + ")");
       } else {
-        const auto view = ui.session.view();
+        const auto view = ui.controller.view();
         done = view && view->summary().complete_steps >= static_cast<std::int64_t>(number(1));
         if (w.size() > 2) timeout = number(2);
-        if (!done && !ui.session.busy() && s.state != RunState::kLoading)
+        if (!done && !ui.controller.busy() && s.state != RunState::kLoading)
           fail(where(l), "the run ended before " + arg(1) + " steps (" + s.message + ")");
       }
       if (s.state == RunState::kError) fail(where(l), "the session failed: " + s.message);
@@ -200,7 +200,7 @@ bool Script::advance(UiState& ui, std::string& screenshot) {
     ++next_;
     if (cmd == "load_model") {
       ui.model.path = arg(1);
-      ui.session.load_model(arg(1), load_options(ui), parse_device(ui.model.device));
+      ui.controller.load_model(arg(1), load_options(ui), parse_device(ui.model.device));
     } else if (cmd == "weights") {  // auto|dequantized|quantized: for the next load_model
       const auto w = parse_choice<WeightFormat>(arg(1));
       if (!w) fail(where(l), "weights: " + choice_words<WeightFormat>());
@@ -210,18 +210,18 @@ bool Script::advance(UiState& ui, std::string& screenshot) {
       ui.model.device = arg(1);
     } else if (cmd == "open_capture") {
       ui.files.open_pending = arg(1);
-      ui.session.open_capture(arg(1));
+      ui.controller.open_capture(arg(1));
     } else if (cmd == "leave_replay") {
-      ui.session.leave_replay();
+      ui.controller.leave_replay();
     } else if (cmd == "expect_locked") {  // on|off: the run controls and the layer modes are off (replay)
       const bool want = arg(1) == "on";
       if (ui.run.locked != want) fail(where(l), std::string("the run controls are ") + (ui.run.locked ? "locked" : "unlocked") + ", expected " + arg(1));
-      const LukaConfig before = ui.session.config();
+      const LukaConfig before = ui.controller.config();
       if (!before.layers.empty()) {  // a mode change is taken only when unlocked
         const AttentionMode m = before.layers[0].mode == AttentionMode::kDense ? AttentionMode::kLined : AttentionMode::kDense;
-        ui.session.set_layer_mode(0, m);
-        const bool changed = ui.session.config().layers[0].mode == m;
-        ui.session.set_layer_mode(0, before.layers[0].mode);
+        ui.controller.set_layer_mode(0, m);
+        const bool changed = ui.controller.config().layers[0].mode == m;
+        ui.controller.set_layer_mode(0, before.layers[0].mode);
         if (changed == want) fail(where(l), std::string("a layer mode change was ") + (changed ? "taken" : "refused") + ", expected the modes " + arg(1));
       }
     } else if (cmd == "expect_recent") {  // INDEX PATH: the recent-files list has PATH at INDEX (0: newest)
@@ -234,17 +234,17 @@ bool Script::advance(UiState& ui, std::string& screenshot) {
       const int n = w.size() > 1 ? static_cast<int>(number(1)) : ui.run.max_new_tokens;
       RunRequest r = run_request(ui, w.size() > 2 && w[2] == "paused");
       r.max_new_tokens = n;
-      ui.session.run(r);
+      ui.controller.run(r);
     } else if (cmd == "step") {
-      ui.session.step();
+      ui.controller.step();
     } else if (cmd == "resume") {
-      ui.session.resume();
+      ui.controller.resume();
     } else if (cmd == "stop") {
-      ui.session.stop();
+      ui.controller.stop();
     } else if (cmd == "set_mode") {
-      ui.session.set_layer_mode(static_cast<int>(number(1)), parse_mode(arg(2), where(l)));
+      ui.controller.set_layer_mode(static_cast<int>(number(1)), parse_mode(arg(2), where(l)));
     } else if (cmd == "preset") {
-      ui.session.set_config(LukaConfig::preset(arg(1), static_cast<std::int64_t>(ui.session.config().layers.size())));
+      ui.controller.set_config(LukaConfig::preset(arg(1), static_cast<std::int64_t>(ui.controller.config().layers.size())));
     } else if (cmd == "select") {
       ui.selection.layer = static_cast<int>(number(1));
       ui.selection.head = static_cast<int>(number(2));
@@ -266,9 +266,9 @@ bool Script::advance(UiState& ui, std::string& screenshot) {
     } else if (cmd == "show_fidelity") {
       ui.window.select_tab = BottomTab::kFidelity;
     } else if (cmd == "shadow") {
-      LukaConfig cfg = ui.session.config();
+      LukaConfig cfg = ui.controller.config();
       for (auto& layer : cfg.layers) layer.dense_shadow = arg(1) == "on";
-      ui.session.set_config(cfg);
+      ui.controller.set_config(cfg);
     } else if (cmd == "pattern") {
       apply_pattern(ui.prompt.interwoven, arg(1));
     } else if (cmd == "wikisalad") {
@@ -285,18 +285,18 @@ bool Script::advance(UiState& ui, std::string& screenshot) {
       if (!atlas->IsBuilt()) atlas->Build();
       if (atlas->Fonts.empty() || !atlas->Fonts[0]->FindGlyphNoFallback(cp)) fail(where(l), "the fonts have no glyph for U+" + arg(1));
     } else if (cmd == "expect_segments") {
-      const auto view = ui.session.view();
+      const auto view = ui.controller.view();
       if (!view) fail(where(l), "no capture to check");
       const auto n = view->segments().size();
       if (static_cast<double>(n) != number(1)) fail(where(l), "the capture has " + std::to_string(n) + " segments, expected " + arg(1));
     } else if (cmd == "search") {  // the rest of the line is the text to find
-      const auto view = ui.session.view();
+      const auto view = ui.controller.view();
       if (!view) fail(where(l), "search: no run or capture to search");
       ui.heatmap.search.clear();
       for (std::size_t i = 1; i < w.size(); ++i) ui.heatmap.search += (i > 1 ? " " : "") + w[i];
       run_search(ui, *view);
     } else if (cmd == "track") {  // the rest of the line is the span or text:STRING
-      const auto view = ui.session.view();
+      const auto view = ui.controller.view();
       if (!view) fail(where(l), "track: no run or capture");
       ui.timeline.track_spec.clear();
       for (std::size_t i = 1; i < w.size(); ++i) ui.timeline.track_spec += (i > 1 ? " " : "") + w[i];
@@ -314,16 +314,16 @@ bool Script::advance(UiState& ui, std::string& screenshot) {
       ui.prompt.free_text = text;
       ui.prompt.mode = PromptMode::kFreeText;
     } else if (cmd == "set") {  // a --set override, e.g. layer=5,mode=clustered,top_k=0
-      LukaConfig cfg = ui.session.config();
+      LukaConfig cfg = ui.controller.config();
       cfg.apply_override(arg(1));
-      ui.session.set_config(cfg);
+      ui.controller.set_config(cfg);
     } else if (cmd == "sampling") {  // TEMPERATURE TOP_K TOP_P SEED
       ui.run.sampling.temperature = static_cast<float>(number(1));
       ui.run.sampling.top_k = static_cast<int>(number(2));
       ui.run.sampling.top_p = static_cast<float>(number(3));
       ui.run.sampling.seed = static_cast<std::uint64_t>(number(4));
     } else if (cmd == "expect_refined") {  // STEP LAYER HEAD N: refined pages of a head at a step
-      const auto view = ui.session.view();
+      const auto view = ui.controller.view();
       if (!view) fail(where(l), "no capture to check");
       const auto r = view->refined_pages(static_cast<std::int64_t>(number(1)), static_cast<int>(number(2)), static_cast<int>(number(3)));
       if (static_cast<double>(r.size()) != number(4))
@@ -333,7 +333,7 @@ bool Script::advance(UiState& ui, std::string& screenshot) {
     } else if (cmd == "view") {
       ui.heatmap.view = figures::parse_map_view(arg(1));
     } else if (cmd == "expect_head_scores") {  // the Head scores table's rows, once computed
-      const auto view = ui.session.view();
+      const auto view = ui.controller.view();
       if (!view) fail(where(l), "expect_head_scores: no run or capture");
       const auto& out = head_scores(ui, view);
       if (!ui.analysis.head_scores.fresh(capture_key(view.get()))) {  // still computing: hold this line
@@ -361,7 +361,7 @@ bool Script::advance(UiState& ui, std::string& screenshot) {
       if (!source) fail(where(l), "head_scores_source: " + choice_words<HeadScoreSource>());
       ui.analysis.source = *source;
     } else if (cmd == "expect_calibration") {  // ROWS [CANDIDATES]: the view's calibration, as the Head scores tab shows it
-      const auto view = ui.session.view();
+      const auto view = ui.controller.view();
       if (!view) fail(where(l), "expect_calibration: no run or capture");
       const auto cal = view_calibration(ui, *view);
       if (!cal) fail(where(l), "the capture has no calibration" + (ui.analysis.calibration_error.empty() ? std::string() : ": " + ui.analysis.calibration_error));
@@ -398,7 +398,7 @@ bool Script::advance(UiState& ui, std::string& screenshot) {
           std::printf("rect %s x0 %.3f y0 %.3f x1 %.3f y1 %.3f%s%s\n", name.c_str(), r.x0, r.y0, r.x1, r.y1, r.text.empty() ? "" : " text ", r.text.c_str());
       std::fflush(stdout);
     } else if (cmd == "print_status") {
-      const Status st = ui.session.status();
+      const Status st = ui.controller.status();
       std::printf("status state %s prefill_fraction %.9g prefill_held %d message %s\n", to_string(st.state), st.prefill_fraction,
                   st.prefill_held ? 1 : 0, st.message.c_str());
       std::fflush(stdout);
@@ -406,9 +406,9 @@ bool Script::advance(UiState& ui, std::string& screenshot) {
       if (arg(1) != "on" && arg(1) != "off") fail(where(l), "hold_tasks on or off");
       ui.tasks.hold_pool(arg(1) == "on");
     } else if (cmd == "hold_prefill") {  // FRACTION: the next prefill waits there (release_prefill)
-      ui.session.hold_prefill(number(1));
+      ui.controller.hold_prefill(number(1));
     } else if (cmd == "release_prefill") {
-      ui.session.release_prefill();
+      ui.controller.release_prefill();
     } else if (cmd == "compare") {  // a capture to compare with, or "off"
       ui.compare.path = arg(1) == "off" ? "" : arg(1);
       open_compare(ui);
@@ -425,7 +425,7 @@ bool Script::advance(UiState& ui, std::string& screenshot) {
       frames_left_ = static_cast<int>(number(1));
       return true;
     } else if (cmd == "expect_mode" || cmd == "expect_steps") {
-      const auto view = ui.session.view();
+      const auto view = ui.controller.view();
       if (!view) fail(where(l), "no capture to check");
       if (cmd == "expect_steps") {
         const auto got = view->summary().complete_steps;
@@ -436,7 +436,7 @@ bool Script::advance(UiState& ui, std::string& screenshot) {
           fail(where(l), "step " + arg(1) + " layer " + arg(2) + " ran " + capture::mode_name(m.mode) + ", expected " + arg(3));
       }
     } else if (cmd == "expect_fidelity") {
-      const auto view = ui.session.view();
+      const auto view = ui.controller.view();
       if (!view) fail(where(l), "no capture to check");
       const capture::StepMetrics m = view->metrics(static_cast<std::int64_t>(number(1)), static_cast<int>(number(2)));
       bool any = false;
@@ -450,7 +450,7 @@ bool Script::advance(UiState& ui, std::string& screenshot) {
     } else if (cmd == "expect_status") {
       std::string want;
       for (std::size_t i = 1; i < w.size(); ++i) want += (i > 1 ? " " : "") + w[i];
-      const Status s = ui.session.status();
+      const Status s = ui.controller.status();
       if (s.message.find(want) == std::string::npos) fail(where(l), "status is '" + s.message + "', expected it to contain '" + want + "'");
     } else if (cmd == "screenshot") {
       // Wait until the map shows what was last asked for and the background reads are in (they
@@ -486,11 +486,11 @@ bool Script::advance(UiState& ui, std::string& screenshot) {
       else if (field == "prompt") got = choice_word(ui.prompt.mode);
       else if (field == "help") got = ui.window.show_shortcuts ? "shown" : "hidden";
       else if (field == "hover") got = ui.selection.hover_token >= 0 ? std::to_string(ui.selection.hover_token) : "none";  // the generated token the map marks
-      else if (field == "state") got = to_string(ui.session.status().state);
+      else if (field == "state") got = to_string(ui.controller.status().state);
       else if (field == "weights")  // of the loaded model, as its summary says
-        got = ui.session.status().model_summary.find("(quantized weights)") != std::string::npos ? "quantized" : "dequantized";
+        got = ui.controller.status().model_summary.find("(quantized weights)") != std::string::npos ? "quantized" : "dequantized";
       else if (field == "calibration") {  // attached|none: the view's capture carries one
-        const auto view = ui.session.view();
+        const auto view = ui.controller.view();
         got = view && view_calibration(ui, *view) ? "attached" : "none";
       } else fail(where(l), "expect_ui: unknown field '" + field + "' (layer, head, scale, view, layout, grid, dtype, prompt, help, hover, state, weights, calibration)");
       if (got != arg(2)) fail(where(l), field + " is " + got + ", expected " + arg(2));

@@ -70,8 +70,8 @@ void save_session(const UiState& ui, const std::filesystem::path& file) {
   j["free_text"] = ui.prompt.free_text;
   j["max_new_tokens"] = ui.run.max_new_tokens;
   j["sampling"] = {{"temperature", ui.run.sampling.temperature}, {"top_k", ui.run.sampling.top_k}, {"top_p", ui.run.sampling.top_p}, {"seed", ui.run.sampling.seed}};
-  const Status st = ui.session.status();
-  if (!st.replay && !ui.session.config().layers.empty()) j["layers_config"] = ui.session.config().to_json();
+  const Status st = ui.controller.status();
+  if (!st.replay && !ui.controller.config().layers.empty()) j["layers_config"] = ui.controller.config().to_json();
   j["selection"] = {{"layer", ui.selection.layer}, {"head", ui.selection.head}, {"step", ui.selection.step}};
   const HeatmapView& hv = ui.heatmap;
   j["map"] = {{"view", choice_word(hv.view)}, {"log_scale", hv.log_scale}, {"layout", choice_word(hv.layout)}, {"mode", choice_word(hv.mode)},
@@ -168,11 +168,11 @@ std::string load_session(UiState& ui, const std::filesystem::path& file) {
 }
 
 void apply_pending_config(UiState& ui) {
-  if (ui.layers.pending_config.empty() || ui.session.status().state != RunState::kReady || ui.session.status().replay) return;
-  const std::size_t layers = ui.session.config().layers.size();
+  if (ui.layers.pending_config.empty() || ui.controller.status().state != RunState::kReady || ui.controller.status().replay) return;
+  const std::size_t layers = ui.controller.config().layers.size();
   if (layers == 0) return;
   try {
-    ui.session.set_config(LukaConfig::from_json(ui.layers.pending_config, static_cast<std::int64_t>(layers), "the last session's LuKA config"));
+    ui.controller.set_config(LukaConfig::from_json(ui.layers.pending_config, static_cast<std::int64_t>(layers), "the last session's LuKA config"));
   } catch (const Error& e) {
     ui.notice = e.what();  // another model: keep its defaults
   }

@@ -32,7 +32,7 @@ constexpr NamedKey kNamedKeys[] = {{"space", GLFW_KEY_SPACE}, {"f1", GLFW_KEY_F1
 // The selectable layers or heads: those the capture recorded, else (layers, no capture yet)
 // every layer of the config.
 std::vector<int> choices(const UiState& ui, bool layers) {
-  if (const auto view = ui.session.view()) {
+  if (const auto view = ui.controller.view()) {
     const capture::Layout lay = view->summary().layout;
     std::vector<int> v = layers ? lay.layers : lay.heads;
     std::sort(v.begin(), v.end());
@@ -40,7 +40,7 @@ std::vector<int> choices(const UiState& ui, bool layers) {
   }
   std::vector<int> v;
   if (layers)
-    for (int l = 0; l < static_cast<int>(ui.session.config().layers.size()); ++l) v.push_back(l);
+    for (int l = 0; l < static_cast<int>(ui.controller.config().layers.size()); ++l) v.push_back(l);
   return v;
 }
 
@@ -57,19 +57,19 @@ int neighbour(const std::vector<int>& sorted, int current, int dir) {
 
 // Run, pause or resume, as the prompt panel's Run / Pause / Resume buttons (whichever is offered).
 void run_or_pause(UiState& ui) {
-  const Status s = ui.session.status();
+  const Status s = ui.controller.status();
   if (s.state == RunState::kPaused) {
-    ui.session.resume();
+    ui.controller.resume();
   } else if (s.state == RunState::kRunning) {
-    ui.session.pause();
+    ui.controller.pause();
   } else if (s.state != RunState::kLoading && !s.model_summary.empty() && !s.replay) {
-    ui.session.run(run_request(ui, false));
+    ui.controller.run(run_request(ui, false));
   }
 }
 
 void step(UiState& ui) {
-  const RunState s = ui.session.status().state;
-  if (s == RunState::kRunning || s == RunState::kPaused) ui.session.step();
+  const RunState s = ui.controller.status().state;
+  if (s == RunState::kRunning || s == RunState::kPaused) ui.controller.step();
 }
 
 void set_view(UiState& ui, figures::MapView v) { ui.heatmap.view = v; }

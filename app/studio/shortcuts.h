@@ -1,5 +1,5 @@
 // Keyboard shortcuts: run/pause, step, layer and head, log scale, views, fit, and a help overlay
-// that lists them (F1 or ?). They act on UiState and the Session as the panels' buttons do.
+// that lists them (F1 or ?). They act on UiState and the RunController as the panels' buttons do.
 #pragma once
 
 #include <string>

@@ -1,5 +1,5 @@
 // luka studio: the desktop explorer (DESIGN.md §7). GLFW window, OpenGL 3.3 core, Dear ImGui;
-// a fixed layout of panels over the Session data model.
+// a fixed layout of panels over the RunController data model.
 #include <GLFW/glfw3.h>
 #include <GL/gl.h>
 #include <backends/imgui_impl_glfw.h>
@@ -158,7 +158,7 @@ int run_window(const WindowOptions& options) {
     }
     if (!options.calibration.empty()) attach_calibration(*ui, options.calibration);
     if (!options.capture.empty()) {
-      ui->session.open_capture(options.capture);
+      ui->controller.open_capture(options.capture);
     } else {
       std::error_code ec;
       if (!options.restore || options.model_given || ui->model.path.empty() || !std::filesystem::exists(ui->model.path, ec))
@@ -166,7 +166,7 @@ int run_window(const WindowOptions& options) {
       if (!options.restore || options.device_given) ui->model.device = options.device;
       if (!options.restore || options.weights_given) ui->model.weights = options.weights;
       try {
-        if (!script) ui->session.load_model(ui->model.path, load_options(*ui), parse_device(ui->model.device));
+        if (!script) ui->controller.load_model(ui->model.path, load_options(*ui), parse_device(ui->model.device));
       } catch (const std::exception& e) {  // a remembered device that is gone: the panel says so
         ui->notice = e.what();
       }
@@ -287,7 +287,7 @@ int run_window(const WindowOptions& options) {
       }
       glfwSwapBuffers(window);
     }
-    if (script) ui->session.stop();
+    if (script) ui->controller.stop();
     if (options.restore && !session_file.empty()) {
       try {
         save_session(*ui, session_file);

@@ -6,11 +6,11 @@
 //
 // Where a job runs: the pool (several threads, for capture reads, analyses, thumbnails and
 // exports), or a lane: one thread of its own that runs that lane's jobs one at a time in the order
-// they were submitted. The Session's model is owned by the "model" lane (one thread loads it, runs
+// they were submitted. The RunController's model is owned by the "model" lane (one thread loads it, runs
 // prefill and decode, opens captures); saves go to the "io" lane and map windows to the "maps"
 // lane, so a long analysis on the pool never holds up the map.
 //
-// No GUI code here: the Session (headless, tests) uses it too.
+// No GUI code here: the RunController (headless, tests) uses it too.
 #pragma once
 
 #include <atomic>

@@ -16,7 +16,7 @@
 #include "app/studio/choices.h"
 #include "app/studio/map_fetcher.h"
 #include "app/studio/recent_files.h"
-#include "app/studio/session.h"
+#include "app/studio/run_controller.h"
 #include "app/studio/tasks.h"
 #include "app/studio/texture.h"
 #include "captures/analysis.h"
@@ -350,7 +350,7 @@ struct FrameTiming {
 
 struct UiState {
   TaskManager tasks;  // all background work; poll()ed at the start of each frame
-  Session session{tasks};
+  RunController controller{tasks};
   ModelPanel model;
   PromptPanel prompt;
   RunSettings run;

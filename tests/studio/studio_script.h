@@ -16,7 +16,7 @@ inline bool have_xvfb() { return std::system("command -v xvfb-run > /dev/null 2>
 // Under AddressSanitizer the windowed Studio runs without LeakSanitizer: Mesa's GL driver keeps
 // 240 bytes to the end and is unloaded before the leak check, so the report has no module to
 // attribute or suppress ("<unknown module>" frames). ASan and UBSan stay on, and the Studio's
-// session code is leak-checked by test_studio_session, which opens no window.
+// session code is leak-checked by test_run_controller, which opens no window.
 #if defined(__SANITIZE_ADDRESS__)
 inline const std::string kStudioEnv = "ASAN_OPTIONS=\"${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0\" ";
 #else

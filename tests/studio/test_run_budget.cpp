@@ -9,7 +9,7 @@
 #include <thread>
 
 #include "app/studio/run_budget.h"
-#include "app/studio/session.h"
+#include "app/studio/run_controller.h"
 #include "tests/process_util.h"
 
 namespace luka::studio {
@@ -54,7 +54,7 @@ using luka::test::wait_for;
 TEST(RunBudget, ARunRecordsWhatItsRequestAsks) {
   const fs::path model = fs::path(LUKA_SOURCE_DIR) / "models" / "default";
   if (!fs::exists(model)) GTEST_SKIP() << "no model at " << model << " (scripts/setup.sh installs the default one)";
-  Session s;
+  RunController s;
   s.load_model(model, LoadOptions{}, parse_device("cpu"));
   ASSERT_TRUE(wait_for([&] { return !s.busy(); }, 120)) << "load timed out";
   RunRequest r;

@@ -1,6 +1,6 @@
 // Saving the Studio's view as a capture file and opening it again, without a window: a live run
 // of the default model (lined, clustered and dense layers, the dense shadow on some) saved through
-// Session::save_capture reads back through CaptureFile bit for bit — tokens, segments, every
+// RunController::save_capture reads back through CaptureFile bit for bit — tokens, segments, every
 // stored map level, decode rows, dense rows, covers, page tables and states, summary mass, refined
 // pages, heavy hitters, fidelity and step metrics — and h5py reads the file (check_capture.py). A
 // paused run saves its complete steps; a file saved again from the opened file is the same
@@ -17,7 +17,7 @@
 #include <thread>
 
 #include "app/studio/recent_files.h"
-#include "app/studio/session.h"
+#include "app/studio/run_controller.h"
 #include "captures/capture.h"
 #include "captures/reader.h"
 #include "captures/save_view.h"
@@ -186,7 +186,7 @@ class SaveOpen : public ::testing::Test {
   }
 
   fs::path dir_;
-  Session session_;
+  RunController session_;
   RunRequest request_;
 };
 
@@ -282,7 +282,7 @@ TEST_F(SaveOpen, APausedRunSavesItsCompleteStepsAndBadPathsFailCleanly) {
 }
 
 TEST(SaveOpenNoModel, NothingToSaveIsRefused) {
-  Session s;
+  RunController s;
   s.save_capture(luka::test::test_dir("studio_save_open") / "x.h5");
   EXPECT_TRUE(s.status().save_failed);
   EXPECT_NE(s.status().save_message.find("nothing to save"), std::string::npos) << s.status().save_message;

@@ -1,4 +1,4 @@
-#include "app/studio/session.h"
+#include "app/studio/run_controller.h"
 
 #include <algorithm>
 #include <chrono>
@@ -37,18 +37,18 @@ const char* to_string(RunState s) {
 }
 
 // The model lane's state: only jobs on that lane touch it.
-struct Session::Impl {
+struct RunController::Impl {
   std::shared_ptr<const Model> model;
   std::unique_ptr<Tokenizer> tokenizer;
   std::shared_ptr<const Backend> device;
   std::string model_path;
 };
 
-Session::Session(TaskManager& tasks) : tasks_(tasks), impl_(std::make_unique<Impl>()) {}
+RunController::RunController(TaskManager& tasks) : tasks_(tasks), impl_(std::make_unique<Impl>()) {}
 
-Session::Session() : own_tasks_(std::make_unique<TaskManager>()), tasks_(*own_tasks_), impl_(std::make_unique<Impl>()) {}
+RunController::RunController() : own_tasks_(std::make_unique<TaskManager>()), tasks_(*own_tasks_), impl_(std::make_unique<Impl>()) {}
 
-Session::~Session() {
+RunController::~RunController() {
   std::vector<Task> mine;
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -65,7 +65,7 @@ Session::~Session() {
   for (const Task& t : mine) t.wait();
 }
 
-Task Session::post(std::string name, std::function<void(TaskContext&)> job, bool listed) {
+Task RunController::post(std::string name, std::function<void(TaskContext&)> job, bool listed) {
   TaskOptions o;
   o.lane = kModelLane;
   o.listed = listed;
@@ -91,38 +91,38 @@ Task Session::post(std::string name, std::function<void(TaskContext&)> job, bool
   return t;
 }
 
-void Session::set_status(const std::function<void(Status&)>& f) {
+void RunController::set_status(const std::function<void(Status&)>& f) {
   std::lock_guard<std::mutex> lock(mu_);
   f(status_);
 }
 
-Status Session::status() const {
+Status RunController::status() const {
   std::lock_guard<std::mutex> lock(mu_);
   return status_;
 }
 
-std::shared_ptr<const capture::CaptureView> Session::view() const {
+std::shared_ptr<const capture::CaptureView> RunController::view() const {
   std::lock_guard<std::mutex> lock(mu_);
   return view_;
 }
 
-std::string Session::output() const {
+std::string RunController::output() const {
   std::lock_guard<std::mutex> lock(mu_);
   return output_;
 }
 
-bool Session::busy() const {
+bool RunController::busy() const {
   std::lock_guard<std::mutex> lock(mu_);
   return status_.state == RunState::kLoading || status_.state == RunState::kRunning || status_.state == RunState::kPaused ||
          std::any_of(model_tasks_.begin(), model_tasks_.end(), [](const Task& t) { return !t.finished(); });
 }
 
-LukaConfig Session::config() const {
+LukaConfig RunController::config() const {
   std::lock_guard<std::mutex> lock(mu_);
   return config_;
 }
 
-void Session::set_layer_mode(int layer, AttentionMode mode) {
+void RunController::set_layer_mode(int layer, AttentionMode mode) {
   std::lock_guard<std::mutex> lock(mu_);
   if (status_.replay) return;  // the capture's modes, until leave_replay()
   if (layer < 0 || static_cast<std::size_t>(layer) >= config_.layers.size()) return;
@@ -130,14 +130,14 @@ void Session::set_layer_mode(int layer, AttentionMode mode) {
   config_dirty_ = true;
 }
 
-void Session::set_config(const LukaConfig& config) {
+void RunController::set_config(const LukaConfig& config) {
   std::lock_guard<std::mutex> lock(mu_);
   if (status_.replay) return;
   config_ = config;
   config_dirty_ = true;
 }
 
-void Session::load_model(const std::filesystem::path& path, const LoadOptions& options, const DeviceRequest& request) {
+void RunController::load_model(const std::filesystem::path& path, const LoadOptions& options, const DeviceRequest& request) {
   set_status([&](Status& s) {
     s.state = RunState::kLoading;
     s.message = "loading " + path.string();
@@ -197,7 +197,7 @@ void Session::load_model(const std::filesystem::path& path, const LoadOptions& o
   });
 }
 
-void Session::cancel_load() {
+void RunController::cancel_load() {
   load_task_.cancel();  // a load not started yet never starts; one running is discarded when done
   set_status([&](Status& s) {
     if (s.state != RunState::kLoading) return;
@@ -206,7 +206,7 @@ void Session::cancel_load() {
   });
 }
 
-void Session::open_capture(const std::filesystem::path& path) {
+void RunController::open_capture(const std::filesystem::path& path) {
   {
     // A run in progress ends first (the worker opens the file after it).
     std::lock_guard<std::mutex> lock(mu_);
@@ -241,7 +241,7 @@ void Session::open_capture(const std::filesystem::path& path) {
   }, /*listed=*/true);
 }
 
-void Session::leave_replay() {
+void RunController::leave_replay() {
   post("leaving the replay", [this](TaskContext&) {
     const std::int64_t layers = impl_->model ? impl_->model->config().num_layers : 0;
     std::lock_guard<std::mutex> lock(mu_);
@@ -263,7 +263,7 @@ void Session::leave_replay() {
   });
 }
 
-void Session::save_capture(const std::filesystem::path& path) {
+void RunController::save_capture(const std::filesystem::path& path) {
   std::shared_ptr<const capture::CaptureView> view;
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -312,14 +312,14 @@ void Session::save_capture(const std::filesystem::path& path) {
   }, std::function<void(TaskResult<void>)>(), o);
 }
 
-void Session::cancel_save() { save_task_.cancel(); }
+void RunController::cancel_save() { save_task_.cancel(); }
 
-void Session::pause() {
+void RunController::pause() {
   std::lock_guard<std::mutex> lock(mu_);
   paused_ = true;
 }
 
-void Session::resume() {
+void RunController::resume() {
   {
     std::lock_guard<std::mutex> lock(mu_);
     paused_ = false;
@@ -327,7 +327,7 @@ void Session::resume() {
   cv_.notify_all();
 }
 
-void Session::step() {
+void RunController::step() {
   {
     std::lock_guard<std::mutex> lock(mu_);
     paused_ = true;
@@ -336,17 +336,17 @@ void Session::step() {
   cv_.notify_all();
 }
 
-void Session::stop() {
+void RunController::stop() {
   stop_ = true;
   resume();
 }
 
-void Session::hold_prefill(double fraction) {
+void RunController::hold_prefill(double fraction) {
   std::lock_guard<std::mutex> lock(mu_);
   hold_prefill_at_ = fraction;
 }
 
-void Session::release_prefill() {
+void RunController::release_prefill() {
   {
     std::lock_guard<std::mutex> lock(mu_);
     hold_prefill_at_ = -1;
@@ -354,7 +354,7 @@ void Session::release_prefill() {
   cv_.notify_all();
 }
 
-void Session::run(const RunRequest& request) {
+void RunController::run(const RunRequest& request) {
   stop_ = false;
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -366,7 +366,7 @@ void Session::run(const RunRequest& request) {
   post("run", [this, request](TaskContext& ctx) { run_job(request, ctx); });
 }
 
-void Session::run_job(RunRequest r, TaskContext& ctx) {
+void RunController::run_job(RunRequest r, TaskContext& ctx) {
   if (!impl_->model) fail("studio", "load a model first");
   const Model& model = *impl_->model;
   const Tokenizer& tok = *impl_->tokenizer;
@@ -459,7 +459,7 @@ void Session::run_job(RunRequest r, TaskContext& ctx) {
   // The run loop's observer: records the run into the live capture, shows the text, and waits
   // between steps while paused (a step() grants one step); live mode changes go to the loop.
   struct Live final : RunObserver {
-    Session& session;
+    RunController& session;
     capture::CaptureRecorder& recorder;
     capture::CapturePipeline& pipeline;
     const Tokenizer& tok;
@@ -468,7 +468,7 @@ void Session::run_job(RunRequest r, TaskContext& ctx) {
     TaskContext& task;
     std::int64_t steps_total;
     std::vector<capture::Token> pending;
-    Live(Session& s, capture::CaptureRecorder& r, capture::CapturePipeline& p, const Tokenizer& t, RunLoop& l, const Backend& d, TaskContext& c,
+    Live(RunController& s, capture::CaptureRecorder& r, capture::CapturePipeline& p, const Tokenizer& t, RunLoop& l, const Backend& d, TaskContext& c,
          std::int64_t total)
         : session(s), recorder(r), pipeline(p), tok(t), loop(l), device(d), task(c), steps_total(total) {}
     void prefill_begin(std::int64_t) override { recorder.start_prefill(); }

@@ -25,7 +25,7 @@
 
 namespace luka::studio {
 
-// The lanes of the task manager the Session's jobs run on: the model's own thread, and saves.
+// The lanes of the task manager the RunController's jobs run on: the model's own thread, and saves.
 inline constexpr char kModelLane[] = "model";
 inline constexpr char kIoLane[] = "io";
 
@@ -67,15 +67,15 @@ struct RunRequest {
   std::string calibration;
 };
 
-class Session {
+class RunController {
  public:
   // Jobs run on `tasks` (the Studio's); without one, on a task manager of its own (headless use).
-  explicit Session(TaskManager& tasks);
-  Session();
+  explicit RunController(TaskManager& tasks);
+  RunController();
   // Stops a run, cancels what is queued and waits for the model's job and a save to return.
-  ~Session();
-  Session(const Session&) = delete;
-  Session& operator=(const Session&) = delete;
+  ~RunController();
+  RunController(const RunController&) = delete;
+  RunController& operator=(const RunController&) = delete;
 
   // Loads on `device` (auto: the GPU when the CUDA plugin sees one, else the CPU).
   void load_model(const std::filesystem::path& path, const LoadOptions& options, const DeviceRequest& device = {});

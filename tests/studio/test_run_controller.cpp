@@ -13,7 +13,7 @@
 #include <functional>
 #include <thread>
 
-#include "app/studio/session.h"
+#include "app/studio/run_controller.h"
 #include "tests/process_util.h"
 #include "captures/capture.h"
 
@@ -24,14 +24,14 @@ namespace fs = std::filesystem;
 
 using luka::test::wait_for;
 
-TEST(StudioSession, LiveSwitchWhilePausedAppliesAtTheNextStepAndIsRecorded) {
+TEST(RunController, LiveSwitchWhilePausedAppliesAtTheNextStepAndIsRecorded) {
   const char* env = std::getenv("LUKA_TEST_DEVICE");
   const std::string device = env && *env ? env : "auto";
   // The default model, or the one LUKA_TEST_MODEL names (scripts/gpu_run.sh joins it there).
   const char* model_env = std::getenv("LUKA_TEST_MODEL");
   const fs::path model = model_env && *model_env ? fs::path(model_env) : fs::path(LUKA_SOURCE_DIR) / "models" / "default";
   if (!fs::exists(model)) GTEST_SKIP() << "no model at " << model << " (scripts/setup.sh installs the default one)";
-  Session s;
+  RunController s;
   s.load_model(model, LoadOptions{}, parse_device(device));
   ASSERT_TRUE(wait_for([&] { return !s.busy(); }, 120)) << "load timed out";
   ASSERT_EQ(s.status().state, RunState::kReady) << s.status().message;
@@ -80,10 +80,10 @@ TEST(StudioSession, LiveSwitchWhilePausedAppliesAtTheNextStepAndIsRecorded) {
 
 // An empty free-text prompt is an error the status line shows; it used to run the interwoven
 // demo prompt instead, silently. The same for an interwoven prompt whose segments are empty.
-TEST(StudioSession, EmptyPromptsAreRefusedNotReplaced) {
+TEST(RunController, EmptyPromptsAreRefusedNotReplaced) {
   const fs::path model = fs::path(LUKA_SOURCE_DIR) / "models" / "default";
   if (!fs::exists(model)) GTEST_SKIP() << "no model at " << model << " (scripts/setup.sh installs the default one)";
-  Session s;
+  RunController s;
   s.load_model(model, LoadOptions{}, parse_device("cpu"));
   ASSERT_TRUE(wait_for([&] { return !s.busy(); }, 120)) << "load timed out";
   ASSERT_EQ(s.status().state, RunState::kReady) << s.status().message;
@@ -115,10 +115,10 @@ TEST(StudioSession, EmptyPromptsAreRefusedNotReplaced) {
 // The prefill's progress as the status reports it (the map's "computing" overlay shows it): held
 // at a fraction, the status says how far it is, as a percentage with the time left, while the live
 // capture has no step yet; released, the run finishes and the prefill's progress is gone.
-TEST(StudioSession, PrefillProgressIsReportedWhileItRuns) {
+TEST(RunController, PrefillProgressIsReportedWhileItRuns) {
   const fs::path model = fs::path(LUKA_SOURCE_DIR) / "models" / "default";
   if (!fs::exists(model)) GTEST_SKIP() << "no model at " << model << " (scripts/setup.sh installs the default one)";
-  Session s;
+  RunController s;
   s.load_model(model, LoadOptions{}, parse_device("cpu"));
   ASSERT_TRUE(wait_for([&] { return !s.busy(); }, 120)) << "load timed out";
   ASSERT_EQ(s.status().state, RunState::kReady) << s.status().message;
