@@ -2,6 +2,7 @@
 
 #include <fstream>
 #include <sstream>
+#include <type_traits>
 #include <unordered_map>
 
 #include <nlohmann/json.hpp>
@@ -34,10 +35,12 @@ struct Tokenizer::Impl {
   std::vector<std::uint8_t> special;
   std::unordered_map<std::string, std::int32_t> added_ids;
 
-  void encode_plain(std::string_view text, std::vector<std::int32_t>& ids) const;
-  // encode_plain with offsets: bytes of `text`, shifted by `base`; stops once `out` holds more
-  // than `max_tokens`.
-  void encode_plain_spans(std::string_view text, std::size_t base, std::vector<TokenSpan>& out, std::size_t max_tokens) const;
+  // The one encode pipeline, for valid UTF-8 `text`: added tokens in the raw text, NFC, added
+  // tokens in the normalized text, pre-tokenization, BPE per word. `Out` is std::vector<std::int32_t>
+  // (encode) or std::vector<TokenSpan> (encode_with_offsets: each token with the bytes of `text`
+  // it covers, and it stops once `out` holds more than `max_tokens`).
+  template <class Out>
+  void encode_text(std::string_view text, std::size_t max_tokens, Out& out) const;
 };
 
 namespace {
@@ -346,32 +349,6 @@ Tokenizer::Tokenizer(Tokenizer&&) noexcept = default;
 Tokenizer& Tokenizer::operator=(Tokenizer&&) noexcept = default;
 Tokenizer::~Tokenizer() = default;
 
-// Text with no added tokens in it: normalize, pre-tokenize, BPE each word.
-void Tokenizer::Impl::encode_plain(std::string_view text, std::vector<std::int32_t>& ids) const {
-  std::string normalized;
-  std::string_view view = text;
-  if (nfc) {
-    normalized = unicode::nfc(text);
-    view = normalized;
-  }
-  std::vector<TextPiece> pieces;
-  if (normalized_matcher.empty()) {
-    pieces.push_back({view, -1});
-  } else {
-    normalized_matcher.split(view, pieces);
-  }
-  std::vector<std::string_view> words;
-  for (const TextPiece& piece : pieces) {
-    if (piece.added_id >= 0) {
-      ids.push_back(piece.added_id);
-      continue;
-    }
-    words.clear();
-    pre_tokenizer->split(piece.text, words);
-    for (std::string_view word : words) model->encode_word(word, ids);
-  }
-}
-
 namespace {
 
 // Maps byte ranges of a normalized text back to the text before normalization.
@@ -400,49 +377,76 @@ class NormalizedOrigins {
 
 }  // namespace
 
-void Tokenizer::Impl::encode_plain_spans(std::string_view text, std::size_t base, std::vector<TokenSpan>& out,
-                                         std::size_t max_tokens) const {
-  std::string normalized;
-  std::string_view view = text;
-  NormalizedOrigins origins(text);
-  if (nfc) {
-    normalized = unicode::nfc(text);
-    if (normalized != text) {
-      view = normalized;
-      std::vector<unicode::ByteRange> ranges;
-      // The replay of the Rust normalizer must give the very text encode() tokenizes; should a
-      // character ever make them differ, every token of this piece covers the whole piece.
-      if (unicode::nfc_aligned(text, ranges) != normalized) ranges.assign(normalized.size(), {0, text.size()});
-      origins = NormalizedOrigins(text, std::move(ranges));
-    }
-  }
-  const auto emit = [&](std::int32_t id, std::size_t begin, std::size_t end) {
-    const auto [b, e] = origins.map(begin, end);
-    out.push_back({id, base + b, base + e});
-  };
-  std::vector<TextPiece> pieces;
-  if (normalized_matcher.empty()) {
-    pieces.push_back({view, -1});
-  } else {
-    normalized_matcher.split(view, pieces);
-  }
+template <class Out>
+void Tokenizer::Impl::encode_text(std::string_view text, std::size_t max_tokens, Out& out) const {
+  constexpr bool kOffsets = std::is_same_v<Out, std::vector<TokenSpan>>;
+  static_assert(kOffsets || std::is_same_v<Out, std::vector<std::int32_t>>);
+  std::vector<TextPiece> raw, pieces;
   std::vector<std::string_view> words;
   std::vector<BpeModel::Piece> tokens;
-  for (const TextPiece& piece : pieces) {
+  raw_matcher.split(text, raw);
+  for (const TextPiece& r : raw) {
     if (out.size() > max_tokens) return;
-    const auto piece_at = static_cast<std::size_t>(piece.text.data() - view.data());
-    if (piece.added_id >= 0) {
-      emit(piece.added_id, piece_at, piece_at + piece.text.size());
+    const auto raw_at = static_cast<std::size_t>(r.text.data() - text.data());
+    if (r.added_id >= 0) {
+      if constexpr (kOffsets) {
+        out.push_back({r.added_id, raw_at, raw_at + r.text.size()});
+      } else {
+        out.push_back(r.added_id);
+      }
       continue;
     }
-    words.clear();
-    pre_tokenizer->split(piece.text, words);
-    for (std::string_view word : words) {
-      if (out.size() > max_tokens) return;  // the words before gave the tokens of a prefix of the whole encoding
-      const auto word_at = static_cast<std::size_t>(word.data() - view.data());
-      tokens.clear();
-      model->encode_word(word, tokens);
-      for (const BpeModel::Piece& t : tokens) emit(t.id, word_at + t.begin, word_at + t.end);
+    // Normalization (NFC) of a piece between added tokens; with offsets, a map of its bytes back.
+    std::string normalized;
+    std::string_view view = r.text;
+    NormalizedOrigins origins(r.text);
+    if (nfc) {
+      normalized = unicode::nfc(r.text);
+      if (normalized != r.text) {
+        view = normalized;
+        if constexpr (kOffsets) {
+          std::vector<unicode::ByteRange> ranges;
+          // The replay of the Rust normalizer must give the very text that is tokenized; should a
+          // character ever make them differ, every token of this piece covers the whole piece.
+          if (unicode::nfc_aligned(r.text, ranges) != normalized) ranges.assign(normalized.size(), {0, r.text.size()});
+          origins = NormalizedOrigins(r.text, std::move(ranges));
+        }
+      }
+    }
+    const auto emit = [&](std::int32_t id, std::size_t begin, std::size_t end) {
+      if constexpr (kOffsets) {
+        const auto [b, e] = origins.map(begin, end);
+        out.push_back({id, raw_at + b, raw_at + e});
+      } else {
+        out.push_back(id);
+      }
+    };
+    pieces.clear();
+    if (normalized_matcher.empty()) {
+      pieces.push_back({view, -1});
+    } else {
+      normalized_matcher.split(view, pieces);
+    }
+    for (const TextPiece& piece : pieces) {
+      if (out.size() > max_tokens) return;
+      const auto piece_at = static_cast<std::size_t>(piece.text.data() - view.data());
+      if (piece.added_id >= 0) {
+        emit(piece.added_id, piece_at, piece_at + piece.text.size());
+        continue;
+      }
+      words.clear();
+      pre_tokenizer->split(piece.text, words);
+      for (std::string_view word : words) {
+        if constexpr (kOffsets) {
+          if (out.size() > max_tokens) return;  // the words before gave the tokens of a prefix of the whole encoding
+          const auto word_at = static_cast<std::size_t>(word.data() - view.data());
+          tokens.clear();
+          model->encode_word(word, tokens);
+          for (const BpeModel::Piece& t : tokens) emit(t.id, word_at + t.begin, word_at + t.end);
+        } else {
+          model->encode_word(word, out);
+        }
+      }
     }
   }
 }
@@ -455,17 +459,7 @@ std::vector<TokenSpan> Tokenizer::encode_with_offsets(std::string_view text, std
     text = repaired;
   }
   std::vector<TokenSpan> spans;
-  std::vector<TextPiece> pieces;
-  impl_->raw_matcher.split(text, pieces);
-  for (const TextPiece& piece : pieces) {
-    if (spans.size() > max_tokens) break;
-    const auto at = static_cast<std::size_t>(piece.text.data() - text.data());
-    if (piece.added_id >= 0) {
-      spans.push_back({piece.added_id, at, at + piece.text.size()});
-    } else {
-      impl_->encode_plain_spans(piece.text, at, spans, max_tokens);
-    }
-  }
+  impl_->encode_text(text, max_tokens, spans);
   // A word's tokens come together: keep exactly max_tokens + 1.
   if (spans.size() > max_tokens && spans.size() - max_tokens > 1) spans.resize(max_tokens + 1);
   if (!source_positions.empty()) {
@@ -485,15 +479,7 @@ std::vector<std::int32_t> Tokenizer::encode(std::string_view text) const {
     text = repaired;
   }
   std::vector<std::int32_t> ids;
-  std::vector<TextPiece> pieces;
-  impl_->raw_matcher.split(text, pieces);
-  for (const TextPiece& piece : pieces) {
-    if (piece.added_id >= 0) {
-      ids.push_back(piece.added_id);
-    } else {
-      impl_->encode_plain(piece.text, ids);
-    }
-  }
+  impl_->encode_text(text, SIZE_MAX, ids);
   return ids;
 }
 
