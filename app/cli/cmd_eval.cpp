@@ -182,14 +182,11 @@ int run_eval_wikisalad(int argc, char** argv) {
 
   // The prompts, checked against the context before anything runs.
   const bool hybrid = is_hybrid_thinking(tokenizer.config());
-  std::optional<std::int32_t> bos;
-  if (tokenizer.config().add_bos_token && tokenizer.config().bos_token) bos = tokenizer.token_id(*tokenizer.config().bos_token);
   std::vector<std::vector<std::int32_t>> prompts;
   for (const eval::QaQuestion& q : questions) {
     ChatOptions chat;
     const std::string text = format_chatml({{"system", eval::kQaSystemPrompt}, {"user", eval::qa_user_message(q.context, q.text)}}, chat, hybrid);
-    std::vector<std::int32_t> ids = tokenizer.encode(text);
-    if (bos && (ids.empty() || ids.front() != *bos)) ids.insert(ids.begin(), *bos);
+    std::vector<std::int32_t> ids = tokenizer.with_sequence_bos(tokenizer.encode(text));
     check_context(model->config().max_position_embeddings, 0, static_cast<std::int64_t>(ids.size()), max_new);
     prompts.push_back(std::move(ids));
   }

@@ -62,12 +62,9 @@ int run_generate(int argc, char** argv) {
     chat.default_system = default_system_prompt(tokenizer.config());
     text = format_chatml(messages, chat, is_hybrid_thinking(tokenizer.config()));
   }
-  std::vector<std::int32_t> prompt = tokenizer.encode(text);
-  if (prompt.empty()) throw UsageError("the prompt encodes to no tokens");
   // Tokenizers that ask for it (add_bos_token) start every sequence with BOS.
-  if (tokenizer.config().add_bos_token && tokenizer.config().bos_token)
-    if (const auto bos = tokenizer.token_id(*tokenizer.config().bos_token); bos && prompt.front() != *bos)
-      prompt.insert(prompt.begin(), *bos);
+  const std::vector<std::int32_t> prompt = tokenizer.with_sequence_bos(tokenizer.encode(text));
+  if (prompt.empty()) throw UsageError("the prompt encodes to no tokens");
 
   RunSettings run;
   run.schedule = schedule_option(args);

@@ -27,9 +27,8 @@ TokenizedPrompt tokenize_prompt(const Tokenizer& tokenizer, const std::string& b
   std::vector<TokenSpan> spans_tok = name_out_of_memory("prompt", "encoding a prompt of " + std::to_string(p.text.size()) + " bytes",
                                                          [&] { return tokenizer.encode_with_offsets(p.text, max_tokens); });
   // Tokenizers that ask for it (add_bos_token) start every sequence with BOS.
-  if (tokenizer.config().add_bos_token && tokenizer.config().bos_token)
-    if (const auto bos = tokenizer.token_id(*tokenizer.config().bos_token); bos && (spans_tok.empty() || spans_tok.front().id != *bos))
-      spans_tok.insert(spans_tok.begin(), TokenSpan{*bos, 0, 0});
+  if (const auto bos = tokenizer.sequence_bos(); bos && (spans_tok.empty() || spans_tok.front().id != *bos))
+    spans_tok.insert(spans_tok.begin(), TokenSpan{*bos, 0, 0});
   if (spans_tok.size() > max_tokens) {
     // The encoder stopped at max_tokens + 1 tokens; a BOS put in front made one more.
     if (spans_tok.size() - max_tokens == 2) spans_tok.pop_back();

@@ -483,6 +483,16 @@ std::vector<std::int32_t> Tokenizer::encode(std::string_view text) const {
   return ids;
 }
 
+std::optional<std::int32_t> Tokenizer::sequence_bos() const {
+  if (!impl_->config.add_bos_token || !impl_->config.bos_token) return std::nullopt;
+  return token_id(*impl_->config.bos_token);
+}
+
+std::vector<std::int32_t> Tokenizer::with_sequence_bos(std::vector<std::int32_t> ids) const {
+  if (const auto bos = sequence_bos(); bos && !ids.empty() && ids.front() != *bos) ids.insert(ids.begin(), *bos);
+  return ids;
+}
+
 std::string Tokenizer::decode(const std::vector<std::int32_t>& ids) const {
   std::string bytes;
   for (std::int32_t id : ids) bytes += token_bytes(id);

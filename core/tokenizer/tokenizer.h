@@ -72,6 +72,12 @@ class Tokenizer {
   // merged (a prompt longer than the context is refused without encoding all of it).
   std::vector<TokenSpan> encode_with_offsets(std::string_view text, std::size_t max_tokens = SIZE_MAX) const;
 
+  // The BOS token every sequence starts with when the tokenizer asks for one (add_bos_token, and
+  // a BOS token it has); nothing otherwise. Prompts put it in front unless they start with it.
+  std::optional<std::int32_t> sequence_bos() const;
+  // `ids` with sequence_bos() in front, unless they are empty or already start with it.
+  std::vector<std::int32_t> with_sequence_bos(std::vector<std::int32_t> ids) const;
+
   // Decodes ids to UTF-8 (invalid byte sequences become U+FFFD). Special tokens are kept.
   std::string decode(const std::vector<std::int32_t>& ids) const;
 

@@ -4,7 +4,10 @@
 #include <unicode/normalizer2.h>
 #include <unicode/unistr.h>
 
+#include <unistd.h>
+
 #include <algorithm>
+#include <filesystem>
 #include <chrono>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -166,6 +169,33 @@ TEST(Tokenizer, LoadsFromFilePath) {
   const Tokenizer tok = Tokenizer::load(test::qwen3_dir() / "tokenizer.json");
   EXPECT_EQ(tok.encode("Hello world"), (std::vector<std::int32_t>{9707, 1879}));
   EXPECT_EQ(tok.config().eos_token, "<|im_end|>");  // config found beside the file
+}
+
+// add_bos_token: sequence_bos() is the BOS token's id, and with_sequence_bos puts it in front once
+// (not again before a text that starts with it, not into an empty list); without the flag, or
+// without a BOS token, nothing is added.
+TEST(Tokenizer, SequenceBosOnlyWhenTheConfigAsks) {
+  LUKA_REQUIRE_QWEN3();
+  const std::filesystem::path dir = std::filesystem::temp_directory_path() / ("luka-bos-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  std::filesystem::copy_file(test::qwen3_dir() / "tokenizer.json", dir / "tokenizer.json",
+                             std::filesystem::copy_options::overwrite_existing);
+  const auto with_config = [&](const std::string& config) {
+    std::ofstream(dir / "tokenizer_config.json") << config;
+    return Tokenizer::load(dir);
+  };
+  const Tokenizer asks = with_config(R"({"add_bos_token": true, "bos_token": "<|im_start|>"})");
+  const std::int32_t bos = *asks.token_id("<|im_start|>");
+  EXPECT_EQ(asks.sequence_bos(), bos);
+  EXPECT_EQ(asks.with_sequence_bos(asks.encode("Hello world")), (std::vector<std::int32_t>{bos, 9707, 1879}));
+  EXPECT_EQ(asks.with_sequence_bos(asks.encode("<|im_start|>Hello world")), (std::vector<std::int32_t>{bos, 9707, 1879}));
+  EXPECT_EQ(asks.with_sequence_bos({}), std::vector<std::int32_t>{});
+  for (const char* config : {R"({"add_bos_token": false, "bos_token": "<|im_start|>"})", R"({"add_bos_token": true})"}) {
+    const Tokenizer plain = with_config(config);
+    EXPECT_EQ(plain.sequence_bos(), std::nullopt) << config;
+    EXPECT_EQ(plain.with_sequence_bos(plain.encode("Hello world")), (std::vector<std::int32_t>{9707, 1879})) << config;
+  }
+  std::filesystem::remove_all(dir);
 }
 
 TEST(Tokenizer, DecodeReplacesInvalidUtf8LikeRust) {
