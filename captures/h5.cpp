@@ -3,6 +3,7 @@
 #include <filesystem>
 #include <fstream>
 #include <optional>
+#include <stdexcept>
 
 #include "captures/heap_check.h"
 #include "core/util/error.h"
@@ -93,6 +94,20 @@ void check_status(herr_t status, const std::string& where, const std::string& wh
     const std::string m = hdf5_message();
     fail(where, what + (m.empty() ? "" : " (" + m + ")"));
   }
+}
+
+hid_t stored_type(schema::Type type) {
+  switch (type) {
+    case schema::Type::kInt8: return H5T_STD_I8LE;
+    case schema::Type::kUInt8: return H5T_STD_U8LE;
+    case schema::Type::kInt32: return H5T_STD_I32LE;
+    case schema::Type::kInt64: return H5T_STD_I64LE;
+    case schema::Type::kFloat16: return half_type();
+    case schema::Type::kFloat32: return H5T_IEEE_F32LE;
+    case schema::Type::kFloat64: return H5T_IEEE_F64LE;
+    case schema::Type::kString: break;
+  }
+  throw std::logic_error("h5::stored_type: strings are written by write_strings");
 }
 
 hid_t half_type() {

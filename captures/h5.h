@@ -10,6 +10,8 @@
 
 #include <hdf5.h>
 
+#include "captures/schema.h"
+
 namespace luka::capture::h5 {
 
 std::recursive_mutex& lock();
@@ -42,6 +44,9 @@ void check_status(herr_t status, const std::string& where, const std::string& wh
 
 // The IEEE half type (F32 with fields 15,10,5,0,10, size 2, ebias 15): what h5py reads as float16.
 hid_t half_type();
+// The file type a schema dataset is stored as (little-endian integers and IEEE floats; strings
+// are written by write_strings).
+hid_t stored_type(schema::Type type);
 
 struct DatasetOptions {
   std::vector<hsize_t> dims, maxdims, chunk;  // maxdims H5S_UNLIMITED for growing axes

@@ -7,17 +7,12 @@
 #include <limits>
 
 #include "captures/heap_check.h"
+#include "captures/schema.h"
 #include "core/util/half.h"
 #include "core/util/error.h"
 
 namespace luka::capture {
 namespace {
-
-std::string layer_name(int layer) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "layer_%02d", layer);
-  return buf;
-}
 
 std::vector<int> to_ints(const std::vector<std::int64_t>& v) { return std::vector<int>(v.begin(), v.end()); }
 
@@ -65,37 +60,37 @@ std::unique_ptr<CaptureFile> CaptureFile::open(const std::filesystem::path& path
   }
   f->file_ = h5::Handle(h5::check(id, name, "HDF5 cannot open it (truncated or damaged file?)"));
   const hid_t file = f->file_;
-  if (!h5::has_attr(file, "format") || h5::read_attr_string(file, "format", name) != kFormatName)
+  if (!h5::has_attr(file, schema::kFormatAttr) || h5::read_attr_string(file, schema::kFormatAttr, name) != kFormatName)
     fail(name, std::string("not a LuKA capture (no format = \"") + kFormatName + "\" attribute)");
-  const std::int64_t version = h5::read_attr_int(file, "version", name);
+  const std::int64_t version = h5::read_attr_int(file, schema::kVersionAttr, name);
   if (version != kFormatVersion)
     fail(name, "capture format version " + std::to_string(version) + " is not supported (this build reads version " +
                    std::to_string(kFormatVersion) + ")");
-  for (const char* group : {"manifest", "layout", "tokens", "segments", "decode", "pages", "prefill"})
+  for (const char* group : schema::kGroups)
     if (!h5::exists(file, group)) fail(name, std::string("damaged capture: missing group '/") + group + "'");
 
   Summary& s = f->summary_;
   {
-    h5::Handle g(h5::check(H5Gopen2(file, "manifest", H5P_DEFAULT), name, "manifest"));
+    h5::Handle g(h5::check(H5Gopen2(file, schema::kManifest, H5P_DEFAULT), name, "manifest"));
     Manifest& m = s.manifest;
     for (const ManifestString& s : kManifestStrings)
       if (!s.optional || h5::has_attr(g, s.name)) m.*s.field = h5::read_attr_string(g, s.name, name);
-    m.seed = h5::read_attr_int(g, "seed", name);
+    m.seed = h5::read_attr_int(g, schema::kSeedAttr, name);
   }
   {
-    h5::Handle g(h5::check(H5Gopen2(file, "layout", H5P_DEFAULT), name, "layout"));
+    h5::Handle g(h5::check(H5Gopen2(file, schema::kLayout, H5P_DEFAULT), name, "layout"));
     Layout& l = s.layout;
-    l.num_layers = static_cast<int>(h5::read_attr_int(g, "num_layers", name));
-    l.num_heads = static_cast<int>(h5::read_attr_int(g, "num_heads", name));
-    l.num_kv_heads = static_cast<int>(h5::read_attr_int(g, "num_kv_heads", name));
-    l.layers = to_ints(h5::read_attr_ints(g, "layers", name));
-    l.heads = to_ints(h5::read_attr_ints(g, "heads", name));
-    l.page_size = h5::read_attr_ints(g, "page_size", name);
-    l.prompt_tokens = h5::read_attr_int(g, "prompt_tokens", name);
-    l.levels = to_ints(h5::read_attr_ints(g, "levels", name));
-    l.rows = h5::read_attr_int(g, "rows", name) != 0;
-    l.covers = h5::read_attr_int(g, "covers", name) != 0;
-    l.deflate = static_cast<int>(h5::read_attr_int(g, "deflate", name));
+    l.num_layers = static_cast<int>(h5::read_attr_int(g, schema::kNumLayersAttr, name));
+    l.num_heads = static_cast<int>(h5::read_attr_int(g, schema::kNumHeadsAttr, name));
+    l.num_kv_heads = static_cast<int>(h5::read_attr_int(g, schema::kNumKvHeadsAttr, name));
+    l.layers = to_ints(h5::read_attr_ints(g, schema::kLayersAttr, name));
+    l.heads = to_ints(h5::read_attr_ints(g, schema::kHeadsAttr, name));
+    l.page_size = h5::read_attr_ints(g, schema::kPageSizeAttr, name);
+    l.prompt_tokens = h5::read_attr_int(g, schema::kPromptTokensAttr, name);
+    l.levels = to_ints(h5::read_attr_ints(g, schema::kLevelsAttr, name));
+    l.rows = h5::read_attr_int(g, schema::kRowsAttr, name) != 0;
+    l.covers = h5::read_attr_int(g, schema::kCoversAttr, name) != 0;
+    l.deflate = static_cast<int>(h5::read_attr_int(g, schema::kDeflateAttr, name));
     if (l.page_size.size() != l.layers.size() || l.prompt_tokens < 0 || l.num_heads <= 0 ||
         !std::is_sorted(l.layers.begin(), l.layers.end()) || !std::is_sorted(l.heads.begin(), l.heads.end()))
       fail(name, "damaged capture: inconsistent /layout attributes");
@@ -104,12 +99,12 @@ std::unique_ptr<CaptureFile> CaptureFile::open(const std::filesystem::path& path
     for (const int x : l.heads)
       if (x < 0 || x >= l.num_heads) fail(name, "damaged capture: recorded head out of range");
   }
-  s.finished = h5::has_attr(file, "finished") && h5::read_attr_int(file, "finished", name) == 1;
+  s.finished = h5::has_attr(file, schema::kFinishedAttr) && h5::read_attr_int(file, schema::kFinishedAttr, name) == 1;
   {
     std::int64_t complete = 0;
-    h5::Handle ds = h5::open_dataset(file, "complete_steps", name);
+    h5::Handle ds = h5::open_dataset(file, schema::path(schema::kCompleteSteps), name);
     h5::read(ds, H5T_NATIVE_INT64, {0}, {1}, &complete, name);
-    h5::Handle st = h5::open_dataset(file, "decode/tokens", name);
+    h5::Handle st = h5::open_dataset(file, schema::path(schema::kStepTokens), name);
     const auto d = h5::dims(st, name);
     if (d.size() != 1 || complete < 0) fail(name, "damaged capture: bad decode/tokens or complete_steps");
     complete = std::min<std::int64_t>(complete, static_cast<std::int64_t>(d[0]));
@@ -118,7 +113,7 @@ std::unique_ptr<CaptureFile> CaptureFile::open(const std::filesystem::path& path
     s.complete_steps = complete;
   }
   {
-    h5::Handle ids = h5::open_dataset(file, "tokens/id", name);
+    h5::Handle ids = h5::open_dataset(file, schema::path(schema::kTokenId), name);
     const auto d = h5::dims(ids, name);
     if (d.size() != 1) fail(name, "damaged capture: tokens/id is not a list");
     std::int64_t n = static_cast<std::int64_t>(d[0]);
@@ -133,19 +128,21 @@ std::unique_ptr<CaptureFile> CaptureFile::open(const std::filesystem::path& path
       fail(name, "damaged capture: decode step " + std::to_string(i + 1) + " attends " + std::to_string(f->step_tokens_[i]) +
                      " tokens, outside the " + std::to_string(s.num_tokens) + " recorded");
   for (const int layer : s.layout.layers)
-    if (!h5::exists(file, f->layer_path("pages", layer)))
-      fail(name, "damaged capture: missing group '/" + f->layer_path("pages", layer) + "'");
+    if (!h5::exists(file, schema::layer_group(schema::kPages, layer)))
+      fail(name, "damaged capture: missing group '/" + schema::layer_group(schema::kPages, layer) + "'");
   // The per-step arrays: a layer axis over the recorded layers, then (for most) the heads.
-  if (!h5::exists(file, "decode/mode") && !s.layout.layers.empty() && h5::exists(file, f->layer_path("decode", s.layout.layers[0])))
+  if (!h5::exists(file, schema::path(schema::kStepMode)) && !s.layout.layers.empty() &&
+      h5::exists(file, schema::layer_group(schema::kDecode, s.layout.layers[0])))
     fail(name, "written by an earlier build, with one /decode group per layer; this build reads the per-step arrays of all "
                "layers in /decode (docs/capture-format.md): record the run again");
   const hsize_t L = s.layout.layers.size(), H = s.layout.heads.size();
-  std::vector<std::pair<std::string, std::size_t>> per_step = {{"mode", 2}, {"paged_end", 2}, {"seconds", 2}, {"cover_size", 3}, {"fidelity", 4}};
-  if (s.layout.rows) per_step.push_back({"effective", 4});
+  std::vector<std::pair<const schema::Dataset*, std::size_t>> per_step = {
+      {&schema::kStepMode, 2}, {&schema::kStepPagedEnd, 2}, {&schema::kStepSeconds, 2}, {&schema::kStepCoverSize, 3}, {&schema::kStepFidelity, 4}};
+  if (s.layout.rows) per_step.push_back({&schema::kStepEffective, 4});
   if (s.layout.covers)
-    for (const char* part : {"cover", "page_state", "summary_mass"}) per_step.push_back({part, 4});
+    for (const schema::Dataset* part : {&schema::kStepCover, &schema::kStepPageState, &schema::kStepSummaryMass}) per_step.push_back({part, 4});
   for (const auto& [part, rank] : per_step) {
-    const std::string path = "decode/" + part;
+    const std::string path = schema::path(*part);
     if (!h5::exists(file, path)) fail(name, "damaged capture: missing dataset '/" + path + "'");
     const auto d = h5::dims(f->dataset(path), name);
     if (d.size() != rank || d[0] < static_cast<hsize_t>(s.complete_steps) || d[1] != L || (rank > 2 && d[2] != H))
@@ -154,9 +151,6 @@ std::unique_ptr<CaptureFile> CaptureFile::open(const std::filesystem::path& path
   return f;
 }
 
-std::string CaptureFile::layer_path(const char* group, int layer) const {
-  return std::string(group) + "/" + layer_name(layer);
-}
 
 hid_t CaptureFile::dataset(const std::string& path) const {
   auto it = datasets_.find(path);
@@ -172,17 +166,17 @@ std::vector<Token> CaptureFile::tokens() const {
   std::vector<std::int32_t> ids(n), seg(n);
   std::vector<std::uint8_t> gen(n);
   std::vector<std::int64_t> ends(n);
-  h5::read(dataset("tokens/id"), H5T_NATIVE_INT32, {0}, {n}, ids.data(), name_);
-  h5::read(dataset("tokens/segment"), H5T_NATIVE_INT32, {0}, {n}, seg.data(), name_);
+  h5::read(dataset(schema::path(schema::kTokenId)), H5T_NATIVE_INT32, {0}, {n}, ids.data(), name_);
+  h5::read(dataset(schema::path(schema::kTokenSegment)), H5T_NATIVE_INT32, {0}, {n}, seg.data(), name_);
   std::vector<float> prob(n, std::numeric_limits<float>::quiet_NaN());
-  if (h5::exists(file_, "tokens/prob")) h5::read(dataset("tokens/prob"), H5T_NATIVE_FLOAT, {0}, {n}, prob.data(), name_);
-  h5::read(dataset("tokens/generated"), H5T_NATIVE_UINT8, {0}, {n}, gen.data(), name_);
-  h5::read(dataset("tokens/piece_end"), H5T_NATIVE_INT64, {0}, {n}, ends.data(), name_);
+  if (h5::exists(file_, schema::path(schema::kTokenProb))) h5::read(dataset(schema::path(schema::kTokenProb)), H5T_NATIVE_FLOAT, {0}, {n}, prob.data(), name_);
+  h5::read(dataset(schema::path(schema::kTokenGenerated)), H5T_NATIVE_UINT8, {0}, {n}, gen.data(), name_);
+  h5::read(dataset(schema::path(schema::kTokenPieceEnd)), H5T_NATIVE_INT64, {0}, {n}, ends.data(), name_);
   const std::int64_t total = n ? ends.back() : 0;
-  const auto bd = h5::dims(dataset("tokens/piece_bytes"), name_);
+  const auto bd = h5::dims(dataset(schema::path(schema::kTokenPieceBytes)), name_);
   if (total < 0 || static_cast<hsize_t>(total) > bd.at(0)) fail(name_, "damaged capture: token pieces out of range");
   std::string bytes(static_cast<std::size_t>(total), '\0');
-  h5::read(dataset("tokens/piece_bytes"), H5T_NATIVE_UINT8, {0}, {static_cast<hsize_t>(total)}, bytes.data(), name_);
+  h5::read(dataset(schema::path(schema::kTokenPieceBytes)), H5T_NATIVE_UINT8, {0}, {static_cast<hsize_t>(total)}, bytes.data(), name_);
   std::vector<Token> out(n);
   std::int64_t begin = 0;
   for (hsize_t i = 0; i < n; ++i) {
@@ -195,13 +189,13 @@ std::vector<Token> CaptureFile::tokens() const {
 
 std::vector<Segment> CaptureFile::segments() const {
   std::lock_guard<std::recursive_mutex> lock(h5::lock());
-  h5::Handle g(h5::check(H5Gopen2(file_, "segments", H5P_DEFAULT), name_, "segments"));
-  const auto labels = h5::read_strings(g, "label", name_);
-  const auto colours = h5::read_strings(g, "colour", name_);
+  h5::Handle g(h5::check(H5Gopen2(file_, schema::kSegments, H5P_DEFAULT), name_, "segments"));
+  const auto labels = h5::read_strings(g, schema::kSegmentLabel.name, name_);
+  const auto colours = h5::read_strings(g, schema::kSegmentColour.name, name_);
   const hsize_t n = labels.size();
   if (colours.size() != n) fail(name_, "damaged capture: segment table columns differ in length");
   std::vector<std::int64_t> b(n), e(n);
-  for (const auto& [key, v] : {std::pair{"segments/begin", &b}, {"segments/end", &e}}) {
+  for (const auto& [key, v] : {std::pair{schema::path(schema::kSegmentBegin), &b}, {schema::path(schema::kSegmentEnd), &e}}) {
     const hid_t ds = dataset(key);
     if (h5::dims(ds, name_) != std::vector<hsize_t>{n}) fail(name_, "damaged capture: segment table columns differ in length");
     h5::read(ds, H5T_NATIVE_INT64, {0}, {n}, v->data(), name_);
@@ -229,7 +223,7 @@ MapWindow CaptureFile::map_window(int layer, int head, int level, std::int64_t r
     return w;
   }
   std::vector<std::uint16_t> half(static_cast<std::size_t>(w.rows * w.cols));
-  h5::read(dataset("prefill/" + layer_name(layer) + "/level_" + std::to_string(level)), h5::half_type(),
+  h5::read(dataset(schema::path(schema::kPrefillLevel, layer, level)), h5::half_type(),
            {static_cast<hsize_t>(hi), static_cast<hsize_t>(w.row0), static_cast<hsize_t>(w.col0)},
            {1, static_cast<hsize_t>(w.rows), static_cast<hsize_t>(w.cols)}, half.data(), name_);
   w.values.resize(half.size());
@@ -244,21 +238,21 @@ std::int64_t CaptureFile::step_tokens(std::int64_t step) const {
   return step_tokens_[static_cast<std::size_t>(step - 1)];
 }
 
-std::vector<float> CaptureFile::half_row(const std::string& name, std::int64_t step, int layer, int head) const {
+std::vector<float> CaptureFile::half_row(const schema::Dataset& rows, std::int64_t step, int layer, int head) const {
   std::lock_guard<std::recursive_mutex> lock(h5::lock());
   const std::int64_t T = step_tokens(step);
   const int li = recorded_index(summary_.layout.layers, layer, "layer");
   const int hi = recorded_index(summary_.layout.heads, head, "head");
   if (!summary_.layout.rows) fail(name_, "effective rows were not recorded");
   std::vector<std::uint16_t> half(static_cast<std::size_t>(T));
-  h5::read(dataset("decode/" + name), h5::half_type(), {static_cast<hsize_t>(step - 1), static_cast<hsize_t>(li), static_cast<hsize_t>(hi), 0},
+  h5::read(dataset(schema::path(rows)), h5::half_type(), {static_cast<hsize_t>(step - 1), static_cast<hsize_t>(li), static_cast<hsize_t>(hi), 0},
            {1, 1, 1, static_cast<hsize_t>(T)}, half.data(), name_);
   std::vector<float> out(half.size());
   halves_to_floats(half.data(), out.data(), half.size());
   return out;
 }
 
-std::vector<float> CaptureFile::row(std::int64_t step, int layer, int head) const { return half_row("effective", step, layer, head); }
+std::vector<float> CaptureFile::row(std::int64_t step, int layer, int head) const { return half_row(schema::kStepEffective, step, layer, head); }
 
 std::vector<float> CaptureFile::dense_row(std::int64_t step, int layer, int head) const {
   std::lock_guard<std::recursive_mutex> lock(h5::lock());
@@ -267,11 +261,11 @@ std::vector<float> CaptureFile::dense_row(std::int64_t step, int layer, int head
   const int hi = recorded_index(summary_.layout.heads, head, "head");
   // The shadow ran at this step for this head when its KL is a number.
   float kl = std::numeric_limits<float>::quiet_NaN();
-  h5::read(dataset("decode/fidelity"), H5T_NATIVE_FLOAT, {static_cast<hsize_t>(step - 1), static_cast<hsize_t>(li), static_cast<hsize_t>(hi), 0},
+  h5::read(dataset(schema::path(schema::kStepFidelity)), H5T_NATIVE_FLOAT, {static_cast<hsize_t>(step - 1), static_cast<hsize_t>(li), static_cast<hsize_t>(hi), 0},
            {1, 1, 1, 1}, &kl, name_);
-  if (std::isnan(kl) || !h5::exists(file_, "decode/dense"))
+  if (std::isnan(kl) || !h5::exists(file_, schema::path(schema::kStepDense)))
     fail(name_, "no dense attention at step " + std::to_string(step) + " of layer " + std::to_string(layer) + " (the dense shadow was off)");
-  return half_row("dense", step, layer, head);
+  return half_row(schema::kStepDense, step, layer, head);
 }
 
 std::vector<std::uint8_t> CaptureFile::cover(std::int64_t step, int layer, int head) const {
@@ -281,7 +275,7 @@ std::vector<std::uint8_t> CaptureFile::cover(std::int64_t step, int layer, int h
   const int hi = recorded_index(summary_.layout.heads, head, "head");
   if (!summary_.layout.covers) fail(name_, "covers were not recorded");
   std::vector<std::uint8_t> out(static_cast<std::size_t>(T));
-  h5::read(dataset("decode/cover"), H5T_NATIVE_UINT8, {static_cast<hsize_t>(step - 1), static_cast<hsize_t>(li), static_cast<hsize_t>(hi), 0},
+  h5::read(dataset(schema::path(schema::kStepCover)), H5T_NATIVE_UINT8, {static_cast<hsize_t>(step - 1), static_cast<hsize_t>(li), static_cast<hsize_t>(hi), 0},
            {1, 1, 1, static_cast<hsize_t>(T)}, out.data(), name_);
   return out;
 }
@@ -305,7 +299,7 @@ std::vector<std::uint8_t> CaptureFile::page_states(std::int64_t step, int layer,
   const std::int64_t P = pages_at(pages(layer), step);
   std::vector<std::uint8_t> out(static_cast<std::size_t>(P));
   if (P > 0)
-    h5::read(dataset("decode/page_state"), H5T_NATIVE_UINT8, {static_cast<hsize_t>(step - 1), static_cast<hsize_t>(li), static_cast<hsize_t>(hi), 0},
+    h5::read(dataset(schema::path(schema::kStepPageState)), H5T_NATIVE_UINT8, {static_cast<hsize_t>(step - 1), static_cast<hsize_t>(li), static_cast<hsize_t>(hi), 0},
              {1, 1, 1, static_cast<hsize_t>(P)}, out.data(), name_);
   return out;
 }
@@ -319,7 +313,7 @@ std::vector<float> CaptureFile::summary_mass(std::int64_t step, int layer, int h
   const std::int64_t P = pages_at(pages(layer), step);
   std::vector<std::uint16_t> half(static_cast<std::size_t>(P));
   if (P > 0)
-    h5::read(dataset("decode/summary_mass"), h5::half_type(), {static_cast<hsize_t>(step - 1), static_cast<hsize_t>(li), static_cast<hsize_t>(hi), 0},
+    h5::read(dataset(schema::path(schema::kStepSummaryMass)), h5::half_type(), {static_cast<hsize_t>(step - 1), static_cast<hsize_t>(li), static_cast<hsize_t>(hi), 0},
              {1, 1, 1, static_cast<hsize_t>(P)}, half.data(), name_);
   std::vector<float> out(half.size());
   halves_to_floats(half.data(), out.data(), half.size());
@@ -329,8 +323,8 @@ std::vector<float> CaptureFile::summary_mass(std::int64_t step, int layer, int h
 std::vector<PageInfo> CaptureFile::pages(int layer) const {
   std::lock_guard<std::recursive_mutex> lock(h5::lock());
   recorded_index(summary_.layout.layers, layer, "layer");
-  const std::string base = layer_path("pages", layer);
-  const hid_t start = dataset(base + "/start"), end = dataset(base + "/end"), created = dataset(base + "/created_step");
+  const hid_t start = dataset(schema::path(schema::kPageStart, layer)), end = dataset(schema::path(schema::kPageEnd, layer)),
+              created = dataset(schema::path(schema::kPageCreated, layer));
   const hsize_t n = h5::dims(start, name_).at(0);
   if (h5::dims(end, name_).at(0) < n || h5::dims(created, name_).at(0) < n) fail(name_, "damaged capture: page table columns differ");
   std::vector<std::int64_t> a(n), b(n), c(n);
@@ -349,13 +343,13 @@ StepMetrics CaptureFile::metrics(std::int64_t step, int layer) const {
   m.tokens = step_tokens(step);
   const hsize_t li = static_cast<hsize_t>(recorded_index(summary_.layout.layers, layer, "layer"));
   const hsize_t s = static_cast<hsize_t>(step - 1), H = summary_.layout.heads.size();
-  h5::read(dataset("decode/mode"), H5T_NATIVE_INT8, {s, li}, {1, 1}, &m.mode, name_);
-  h5::read(dataset("decode/paged_end"), H5T_NATIVE_INT64, {s, li}, {1, 1}, &m.paged_end, name_);
-  h5::read(dataset("decode/seconds"), H5T_NATIVE_DOUBLE, {s, li}, {1, 1}, &m.seconds, name_);
+  h5::read(dataset(schema::path(schema::kStepMode)), H5T_NATIVE_INT8, {s, li}, {1, 1}, &m.mode, name_);
+  h5::read(dataset(schema::path(schema::kStepPagedEnd)), H5T_NATIVE_INT64, {s, li}, {1, 1}, &m.paged_end, name_);
+  h5::read(dataset(schema::path(schema::kStepSeconds)), H5T_NATIVE_DOUBLE, {s, li}, {1, 1}, &m.seconds, name_);
   m.cover_size.resize(H);
-  h5::read(dataset("decode/cover_size"), H5T_NATIVE_INT32, {s, li, 0}, {1, 1, H}, m.cover_size.data(), name_);
+  h5::read(dataset(schema::path(schema::kStepCoverSize)), H5T_NATIVE_INT32, {s, li, 0}, {1, 1, H}, m.cover_size.data(), name_);
   m.fidelity.resize(H * 4);
-  h5::read(dataset("decode/fidelity"), H5T_NATIVE_FLOAT, {s, li, 0, 0}, {1, 1, H, 4}, m.fidelity.data(), name_);
+  h5::read(dataset(schema::path(schema::kStepFidelity)), H5T_NATIVE_FLOAT, {s, li, 0, 0}, {1, 1, H, 4}, m.fidelity.data(), name_);
   return m;
 }
 
@@ -386,20 +380,22 @@ std::map<std::string, CaptureFile::PartSize> CaptureFile::storage() const {
     }
     out[part].logical += n;
   };
-  for (const char* t : {"id", "generated", "segment", "prob", "piece_end", "piece_bytes"}) add("tokens", std::string("tokens/") + t);
+  for (const schema::Dataset* t : {&schema::kTokenId, &schema::kTokenGenerated, &schema::kTokenSegment, &schema::kTokenProb,
+                                   &schema::kTokenPieceEnd, &schema::kTokenPieceBytes})
+    add("tokens", schema::path(*t));
   const std::uint64_t L = summary_.layout.layers.size();
   std::uint64_t page_steps = 0;  // over layers and steps, the pages each step has
   for (const int layer : summary_.layout.layers) {
-    for (const int level : summary_.layout.levels) add("maps", "prefill/" + layer_name(layer) + "/level_" + std::to_string(level));
+    for (const int level : summary_.layout.levels) add("maps", schema::path(schema::kPrefillLevel, layer, level));
     const auto layer_pages = pages(layer);
     for (std::int64_t st = 1; st <= summary_.complete_steps; ++st) page_steps += static_cast<std::uint64_t>(pages_at(layer_pages, st));
-    for (const char* t : {"start", "end", "created_step"}) add("pages", layer_path("pages", layer) + "/" + t);
+    for (const schema::Dataset* t : {&schema::kPageStart, &schema::kPageEnd, &schema::kPageCreated}) add("pages", schema::path(*t, layer));
   }
-  add("rows", "decode/effective", L * H * token_steps);
-  add("rows", "decode/dense", L * H * token_steps);
-  add("covers", "decode/cover", L * H * token_steps);
-  for (const char* t : {"page_state", "summary_mass"}) add("covers", std::string("decode/") + t, H * page_steps);
-  for (const char* t : {"mode", "paged_end", "seconds", "cover_size", "fidelity"}) add("metrics", std::string("decode/") + t);
+  add("rows", schema::path(schema::kStepEffective), L * H * token_steps);
+  add("rows", schema::path(schema::kStepDense), L * H * token_steps);
+  add("covers", schema::path(schema::kStepCover), L * H * token_steps);
+  for (const schema::Dataset* t : {&schema::kStepPageState, &schema::kStepSummaryMass}) add("covers", schema::path(*t), H * page_steps);
+  for (const schema::Dataset* t : schema::kStepMetrics) add("metrics", schema::path(*t));
   return out;
 }
 

@@ -44,8 +44,7 @@ class CaptureFile final : public CaptureView {
  private:
   CaptureFile() = default;
   std::int64_t step_tokens(std::int64_t step) const;  // checks the step
-  std::vector<float> half_row(const std::string& dataset, std::int64_t step, int layer, int head) const;
-  std::string layer_path(const char* group, int layer) const;
+  std::vector<float> half_row(const schema::Dataset& rows, std::int64_t step, int layer, int head) const;
   hid_t dataset(const std::string& path) const;       // opened once, cached
 
   std::filesystem::path path_;

@@ -16,12 +16,6 @@ constexpr hsize_t kUnlimited = H5S_UNLIMITED;
 constexpr std::int64_t kGrowSteps = 64;     // step axes grow ahead by this many steps
 constexpr std::int64_t kGrowTokens = 4096;  // token lists by this many tokens (piece bytes: 4x)
 
-std::string layer_group(int layer) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "layer_%02d", layer);
-  return buf;
-}
-
 std::int64_t round_up(std::int64_t v, std::int64_t m) { return (v + m - 1) / m * m; }
 
 }  // namespace
@@ -82,31 +76,31 @@ void CaptureWriter::begin(const Manifest& m, const Layout& layout, const std::ve
   file_ = h5::Handle(h5::check(H5Fcreate(partial.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, fapl), name_, "cannot create the capture file"));
   created_partial_ = true;
 
-  h5::write_attr(file_, "format", std::string(kFormatName), name_);
-  h5::write_attr(file_, "version", std::int64_t{kFormatVersion}, name_);
+  h5::write_attr(file_, schema::kFormatAttr, std::string(kFormatName), name_);
+  h5::write_attr(file_, schema::kVersionAttr, std::int64_t{kFormatVersion}, name_);
 
   {
-    h5::Handle g = h5::create_group(file_, "manifest", name_);
+    h5::Handle g = h5::create_group(file_, schema::kManifest, name_);
     for (const ManifestString& s : kManifestStrings)
       if (!s.optional || !(m.*s.field).empty()) h5::write_attr(g, s.name, m.*s.field, name_);
-    h5::write_attr(g, "seed", m.seed, name_);
+    h5::write_attr(g, schema::kSeedAttr, m.seed, name_);
   }
   {
-    h5::Handle g = h5::create_group(file_, "layout", name_);
-    h5::write_attr(g, "num_layers", std::int64_t{layout.num_layers}, name_);
-    h5::write_attr(g, "num_heads", std::int64_t{layout.num_heads}, name_);
-    h5::write_attr(g, "num_kv_heads", std::int64_t{layout.num_kv_heads}, name_);
-    h5::write_attr(g, "layers", std::vector<std::int64_t>(layout.layers.begin(), layout.layers.end()), name_);
-    h5::write_attr(g, "heads", std::vector<std::int64_t>(layout.heads.begin(), layout.heads.end()), name_);
-    h5::write_attr(g, "page_size", layout.page_size, name_);
-    h5::write_attr(g, "prompt_tokens", layout.prompt_tokens, name_);
-    h5::write_attr(g, "levels", std::vector<std::int64_t>(layout.levels.begin(), layout.levels.end()), name_);
-    h5::write_attr(g, "rows", std::int64_t{layout.rows}, name_);
-    h5::write_attr(g, "covers", std::int64_t{layout.covers}, name_);
-    h5::write_attr(g, "deflate", std::int64_t{layout.deflate}, name_);
+    h5::Handle g = h5::create_group(file_, schema::kLayout, name_);
+    h5::write_attr(g, schema::kNumLayersAttr, std::int64_t{layout.num_layers}, name_);
+    h5::write_attr(g, schema::kNumHeadsAttr, std::int64_t{layout.num_heads}, name_);
+    h5::write_attr(g, schema::kNumKvHeadsAttr, std::int64_t{layout.num_kv_heads}, name_);
+    h5::write_attr(g, schema::kLayersAttr, std::vector<std::int64_t>(layout.layers.begin(), layout.layers.end()), name_);
+    h5::write_attr(g, schema::kHeadsAttr, std::vector<std::int64_t>(layout.heads.begin(), layout.heads.end()), name_);
+    h5::write_attr(g, schema::kPageSizeAttr, layout.page_size, name_);
+    h5::write_attr(g, schema::kPromptTokensAttr, layout.prompt_tokens, name_);
+    h5::write_attr(g, schema::kLevelsAttr, std::vector<std::int64_t>(layout.levels.begin(), layout.levels.end()), name_);
+    h5::write_attr(g, schema::kRowsAttr, std::int64_t{layout.rows}, name_);
+    h5::write_attr(g, schema::kCoversAttr, std::int64_t{layout.covers}, name_);
+    h5::write_attr(g, schema::kDeflateAttr, std::int64_t{layout.deflate}, name_);
   }
   {
-    h5::Handle g = h5::create_group(file_, "segments", name_);
+    h5::Handle g = h5::create_group(file_, schema::kSegments, name_);
     std::vector<std::string> labels, colours;
     std::vector<std::int64_t> b, e;
     for (const Segment& s : segments) {
@@ -115,11 +109,11 @@ void CaptureWriter::begin(const Manifest& m, const Layout& layout, const std::ve
       b.push_back(s.begin);
       e.push_back(s.end);
     }
-    h5::write_strings(g, "label", labels, name_);
-    h5::write_strings(g, "colour", colours, name_);
+    h5::write_strings(g, schema::kSegmentLabel.name, labels, name_);
+    h5::write_strings(g, schema::kSegmentColour.name, colours, name_);
     const hsize_t n = segments.size();
-    for (const auto& [key, v] : {std::pair{"begin", &b}, {"end", &e}}) {
-      h5::Handle ds = h5::create_dataset(g, key, H5T_STD_I64LE, {{n}, {n}, {}, -1}, name_);
+    for (const auto& [key, v] : {std::pair{&schema::kSegmentBegin, &b}, {&schema::kSegmentEnd, &e}}) {
+      h5::Handle ds = h5::create_dataset(g, key->name, h5::stored_type(key->type), {{n}, {n}, {}, -1}, name_);
       h5::write(ds, H5T_NATIVE_INT64, {0}, {n}, v->data(), name_);
     }
   }
@@ -129,59 +123,59 @@ void CaptureWriter::begin(const Manifest& m, const Layout& layout, const std::ve
   // where a compressed one would be recompressed and moved at every flush.
   const int plain = -1;
   {
-    h5::Handle g = h5::create_group(file_, "tokens", name_);
-    tok_id_ = h5::create_dataset(g, "id", H5T_STD_I32LE, {{0}, {kUnlimited}, {4096}, plain}, name_);
-    tok_generated_ = h5::create_dataset(g, "generated", H5T_STD_U8LE, {{0}, {kUnlimited}, {4096}, plain}, name_);
-    tok_segment_ = h5::create_dataset(g, "segment", H5T_STD_I32LE, {{0}, {kUnlimited}, {4096}, plain}, name_);
-    tok_prob_ = h5::create_dataset(g, "prob", H5T_IEEE_F32LE, {{0}, {kUnlimited}, {4096}, plain}, name_);
-    tok_piece_end_ = h5::create_dataset(g, "piece_end", H5T_STD_I64LE, {{0}, {kUnlimited}, {4096}, plain}, name_);
-    tok_piece_bytes_ = h5::create_dataset(g, "piece_bytes", H5T_STD_U8LE, {{0}, {kUnlimited}, {16384}, plain}, name_);
+    h5::Handle g = h5::create_group(file_, schema::kTokens, name_);
+    tok_id_ = h5::create_dataset(g, schema::kTokenId.name, h5::stored_type(schema::kTokenId.type), {{0}, {kUnlimited}, {4096}, plain}, name_);
+    tok_generated_ = h5::create_dataset(g, schema::kTokenGenerated.name, h5::stored_type(schema::kTokenGenerated.type), {{0}, {kUnlimited}, {4096}, plain}, name_);
+    tok_segment_ = h5::create_dataset(g, schema::kTokenSegment.name, h5::stored_type(schema::kTokenSegment.type), {{0}, {kUnlimited}, {4096}, plain}, name_);
+    tok_prob_ = h5::create_dataset(g, schema::kTokenProb.name, h5::stored_type(schema::kTokenProb.type), {{0}, {kUnlimited}, {4096}, plain}, name_);
+    tok_piece_end_ = h5::create_dataset(g, schema::kTokenPieceEnd.name, h5::stored_type(schema::kTokenPieceEnd.type), {{0}, {kUnlimited}, {4096}, plain}, name_);
+    tok_piece_bytes_ = h5::create_dataset(g, schema::kTokenPieceBytes.name, h5::stored_type(schema::kTokenPieceBytes.type), {{0}, {kUnlimited}, {16384}, plain}, name_);
   }
   const hsize_t H = layout.heads.size();
-  h5::Handle prefill = h5::create_group(file_, "prefill", name_);
-  h5::Handle decode = h5::create_group(file_, "decode", name_);
-  h5::Handle pages = h5::create_group(file_, "pages", name_);
-  step_tokens_ = h5::create_dataset(decode, "tokens", H5T_STD_I64LE, {{0}, {kUnlimited}, {64}, plain}, name_);
-  complete_ = h5::create_dataset(file_, "complete_steps", H5T_STD_I64LE, {{1}, {1}, {}, -1}, name_);
+  h5::Handle prefill = h5::create_group(file_, schema::kPrefill, name_);
+  h5::Handle decode = h5::create_group(file_, schema::kDecode, name_);
+  h5::Handle pages = h5::create_group(file_, schema::kPages, name_);
+  step_tokens_ = h5::create_dataset(decode, schema::kStepTokens.name, h5::stored_type(schema::kStepTokens.type), {{0}, {kUnlimited}, {64}, plain}, name_);
+  complete_ = h5::create_dataset(file_, schema::kCompleteSteps.name, h5::stored_type(schema::kCompleteSteps.type), {{1}, {1}, {}, -1}, name_);
   const std::int64_t zero = 0;
   h5::write(complete_, H5T_NATIVE_INT64, {0}, {1}, &zero, name_);
 
   const hsize_t L = layout.layers.size();
-  mode_ = h5::create_dataset(decode, "mode", H5T_STD_I8LE, {{0, L}, {kUnlimited, L}, {64, L}, plain}, name_);
-  paged_end_ = h5::create_dataset(decode, "paged_end", H5T_STD_I64LE, {{0, L}, {kUnlimited, L}, {64, L}, plain}, name_);
-  seconds_ = h5::create_dataset(decode, "seconds", H5T_IEEE_F64LE, {{0, L}, {kUnlimited, L}, {64, L}, plain}, name_);
-  cover_size_ = h5::create_dataset(decode, "cover_size", H5T_STD_I32LE, {{0, L, H}, {kUnlimited, L, H}, {16, L, H}, plain}, name_);
-  fidelity_ = h5::create_dataset(decode, "fidelity", H5T_IEEE_F32LE, {{0, L, H, 4}, {kUnlimited, L, H, 4}, {16, L, H, 4}, plain}, name_);
+  mode_ = h5::create_dataset(decode, schema::kStepMode.name, h5::stored_type(schema::kStepMode.type), {{0, L}, {kUnlimited, L}, {64, L}, plain}, name_);
+  paged_end_ = h5::create_dataset(decode, schema::kStepPagedEnd.name, h5::stored_type(schema::kStepPagedEnd.type), {{0, L}, {kUnlimited, L}, {64, L}, plain}, name_);
+  seconds_ = h5::create_dataset(decode, schema::kStepSeconds.name, h5::stored_type(schema::kStepSeconds.type), {{0, L}, {kUnlimited, L}, {64, L}, plain}, name_);
+  cover_size_ = h5::create_dataset(decode, schema::kStepCoverSize.name, h5::stored_type(schema::kStepCoverSize.type), {{0, L, H}, {kUnlimited, L, H}, {16, L, H}, plain}, name_);
+  fidelity_ = h5::create_dataset(decode, schema::kStepFidelity.name, h5::stored_type(schema::kStepFidelity.type), {{0, L, H, 4}, {kUnlimited, L, H, 4}, {16, L, H, 4}, plain}, name_);
   const hsize_t ct = static_cast<hsize_t>(token_chunk(layout)), cp = static_cast<hsize_t>(kPageChunk);
   const hsize_t Lc = static_cast<hsize_t>(layer_chunk(layout));
   const std::vector<hsize_t> rows0{0, L, H, 0}, rows_max{kUnlimited, L, H, kUnlimited}, token_rows{1, Lc, H, ct}, page_rows{1, Lc, H, cp};
   if (layout.rows) {
-    effective_ = h5::create_dataset(decode, "effective", h5::half_type(), {rows0, rows_max, token_rows, deflate}, name_);
+    effective_ = h5::create_dataset(decode, schema::kStepEffective.name, h5::stored_type(schema::kStepEffective.type), {rows0, rows_max, token_rows, deflate}, name_);
     // Written at steps where the dense shadow ran; other steps' chunks are never written.
-    dense_ = h5::create_dataset(decode, "dense", h5::half_type(), {rows0, rows_max, token_rows, deflate}, name_);
+    dense_ = h5::create_dataset(decode, schema::kStepDense.name, h5::stored_type(schema::kStepDense.type), {rows0, rows_max, token_rows, deflate}, name_);
   }
   if (layout.covers) {
-    cover_ = h5::create_dataset(decode, "cover", H5T_STD_U8LE, {rows0, rows_max, token_rows, deflate}, name_);
-    page_state_ = h5::create_dataset(decode, "page_state", H5T_STD_U8LE, {rows0, rows_max, page_rows, deflate}, name_);
-    summary_mass_ = h5::create_dataset(decode, "summary_mass", h5::half_type(), {rows0, rows_max, page_rows, deflate}, name_);
+    cover_ = h5::create_dataset(decode, schema::kStepCover.name, h5::stored_type(schema::kStepCover.type), {rows0, rows_max, token_rows, deflate}, name_);
+    page_state_ = h5::create_dataset(decode, schema::kStepPageState.name, h5::stored_type(schema::kStepPageState.type), {rows0, rows_max, page_rows, deflate}, name_);
+    summary_mass_ = h5::create_dataset(decode, schema::kStepSummaryMass.name, h5::stored_type(schema::kStepSummaryMass.type), {rows0, rows_max, page_rows, deflate}, name_);
   }
   layers_.resize(layout.layers.size());
   for (std::size_t i = 0; i < layout.layers.size(); ++i) {
-    const std::string lg = layer_group(layout.layers[i]);
+    const std::string lg = schema::layer_name(layout.layers[i]);
     LayerSets& ls = layers_[i];
     if (!layout.levels.empty()) {
       h5::Handle g = h5::create_group(prefill, lg, name_);
       for (const int level : layout.levels) {
         const hsize_t s = static_cast<hsize_t>(level_size(layout.prompt_tokens, level));
         const hsize_t c = static_cast<hsize_t>(map_chunk(layout, static_cast<int>(i), level));
-        ls.levels.push_back(h5::create_dataset(g, "level_" + std::to_string(level), h5::half_type(),
+        ls.levels.push_back(h5::create_dataset(g, schema::kPrefillLevel.name + std::to_string(level), h5::stored_type(schema::kPrefillLevel.type),
                                                {{H, s, s}, {H, s, s}, {1, c, c}, deflate}, name_));
       }
     }
     h5::Handle pg = h5::create_group(pages, lg, name_);
-    ls.page_start = h5::create_dataset(pg, "start", H5T_STD_I64LE, {{0}, {kUnlimited}, {static_cast<hsize_t>(kPageTableChunk)}, plain}, name_);
-    ls.page_end = h5::create_dataset(pg, "end", H5T_STD_I64LE, {{0}, {kUnlimited}, {static_cast<hsize_t>(kPageTableChunk)}, plain}, name_);
-    ls.page_created = h5::create_dataset(pg, "created_step", H5T_STD_I64LE, {{0}, {kUnlimited}, {static_cast<hsize_t>(kPageTableChunk)}, plain}, name_);
+    ls.page_start = h5::create_dataset(pg, schema::kPageStart.name, h5::stored_type(schema::kPageStart.type), {{0}, {kUnlimited}, {static_cast<hsize_t>(kPageTableChunk)}, plain}, name_);
+    ls.page_end = h5::create_dataset(pg, schema::kPageEnd.name, h5::stored_type(schema::kPageEnd.type), {{0}, {kUnlimited}, {static_cast<hsize_t>(kPageTableChunk)}, plain}, name_);
+    ls.page_created = h5::create_dataset(pg, schema::kPageCreated.name, h5::stored_type(schema::kPageCreated.type), {{0}, {kUnlimited}, {static_cast<hsize_t>(kPageTableChunk)}, plain}, name_);
   }
   append_tokens(prompt);
   // From here on only appends: SWMR keeps the file consistent on disk between flushes.
@@ -405,7 +399,7 @@ void CaptureWriter::finish(const std::vector<Token>& trailing) {
   {
     const std::string partial = partial_.string();
     h5::Handle f(h5::check(H5Fopen(partial.c_str(), H5F_ACC_RDWR, H5P_DEFAULT), name_, "cannot reopen the capture to finish it"));
-    h5::write_attr(f, "finished", std::int64_t{1}, name_);
+    h5::write_attr(f, schema::kFinishedAttr, std::int64_t{1}, name_);
     h5::check_status(H5Fflush(f, H5F_SCOPE_LOCAL), name_, "flush failed (disk full?)");
   }
   std::error_code ec;

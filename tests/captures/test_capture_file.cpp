@@ -18,6 +18,8 @@
 #include <functional>
 #include <iterator>
 #include <random>
+#include <regex>
+#include <map>
 #include <set>
 #include <thread>
 
@@ -28,6 +30,7 @@
 #include "captures/live.h"
 #include "captures/pipeline.h"
 #include "captures/reader.h"
+#include "captures/schema.h"
 #include "captures/writer.h"
 #include "core/util/error.h"
 #include "core/util/half.h"
@@ -381,6 +384,147 @@ std::vector<MapRows> write_run(const fs::path& file, const Synthetic& s, int ste
   feed(session, s, steps);
   session.finish(s.trailing);
   return rec.bands;
+}
+
+// An HDF5 dataset's stored type in the schema's words ("int64", "float16", "string").
+std::string stored_type_name(hid_t dataset) {
+  const hid_t t = H5Dget_type(dataset);
+  std::string name = "?";
+  const std::size_t size = H5Tget_size(t);
+  switch (H5Tget_class(t)) {
+    case H5T_INTEGER: name = std::string(H5Tget_sign(t) == H5T_SGN_NONE ? "uint" : "int") + std::to_string(8 * size); break;
+    case H5T_FLOAT: name = "float" + std::to_string(8 * size); break;
+    case H5T_STRING: name = "string"; break;
+    default: break;
+  }
+  H5Tclose(t);
+  return name;
+}
+
+// docs/capture-format.md's table: each documented dataset's path ("tokens/id",
+// "pages/layer_LL/start", "prefill/layer_LL/level_K") with its type, from the group rows
+// (**`/tokens`**) and the rows under them (`id` | int32 [N]; several names take the types in order,
+// or one type for all); and each group's attribute names (rows under "**`/layout`** attrs").
+struct DocTable {
+  std::map<std::string, std::string> datasets;
+  std::map<std::string, std::set<std::string>> attrs;
+};
+
+DocTable read_doc_table() {
+  static const std::regex kType("\\b(u?int(8|32|64)|float(16|32|64)|string)\\b");
+  std::ifstream doc(fs::path(LUKA_SOURCE_DIR) / "docs" / "capture-format.md");
+  DocTable table;
+  std::string group;
+  bool attrs = false;
+  for (std::string line; std::getline(doc, line);) {
+    if (line.rfind("| ", 0) != 0) continue;
+    const std::size_t cell_end = line.find(" | ", 2);
+    if (cell_end == std::string::npos) continue;
+    std::string first = line.substr(2, cell_end - 2);
+    const std::string second = line.substr(cell_end + 3, line.find(" |", cell_end + 3) - cell_end - 3);
+    std::vector<std::string> names;
+    for (std::size_t i = first.find('`'); i != std::string::npos; i = first.find('`', first.find('`', i + 1) + 1))
+      names.push_back(first.substr(i + 1, first.find('`', i + 1) - i - 1));
+    if (names.empty()) continue;
+    std::string prefix = group;
+    if (first.rfind("**`/", 0) == 0) {  // a group's row: its path, then maybe names in it
+      std::string path = names.front().substr(1);
+      names.erase(names.begin());
+      attrs = first.find(" attrs") != std::string::npos;
+      if (!path.empty() && path.back() == '/') path.pop_back();
+      if (names.empty() && !attrs && !second.empty() && std::regex_search(second, kType)) {
+        table.datasets[path] = std::smatch(*std::sregex_iterator(second.begin(), second.end(), kType))[0];  // a dataset of its own
+        continue;
+      }
+      group = path;
+      prefix = group;
+      if (names.empty()) continue;
+    }
+    if (names.front().rfind("/", 0) == 0) {  // `/complete_steps`, `/` attrs: at the root
+      if (first.find("attr") != std::string::npos) continue;
+      prefix.clear();
+      for (std::string& n : names) n = n.substr(1);
+    }
+    if (attrs) {
+      for (const std::string& n : names) table.attrs[prefix].insert(n);
+      continue;
+    }
+    std::vector<std::string> types;
+    for (auto it = std::sregex_iterator(second.begin(), second.end(), kType); it != std::sregex_iterator(); ++it) types.push_back((*it)[0]);
+    for (std::size_t i = 0; i < names.size(); ++i) {
+      const std::string type = types.size() == names.size() ? types[i] : types.size() == 1 ? types[0] : "?";
+      table.datasets[prefix.empty() ? names[i] : prefix + "/" + names[i]] = type;
+    }
+  }
+  return table;
+}
+
+// The schema (captures/schema.h), a written file and docs/capture-format.md's table agree: the
+// file holds exactly the schema's datasets, each stored as the schema's type, the table lists
+// each with that type, and the /layout attributes are the schema's in all three.
+TEST(CaptureFile, DatasetsAreTheSchemaTheFileAndTheDocs) {
+  Synthetic s = make_synthetic(40, 2, 5);
+  align_pages(s);
+  ASSERT_FALSE(s.layout.levels.empty());
+  const fs::path file = work_dir() / "datasets.h5";
+  {
+    CaptureWriter writer(file);
+    CapturePipeline pipeline({&writer}, 1 << 20);
+    feed(pipeline, s, 2);
+    pipeline.finish(s.trailing);
+  }
+  std::map<std::string, std::string> expected, documented_expected;
+  for (const schema::Dataset* d : schema::kDatasets) {
+    const std::string type = schema::type_name(d->type);
+    if (d->place == schema::Place::kFixed) {
+      expected[schema::path(*d)] = type;
+      documented_expected[schema::path(*d)] = type;
+      continue;
+    }
+    for (const int layer : s.layout.layers) {
+      if (d->place == schema::Place::kPerLayer) expected[schema::path(*d, layer)] = type;
+      for (const int level : s.layout.levels)
+        if (d->place == schema::Place::kPerLevel) expected[schema::path(*d, layer, level)] = type;
+    }
+    documented_expected[std::string(d->group) + "/layer_LL/" + (d->place == schema::Place::kPerLevel ? d->name + std::string("K") : d->name)] = type;
+  }
+
+  std::map<std::string, std::string> written;
+  std::set<std::string> layout_attrs;
+  {
+    const hid_t f = H5Fopen(file.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
+    ASSERT_GE(f, 0);
+    struct Visit {
+      hid_t file;
+      std::map<std::string, std::string>* out;
+    } visit{f, &written};
+    H5Lvisit(f, H5_INDEX_NAME, H5_ITER_INC,
+             [](hid_t, const char* name, const H5L_info_t*, void* data) -> herr_t {
+               auto* v = static_cast<Visit*>(data);
+               const hid_t o = H5Oopen(v->file, name, H5P_DEFAULT);
+               if (H5Iget_type(o) == H5I_DATASET) (*v->out)[name] = stored_type_name(o);
+               H5Oclose(o);
+               return 0;
+             },
+             &visit);
+    const hid_t g = H5Gopen2(f, schema::kLayout, H5P_DEFAULT);
+    H5Aiterate2(g, H5_INDEX_NAME, H5_ITER_INC, nullptr,
+                [](hid_t, const char* name, const H5A_info_t*, void* out) -> herr_t {
+                  static_cast<std::set<std::string>*>(out)->insert(name);
+                  return 0;
+                },
+                &layout_attrs);
+    H5Gclose(g);
+    H5Fclose(f);
+  }
+  EXPECT_EQ(written, expected);
+  const std::set<std::string> schema_layout(std::begin(schema::kLayoutAttrs), std::end(schema::kLayoutAttrs));
+  EXPECT_EQ(layout_attrs, schema_layout);
+
+  const DocTable doc = read_doc_table();
+  EXPECT_EQ(doc.datasets, documented_expected) << "docs/capture-format.md's dataset rows";
+  ASSERT_TRUE(doc.attrs.count(schema::kLayout));
+  EXPECT_EQ(doc.attrs.at(schema::kLayout), schema_layout) << "docs/capture-format.md's /layout rows";
 }
 
 TEST(ChunkCodec, BytesAreShuffleThenAZlibStream) {
