@@ -137,16 +137,16 @@ struct Step {
   std::int64_t tokens = 0;  // T: keys attended, including the step's query token
   std::vector<Token> new_tokens;  // tokens appended since the previous record (the query token first)
   std::vector<LayerStep> layers;  // per recorded layer
-  // The layers' per-token and per-page arrays as their datasets' chunks, encoded for the filters
-  // (chunk_codec.h) on the producer's threads; for sinks that take chunks. A chunk holds
-  // layer_chunk() recorded layers: chunk (g, k) of a part covers layers [g * Lc, (g + 1) * Lc)
-  // and tokens (pages) [k * w, (k + 1) * w), at index g * n + k of its list (n chunks per row).
-  // A `dense` chunk of layers without the shadow at this step is empty (not written).
-  struct Chunks {
-    bool encoded = false;
-    std::int64_t token_chunks = 0, page_chunks = 0;  // n of the token and page parts
-    std::vector<std::vector<std::uint8_t>> effective, dense, cover, page_state, summary_mass;
-  } chunks;
+};
+
+// Storage, not data: a step's per-token and per-page arrays as their datasets' chunks, encoded
+// for the filters (chunk_codec.h) on the producer's threads, for sinks that take chunks. A chunk
+// holds layer_chunk() recorded layers: chunk (g, k) of a part covers layers [g * Lc, (g + 1) * Lc)
+// and tokens (pages) [k * w, (k + 1) * w), at index g * n + k of its list (n chunks per row). A
+// `dense` chunk of layers without the shadow at this step is empty (not written).
+struct StepChunks {
+  std::int64_t token_chunks = 0, page_chunks = 0;  // n of the token and page parts
+  std::vector<std::vector<std::uint8_t>> effective, dense, cover, page_state, summary_mass;
 };
 
 // A band of rows of one pyramid level of one recorded layer: [heads][rows][cols] IEEE half,
@@ -156,10 +156,13 @@ struct MapRows {
   int level = 0;
   std::int64_t row0 = 0, rows = 0, cols = 0;
   std::vector<std::uint16_t> data;  // empty when every sink takes the encoded chunks
-  // The band as the dataset's chunks (rows = cols = `chunk`, zero-padded), [heads][column chunk],
-  // encoded for its filters (chunk_codec.h); filled for sinks that take chunks.
+};
+
+// Storage, not data: a map band as its dataset's chunks (rows = cols = `chunk`, zero-padded),
+// [heads][column chunk], encoded for its filters (chunk_codec.h), for sinks that take chunks.
+struct MapChunks {
   std::int64_t chunk = 0;
-  std::vector<std::vector<std::uint8_t>> chunks;
+  std::vector<std::vector<std::uint8_t>> tiles;
 };
 
 // What a reader answers about a whole capture.
@@ -224,14 +227,16 @@ class CaptureSink {
   virtual ~CaptureSink() = default;
   virtual void begin(const Manifest& manifest, const Layout& layout, const std::vector<Token>& prompt,
                      const std::vector<Segment>& segments) = 0;
-  virtual void map_rows(const MapRows& rows) = 0;
-  // True when the sink wants MapRows::chunks and Step::chunks (encoded on the producer's
+  // `chunks`: the band encoded (for a sink that takes_chunks()), else null.
+  virtual void map_rows(const MapRows& rows, const MapChunks* chunks) = 0;
+  // True when the sink wants the map bands' and steps' chunks (encoded on the producer's
   // threads); the plain arrays still arrive alongside.
   virtual bool takes_chunks() const { return false; }
-  // True when the sink wants Step::chunks as well (the live capture keeps only the map's).
+  // True when the sink wants the steps' chunks as well (the live capture keeps only the map's).
   virtual bool takes_step_chunks() const { return takes_chunks(); }
   virtual void end_prefill() = 0;  // all map bands delivered
-  virtual void step(const Step& step) = 0;
+  // `chunks`: the step's rows encoded (for a sink that takes_step_chunks()), else null.
+  virtual void step(const Step& step, const StepChunks* chunks) = 0;
   virtual void finish(const std::vector<Token>& trailing) = 0;  // tokens sampled after the last step
 };
 

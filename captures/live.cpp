@@ -150,7 +150,7 @@ void LiveCapture::begin(const Manifest& manifest, const Layout& layout, const st
   }
 }
 
-void LiveCapture::map_rows(const MapRows& r) {
+void LiveCapture::map_rows(const MapRows& r, const MapChunks* chunks) {
   int i = 0, deflate = 0;
   std::int64_t c = 0, H = 0;
   {
@@ -163,10 +163,10 @@ void LiveCapture::map_rows(const MapRows& r) {
     deflate = summary_.layout.deflate;
   }
   if (r.row0 % c != 0) fail("capture", "a map band of the live capture does not start on a chunk row");
-  if (!r.chunks.empty()) {  // encoded by the session on the model's threads
-    if (r.chunk != c || r.rows > c || r.chunks.size() != static_cast<std::size_t>(H * ((r.cols + c - 1) / c)))
+  if (chunks) {  // encoded by the session on the model's threads
+    if (chunks->chunk != c || r.rows > c || chunks->tiles.size() != static_cast<std::size_t>(H * ((r.cols + c - 1) / c)))
       fail("capture", "map chunks do not match the capture's chunking");
-    store_chunks(i, r.level, r.row0, {}, &r.chunks);
+    store_chunks(i, r.level, r.row0, {}, &chunks->tiles);
     return;
   }
   // Plain halves (a sink fed directly): encoded here, one chunk row at a time.
@@ -260,17 +260,12 @@ std::size_t step_array_bytes(const Step& s) {
 
 }  // namespace
 
-void LiveCapture::step(const Step& s) {
-  Step kept;  // the plain arrays, which the view reads; not the encoded chunks
-  kept.step = s.step;
-  kept.tokens = s.tokens;
-  kept.new_tokens = s.new_tokens;
-  kept.layers = s.layers;
+void LiveCapture::step(const Step& s, const StepChunks* /*chunks: the view reads the plain arrays*/) {
   std::lock_guard<std::mutex> lock(mu_);
   for (std::size_t i = 0; i < s.layers.size() && i < pages_.size(); ++i)
     pages_[i].insert(pages_[i].end(), s.layers[i].new_pages.begin(), s.layers[i].new_pages.end());
-  step_bytes_ += step_array_bytes(kept);
-  steps_.push_back(std::move(kept));
+  step_bytes_ += step_array_bytes(s);
+  steps_.push_back(s);
   tokens_.insert(tokens_.end(), s.new_tokens.begin(), s.new_tokens.end());
   summary_.complete_steps = static_cast<std::int64_t>(steps_.size());
   summary_.num_tokens = static_cast<std::int64_t>(tokens_.size());

@@ -37,11 +37,11 @@ class LiveCapture final : public CaptureSink, public CaptureView {
 
   void begin(const Manifest& manifest, const Layout& layout, const std::vector<Token>& prompt,
              const std::vector<Segment>& segments) override;
-  void map_rows(const MapRows& rows) override;
+  void map_rows(const MapRows& rows, const MapChunks* chunks) override;
   bool takes_chunks() const override { return true; }
   bool takes_step_chunks() const override { return false; }  // steps are kept as arrays
   void end_prefill() override {}
-  void step(const Step& step) override;
+  void step(const Step& step, const StepChunks* chunks) override;
   void finish(const std::vector<Token>& trailing) override;
 
   Summary summary() const override;

@@ -22,17 +22,18 @@ CapturePipeline::~CapturePipeline() {
 }
 
 std::size_t CapturePipeline::bytes_of(const Message& m) {
-  if (const auto* r = std::get_if<MapRows>(&m)) {
-    std::size_t b = r->data.size() * sizeof(std::uint16_t);
-    for (const auto& c : r->chunks) b += c.size();
+  if (const auto* r = std::get_if<Band>(&m)) {
+    std::size_t b = r->rows.data.size() * sizeof(std::uint16_t);
+    if (r->chunks)
+      for (const auto& c : r->chunks->tiles) b += c.size();
     return b;
   }
-  if (const auto* s = std::get_if<Step>(&m)) {
+  if (const auto* s = std::get_if<StepRecord>(&m)) {
     std::size_t b = 0;
-    for (const LayerStep& l : s->layers) b += (l.effective.size() + l.dense.size()) * 2 + l.cover.size() + l.page_state.size() * 3;
-    const Step::Chunks& c = s->chunks;
-    for (const auto* part : {&c.effective, &c.dense, &c.cover, &c.page_state, &c.summary_mass})
-      for (const auto& chunk : *part) b += chunk.size();
+    for (const LayerStep& l : s->step.layers) b += (l.effective.size() + l.dense.size()) * 2 + l.cover.size() + l.page_state.size() * 3;
+    if (const std::optional<StepChunks>& c = s->chunks)
+      for (const auto* part : {&c->effective, &c->dense, &c->cover, &c->page_state, &c->summary_mass})
+        for (const auto& chunk : *part) b += chunk.size();
     return b;
   }
   return 0;
@@ -125,7 +126,8 @@ void CapturePipeline::begin(Manifest manifest, Layout layout, std::vector<Token>
 
 void CapturePipeline::emit_band(int layer_index, const BandView& v) {
   const std::int64_t H = static_cast<std::int64_t>(layout_.heads.size());
-  MapRows r;
+  Band band;
+  MapRows& r = band.rows;
   r.layer = layout_.layers[static_cast<std::size_t>(layer_index)];
   r.level = v.level;
   r.row0 = v.row0;
@@ -134,12 +136,13 @@ void CapturePipeline::emit_band(int layer_index, const BandView& v) {
   if (encode_) {  // each chunk gathered, shuffled and compressed straight from the builder's rows
     const std::int64_t c = map_chunk(layout_, layer_index, v.level);
     const std::int64_t per_head = (v.cols + c - 1) / c;
-    r.chunk = c;
-    r.chunks.assign(static_cast<std::size_t>(H * per_head), {});
+    MapChunks& chunks = band.chunks.emplace();
+    chunks.chunk = c;
+    chunks.tiles.assign(static_cast<std::size_t>(H * per_head), {});
     const int level = layout_.deflate;
     encode_and_write(H * per_head, [&](std::int64_t t) {
       const std::int64_t h = t / per_head, c0 = (t % per_head) * c;
-      r.chunks[static_cast<std::size_t>(t)] = encode_tile(v.data + h * v.head_stride + c0, sizeof(std::uint16_t), v.rows,
+      chunks.tiles[static_cast<std::size_t>(t)] = encode_tile(v.data + h * v.head_stride + c0, sizeof(std::uint16_t), v.rows,
                                                           std::min(c, v.cols - c0), v.row_stride, c, c, level);
     });
   }
@@ -150,7 +153,7 @@ void CapturePipeline::emit_band(int layer_index, const BandView& v) {
         std::copy_n(v.data + (t / v.rows) * v.head_stride + (t % v.rows) * v.row_stride, v.cols, r.data.data() + t * v.cols);
     });
   }
-  push(std::move(r), /*wake=*/!encode_);  // encoded bands: written by the next band's region
+  push(std::move(band), /*wake=*/!encode_);  // encoded bands: written by the next band's region
 }
 
 void CapturePipeline::prefill_rows(int layer, std::int64_t row0, std::int64_t m, const std::vector<std::uint16_t>& halves) {
@@ -209,14 +212,16 @@ void encode_layers(const std::vector<LayerStep>& layers, const std::vector<T> La
 }  // namespace
 
 void CapturePipeline::step(Step step) {
+  StepRecord record{std::move(step), std::nullopt};
   if (encode_steps_) {
-    const std::size_t H = layout_.heads.size(), L = step.layers.size();
+    const Step& st = record.step;
+    const std::size_t H = layout_.heads.size(), L = st.layers.size();
     const std::size_t Lc = static_cast<std::size_t>(layer_chunk(layout_));
     const std::int64_t ct = token_chunk(layout_);
     std::int64_t P = 0;  // the most pages of any layer
-    for (const LayerStep& ls : step.layers) P = std::max<std::int64_t>(P, H ? static_cast<std::int64_t>(ls.page_state.size() / H) : 0);
-    Step::Chunks& c = step.chunks;
-    c.token_chunks = (step.tokens + ct - 1) / ct;
+    for (const LayerStep& ls : st.layers) P = std::max<std::int64_t>(P, H ? static_cast<std::int64_t>(ls.page_state.size() / H) : 0);
+    StepChunks& c = record.chunks.emplace();
+    c.token_chunks = (st.tokens + ct - 1) / ct;
     c.page_chunks = (P + kPageChunk - 1) / kPageChunk;
     const std::int64_t groups = static_cast<std::int64_t>((L + Lc - 1) / Lc);
     for (auto* part : {&c.effective, &c.dense, &c.cover}) part->assign(static_cast<std::size_t>(groups * c.token_chunks), {});
@@ -226,7 +231,7 @@ void CapturePipeline::step(Step step) {
     encode_and_write(groups * kParts, [&](std::int64_t t) {
       const std::int64_t g = t / kParts, nt = c.token_chunks, np = c.page_chunks;
       const std::size_t g0 = static_cast<std::size_t>(g) * Lc;
-      const auto& ls = step.layers;
+      const auto& ls = st.layers;
       switch (t % kParts) {
         case 0: encode_layers(ls, &LayerStep::effective, g0, Lc, H, ct, nt, level, c.effective.data() + g * nt); break;
         case 1: encode_layers(ls, &LayerStep::dense, g0, Lc, H, ct, nt, level, c.dense.data() + g * nt); break;
@@ -235,9 +240,8 @@ void CapturePipeline::step(Step step) {
         case 4: encode_layers(ls, &LayerStep::summary_mass, g0, Lc, H, kPageChunk, np, level, c.summary_mass.data() + g * np); break;
       }
     });
-    c.encoded = true;
   }
-  push(std::move(step), /*wake=*/!encode_steps_);  // encoded: written in the next step's region (or by finish)
+  push(std::move(record), /*wake=*/!encode_steps_);  // encoded: written in the next step's region (or by finish)
 }
 
 void CapturePipeline::finish(std::vector<Token> trailing) {
@@ -290,12 +294,12 @@ std::exception_ptr CapturePipeline::handle_caught(Message& m) {
 void CapturePipeline::handle(Message& m) {
   if (auto* b = std::get_if<Begin>(&m)) {
     for (CaptureSink* s : sinks_) s->begin(b->manifest, b->layout, b->prompt, b->segments);
-  } else if (auto* r = std::get_if<MapRows>(&m)) {
-    for (CaptureSink* s : sinks_) s->map_rows(*r);
+  } else if (auto* r = std::get_if<Band>(&m)) {
+    for (CaptureSink* s : sinks_) s->map_rows(r->rows, s->takes_chunks() && r->chunks ? &*r->chunks : nullptr);
   } else if (std::holds_alternative<EndPrefill>(m)) {
     for (CaptureSink* s : sinks_) s->end_prefill();
-  } else if (auto* s = std::get_if<Step>(&m)) {
-    for (CaptureSink* sink : sinks_) sink->step(*s);
+  } else if (auto* s = std::get_if<StepRecord>(&m)) {
+    for (CaptureSink* sink : sinks_) sink->step(s->step, sink->takes_step_chunks() && s->chunks ? &*s->chunks : nullptr);
   } else if (auto* f = std::get_if<Finish>(&m)) {
     for (CaptureSink* sink : sinks_) sink->finish(f->trailing);
   }

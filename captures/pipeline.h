@@ -19,6 +19,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <thread>
 #include <variant>
 #include <vector>
@@ -57,7 +58,9 @@ class CapturePipeline {
   struct Begin { Manifest manifest; Layout layout; std::vector<Token> prompt; std::vector<Segment> segments; };
   struct EndPrefill {};
   struct Finish { std::vector<Token> trailing; };
-  using Message = std::variant<Begin, MapRows, EndPrefill, Step, Finish>;
+  struct Band { MapRows rows; std::optional<MapChunks> chunks; };
+  struct StepRecord { Step step; std::optional<StepChunks> chunks; };
+  using Message = std::variant<Begin, Band, EndPrefill, StepRecord, Finish>;
   static std::size_t bytes_of(const Message& m);
 
   // Queues m. `wake`: wake the I/O thread for it; without, m waits for the producer's next

@@ -88,7 +88,7 @@ void write_level(const CaptureView& view, const Layout& layout, int layer_index,
         for (std::int64_t r = 0; r < rows; ++r)
           std::copy_n(band.data() + (h * static_cast<std::size_t>(rows) + static_cast<std::size_t>(r)) * static_cast<std::size_t>(S), cols,
                       mr.data.data() + (h * static_cast<std::size_t>(rows) + static_cast<std::size_t>(r)) * static_cast<std::size_t>(cols));
-      writer.map_rows(mr);
+      writer.map_rows(mr, nullptr);
     }
     done_rows(rows);
   }
@@ -161,7 +161,7 @@ SaveResult save_view(const CaptureView& view, const std::filesystem::path& path,
         while (next_page[i] < ps.size() && ps[next_page[i]].created_step < s) ls.new_pages.push_back(ps[next_page[i]++]);
         st.layers.push_back(std::move(ls));
       }
-      writer->step(st);
+      writer->step(st, nullptr);
       advance(3.0 * static_cast<double>(L * H) * static_cast<double>(prompt + s));
     }
     writer->finish(std::vector<Token>(tokens.begin() + static_cast<std::ptrdiff_t>(next_token), tokens.end()));

@@ -225,14 +225,14 @@ void CaptureWriter::append_tokens(const std::vector<Token>& tokens) {
   piece_bytes_ = end;
 }
 
-void CaptureWriter::map_rows(const MapRows& r) {
+void CaptureWriter::map_rows(const MapRows& r, const MapChunks* chunks) {
   std::lock_guard<std::recursive_mutex> lock(h5::lock());
   const int i = recorded_index(layout_.layers, r.layer, "layer");
   const auto it = std::find(layout_.levels.begin(), layout_.levels.end(), r.level);
   if (it == layout_.levels.end()) fail(name_, "map level " + std::to_string(r.level) + " is not stored");
   const hid_t ds = layers_[i].levels[static_cast<std::size_t>(it - layout_.levels.begin())];
   const hsize_t H = layout_.heads.size();
-  if (r.chunks.empty()) {
+  if (!chunks) {
     h5::write(ds, h5::half_type(), {0, static_cast<hsize_t>(r.row0), 0}, {H, static_cast<hsize_t>(r.rows), static_cast<hsize_t>(r.cols)},
               r.data.data(), name_);
     return;
@@ -240,10 +240,10 @@ void CaptureWriter::map_rows(const MapRows& r) {
   // Encoded chunks, written as they are (compressed on the producer's threads).
   const std::int64_t c = map_chunk(layout_, i, r.level);
   const std::size_t per_head = static_cast<std::size_t>((r.cols + c - 1) / c);
-  if (r.chunk != c || r.row0 % c != 0 || r.chunks.size() != H * per_head) fail(name_, "map chunks do not match the dataset's chunking");
+  if (chunks->chunk != c || r.row0 % c != 0 || chunks->tiles.size() != H * per_head) fail(name_, "map chunks do not match the dataset's chunking");
   for (hsize_t h = 0; h < H; ++h)
     for (std::size_t j = 0; j < per_head; ++j) {
-      const auto& bytes = r.chunks[h * per_head + j];
+      const auto& bytes = chunks->tiles[h * per_head + j];
       const hsize_t offset[3] = {h, static_cast<hsize_t>(r.row0), static_cast<hsize_t>(j) * static_cast<hsize_t>(c)};
       h5::check_status(H5Dwrite_chunk(ds, H5P_DEFAULT, 0, offset, bytes.size(), bytes.data()), name_, "cannot write a map chunk");
     }
@@ -254,7 +254,7 @@ void CaptureWriter::end_prefill() {
   flush();
 }
 
-void CaptureWriter::step(const Step& s) {
+void CaptureWriter::step(const Step& s, const StepChunks* chunks) {
   std::lock_guard<std::recursive_mutex> lock(h5::lock());
   if (s.step != complete_steps_ + 1) fail(name_, "decode steps out of order");
   if (s.layers.size() != layers_.size()) fail(name_, "a step record without every recorded layer");
@@ -309,8 +309,8 @@ void CaptureWriter::step(const Step& s) {
     for (hid_t ds : {page_state_.get(), summary_mass_.get()})
       if (ds >= 0) h5::set_extent(ds, {S, L, H, PE}, name_);
 
-  if (s.chunks.encoded) {  // a few chunks per part, each spanning a group of layers
-    const Step::Chunks& c = s.chunks;
+  if (chunks) {  // a few chunks per part, each spanning a group of layers
+    const StepChunks& c = *chunks;
     if (layout_.rows) {
       write_chunks(effective_, si, ct, c.token_chunks, c.effective);
       write_chunks(dense_, si, ct, c.token_chunks, c.dense);
@@ -321,7 +321,7 @@ void CaptureWriter::step(const Step& s) {
       write_chunks(summary_mass_, si, kPageChunk, c.page_chunks, c.summary_mass);
     }
   }
-  const bool plain = !s.chunks.encoded;  // a sink fed without chunks: each layer's rows through HDF5's filters
+  const bool plain = !chunks;  // a sink fed without chunks: each layer's rows through HDF5's filters
   for (std::size_t i = 0; i < L; ++i) {
     const LayerStep& ls = s.layers[i];
     const hsize_t li = i;

@@ -30,10 +30,10 @@ class CaptureWriter final : public CaptureSink {
 
   void begin(const Manifest& manifest, const Layout& layout, const std::vector<Token>& prompt,
              const std::vector<Segment>& segments) override;
-  void map_rows(const MapRows& rows) override;
+  void map_rows(const MapRows& rows, const MapChunks* chunks) override;
   bool takes_chunks() const override { return true; }
   void end_prefill() override;
-  void step(const Step& step) override;
+  void step(const Step& step, const StepChunks* chunks) override;
   void finish(const std::vector<Token>& trailing) override;
 
   const std::filesystem::path& path() const { return path_; }

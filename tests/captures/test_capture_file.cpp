@@ -47,9 +47,20 @@ fs::path work_dir() { return luka::test::test_dir("captures"); }
 struct RecordingSink final : CaptureSink {
   std::vector<MapRows> bands;
   void begin(const Manifest&, const Layout&, const std::vector<Token>&, const std::vector<Segment>&) override {}
-  void map_rows(const MapRows& r) override { bands.push_back(r); }
+  void map_rows(const MapRows& r, const MapChunks*) override { bands.push_back(r); }
   void end_prefill() override {}
-  void step(const Step&) override {}
+  void step(const Step&, const StepChunks*) override {}
+  void finish(const std::vector<Token>&) override {}
+};
+
+// Counts the map bands and steps that reach a sink taking chunks with their chunks.
+struct ChunkCountingSink final : CaptureSink {
+  std::size_t bands = 0, encoded_bands = 0, steps = 0, encoded_steps = 0;
+  void begin(const Manifest&, const Layout&, const std::vector<Token>&, const std::vector<Segment>&) override {}
+  bool takes_chunks() const override { return true; }
+  void map_rows(const MapRows&, const MapChunks* c) override { ++bands, encoded_bands += c && !c->tiles.empty(); }
+  void end_prefill() override {}
+  void step(const Step&, const StepChunks* c) override { ++steps, encoded_steps += c != nullptr; }
   void finish(const std::vector<Token>&) override {}
 };
 
@@ -376,10 +387,13 @@ void three_threads(std::int64_t n, const std::function<void(std::int64_t, std::i
 
 // Writes the synthetic run's first `steps` steps to `file` through a session (writer plus a sink
 // that keeps the map bands) and returns the bands.
-std::vector<MapRows> write_run(const fs::path& file, const Synthetic& s, int steps, ParallelFor parallel = serial_for) {
+std::vector<MapRows> write_run(const fs::path& file, const Synthetic& s, int steps, ParallelFor parallel = serial_for,
+                               ChunkCountingSink* counter = nullptr) {
   CaptureWriter writer(file);
   RecordingSink rec;
-  CapturePipeline session({&writer, &rec});
+  std::vector<CaptureSink*> sinks{&writer, &rec};
+  if (counter) sinks.push_back(counter);
+  CapturePipeline session(sinks);
   session.set_parallel(std::move(parallel));
   feed(session, s, steps);
   session.finish(s.trailing);
@@ -563,8 +577,14 @@ TEST(CaptureFile, EncodedMapChunksReadBackAtEveryDeflateSetting) {
     align_pages(s);
     s.layout.deflate = level;
     const fs::path file = work_dir() / ("run" + std::to_string(level) + ".h5");
-    const std::vector<MapRows> bands = write_run(file, s, 2, three_threads);
-    for (const MapRows& b : bands) EXPECT_FALSE(b.chunks.empty());  // the writer asked for them
+    ChunkCountingSink counter;
+    const std::vector<MapRows> bands = write_run(file, s, 2, three_threads, &counter);
+    // The writer asked for chunks: a sink taking them gets every band and step encoded, one that
+    // does not gets the plain rows.
+    EXPECT_EQ(counter.encoded_bands, bands.size());
+    EXPECT_EQ(counter.bands, bands.size());
+    EXPECT_EQ(counter.encoded_steps, 2u);
+    for (const MapRows& b : bands) EXPECT_FALSE(b.data.empty());
     const auto f = CaptureFile::open(file);
     EXPECT_EQ(f->summary().layout.deflate, level);
     expect_same(*f, s, bands, 2, true);
@@ -776,9 +796,9 @@ struct ThreadNotingSink final : CaptureSink {
     inside.fetch_sub(1);
   }
   void begin(const Manifest&, const Layout&, const std::vector<Token>&, const std::vector<Segment>&) override { note('b'); }
-  void map_rows(const MapRows&) override { note('m'); }
+  void map_rows(const MapRows&, const MapChunks*) override { note('m'); }
   void end_prefill() override { note('e'); }
-  void step(const Step& s) override { note('s', s.step); }
+  void step(const Step& s, const StepChunks*) override { note('s', s.step); }
   void finish(const std::vector<Token>&) override { note('f'); }
 };
 

@@ -275,9 +275,9 @@ TEST(LiveCapture, PlainBandsAreEncodedByTheCapture) {
   struct Bands final : CaptureSink {
     std::vector<MapRows> bands;
     void begin(const Manifest&, const Layout&, const std::vector<Token>&, const std::vector<Segment>&) override {}
-    void map_rows(const MapRows& r) override { bands.push_back(r); }
+    void map_rows(const MapRows& r, const MapChunks*) override { bands.push_back(r); }
     void end_prefill() override {}
-    void step(const Step&) override {}
+    void step(const Step&, const StepChunks*) override {}
     void finish(const std::vector<Token>&) override {}
   } bands;
   const fs::path path = work_dir() / "run.h5";
@@ -291,17 +291,15 @@ TEST(LiveCapture, PlainBandsAreEncodedByTheCapture) {
     live.begin(run.manifest, run.layout, run.prompt, run.segments);
     for (MapRows b : bands.bands) {
       ASSERT_FALSE(b.data.empty());
-      b.chunks.clear();
-      live.map_rows(b);
+      live.map_rows(b, nullptr);
     }
     live.end_prefill();
-    for (const Step& s : run.steps) live.step(s);
+    for (const Step& s : run.steps) live.step(s, nullptr);
     live.finish(run.trailing);
     expect_same_views(live, *CaptureFile::open(path), 5);
     MapRows odd = bands.bands.front();
     odd.row0 = 1;
-    odd.chunks.clear();
-    EXPECT_THROW(live.map_rows(odd), Error);
+    EXPECT_THROW(live.map_rows(odd, nullptr), Error);
   }
 }
 

@@ -5,6 +5,7 @@
 // redirections dropped) and from inline code that starts with `luka ` or `build/luka `.
 #include <gtest/gtest.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cctype>
@@ -175,7 +176,8 @@ struct Checked {
 // out of what luka sweep passes on after "--"), or `luka WORDS --help` for a bare command name (a
 // mention, as in "`luka capture` writes ..."): that the command exists.
 Checked check(const Example& e) {
-  const fs::path err = fs::path(LUKA_TEST_WORK) / "cli" / "doc_examples_err.txt";
+  // One file per process: ctest runs this file's tests side by side.
+  const fs::path err = fs::path(LUKA_TEST_WORK) / "cli" / ("doc_examples_err." + std::to_string(::getpid()) + ".txt");
   fs::create_directories(err.parent_path());
   std::vector<std::string> words = e.words;
   if (words.size() <= 1) {
