@@ -69,6 +69,9 @@ int run_info(int argc, char** argv) {
   options.weights = load_options(args).weights;
   const auto model = Model::load(path, options);
   const ModelConfig& c = model->config();
+  // The LuKA options are checked before anything is printed: a bad --set is one error, not a
+  // summary followed by one.
+  const auto luka = luka_config(args, c.num_layers);
 
   std::optional<std::int32_t> tokenizer_size;
   if (gguf || std::filesystem::exists(path / "tokenizer.json")) tokenizer_size = Tokenizer::load(path).vocab_size();
@@ -153,7 +156,6 @@ int run_info(int argc, char** argv) {
       row("fits", line);
     }
   }
-  const auto luka = luka_config(args, c.num_layers);
   if (luka || args.get_flag("config")) {
     const LukaConfig config = luka.value_or(LukaConfig::preset("dense", c.num_layers));
     row("luka modes", describe_modes(config));

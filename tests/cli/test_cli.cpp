@@ -716,6 +716,7 @@ TEST(Cli, InfoConfigPrintsTheConfigInForce) {
     EXPECT_EQ(e.exit_code, 1) << bad[1];
     EXPECT_EQ(error_lines(e.err), 1) << e.err;
     EXPECT_NE(e.err.find("luka config"), std::string::npos) << e.err;
+    EXPECT_EQ(e.out, "") << bad[1] << ": nothing is printed before the error";
   }
 }
 
