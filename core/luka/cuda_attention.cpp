@@ -145,10 +145,9 @@ at::Tensor CudaLukaAttention::decode(const AttentionInputs& in) {
 // post-prefill pages).
 at::Tensor CudaLukaAttention::prefill(const AttentionInputs& in) {
   const std::int64_t H = in.q.size(0), n = in.q.size(1), D = in.q.size(2), KV = in.k.size(0), T = in.k.size(1);
-  const std::int64_t G = in.group_size;
   if (in.q_pos0 != 0)
     fail("luka layer " + std::to_string(layer_), "the GPU path prefills from position 0 only (reset the decoder first)");
-  const at::TensorOptions floats = in.q.options().dtype(at::kFloat), longs = in.q.options().dtype(at::kLong);
+  const at::TensorOptions floats = in.q.options().dtype(at::kFloat);
   if (config_.lined.decay == 1.0 && !prefill_observer_) {  // the two-pass kernel: nothing of [n, T] in global memory
     at::Tensor importance = at::zeros({KV, T}, floats), h2o = at::zeros({H, T}, floats);
     const at::Tensor q = in.q.contiguous();
@@ -168,37 +167,14 @@ at::Tensor CudaLukaAttention::prefill(const AttentionInputs& in) {
     if (!e.empty()) fail("luka layer " + std::to_string(layer_), e);
     return out;
   }
-  const at::Tensor qf = in.q.to(at::kFloat), kf = in.k.to(at::kFloat), vf = in.v.to(at::kFloat);
+  // A decay or an observer: the CPU core's prefill on ATen, on the GPU (no sparse prefill here).
   at::Tensor importance = at::zeros({KV, T}, floats), h2o = at::zeros({H, T}, floats);
-  at::Tensor out = at::empty({H, n, D}, floats);
-  const double decay = config_.lined.decay;
-  const at::Tensor key_pos = at::arange(T, longs).view({1, T});
-  constexpr std::int64_t kChunk = 256;
-  for (std::int64_t i0 = 0; i0 < n; i0 += kChunk) {
-    const std::int64_t m = std::min(kChunk, n - i0);
-    const at::Tensor hidden = key_pos.gt(at::arange(i0, i0 + m, longs).view({m, 1}));
-    for (std::int64_t g = 0; g < KV; ++g) {
-      at::Tensor scores = at::matmul(qf.narrow(0, g * G, G).narrow(1, i0, m), kf[g].transpose(0, 1)).mul_(in.scale);
-      scores.masked_fill_(hidden.unsqueeze(0), -std::numeric_limits<float>::infinity());
-      const at::Tensor probs = at::softmax(scores, -1);  // [G, m, T]
-      out.narrow(0, g * G, G).narrow(1, i0, m).copy_(at::matmul(probs, vf[g]));
-      if (prefill_observer_) prefill_observer_(layer_, i0, g * G, probs.cpu().contiguous());
-      importance[g].add_(probs.sum(at::IntArrayRef{0, 1}).div_(static_cast<double>(G)));  // mean over the group
-      for (std::int64_t j = 0; j < G; ++j) {
-        at::Tensor row = h2o[g * G + j];
-        if (decay == 1.0) {
-          row.add_(probs[j].sum(0));
-        } else {
-          for (std::int64_t i = 0; i < m; ++i) row.mul_(decay).add_(probs[j][i]);
-        }
-      }
-    }
-  }
+  const at::Tensor out = aten_prefill(in, PrefillMask{}, config_.lined.decay, layer_, prefill_observer_, importance, h2o);
   if (const std::string e = state_->load_prefill(importance.const_data_ptr<float>(), h2o.const_data_ptr<float>(), T,
                                                  kv_view(in, layer_), current_stream());
       !e.empty())
     fail("luka layer " + std::to_string(layer_), e);
-  return out.transpose(0, 1).reshape({n, H * D}).to(in.q.scalar_type());
+  return out;
 }
 
 std::vector<std::shared_ptr<LukaLayer>> install_luka_cuda(Decoder& decoder, const LukaConfig& config) {

@@ -217,29 +217,36 @@ at::Tensor LukaAttention::forward(const AttentionInputs& in) {
 // it, while a query before that window gets a uniform row over it (their masked logits all sit
 // at the dtype's minimum, which fp32 cannot tell apart).
 at::Tensor LukaAttention::prefill(const AttentionInputs& in) {
+  const std::int64_t T = in.k.size(1);
+  const LinedConfig& lc = config_.lined;
+  PrefillMask mask;
+  mask.sparse = config_.mode == AttentionMode::kLined && lc.sparse_prefill;
+  mask.fixed = mask.sparse && lc.sparse_prefill_window == PrefillWindow::kFixed;
+  mask.window = mask.sparse ? rules::lined_window(to_rule(lc), T) : 0;
+  return aten_prefill(in, mask, lc.decay, layer_, prefill_observer_, importance_.narrow(1, 0, T), h2o_.narrow(1, 0, T));
+}
+
+at::Tensor aten_prefill(const AttentionInputs& in, const PrefillMask& mask, double decay, int layer,
+                        const LukaLayer::PrefillObserver& observer, at::Tensor importance, at::Tensor h2o) {
   const std::int64_t H = in.q.size(0), n = in.q.size(1), D = in.q.size(2), KV = in.k.size(0), T = in.k.size(1);
   const std::int64_t G = in.group_size;
-  const LinedConfig& lc = config_.lined;
-  const bool sparse = config_.mode == AttentionMode::kLined && lc.sparse_prefill;
-  const bool fixed = sparse && lc.sparse_prefill_window == PrefillWindow::kFixed;
-  const std::int64_t window = sparse ? rules::lined_window(to_rule(lc), T) : 0;
+  const at::TensorOptions floats = in.q.options().dtype(at::kFloat), longs = in.q.options().dtype(at::kLong);
   const at::Tensor qf = in.q.to(at::kFloat);
   const at::Tensor kf = in.k.to(at::kFloat), vf = in.v.to(at::kFloat);
-  at::Tensor out = at::empty({H, n, D}, at::kFloat);
-  const double decay = lc.decay;
-  const at::Tensor key_pos = at::arange(T, at::kLong).view({1, T});
+  at::Tensor out = at::empty({H, n, D}, floats);
+  const at::Tensor key_pos = at::arange(T, longs).view({1, T});
   constexpr std::int64_t kChunk = 256;
   for (std::int64_t i0 = 0; i0 < n; i0 += kChunk) {
     const std::int64_t m = std::min(kChunk, n - i0);
-    const at::Tensor query_pos = at::arange(in.q_pos0 + i0, in.q_pos0 + i0 + m, at::kLong).view({m, 1});
+    const at::Tensor query_pos = at::arange(in.q_pos0 + i0, in.q_pos0 + i0 + m, longs).view({m, 1});
     at::Tensor hidden = key_pos.gt(query_pos);  // [m, T]
     at::Tensor uniform;                         // fixed window: [m, 1], rows that see nothing causally
-    if (fixed) {
-      const std::int64_t start = T - window;
+    if (mask.fixed) {
+      const std::int64_t start = T - mask.window;
       uniform = query_pos.lt(start);
       hidden = key_pos.lt(start).logical_or(hidden.logical_and(uniform.logical_not()));
-    } else if (sparse) {
-      hidden = hidden.logical_or(key_pos.ge(32).logical_and(key_pos.le(query_pos - window)));
+    } else if (mask.sparse) {
+      hidden = hidden.logical_or(key_pos.ge(32).logical_and(key_pos.le(query_pos - mask.window)));
     }
     for (std::int64_t g = 0; g < KV; ++g) {
       const at::Tensor qg = qf.narrow(0, g * G, G).narrow(1, i0, m);                    // [G, m, D]
@@ -248,14 +255,14 @@ at::Tensor LukaAttention::prefill(const AttentionInputs& in) {
       scores.masked_fill_(hidden.unsqueeze(0), kNegInf);
       const at::Tensor probs = at::softmax(scores, -1);
       out.narrow(0, g * G, G).narrow(1, i0, m).copy_(at::matmul(probs, vf[g]));
-      if (prefill_observer_) prefill_observer_(layer_, in.q_pos0 + i0, g * G, probs);
-      importance_[g].narrow(0, 0, T).add_(probs.sum(at::IntArrayRef{0, 1}).div_(static_cast<double>(G)));  // group mean
+      if (observer) observer(layer, in.q_pos0 + i0, g * G, probs.is_cpu() ? probs : probs.cpu().contiguous());
+      importance[g].add_(probs.sum(at::IntArrayRef{0, 1}).div_(static_cast<double>(G)));  // group mean
       for (std::int64_t j = 0; j < G; ++j) {
-        at::Tensor h2o = h2o_[g * G + j].narrow(0, 0, T);
+        at::Tensor row = h2o[g * G + j];
         if (decay == 1.0) {
-          h2o.add_(probs[j].sum(0));
+          row.add_(probs[j].sum(0));
         } else {  // sequential decay over the queries of the chunk
-          for (std::int64_t i = 0; i < m; ++i) h2o.mul_(decay).add_(probs[j][i]);
+          for (std::int64_t i = 0; i < m; ++i) row.mul_(decay).add_(probs[j][i]);
         }
       }
     }

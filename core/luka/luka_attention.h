@@ -106,6 +106,20 @@ class LukaAttention final : public LukaLayer {
 // rows into step.dense (both on the CPU).
 void dense_shadow(const AttentionInputs& in, const at::Tensor& out, const std::vector<Page>& pages, LukaStep& step);
 
+// The LuKA prefill on ATen (§5.1), on the inputs' device: exact causal attention over the prompt,
+// or lined's sparse prefill (`mask`), 256 queries at a time per KV group. Adds each KV group's mean
+// attention to `importance` [KV, T] and each query head's attention (h2o, with `decay` applied
+// query by query) to `h2o` [H, T], hands each chunk's probabilities [G, m, T] to `observer` (on
+// the CPU), and returns the output [n, H * D] in the query's dtype. The CPU core's prefill, and the
+// GPU path's where its kernel does not serve (a decay, an observer).
+struct PrefillMask {
+  bool sparse = false;      // lined's sparse prefill: the first 32 keys and the window
+  bool fixed = false;       // ... over the fixed last `window` keys
+  std::int64_t window = 0;
+};
+at::Tensor aten_prefill(const AttentionInputs& in, const PrefillMask& mask, double decay, int layer,
+                        const LukaLayer::PrefillObserver& observer, at::Tensor importance, at::Tensor h2o);
+
 // The pages a refinement rule picks from per-page scores (α, or its max over the heads that share
 // the selection), in ascending order; `always_refine_first` pages are added.
 std::vector<std::int64_t> select_pages(const ClusteredConfig& config, const std::vector<float>& score);
