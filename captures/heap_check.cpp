@@ -81,6 +81,25 @@ Walk walk_collection(const std::uint8_t* data, std::size_t size) {
   return w;  // objects up to the end, or fewer than a header's bytes of slack
 }
 
+// The collection at byte `address` of the file, read whole and walked; its damage names the
+// collection's place ("global heap at byte 2048: ...").
+Walk load_collection(std::ifstream& in, std::uint64_t address, std::uint64_t file_size) {
+  Walk w;
+  const std::string where = "global heap at byte " + std::to_string(address) + ": ";
+  const std::vector<std::uint8_t> header = address < file_size ? read_bytes(in, address, kCollectionHeader) : std::vector<std::uint8_t>{};
+  if (header.size() != kCollectionHeader || !is_collection_header(header.data())) {
+    w.damage = where + "no collection there";
+  } else if (const std::uint64_t size = le(header.data() + 8, 8); size > file_size - address || size > kMaxHeapCollection) {
+    w.damage = where + "the collection claims " + std::to_string(size) + " bytes, the file has " + std::to_string(file_size - address) +
+               " from there";
+  } else {
+    const std::vector<std::uint8_t> collection = read_bytes(in, address, static_cast<std::size_t>(size));
+    w = walk_collection(collection.data(), collection.size());
+    if (w.damage) w.damage = where + *w.damage;
+  }
+  return w;
+}
+
 }  // namespace
 
 std::optional<std::string> heap_collection_damage(const std::uint8_t* data, std::size_t size) {
@@ -107,21 +126,7 @@ std::optional<std::string> check_string_references(const std::filesystem::path& 
       continue;  // never written: read as empty
     }
     auto it = collections.find(address);
-    if (it == collections.end()) {
-      Walk w;
-      const std::vector<std::uint8_t> header = address < file_size ? read_bytes(in, address, kCollectionHeader) : std::vector<std::uint8_t>{};
-      if (header.size() != kCollectionHeader || !is_collection_header(header.data())) {
-        w.damage = "no global heap collection at byte " + std::to_string(address);
-      } else if (const std::uint64_t size = le(header.data() + 8, 8); size > file_size - address || size > kMaxHeapCollection) {
-        w.damage = "the global heap at byte " + std::to_string(address) + " claims " + std::to_string(size) +
-                   " bytes, the file has " + std::to_string(file_size - address) + " from there";
-      } else {
-        const std::vector<std::uint8_t> collection = read_bytes(in, address, static_cast<std::size_t>(size));
-        w = walk_collection(collection.data(), collection.size());
-        if (w.damage) w.damage = "global heap at byte " + std::to_string(address) + ": " + *w.damage;
-      }
-      it = collections.emplace(address, std::move(w)).first;
-    }
+    if (it == collections.end()) it = collections.emplace(address, load_collection(in, address, file_size)).first;
     const Walk& w = it->second;
     if (w.damage) return where + *w.damage;
     const auto object = w.objects.find(index);
@@ -145,19 +150,7 @@ std::optional<std::string> check_global_heaps(const std::filesystem::path& path)
     if (!hit) break;
     at = static_cast<std::size_t>(static_cast<const std::uint8_t*>(hit) - head.data());
     if (at + kCollectionHeader > head.size() || !is_collection_header(head.data() + at)) continue;
-    const std::uint64_t size = le(head.data() + at + 8, 8);
-    const std::string where = "global heap at byte " + std::to_string(at) + ": ";
-    if (size > file_size - at || size > kMaxHeapCollection)
-      return where + "the collection claims " + std::to_string(size) + " bytes, the file has " + std::to_string(file_size - at) + " from there";
-    std::optional<std::string> damage;
-    if (at + size <= head.size()) {
-      damage = heap_collection_damage(head.data() + at, static_cast<std::size_t>(size));
-    } else {
-      const std::vector<std::uint8_t> collection = read_bytes(in, at, static_cast<std::size_t>(size));
-      if (collection.size() != size) return where + "the collection cannot be read";
-      damage = heap_collection_damage(collection.data(), collection.size());
-    }
-    if (damage) return where + *damage;
+    if (const Walk w = load_collection(in, at, file_size); w.damage) return w.damage;
   }
   return std::nullopt;
 }

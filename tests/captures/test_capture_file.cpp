@@ -481,12 +481,7 @@ TEST(CaptureFile, DatasetsAreTheSchemaTheFileAndTheDocs) {
   align_pages(s);
   ASSERT_FALSE(s.layout.levels.empty());
   const fs::path file = work_dir() / "datasets.h5";
-  {
-    CaptureWriter writer(file);
-    CapturePipeline pipeline({&writer}, 1 << 20);
-    feed(pipeline, s, 2);
-    pipeline.finish(s.trailing);
-  }
+  write_run(file, s, 2);
   std::map<std::string, std::string> expected, documented_expected;
   for (const schema::Dataset* d : schema::kDatasets) {
     const std::string type = schema::type_name(d->type);
