@@ -56,6 +56,7 @@ const char* mode_name(int code) {
     case kModeDense: return "dense";
     case kModeLined: return "lined";
     case kModeClustered: return "clustered";
+    case kModeKascade: return "kascade";
   }
   return "?";
 }

@@ -21,17 +21,17 @@ enum CoverState : std::uint8_t {
   kAbsent = 0,      // not in the context at this step (position >= T)
   kSummarized = 1,  // clustered: inside an unrefined page, seen through its summary
   kRefined = 2,     // clustered: inside a refined page, attended exactly
-  kRaw = 3,         // attended exactly: the raw tail (clustered), the recent window (lined), every token (dense)
+  kRaw = 3,         // attended exactly: the raw tail (clustered), the recent window (lined), the top-k set (kascade), every token (dense)
   kHeavy = 4,       // lined: a heavy hitter outside the window
-  kDropped = 5,     // lined: outside the window and not a heavy hitter
+  kDropped = 5,     // lined: outside the window and not a heavy hitter; kascade: outside the top-k set
 };
 
 // Per-page states (`page_state` datasets).
 enum PageState : std::uint8_t { kNoPage = 0, kPageSummarized = 1, kPageRefined = 2 };
 
 // Layer modes as stored (`mode` datasets); the numbers are part of the format.
-enum ModeCode : std::int8_t { kModeDense = 0, kModeLined = 1, kModeClustered = 2 };
-const char* mode_name(int code);  // "dense", "lined", "clustered", "?"
+enum ModeCode : std::int8_t { kModeDense = 0, kModeLined = 1, kModeClustered = 2, kModeKascade = 3 };
+const char* mode_name(int code);  // "dense", "lined", "clustered", "kascade", "?"
 
 // Which parts of a run are recorded (`--record`).
 struct RecordSpec {
@@ -124,6 +124,11 @@ struct LayerStep {
   double seconds = 0;
   std::vector<std::int32_t> cover_size;  // [heads]
   std::vector<float> fidelity;           // [heads][4] (KL, recall, top-k overlap, rel. L2), NaN without the shadow
+  // Kascade: the layer whose top-k sets this layer attended (itself for an anchor), and per head the
+  // KV head of that layer whose set it took; -1 for other modes and, per head, for one shared set.
+  // An empty kascade_head means all -1.
+  std::int32_t kascade_source = -1;
+  std::vector<std::int32_t> kascade_head;  // [heads]
   std::vector<std::uint16_t> effective;  // [heads][T] IEEE half (empty unless rows are recorded)
   std::vector<std::uint16_t> dense;      // [heads][T] IEEE half: the dense shadow's attention (empty without it)
   std::vector<std::uint8_t> cover;       // [heads][T] CoverState (empty unless covers are recorded)
@@ -186,6 +191,8 @@ struct StepMetrics {
   double seconds = 0;
   std::vector<std::int32_t> cover_size;  // [heads]
   std::vector<float> fidelity;           // [heads][4]
+  std::int32_t kascade_source = -1;      // LayerStep's; -1 in captures from before Kascade
+  std::vector<std::int32_t> kascade_head;  // [heads]
 };
 
 // The query API of a capture, live or on disk. Indices: `layer` and `head` are model indices

@@ -464,7 +464,9 @@ std::vector<PageInfo> LiveCapture::pages(int layer) const {
 StepMetrics LiveCapture::metrics(std::int64_t step, int layer) const {
   std::lock_guard<std::mutex> lock(mu_);
   const LayerStep& ls = layer_step(step, layer);
-  return StepMetrics{ls.mode, step_at(step).tokens, ls.paged_end, ls.seconds, ls.cover_size, ls.fidelity};
+  StepMetrics m{ls.mode, step_at(step).tokens, ls.paged_end, ls.seconds, ls.cover_size, ls.fidelity, ls.kascade_source, ls.kascade_head};
+  if (m.kascade_head.empty()) m.kascade_head.assign(ls.cover_size.size(), -1);
+  return m;
 }
 
 }  // namespace luka::capture

@@ -141,6 +141,15 @@ std::unique_ptr<CaptureFile> CaptureFile::open(const std::filesystem::path& path
   if (s.layout.rows) per_step.push_back({&schema::kStepEffective, 4});
   if (s.layout.covers)
     for (const schema::Dataset* part : {&schema::kStepCover, &schema::kStepPageState, &schema::kStepSummaryMass}) per_step.push_back({part, 4});
+  // Kascade's records: in captures written since the mode exists, both or neither.
+  const bool kascade_source = h5::exists(file, schema::path(schema::kStepKascadeSource));
+  if (kascade_source != h5::exists(file, schema::path(schema::kStepKascadeHead)))
+    fail(name, "damaged capture: '/decode/kascade_source' and '/decode/kascade_head' come together");
+  if (kascade_source) {
+    per_step.push_back({&schema::kStepKascadeSource, 2});
+    per_step.push_back({&schema::kStepKascadeHead, 3});
+  }
+  f->kascade_records_ = kascade_source;
   for (const auto& [part, rank] : per_step) {
     const std::string path = schema::path(*part);
     if (!h5::exists(file, path)) fail(name, "damaged capture: missing dataset '/" + path + "'");
@@ -350,6 +359,11 @@ StepMetrics CaptureFile::metrics(std::int64_t step, int layer) const {
   h5::read(dataset(schema::path(schema::kStepCoverSize)), H5T_NATIVE_INT32, {s, li, 0}, {1, 1, H}, m.cover_size.data(), name_);
   m.fidelity.resize(H * 4);
   h5::read(dataset(schema::path(schema::kStepFidelity)), H5T_NATIVE_FLOAT, {s, li, 0, 0}, {1, 1, H, 4}, m.fidelity.data(), name_);
+  m.kascade_head.assign(H, -1);
+  if (kascade_records_) {
+    h5::read(dataset(schema::path(schema::kStepKascadeSource)), H5T_NATIVE_INT32, {s, li}, {1, 1}, &m.kascade_source, name_);
+    h5::read(dataset(schema::path(schema::kStepKascadeHead)), H5T_NATIVE_INT32, {s, li, 0}, {1, 1, H}, m.kascade_head.data(), name_);
+  }
   return m;
 }
 

@@ -24,6 +24,7 @@ std::int8_t mode_code(AttentionMode m) {
     case AttentionMode::kDense: return kModeDense;
     case AttentionMode::kLined: return kModeLined;
     case AttentionMode::kClustered: return kModeClustered;
+    case AttentionMode::kKascade: return kModeKascade;
   }
   return kModeDense;
 }
@@ -236,11 +237,20 @@ void CaptureRecorder::record_step(std::int64_t step, std::vector<Token> new_toke
     out.mode = mode_code(ls.mode);
     out.paged_end = ls.paged_end;
     out.seconds = ls.seconds;
-    const std::size_t per_head = ls.mode == AttentionMode::kLined ? ls.heavy.size() : ls.mode == AttentionMode::kClustered ? ls.refined.size() : ls.cover_size.size();
+    const std::size_t per_head = ls.mode == AttentionMode::kLined       ? ls.heavy.size()
+                                 : ls.mode == AttentionMode::kClustered ? ls.refined.size()
+                                 : ls.mode == AttentionMode::kKascade   ? ls.selected.size()
+                                                                        : ls.cover_size.size();
     for (const int h : layout_.heads) {
       if (static_cast<std::size_t>(h) >= ls.cover_size.size() || static_cast<std::size_t>(h) >= per_head)
         fail("capture", "layer " + std::to_string(layout_.layers[i]) + " has no head " + std::to_string(h) + " at step " + std::to_string(step));
       out.cover_size.push_back(static_cast<std::int32_t>(ls.cover_size[static_cast<std::size_t>(h)]));
+    }
+    if (ls.mode == AttentionMode::kKascade) {
+      out.kascade_source = static_cast<std::int32_t>(ls.kascade_source);
+      const std::size_t groups = ls.head_map.size(), heads = ls.selected.size();
+      for (const int h : layout_.heads)
+        out.kascade_head.push_back(groups ? static_cast<std::int32_t>(ls.head_map[static_cast<std::size_t>(h) / (heads / groups)]) : -1);
     }
     out.fidelity.assign(Hr * 4, std::numeric_limits<float>::quiet_NaN());
     if (ls.fidelity.defined()) {
@@ -285,6 +295,9 @@ void CaptureRecorder::record_step(std::int64_t step, std::vector<Token> new_toke
         if (ls.mode == AttentionMode::kLined) {
           std::fill(cov, cov + ls.window_start, kDropped);
           for (const std::int64_t t : ls.heavy[h]) cov[t] = kHeavy;
+        } else if (ls.mode == AttentionMode::kKascade) {
+          std::fill(cov, cov + T, kDropped);
+          for (const std::int64_t t : ls.selected[h]) cov[t] = kRaw;
         } else if (ls.mode == AttentionMode::kClustered) {
           std::uint8_t* ps = out.page_state.data() + j * P;
           std::fill(cov, cov + ls.paged_end, kSummarized);

@@ -21,6 +21,8 @@ LayerStep read_layer_step(const CaptureView& view, const Layout& layout, std::in
   ls.seconds = m.seconds;
   ls.cover_size = m.cover_size;
   ls.fidelity = m.fidelity;
+  ls.kascade_source = m.kascade_source;
+  ls.kascade_head = m.kascade_head;
   // The dense shadow ran at this step where some head's fidelity is a number (its rows are
   // written only then; other steps' dense rows read as 0).
   const bool shadow = std::any_of(m.fidelity.begin(), m.fidelity.end(), [](float f) { return !std::isnan(f); });

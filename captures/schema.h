@@ -73,6 +73,8 @@ inline constexpr Dataset kStepPagedEnd{kDecode, "paged_end", Type::kInt64};
 inline constexpr Dataset kStepSeconds{kDecode, "seconds", Type::kFloat64};
 inline constexpr Dataset kStepCoverSize{kDecode, "cover_size", Type::kInt32};
 inline constexpr Dataset kStepFidelity{kDecode, "fidelity", Type::kFloat32};
+inline constexpr Dataset kStepKascadeSource{kDecode, "kascade_source", Type::kInt32};  // absent before Kascade
+inline constexpr Dataset kStepKascadeHead{kDecode, "kascade_head", Type::kInt32};      // absent before Kascade
 inline constexpr Dataset kStepEffective{kDecode, "effective", Type::kFloat16};  // with rows recorded
 inline constexpr Dataset kStepDense{kDecode, "dense", Type::kFloat16};          // with rows recorded
 inline constexpr Dataset kStepCover{kDecode, "cover", Type::kUInt8};            // with covers recorded
@@ -86,7 +88,7 @@ inline constexpr const Dataset* kDatasets[] = {
     &kCompleteSteps, &kTokenId,     &kTokenGenerated, &kTokenSegment,  &kTokenProb,     &kTokenPieceEnd,  &kTokenPieceBytes,
     &kSegmentLabel,  &kSegmentColour, &kSegmentBegin, &kSegmentEnd,    &kPrefillLevel,  &kStepTokens,     &kStepMode,
     &kStepPagedEnd,  &kStepSeconds, &kStepCoverSize,  &kStepFidelity,  &kStepEffective, &kStepDense,      &kStepCover,
-    &kStepPageState, &kStepSummaryMass, &kPageStart,  &kPageEnd,       &kPageCreated};
+    &kStepPageState, &kStepSummaryMass, &kPageStart,  &kPageEnd,       &kPageCreated,   &kStepKascadeSource, &kStepKascadeHead};
 // The per-step datasets of /decode every capture has (the rows' and covers' come with them).
 inline constexpr const Dataset* kStepMetrics[] = {&kStepMode, &kStepPagedEnd, &kStepSeconds, &kStepCoverSize, &kStepFidelity};
 

@@ -51,7 +51,7 @@ void CaptureWriter::for_each_handle(F&& f) {
     for (h5::Handle& h : sets.levels) f(h);
   }
   for (h5::Handle* h : {&tok_id_, &tok_generated_, &tok_segment_, &tok_prob_, &tok_piece_end_, &tok_piece_bytes_, &step_tokens_, &complete_,
-                        &mode_, &paged_end_, &seconds_, &cover_size_, &fidelity_, &effective_, &dense_, &cover_, &page_state_, &summary_mass_})
+                        &mode_, &paged_end_, &seconds_, &cover_size_, &fidelity_, &kascade_source_, &kascade_head_, &effective_, &dense_, &cover_, &page_state_, &summary_mass_})
     f(*h);
 }
 
@@ -146,6 +146,8 @@ void CaptureWriter::begin(const Manifest& m, const Layout& layout, const std::ve
   seconds_ = h5::create_dataset(decode, schema::kStepSeconds.name, h5::stored_type(schema::kStepSeconds.type), {{0, L}, {kUnlimited, L}, {64, L}, plain}, name_);
   cover_size_ = h5::create_dataset(decode, schema::kStepCoverSize.name, h5::stored_type(schema::kStepCoverSize.type), {{0, L, H}, {kUnlimited, L, H}, {16, L, H}, plain}, name_);
   fidelity_ = h5::create_dataset(decode, schema::kStepFidelity.name, h5::stored_type(schema::kStepFidelity.type), {{0, L, H, 4}, {kUnlimited, L, H, 4}, {16, L, H, 4}, plain}, name_);
+  kascade_source_ = h5::create_dataset(decode, schema::kStepKascadeSource.name, h5::stored_type(schema::kStepKascadeSource.type), {{0, L}, {kUnlimited, L}, {64, L}, plain}, name_);
+  kascade_head_ = h5::create_dataset(decode, schema::kStepKascadeHead.name, h5::stored_type(schema::kStepKascadeHead.type), {{0, L, H}, {kUnlimited, L, H}, {16, L, H}, plain}, name_);
   const hsize_t ct = static_cast<hsize_t>(token_chunk(layout)), cp = static_cast<hsize_t>(kPageChunk);
   const hsize_t Lc = static_cast<hsize_t>(layer_chunk(layout));
   const std::vector<hsize_t> rows0{0, L, H, 0}, rows_max{kUnlimited, L, H, kUnlimited}, token_rows{1, Lc, H, ct}, page_rows{1, Lc, H, cp};
@@ -267,8 +269,9 @@ void CaptureWriter::step(const Step& s, const StepChunks* chunks) {
   const hsize_t S = static_cast<hsize_t>(step_cap_);
   if (more_steps) {
     h5::set_extent(step_tokens_, {S}, name_);
-    for (hid_t ds : {mode_.get(), paged_end_.get(), seconds_.get()}) h5::set_extent(ds, {S, L}, name_);
+    for (hid_t ds : {mode_.get(), paged_end_.get(), seconds_.get(), kascade_source_.get()}) h5::set_extent(ds, {S, L}, name_);
     h5::set_extent(cover_size_, {S, L, H}, name_);
+    h5::set_extent(kascade_head_, {S, L, H}, name_);
     h5::set_extent(fidelity_, {S, L, H, 4}, name_);
   }
   h5::write(step_tokens_, H5T_NATIVE_INT64, {si}, {1}, &s.tokens, name_);
@@ -279,6 +282,7 @@ void CaptureWriter::step(const Step& s, const StepChunks* chunks) {
   std::vector<double> seconds(L);
   std::vector<std::int32_t> cover_size(L * H);
   std::vector<float> fidelity(L * H * 4);
+  std::vector<std::int32_t> kascade_source(L), kascade_head(L * H, -1);
   hsize_t P = 0;  // the most pages of any layer
   for (std::size_t i = 0; i < L; ++i) {
     const LayerStep& ls = s.layers[i];
@@ -288,6 +292,11 @@ void CaptureWriter::step(const Step& s, const StepChunks* chunks) {
     seconds[i] = ls.seconds;
     std::copy(ls.cover_size.begin(), ls.cover_size.end(), cover_size.begin() + static_cast<std::ptrdiff_t>(i * H));
     std::copy(ls.fidelity.begin(), ls.fidelity.end(), fidelity.begin() + static_cast<std::ptrdiff_t>(i * H * 4));
+    kascade_source[i] = ls.kascade_source;
+    if (!ls.kascade_head.empty()) {
+      if (ls.kascade_head.size() != H) fail(name_, "a step record with the wrong number of heads");
+      std::copy(ls.kascade_head.begin(), ls.kascade_head.end(), kascade_head.begin() + static_cast<std::ptrdiff_t>(i * H));
+    }
     P = std::max<hsize_t>(P, ls.page_state.size() / std::max<hsize_t>(H, 1));
   }
   h5::write(mode_, H5T_NATIVE_INT8, {si, 0}, {1, L}, mode.data(), name_);
@@ -295,6 +304,8 @@ void CaptureWriter::step(const Step& s, const StepChunks* chunks) {
   h5::write(seconds_, H5T_NATIVE_DOUBLE, {si, 0}, {1, L}, seconds.data(), name_);
   h5::write(cover_size_, H5T_NATIVE_INT32, {si, 0, 0}, {1, L, H}, cover_size.data(), name_);
   h5::write(fidelity_, H5T_NATIVE_FLOAT, {si, 0, 0, 0}, {1, L, H, 4}, fidelity.data(), name_);
+  h5::write(kascade_source_, H5T_NATIVE_INT32, {si, 0}, {1, L}, kascade_source.data(), name_);
+  h5::write(kascade_head_, H5T_NATIVE_INT32, {si, 0, 0}, {1, L, H}, kascade_head.data(), name_);
 
   const std::int64_t ct = token_chunk(layout_);
   const bool more_tokens = more_steps || s.tokens > token_extent_;
@@ -382,8 +393,9 @@ void CaptureWriter::finish(const std::vector<Token>& trailing) {
   // Trim the axes grown ahead to what was written.
   const hsize_t S = static_cast<hsize_t>(complete_steps_), L = layers_.size(), H = layout_.heads.size();
   h5::set_extent(step_tokens_, {S}, name_);
-  for (hid_t ds : {mode_.get(), paged_end_.get(), seconds_.get()}) h5::set_extent(ds, {S, L}, name_);
+  for (hid_t ds : {mode_.get(), paged_end_.get(), seconds_.get(), kascade_source_.get()}) h5::set_extent(ds, {S, L}, name_);
   h5::set_extent(cover_size_, {S, L, H}, name_);
+  h5::set_extent(kascade_head_, {S, L, H}, name_);
   h5::set_extent(fidelity_, {S, L, H, 4}, name_);
   for (hid_t ds : {effective_.get(), dense_.get(), cover_.get()})
     if (ds >= 0) h5::set_extent(ds, {S, L, H, static_cast<hsize_t>(token_extent_)}, name_);

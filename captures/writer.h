@@ -69,7 +69,7 @@ class CaptureWriter final : public CaptureSink {
   h5::Handle step_tokens_, complete_;
   // Per-step arrays of every recorded layer: [S, L] scalars, [S, L, H] and [S, L, H, 4] metrics,
   // [S, L, H, tokens or pages] rows. One dataset per quantity keeps a step's flush small.
-  h5::Handle mode_, paged_end_, seconds_, cover_size_, fidelity_, effective_, dense_, cover_, page_state_, summary_mass_;
+  h5::Handle mode_, paged_end_, seconds_, cover_size_, fidelity_, kascade_source_, kascade_head_, effective_, dense_, cover_, page_state_, summary_mass_;
   std::int64_t page_extent_ = 0;   // page axis of page_state / summary_mass
   std::int64_t token_extent_ = 0;  // token axis of effective / dense / cover
   std::vector<LayerSets> layers_;

@@ -25,6 +25,7 @@
 #include "core/eval/head_scores.h"
 #include "core/luka/auto_config.h"
 #include "core/luka/config.h"
+#include "core/luka/kascade.h"
 #include "core/luka/luka_layer.h"
 #include "core/model/decoder.h"
 #include "core/model/model.h"
@@ -77,6 +78,74 @@ struct HeadSums {
   std::int64_t cross_steps = 0;
 };
 
+// --kascade N: the prompt's dense prefill attention of the last Q queries, every layer and head;
+// Kascade's similarity (kascade.md Eq. 3, minimum over those queries), the N anchors of its dynamic
+// program and the head maps; written as a layers-config JSON of Kascade layers.
+int calibrate_kascade(const ArgParser& args, const Backend& device, const std::shared_ptr<const Model>& model,
+                      const std::vector<std::int32_t>& ids, bool quiet) {
+  const std::int64_t L = model->config().num_layers, H = model->config().num_heads, KV = model->config().num_kv_heads;
+  const std::int64_t n = static_cast<std::int64_t>(ids.size());
+  const std::int64_t anchors = args.get_int("kascade");
+  if (anchors > L) throw UsageError("--kascade: the model has " + std::to_string(L) + " layers, fewer than " + std::to_string(anchors) + " anchors");
+  const std::int64_t Q = std::min<std::int64_t>(args.get_int("kascade-queries"), n);
+  KascadeOptions options;
+  options.top_k.count = static_cast<int>(args.get_int("kascade-k"));
+  const std::string heads = args.get("kascade-heads");
+  options.heads = heads == "identity" ? KascadeHeads::kIdentity : heads == "shared" ? KascadeHeads::kShared : KascadeHeads::kRemap;
+  if (heads != "remap" && heads != "identity" && heads != "shared")
+    throw UsageError("--kascade-heads must be remap, identity or shared, got '" + heads + "'");
+
+  // rows[l][h][i][t]: query n - Q + i of head h in layer l, from the prefill's observer.
+  const std::size_t per_layer = static_cast<std::size_t>(H * Q * n);
+  std::vector<float> rows(static_cast<std::size_t>(L) * per_layer, 0.0f);
+  Decoder decoder(model);
+  const auto layers = device.install_luka(decoder, LukaConfig::preset("dense", L));
+  for (const auto& layer : layers)
+    layer->set_prefill_observer([&](int l, std::int64_t q0, std::int64_t head0, const at::Tensor& probs) {
+      const std::int64_t G = probs.size(0), m = probs.size(1), T = probs.size(2);
+      const float* p = probs.const_data_ptr<float>();
+      for (std::int64_t j = 0; j < G; ++j)
+        for (std::int64_t i = 0; i < m; ++i) {
+          const std::int64_t query = q0 + i - (n - Q);
+          if (query < 0) continue;
+          std::copy_n(p + (j * m + i) * T, T, rows.data() + static_cast<std::size_t>(l) * per_layer + static_cast<std::size_t>(((head0 + j) * Q + query) * n));
+        }
+    });
+  if (!quiet) std::fprintf(stderr, "%lld tokens prefilled densely; scoring the last %lld queries of %lld layers\n", static_cast<long long>(n),
+                           static_cast<long long>(Q), static_cast<long long>(L));
+  decoder.prefill(ids);
+  const KascadeSimilarity sim = kascade_similarity(
+      {prompt_attention(rows.data(), static_cast<int>(L), static_cast<int>(H), static_cast<int>(KV), static_cast<int>(Q), static_cast<int>(n))}, options);
+  const KascadePlan plan = kascade_plan(sim, static_cast<int>(anchors));
+
+  LukaConfig config = LukaConfig::preset("dense", L);
+  for (std::int64_t l = 0; l < L; ++l) {
+    KascadeConfig& k = config.layers[static_cast<std::size_t>(l)].kascade;
+    config.layers[static_cast<std::size_t>(l)].mode = AttentionMode::kKascade;
+    const int source = plan.anchors.source[static_cast<std::size_t>(l)];
+    k.source = source == l ? -1 : source;
+    k.shared = options.heads == KascadeHeads::kShared;
+    if (k.source >= 0 && options.heads == KascadeHeads::kRemap)
+      for (const int h : plan.head_map[static_cast<std::size_t>(l)]) k.head_map.push_back(h);
+  }
+  validate_kascade_sources(config);
+  write_file_atomically(args.get("out"), json::parse(config.to_json()).dump(1, ' ', false, json::error_handler_t::replace) + "\n");
+
+  std::printf("anchors:");
+  for (const int a : plan.anchors.anchors) std::printf(" %d", a);
+  std::printf("  (score %.4f of %lld)\n%-6s %6s %10s  %s\n", plan.anchors.score, static_cast<long long>(L), "layer", "source", "similarity",
+              "head map");
+  for (std::int64_t l = 0; l < L; ++l) {
+    const int source = plan.anchors.source[static_cast<std::size_t>(l)];
+    std::string map;
+    for (const std::int64_t h : config.layers[static_cast<std::size_t>(l)].kascade.head_map) map += (map.empty() ? "" : "|") + std::to_string(h);
+    std::printf("%-6lld %6d %10.4f  %s\n", static_cast<long long>(l), source, sim.layer_sim(source, static_cast<int>(l)),
+                source == l ? "(anchor)" : map.empty() ? "identity" : map.c_str());
+  }
+  std::fprintf(stderr, "wrote %s: %s\n", args.get("out").c_str(), describe_modes(config).c_str());
+  return 0;
+}
+
 }  // namespace
 
 int run_calibrate(int argc, char** argv) {
@@ -87,7 +156,11 @@ int run_calibrate(int argc, char** argv) {
                  "Per candidate, layer and head: KL(dense || effective), recall, the attention output's relative\n"
                  "error and the entries attended per step; per head, from the dense attention: the mass on the\n"
                  "first token (sink), entropy, locality (mean distance back) and, for interwoven prompts, the mass\n"
-                 "on other topics' segments. --preset auto:FILE[,budget=B][,loss=output|kl] builds a layer config from the file.");
+                 "on other topics' segments. --preset auto:FILE[,budget=B][,loss=output|kl] builds a layer config from the file.\n"
+                 "With --kascade N it instead prefills the text densely, scores Kascade's cross-layer top-k similarity\n"
+                 "on the last --kascade-queries queries (kascade.md Eq. 3, minimum over them), chooses N anchor layers\n"
+                 "(layer 0 among them) by the paper's dynamic program and a head map per reuse layer, and writes them\n"
+                 "to --out as a layers-config JSON of Kascade layers (--layers-config FILE runs it).");
   args.option("model", "PATH", kModelOptionHelp)
       .option("out", "FILE", "the calibration JSON to write")
       .option("max-tokens", "N", "use at most the first N tokens of the text", 1024)
@@ -98,6 +171,13 @@ int run_calibrate(int argc, char** argv) {
       .option("config-out", "FILE", "also write the automatic layer config for --budget as a layers-config JSON")
       .option("budget", "B", "with --config-out: entries attended per step, as a fraction of dense (0 < B <= 1)", 0.125)
       .range(0, 1)
+      .option("kascade", "N", "choose N Kascade anchors and head maps instead, written to --out as a layers config", Default::integer())
+      .range(1, 100000)
+      .option("kascade-k", "K", "with --kascade: the similarity's top-k", 64)
+      .range(1, 10000000)
+      .option("kascade-heads", "HOW", "with --kascade: remap (each reuse head the most similar anchor head), identity or shared", "remap")
+      .option("kascade-queries", "Q", "with --kascade: the last Q tokens of the text are the queries scored", 256)
+      .range(1, 10000000)
       .flag("quiet", "no progress on standard error");
   add_compute_options(args);
   add_prompt_options(args);
@@ -137,6 +217,13 @@ int run_calibrate(int argc, char** argv) {
   }
 
   const std::shared_ptr<const Backend> device = device_option(args);
+  if (args.has("kascade")) {
+    for (const char* other : {"candidates", "config-out", "prompt-tokens", "set"})
+      if (args.has(other)) throw UsageError(std::string("--") + other + " does not apply with --kascade");
+    const auto model = Model::load(path, load_options(args, *device));
+    check_context(model->config().max_position_embeddings, 0, n, 0);
+    return calibrate_kascade(args, *device, model, prompt.ids, args.get_flag("quiet"));
+  }
   const auto model = Model::load(path, load_options(args, *device));
   const std::int64_t L = model->config().num_layers, H = model->config().num_heads;
   check_context(model->config().max_position_embeddings, 0, n, 0);

@@ -129,7 +129,17 @@ int run_perplexity(int argc, char** argv) {
   if (reference && prompt_tokens > 0) ref_logits = reference->prefill(prompt);
   scoring.forced = &run.forced;
   scoring.score = [&](const at::Tensor& logits, std::int32_t next) { score(logits, next, ref_logits); };
+  // Entries attended per decode step (raw tokens, summaries, refined children, top-k keys), summed
+  // over steps, layers and heads, against dense's (T per head); a layer without records leaves it
+  // unknown.
+  double attended = 0, attendable = 0;
+  bool counted = true;
   scoring.after = [&](std::int64_t step) {
+    for (const auto& layer : layers) {
+      const LukaStep& s = layer->last_step();
+      if (s.cover_size.empty()) counted = false;
+      for (const std::int64_t c : s.cover_size) attended += static_cast<double>(c), attendable += static_cast<double>(s.tokens);
+    }
     const std::int32_t fed = run.forced[static_cast<std::size_t>(step - 1)];
     if (reference) ref_logits = reference->decode(fed);
     if (fidelity && layers[0]->last_step().fidelity.defined()) {
@@ -169,7 +179,8 @@ int run_perplexity(int argc, char** argv) {
                         {"perplexity", std::exp(mean_nll)},
                         {"decode_tokens_per_s", tps},
                         {"seconds", total_s},
-                        {"attention", describe_modes(config)}};
+                        {"attention", describe_modes(config)},
+                        {"attended_fraction", counted && attendable > 0 ? nlohmann::json(attended / attendable) : nlohmann::json()}};
   if (fidelity) {
     nlohmann::json per_layer = nlohmann::json::array();
     for (std::int64_t l = 0; l < n_layers; ++l) {
@@ -192,6 +203,7 @@ int run_perplexity(int argc, char** argv) {
   }
   std::printf("perplexity  %.4f\nmean NLL    %.5f nats over %lld tokens\ndecode      %.1f tokens/s\nattention   %s\n",
               std::exp(mean_nll), mean_nll, static_cast<long long>(scored), tps, describe_modes(config).c_str());
+  if (counted && attendable > 0) std::printf("attended    %.4f of dense's entries per decode step\n", attended / attendable);
   if (fidelity) {
     std::printf("next-token KL vs an all-dense run: %.6f nats/token\n", next_token_kl / static_cast<double>(scored));
     std::printf("%-6s %-10s %12s %8s %10s %12s %14s\n", "layer", "mode", "KL", "recall", "top-32", "output err",

@@ -7,13 +7,14 @@ namespace luka::cli {
 
 const char* const kLukaOptionsHelp =
     "LuKA attention (default: dense everywhere; every key in docs/luka-config.md):\n"
-    "  --preset NAME         dense, lined, clustered, mixed(a,b), paper, authors_eval,\n"
+    "  --preset NAME         dense, lined, clustered, mixed(a,b), paper, authors_eval, kascade,\n"
     "                        auto:FILE[,budget=B][,loss=output|kl] (docs/luka-config.md)\n"
     "  --layers-config FILE  JSON: {\"preset\": ..., \"default\": {key: value}, \"layers\": {\"0-7\": {...}}}\n"
     "  --set SPEC            per-layer override, repeatable: \"layer=5,mode=lined,rho=0.25\",\n"
     "                        \"layers=0-7,mode=clustered,top_k=4\"; layers: a layer list, e.g.\n"
     "                        5, 0-7, 0-3|8, 0-3,8 or all (docs/luka-config.md#layer-lists)\n"
-    "  keys: mode, dense_shadow, importance_source (effective|cover);\n"
+    "  keys: mode (dense|lined|clustered|kascade), dense_shadow,\n"
+    "    importance_source (effective|cover);\n"
     "    lined: window, window_frac, rho, lined_selection (head|group|layer), decay, sparse_prefill,\n"
     "        sparse_prefill_window (sliding|fixed), lined_rounding (ceil|floor), heavy_late;\n"
     "    pages: page_size, tail, interval, page_schedule (interval|authors), page_counter_start,\n"
@@ -21,7 +22,10 @@ const char* const kLukaOptionsHelp =
     "        bias (none|fixed|adaptive), bias_entropy (weights|importance_mean);\n"
     "    refinement: rule (threshold|top_k|top_frac|top_p), epsilon, top_k, top_frac, top_p,\n"
     "        always_refine_first, refine_selection (head|group|layer), refine_math\n"
-    "        (mass_preserving|exact), refine_on (biased|unbiased), page_rank (max|sum)\n"
+    "        (mass_preserving|exact), refine_on (biased|unbiased), page_rank (max|sum);\n"
+    "    kascade: kascade_source (-1: an anchor, else the anchor layer reused), kascade_head_map\n"
+    "        (KV heads, e.g. 1|1|0|3), kascade_top_k, kascade_top_frac, kascade_min_k, kascade_shared,\n"
+    "        kascade_prefill (top_k|dense), kascade_tile (docs/methods.md)\n"
     "  authors_eval reproduces the LuKA authors' evaluation code: their tail_len T is tail T+1 here.";
 
 void add_luka_options(ArgParser& args) {

@@ -153,8 +153,10 @@ void draw_layers_panel(UiState& ui) {
   ImGui::TableSetupColumn("refined");
   ImGui::TableSetupColumn("ms");
   ImGui::TableHeadersRow();
-  static const char* kModes[] = {"D", "L", "C"};
-  static const AttentionMode kModeValues[] = {AttentionMode::kDense, AttentionMode::kLined, AttentionMode::kClustered};
+  static const char* kModes[] = {"D", "L", "C", "K"};
+  static const char* kModeTips[] = {"dense", "lined (heavy hitters + recent window)", "clustered (pages, refined on demand)",
+                                    "kascade: an anchor (top-k of its own attention), or reusing an earlier anchor's top-k"};
+  static const AttentionMode kModeValues[] = {AttentionMode::kDense, AttentionMode::kLined, AttentionMode::kClustered, AttentionMode::kKascade};
   for (int l = 0; l < L; ++l) {
     ImGui::TableNextRow();
     ImGui::TableNextColumn();
@@ -163,10 +165,17 @@ void draw_layers_panel(UiState& ui) {
     ImGui::TableNextColumn();
     ImGui::PushID(l);
     ImGui::BeginDisabled(replay);
-    for (int m = 0; m < 3; ++m) {
+    for (int m = 0; m < 4; ++m) {
       if (m) ImGui::SameLine();
       if (ImGui::RadioButton(kModes[m], cfg.layers[static_cast<std::size_t>(l)].mode == kModeValues[m]))
         ui.controller.set_layer_mode(l, kModeValues[m]);
+      if (ImGui::IsItemHovered()) {
+        const KascadeConfig& k = cfg.layers[static_cast<std::size_t>(l)].kascade;
+        const std::string reuse = m == 3 && cfg.layers[static_cast<std::size_t>(l)].mode == AttentionMode::kKascade && k.source >= 0
+                                      ? "\nthis layer reuses layer " + std::to_string(k.source)
+                                      : "";
+        ImGui::SetTooltip("%s%s", kModeTips[m], reuse.c_str());
+      }
     }
     ImGui::EndDisabled();
     ImGui::PopID();

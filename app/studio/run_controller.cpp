@@ -127,6 +127,13 @@ void RunController::set_layer_mode(int layer, AttentionMode mode) {
   if (status_.replay) return;  // the capture's modes, until leave_replay()
   if (layer < 0 || static_cast<std::size_t>(layer) >= config_.layers.size()) return;
   config_.layers[static_cast<std::size_t>(layer)].mode = mode;
+  // A Kascade layer whose source is no longer a Kascade anchor becomes an anchor itself.
+  for (std::size_t l = 0; l < config_.layers.size(); ++l) {
+    KascadeConfig& k = config_.layers[l].kascade;
+    if (config_.layers[l].mode != AttentionMode::kKascade || k.source < 0) continue;
+    const LayerConfig& source = config_.layers[static_cast<std::size_t>(k.source)];
+    if (source.mode != AttentionMode::kKascade || source.kascade.source >= 0) k.source = -1;
+  }
   config_dirty_ = true;
 }
 

@@ -106,6 +106,8 @@ class RunController {
   // The config every layer runs; a change takes effect at the next decode step (live). During a
   // replay the config is the capture's, and changes are ignored.
   LukaConfig config() const;
+  // A Kascade layer left without a Kascade anchor to reuse (its anchor switched away) becomes an
+  // anchor itself.
   void set_layer_mode(int layer, AttentionMode mode);
   void set_config(const LukaConfig& config);
 

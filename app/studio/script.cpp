@@ -34,7 +34,8 @@ AttentionMode parse_mode(const std::string& s, const std::string& where) {
   if (s == "dense") return AttentionMode::kDense;
   if (s == "lined") return AttentionMode::kLined;
   if (s == "clustered") return AttentionMode::kClustered;
-  fail(where, "unknown mode '" + s + "' (dense, lined, clustered)");
+  if (s == "kascade") return AttentionMode::kKascade;
+  fail(where, "unknown mode '" + s + "' (dense, lined, clustered, kascade)");
 }
 
 }  // namespace

@@ -1,5 +1,6 @@
 #include "core/luka/config.h"
 
+#include <algorithm>
 #include <cmath>
 #include <fstream>
 #include <sstream>
@@ -28,7 +29,10 @@ E parse_enum(const std::string& value, const std::string& key, const std::pair<c
 }
 
 const std::pair<const char*, AttentionMode> kModes[] = {
-    {"dense", AttentionMode::kDense}, {"lined", AttentionMode::kLined}, {"clustered", AttentionMode::kClustered}};
+    {"dense", AttentionMode::kDense},
+    {"lined", AttentionMode::kLined},
+    {"clustered", AttentionMode::kClustered},
+    {"kascade", AttentionMode::kKascade}};
 const std::pair<const char*, Selection> kSelections[] = {
     {"head", Selection::kPerHead}, {"group", Selection::kPerGroup}, {"layer", Selection::kPerLayer}};
 const std::pair<const char*, Compressor> kCompressors[] = {{"mean", Compressor::kMean},
@@ -53,6 +57,8 @@ const std::pair<const char*, BiasEntropy> kBiasEntropies[] = {{"weights", BiasEn
                                                               {"importance_mean", BiasEntropy::kImportanceMean}};
 const std::pair<const char*, RefineOn> kRefineOns[] = {{"biased", RefineOn::kBiased}, {"unbiased", RefineOn::kUnbiased}};
 const std::pair<const char*, PageRank> kPageRanks[] = {{"max", PageRank::kMax}, {"sum", PageRank::kSum}};
+const std::pair<const char*, KascadePrefill> kKascadePrefills[] = {{"dense", KascadePrefill::kDense},
+                                                                   {"top_k", KascadePrefill::kTopK}};
 
 template <typename E, std::size_t N>
 const char* name_of(E e, const std::pair<const char*, E> (&names)[N]) {
@@ -90,6 +96,27 @@ std::int64_t parse_int(const std::string& key, const std::string& value) {
   }
   if (used != value.size() || value.empty()) fail("luka config", key + " must be an integer, got '" + value + "'");
   return v;
+}
+
+// A head map: KV head indices separated by '|' ("0|0|3|1"); "" or "identity" is the identity.
+std::vector<std::int64_t> parse_head_map(const std::string& key, const std::string& value) {
+  std::vector<std::int64_t> out;
+  if (value.empty() || value == "identity") return out;
+  std::size_t begin = 0;
+  while (true) {
+    const std::size_t bar = value.find('|', begin);
+    const std::int64_t h = parse_int(key, value.substr(begin, bar == std::string::npos ? std::string::npos : bar - begin));
+    if (h < 0) fail("luka config", key + " must list KV heads >= 0 separated by '|', got '" + value + "'");
+    out.push_back(h);
+    if (bar == std::string::npos) return out;
+    begin = bar + 1;
+  }
+}
+
+std::string head_map_text(const std::vector<std::int64_t>& map) {
+  std::string out;
+  for (const std::int64_t h : map) out += (out.empty() ? "" : "|") + std::to_string(h);
+  return out;
 }
 
 bool parse_bool(const std::string& key, const std::string& value) {
@@ -156,6 +183,16 @@ const Key kKeys[] = {
     LUKA_KEY_ENUM("refine_math", clustered.math, kMaths),
     LUKA_KEY_ENUM("refine_on", clustered.refine_on, kRefineOns),
     LUKA_KEY_ENUM("page_rank", clustered.page_rank, kPageRanks),
+    LUKA_KEY_INT("kascade_source", kascade.source),
+    {"kascade_head_map",
+     [](LayerConfig& c, const std::string& k, const std::string& v) { c.kascade.head_map = parse_head_map(k, v); },
+     [](const LayerConfig& c) { return json(head_map_text(c.kascade.head_map)); }},
+    LUKA_KEY_INT("kascade_top_k", kascade.top_k),
+    LUKA_KEY_DOUBLE("kascade_top_frac", kascade.top_frac),
+    LUKA_KEY_INT("kascade_min_k", kascade.min_k),
+    LUKA_KEY_BOOL("kascade_shared", kascade.shared),
+    LUKA_KEY_ENUM("kascade_prefill", kascade.prefill, kKascadePrefills),
+    LUKA_KEY_INT("kascade_tile", kascade.tile),
 };
 
 #undef LUKA_KEY_INT
@@ -197,15 +234,16 @@ const char* to_string(PageSchedule s) { return name_of(s, kSchedules); }
 const char* to_string(BiasEntropy b) { return name_of(b, kBiasEntropies); }
 const char* to_string(RefineOn r) { return name_of(r, kRefineOns); }
 const char* to_string(PageRank r) { return name_of(r, kPageRanks); }
+const char* to_string(KascadePrefill p) { return name_of(p, kKascadePrefills); }
 
 std::string describe_modes(const LukaConfig& config) {
   std::string out;
-  for (const AttentionMode mode : {AttentionMode::kDense, AttentionMode::kLined, AttentionMode::kClustered}) {
+  for (const auto& [name, mode] : kModes) {
     std::vector<std::int64_t> of_mode;
     for (std::size_t i = 0; i < config.layers.size(); ++i)
       if (config.layers[i].mode == mode) of_mode.push_back(static_cast<std::int64_t>(i));
     // '|' between ranges: ", " separates the modes.
-    if (!of_mode.empty()) out += (out.empty() ? "" : ", ") + std::string(to_string(mode)) + " " + format_layer_range(of_mode, '|');
+    if (!of_mode.empty()) out += (out.empty() ? "" : ", ") + std::string(name) + " " + format_layer_range(of_mode, '|');
   }
   return out;
 }
@@ -264,6 +302,24 @@ void validate(const LayerConfig& c, std::int64_t layer) {
   if (k.max_pages < 0) fail(where, "max_pages must be >= 0 (0: no limit)");
   if (k.schedule == PageSchedule::kAuthors && k.tail < 1)
     fail(where, "page_schedule=authors needs tail >= 1 (their tail_len is tail - 1)");
+  const KascadeConfig& a = c.kascade;
+  if (a.source < -1) fail(where, "kascade_source must be -1 (an anchor) or an earlier layer");
+  if (a.source >= layer) fail(where, "kascade_source must name an earlier layer, got " + std::to_string(a.source));
+  if (a.top_k < 1) fail(where, "kascade_top_k must be >= 1");
+  if (!(a.top_frac >= 0 && a.top_frac <= 1)) fail(where, "kascade_top_frac must be in [0, 1]");
+  if (a.min_k < 0) fail(where, "kascade_min_k must be >= 0");
+  if (a.tile < 1) fail(where, "kascade_tile must be >= 1");
+}
+
+void validate_kascade_sources(const LukaConfig& config) {
+  for (std::size_t i = 0; i < config.layers.size(); ++i) {
+    const LayerConfig& c = config.layers[i];
+    if (c.mode != AttentionMode::kKascade || c.kascade.source < 0) continue;
+    const auto s = static_cast<std::size_t>(c.kascade.source);
+    if (s >= i || config.layers[s].mode != AttentionMode::kKascade || config.layers[s].kascade.source >= 0)
+      fail("luka config: layer " + std::to_string(i),
+           "kascade_source " + std::to_string(s) + " is not a Kascade anchor (mode=kascade with kascade_source=-1)");
+  }
 }
 
 std::vector<std::int64_t> LukaConfig::parse_layers(const std::string& spec) const {
@@ -318,8 +374,12 @@ void LukaConfig::apply_override(const std::string& spec) {
       pairs.emplace_back(key, value);
     }
   }
+  // All or nothing: a bad pair leaves the config as it was.
   const auto idx = parse_layers(which);
-  for (const auto& [key, value] : pairs) set(idx, key, value);
+  LukaConfig next = *this;
+  for (const auto& [key, value] : pairs) next.set(idx, key, value);
+  validate_kascade_sources(next);
+  *this = std::move(next);
 }
 
 LukaConfig LukaConfig::preset(const std::string& name, std::int64_t num_layers) {
@@ -408,7 +468,26 @@ LukaConfig LukaConfig::preset(const std::string& name, std::int64_t num_layers) 
     mixed(first, std::min<std::int64_t>(5, num_layers - first));
     return c;
   }
-  fail("luka config", "unknown preset '" + name + "' (expected dense, lined, clustered, mixed(a,b), paper, authors_eval, auto:FILE[,budget=B][,loss=output|kl])");
+  if (name == "kascade") {
+    // The paper's Qwen3-8B anchors (0, 2, 7, 14, 23 of 36 layers) at the same relative depths,
+    // identity head maps, top-k 10% with a minimum of 128, the rolling top-k prefill over tiles
+    // of 128. `luka calibrate --kascade` chooses a model's own anchors and head maps.
+    std::vector<std::int64_t> anchors;
+    for (const std::int64_t a : {0, 2, 7, 14, 23}) {
+      const auto l = static_cast<std::int64_t>(std::lround(static_cast<double>(a) * static_cast<double>(num_layers) / 36.0));
+      if (l < num_layers && (anchors.empty() || l > anchors.back())) anchors.push_back(l);
+    }
+    std::int64_t source = 0;
+    for (std::int64_t i = 0; i < num_layers; ++i) {
+      LayerConfig& l = c.layers[static_cast<std::size_t>(i)];
+      l.mode = AttentionMode::kKascade;
+      const bool anchor = std::find(anchors.begin(), anchors.end(), i) != anchors.end();
+      if (anchor) source = i;
+      l.kascade.source = anchor ? -1 : source;
+    }
+    return c;
+  }
+  fail("luka config", "unknown preset '" + name + "' (expected dense, lined, clustered, mixed(a,b), paper, authors_eval, kascade, auto:FILE[,budget=B][,loss=output|kl])");
 }
 
 LukaConfig LukaConfig::from_json(const std::string& text, std::int64_t num_layers, const std::string& where) {
@@ -433,6 +512,11 @@ LukaConfig LukaConfig::from_json(const std::string& text, std::int64_t num_layer
     if (!j["layers"].is_object()) fail(where, "'layers' must map layer ranges (\"0-7\", \"12\", \"all\") to objects");
     for (const auto& [range, obj] : j["layers"].items())
       apply_object(obj, parse_layer_range(range, static_cast<std::int64_t>(c.layers.size()), where + ": 'layers'"), "layers '" + range + "'");
+  }
+  try {
+    validate_kascade_sources(c);
+  } catch (const Error& e) {
+    fail(where, e.what());
   }
   return c;
 }

@@ -10,7 +10,7 @@
 
 namespace luka {
 
-enum class AttentionMode { kDense, kLined, kClustered };
+enum class AttentionMode { kDense, kLined, kClustered, kKascade };
 enum class Selection { kPerHead, kPerGroup, kPerLayer };      // who shares a selection
 enum class Compressor { kMean, kAttentionWeighted, kRandom };
 enum class SummaryBias { kNone, kFixed, kAdaptive };          // 0, log|c|, log k_eff
@@ -25,6 +25,7 @@ enum class PageSchedule { kInterval, kAuthors };
 enum class BiasEntropy { kWeights, kImportanceMean };         // what the adaptive bias's entropy is of
 enum class RefineOn { kBiased, kUnbiased };                   // the α that selection ranks
 enum class PageRank { kMax, kSum };                           // top_frac / top_p over the heads that share
+enum class KascadePrefill { kDense, kTopK };                  // exact causal, or each tile its top-k
 
 const char* to_string(AttentionMode m);
 const char* to_string(Selection s);
@@ -39,6 +40,7 @@ const char* to_string(PageSchedule s);
 const char* to_string(BiasEntropy b);
 const char* to_string(RefineOn r);
 const char* to_string(PageRank r);
+const char* to_string(KascadePrefill p);
 
 // Lined (H2O): recent window ∪ the top ⌈rho·T⌉ tokens by h2o_score outside it.
 struct LinedConfig {
@@ -83,10 +85,28 @@ struct ClusteredConfig {
   PageRank page_rank = PageRank::kMax;
 };
 
+// Kascade (kascade.md, docs/methods.md): an anchor layer computes its exact attention, pools it
+// post-softmax over each KV head's query heads (decode) or over a tile of queries and their heads
+// (prefill), keeps the top-k keys and attends to them only (layer 0 keeps its dense output); a
+// reuse layer attends only to the top-k of its anchor, each KV head through a head map.
+struct KascadeConfig {
+  std::int64_t source = -1;             // -1: an anchor; else the anchor layer (< this one) it reuses
+  std::vector<std::int64_t> head_map;   // reuse: per KV head, the anchor's KV head (empty: identity)
+  // How many keys an anchor keeps of the T it sees: ⌈top_frac·T⌉ with at least min_k, or top_k
+  // when top_frac is 0; always in [1, T]. The paper's runs: 10% with a minimum of 128.
+  std::int64_t top_k = 64;
+  double top_frac = 0.1;
+  std::int64_t min_k = 128;
+  bool shared = false;                  // an anchor's one top-k pooled over every head (the ablation)
+  KascadePrefill prefill = KascadePrefill::kTopK;  // top_k: the paper's rolling prefill
+  std::int64_t tile = 128;              // prefill queries that share one top-k
+};
+
 struct LayerConfig {
   AttentionMode mode = AttentionMode::kDense;
   LinedConfig lined;
   ClusteredConfig clustered;
+  KascadeConfig kascade;
   bool dense_shadow = false;     // also run dense attention and report fidelity
   ImportanceSource importance_source = ImportanceSource::kEffective;
 };
@@ -95,7 +115,9 @@ struct LukaConfig {
   std::vector<LayerConfig> layers;
 
   // Presets (DESIGN.md §5.6): "dense", "lined", "clustered", "mixed(a,b)" (first a and last b
-  // layers lined, the rest clustered), "paper", "authors_eval". Throws luka::Error for others.
+  // layers lined, the rest clustered), "paper", "authors_eval", "kascade" (anchors spaced as the
+  // paper's Qwen3-8B ones; `luka calibrate --kascade` measures a model's own). Throws luka::Error
+  // for others.
   static LukaConfig preset(const std::string& name, std::int64_t num_layers);
 
   // JSON: {"preset": NAME?, "default": {key: value...}?, "layers": {"0-7": {...}, "12": {...}}?}.
@@ -121,6 +143,10 @@ struct LukaConfig {
 
 // Throws luka::Error when a layer's parameters are out of range (page size 0, rho outside (0, 1], ...).
 void validate(const LayerConfig& c, std::int64_t layer);
+
+// Throws luka::Error unless every Kascade reuse layer names an earlier layer that is a Kascade
+// anchor. Presets, layers-config files and overrides check it; a live switch meets it at the step.
+void validate_kascade_sources(const LukaConfig& config);
 
 // "clustered 2-25, lined 0-1|26-27": which layers run which mode.
 std::string describe_modes(const LukaConfig& config);

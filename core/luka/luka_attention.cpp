@@ -154,6 +154,7 @@ void LukaAttention::reset() {
   pages_.clear();
   clock_ = rules::PageClock{config_.clustered.page_counter_start, 0};
   last_ = LukaStep{};
+  if (board_ && static_cast<std::int64_t>(board_->layers.size()) > layer_) board_->layers[static_cast<std::size_t>(layer_)] = {};
   if (importance_.defined()) {
     importance_.zero_();
     h2o_.zero_();
@@ -217,6 +218,7 @@ at::Tensor LukaAttention::forward(const AttentionInputs& in) {
 // it, while a query before that window gets a uniform row over it (their masked logits all sit
 // at the dtype's minimum, which fp32 cannot tell apart).
 at::Tensor LukaAttention::prefill(const AttentionInputs& in) {
+  if (config_.mode == AttentionMode::kKascade) return prefill_kascade(in);
   const std::int64_t T = in.k.size(1);
   const LinedConfig& lc = config_.lined;
   PrefillMask mask;
@@ -256,18 +258,23 @@ at::Tensor aten_prefill(const AttentionInputs& in, const PrefillMask& mask, doub
       const at::Tensor probs = at::softmax(scores, -1);
       out.narrow(0, g * G, G).narrow(1, i0, m).copy_(at::matmul(probs, vf[g]));
       if (observer) observer(layer, in.q_pos0 + i0, g * G, probs.is_cpu() ? probs : probs.cpu().contiguous());
-      importance[g].add_(probs.sum(at::IntArrayRef{0, 1}).div_(static_cast<double>(G)));  // group mean
-      for (std::int64_t j = 0; j < G; ++j) {
-        at::Tensor row = h2o[g * G + j];
-        if (decay == 1.0) {
-          row.add_(probs[j].sum(0));
-        } else {  // sequential decay over the queries of the chunk
-          for (std::int64_t i = 0; i < m; ++i) row.mul_(decay).add_(probs[j][i]);
-        }
-      }
+      add_prefill_probs(probs, g, decay, importance, h2o);
     }
   }
   return out.transpose(0, 1).reshape({n, H * D}).to(in.q.scalar_type());
+}
+
+void add_prefill_probs(const at::Tensor& probs, std::int64_t g, double decay, at::Tensor importance, at::Tensor h2o) {
+  const std::int64_t G = probs.size(0), m = probs.size(1);
+  importance[g].add_(probs.sum(at::IntArrayRef{0, 1}).div_(static_cast<double>(G)));  // group mean
+  for (std::int64_t j = 0; j < G; ++j) {
+    at::Tensor row = h2o[g * G + j];
+    if (decay == 1.0) {
+      row.add_(probs[j].sum(0));
+    } else {  // sequential decay over the queries of the chunk
+      for (std::int64_t i = 0; i < m; ++i) row.mul_(decay).add_(probs[j][i]);
+    }
+  }
 }
 
 // §5.1: h2o_score per query head (with decay), importance per KV head as the mean over its
@@ -321,6 +328,8 @@ at::Tensor LukaAttention::decode(const AttentionInputs& in) {
     decode_dense(s);
   } else if (config_.mode == AttentionMode::kLined) {
     decode_lined(s);
+  } else if (config_.mode == AttentionMode::kKascade) {
+    decode_kascade(s);
   } else {
     cover_rows = decode_clustered(s);
   }
@@ -732,9 +741,12 @@ std::vector<std::shared_ptr<LukaLayer>> install_luka(Decoder& decoder, const Luk
   if (decoder.model().on_cuda()) fail("luka config", "the model is on the GPU: install_luka_cuda runs LuKA there");
   if (static_cast<std::int64_t>(config.layers.size()) != n)
     fail("luka config", "has " + std::to_string(config.layers.size()) + " layers, the model " + std::to_string(n));
+  validate_kascade_sources(config);
+  auto board = std::make_shared<KascadeBoard>();
   std::vector<std::shared_ptr<LukaLayer>> layers;
   for (std::int64_t i = 0; i < n; ++i) {
     auto a = std::make_shared<LukaAttention>(static_cast<int>(i), config.layers[static_cast<std::size_t>(i)]);
+    a->set_kascade_board(board);
     decoder.set_attention(static_cast<int>(i), a);
     layers.push_back(std::move(a));
   }

@@ -46,6 +46,7 @@ class LukaAttention final : public LukaLayer {
   const LukaStep& last_step() const override { return last_; }
   void set_prefill_observer(PrefillObserver observer) override { prefill_observer_ = std::move(observer); }
   int layer() const override { return layer_; }
+  void set_kascade_board(std::shared_ptr<KascadeBoard> board) override { board_ = std::move(board); }
 
   // For fidelity experiments: summary logits become the log-sum-exp of their children's logits,
   // so a page's α is exactly its dense mass (an oracle no real summary can reach).
@@ -72,6 +73,10 @@ class LukaAttention final : public LukaLayer {
   void decode_dense(Step& s);
   void decode_lined(Step& s);
   at::Tensor decode_clustered(Step& s);
+  void decode_kascade(Step& s);                 // luka_kascade.cpp
+  at::Tensor prefill_kascade(const AttentionInputs& in);
+  KascadeBoard::Published& published(std::int64_t layer);
+  const KascadeBoard::Published& reused(const AttentionInputs& in) const;
   // decode_clustered's steps (§5.4), in order.
   at::Tensor clustered_logits(const Step& s) const;                         // ℓ [H, P + R]
   at::Tensor cover_softmax(const at::Tensor& logits) const;                 // α [H, P + R]
@@ -98,6 +103,7 @@ class LukaAttention final : public LukaLayer {
   // heavy_tokens_ tokens (-1: rank from scratch next time).
   std::vector<HeavyHitterSet> heavy_sets_;
   std::int64_t heavy_tokens_ = -1;
+  std::shared_ptr<KascadeBoard> board_;  // Kascade: this model's, or the layer's own when alone
 };
 
 // The dense shadow (§5.5): dense attention on the same inputs as `step` (a decode step whose
@@ -119,6 +125,10 @@ struct PrefillMask {
 };
 at::Tensor aten_prefill(const AttentionInputs& in, const PrefillMask& mask, double decay, int layer,
                         const LukaLayer::PrefillObserver& observer, at::Tensor importance, at::Tensor h2o);
+
+// Adds one KV group's prefill probabilities `probs` [G, m, T] (queries in order) to `importance`
+// row g (the group mean) and to the group's `h2o` rows (with `decay` applied query by query).
+void add_prefill_probs(const at::Tensor& probs, std::int64_t g, double decay, at::Tensor importance, at::Tensor h2o);
 
 // The pages a refinement rule picks from per-page scores (α, or its max over the heads that share
 // the selection), in ascending order; `always_refine_first` pages are added.

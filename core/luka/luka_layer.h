@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <vector>
 
 #include <ATen/ATen.h>
@@ -31,6 +32,12 @@ struct LukaStep {
   std::vector<std::vector<std::int64_t>> refined;  // clustered: refined page indices per head
   std::vector<std::vector<std::int64_t>> heavy;    // lined: heavy-hitter positions per head
   std::int64_t window_start = 0;  // lined: the recent window is [window_start, T)
+  // kascade: the keys each head attended (its top-k set, ascending; every key when the layer's
+  // output is dense), the layer whose top-k it used (itself for an anchor) and, per KV head, the
+  // head of that layer whose set it used (empty for a shared top-k).
+  std::vector<std::vector<std::int64_t>> selected;
+  std::int64_t kascade_source = -1;
+  std::vector<std::int64_t> head_map;
   // Cost of the step: per head, the entries attended (raw tokens, summaries and refined
   // children); and the wall time of the layer's attention in seconds.
   std::vector<std::int64_t> cover_size;
@@ -47,6 +54,20 @@ struct LukaStep {
 enum FidelityColumn { kKl = 0, kRecall = 1, kTopkOverlap = 2, kRelL2 = 3 };
 constexpr std::int64_t kFidelityTopK = 32;
 
+// What Kascade anchors publish at each forward for the layers that reuse them: one board per model,
+// shared by its layers (install_luka). A set lists key positions, ascending.
+struct KascadeBoard {
+  struct Published {
+    std::int64_t tokens = -1;      // the cache length of the forward that published (-1: none yet)
+    std::int64_t q_pos0 = 0, queries = 0;
+    std::int64_t tile = 1;         // queries per tile (1 for a decode step)
+    bool shared = false;           // one set for every head (kascade_shared)
+    // sets[tile][set]: per tile of queries, one set per KV head (one when the anchor shares)
+    std::vector<std::vector<std::vector<std::int64_t>>> sets;
+  };
+  std::vector<Published> layers;   // by layer
+};
+
 class LukaLayer : public LayerAttention {
  public:
   virtual int layer() const = 0;
@@ -58,6 +79,8 @@ class LukaLayer : public LayerAttention {
   // refined pages only while records are on (the CPU core always does; the GPU copies them back).
   virtual const LukaStep& last_step() const = 0;
   virtual void set_step_records(bool on) { (void)on; }
+  // The board a model's Kascade layers share (install_luka sets one for every layer).
+  virtual void set_kascade_board(std::shared_ptr<KascadeBoard> board) { (void)board; }
 
   // Called during prefill with each block of attention probabilities, for captures: `probs` is
   // [G, m, T] fp32 (contiguous, on the CPU) for heads head0 .. head0+G-1 (one KV group), queries

@@ -442,6 +442,61 @@ TEST(CaptureCli, FailedFigureWriteLeavesNoPartialFile) {
 // luka inspect --track against what the capture holds, read through the reader: each head's
 // timeline (a letter per token and step, the attention summed over the span), the tables per head
 // of a layer and per layer, and the JSON rows.
+// A Kascade run: layer 0 an anchor (its output dense), layer 1 reusing its sets. The capture
+// records mode 3, the source layer and the head map per step, and layer 1's cover is its top-5
+// set: the 5 keys with the most attention of layer 0 summed over the KV head's query heads (the
+// pooled rows read back from the capture, in float16: a key kept is never below a key left out by
+// more than their rounding), its effective rows zero outside it.
+TEST(CaptureCli, KascadeRecordsSourceHeadMapAndTheReusedSet) {
+  REQUIRE_TINY_MODEL();
+  const fs::path out = work_dir() / "kascade.h5";
+  const RunResult r = luka({"capture", "--model", kTinyModel.string(), "--prompt",
+                            "The lighthouse keeper wrote in the log that the fog rolled in over the harbour before dawn, and the ships waited.",
+                            "--set", "mode=kascade,kascade_top_frac=0,kascade_top_k=5,kascade_tile=8", "--set", "layers=1,kascade_source=0",
+                            "--max-new-tokens", "6", "--quiet", "--device", "cpu", "--threads", "2", "--out", out.string()});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  using namespace luka::capture;
+  const auto file = CaptureFile::open(out);
+  ASSERT_EQ(file->summary().complete_steps, 5);
+  for (std::int64_t step = 1; step <= 5; ++step) {
+    const StepMetrics m0 = file->metrics(step, 0), m1 = file->metrics(step, 1);
+    EXPECT_EQ(m0.mode, kModeKascade);
+    EXPECT_EQ(m1.mode, kModeKascade);
+    EXPECT_EQ(m0.kascade_source, 0);
+    EXPECT_EQ(m1.kascade_source, 0);
+    EXPECT_EQ(m1.kascade_head, (std::vector<std::int32_t>{0, 0}));  // one KV head
+    EXPECT_EQ(m0.cover_size, (std::vector<std::int32_t>{static_cast<std::int32_t>(m0.tokens), static_cast<std::int32_t>(m0.tokens)}));
+    std::vector<double> pooled(static_cast<std::size_t>(m0.tokens), 0.0);
+    for (const int head : {0, 1}) {
+      const auto row = file->row(step, 0, head);
+      for (std::size_t t = 0; t < pooled.size(); ++t) pooled[t] += row[t];
+    }
+    std::vector<std::uint8_t> first;
+    for (const int head : {0, 1}) {
+      const auto cover = file->cover(step, 1, head);
+      const auto row = file->row(step, 1, head);
+      if (head == 0) first = cover;
+      EXPECT_EQ(cover, first) << "both heads read KV head 0's set";
+      EXPECT_EQ(m1.cover_size[static_cast<std::size_t>(head)], 5);
+      double kept_min = 2, left_max = -1, outside = 0;
+      int kept = 0;
+      for (std::size_t t = 0; t < pooled.size(); ++t) {
+        if (cover[t] == kRaw) {
+          ++kept;
+          kept_min = std::min(kept_min, pooled[t]);
+        } else {
+          EXPECT_EQ(cover[t], kDropped);
+          left_max = std::max(left_max, pooled[t]);
+          outside += row[t];
+        }
+      }
+      EXPECT_EQ(kept, 5) << "step " << step;
+      EXPECT_GE(kept_min, left_max - 2e-3) << "step " << step;
+      EXPECT_EQ(outside, 0.0);
+    }
+  }
+}
+
 TEST(CaptureCli, InspectTrackPrintsTheCapturedStates) {
   REQUIRE_TINY_MODEL();
   const fs::path cap = tiny_capture();

@@ -318,6 +318,49 @@ TEST(CalibrateCli, MeasuresCandidatesAndWritesAnAutoConfig) {
 // A calibration travels in the capture (luka capture --calibration): `luka inspect --calibration
 // --json` gives back the file's values exactly, the text table names each head's best candidate, and
 // a file that is not a calibration, or is one of another model, is refused before any capture exists.
+// luka calibrate --kascade N: a layers config of Kascade layers with N anchors, layer 0 first, every
+// other layer reusing the nearest anchor before it; with one anchor per layer each is its own; the
+// file runs through --layers-config.
+TEST(CalibrateCli, KascadeWritesAnchorsAndHeadMapsAsALayersConfig) {
+  REQUIRE_CHECKPOINT();
+  const fs::path dir = luka::test::test_dir("eval_cli") / "kascade";
+  fs::create_directories(dir);
+  const std::string demo = (fs::path(LUKA_SOURCE_DIR) / "assets/prompts/demo.json").string();
+  const auto calibrate = [&](const std::string& count, const fs::path& out) {
+    return run_luka({"calibrate", "--model", kCheckpoint.string(), "--prompt-file", demo, "--max-tokens", "80", "--threads", "1", "--device",
+                     "cpu", "--kascade", count, "--kascade-k", "8", "--kascade-queries", "40", "--out", out.string(), "--quiet"});
+  };
+  for (const int count : {1, 2}) {
+    const fs::path out = dir / ("kascade" + std::to_string(count) + ".json");
+    SCOPED_TRACE("--kascade " + std::to_string(count));
+    const RunResult r = calibrate(std::to_string(count), out);
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_NE(r.out.find("anchors: 0"), std::string::npos) << r.out;
+    const json layers = json::parse(read_file(out)).at("layers");
+    ASSERT_EQ(layers.size(), 2u);  // the fixture checkpoint's layers
+    std::vector<int> anchors;
+    for (int l = 0; l < 2; ++l) {
+      const json& c = layers.at(std::to_string(l));
+      EXPECT_EQ(c.at("mode"), "kascade");
+      const int source = c.at("kascade_source").get<int>();
+      if (source < 0) {
+        anchors.push_back(l);
+      } else {
+        EXPECT_EQ(source, anchors.back()) << "layer " << l << " reuses the nearest anchor before it";
+        EXPECT_EQ(c.at("kascade_head_map"), "0");  // one KV head: the map names it
+      }
+    }
+    EXPECT_EQ(static_cast<int>(anchors.size()), count);
+    EXPECT_EQ(anchors.front(), 0);
+  }
+  const RunResult ppl = run_luka({"perplexity", "--model", kCheckpoint.string(), "--text-file", demo, "--max-tokens", "60", "--threads", "1",
+                                  "--device", "cpu", "--layers-config", (dir / "kascade1.json").string()});
+  EXPECT_EQ(ppl.exit_code, 0) << ppl.err;
+  const RunResult too_many = calibrate("3", dir / "bad.json");
+  EXPECT_EQ(too_many.exit_code, 2) << too_many.err;
+  EXPECT_NE(too_many.err.find("fewer than 3 anchors"), std::string::npos) << too_many.err;
+}
+
 TEST(CalibrateCli, TheCaptureCarriesTheCalibrationAndInspectShowsIt) {
   REQUIRE_CHECKPOINT();
   const fs::path dir = luka::test::test_dir("eval_cli") / "carried";

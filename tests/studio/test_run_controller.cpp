@@ -24,6 +24,23 @@ namespace fs = std::filesystem;
 
 using luka::test::wait_for;
 
+// Switching a Kascade anchor to another mode leaves its reuse layers nothing to reuse: they become
+// anchors themselves, so the next step runs; other layers keep their sources.
+TEST(RunController, ALayerSwitchedAwayFromAKascadeAnchorLeavesNoOrphanReuse) {
+  RunController s;
+  LukaConfig cfg = LukaConfig::preset("dense", 4);
+  cfg.apply_override("mode=kascade");
+  cfg.apply_override("layers=1,kascade_source=0");
+  cfg.apply_override("layers=3,kascade_source=2");
+  s.set_config(cfg);
+  s.set_layer_mode(2, AttentionMode::kLined);
+  const LukaConfig after = s.config();
+  EXPECT_EQ(after.layers[2].mode, AttentionMode::kLined);
+  EXPECT_EQ(after.layers[3].kascade.source, -1);  // now an anchor
+  EXPECT_EQ(after.layers[1].kascade.source, 0);   // its anchor is still one
+  EXPECT_NO_THROW(validate_kascade_sources(after));
+}
+
 TEST(RunController, LiveSwitchWhilePausedAppliesAtTheNextStepAndIsRecorded) {
   const char* env = std::getenv("LUKA_TEST_DEVICE");
   const std::string device = env && *env ? env : "auto";

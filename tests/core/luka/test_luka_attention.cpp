@@ -468,6 +468,36 @@ TEST_F(LukaModel, ReservedAccumulatorsHoldTheRunAndChangeNoLogit) {
   EXPECT_EQ(reserved.cache(0).capacity(), 260);
 }
 
+// Kascade through the decoder: anchors 0 and 2, layers 1 and 3 reusing them through the model's
+// board. With a top-k that keeps every key it is dense attention, prefill tiles included; with
+// 8 keys it changes the logits and keeps them finite.
+TEST_F(LukaModel, KascadeKeepingEveryKeyMatchesDense) {
+  const auto ids = token_ids(200);
+  Decoder dense(model_);
+  const auto ref = decode_logits(dense, ids, 150);
+  LukaConfig cfg = LukaConfig::preset("dense", model_->config().num_layers);
+  cfg.apply_override("mode=kascade,kascade_top_frac=1,kascade_tile=32");
+  cfg.apply_override("layers=1,kascade_source=0,kascade_head_map=0");
+  cfg.apply_override("layers=3,kascade_source=2");
+  Decoder luka(model_);
+  const auto layers = install_luka(luka, cfg);
+  const auto got = decode_logits(luka, ids, 150);
+  double worst = 0;
+  for (std::size_t i = 0; i < got.size(); ++i) worst = std::max(worst, max_diff(got[i], ref[i]));
+  EXPECT_LE(worst, 1e-5);
+  EXPECT_EQ(layers[3]->last_step().kascade_source, 2);
+  EXPECT_EQ(layers[1]->last_step().kascade_source, 0);
+
+  cfg.apply_override("kascade_top_frac=0,kascade_top_k=8");
+  Decoder sparse(model_);
+  const auto sparse_layers = install_luka(sparse, cfg);
+  const auto few = decode_logits(sparse, ids, 150);
+  EXPECT_TRUE(at::isfinite(few.back()).all().item<bool>());
+  EXPECT_GT(max_diff(few.back(), ref.back()), 1e-4);
+  EXPECT_EQ(sparse_layers[3]->last_step().selected[0], sparse_layers[2]->last_step().selected[0]);
+  EXPECT_EQ(sparse_layers[3]->last_step().selected[0].size(), 8u);
+}
+
 TEST_F(LukaModel, LinedWithFullBudgetMatchesDense) {
   const auto ids = token_ids(160);
   Decoder dense(model_);

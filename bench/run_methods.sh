@@ -1,0 +1,99 @@
+#!/usr/bin/env bash
+# The related methods (docs/methods.md) next to LuKA's presets on the default model: perplexity of
+# emma.txt (the first 1024 tokens prefilled, the next 1024 scored through the decode path) with the
+# entries each attends per decode step as a fraction of dense's (`attended_fraction`). Each part
+# writes a `luka sweep` folder under bench/out/methods/ (a stopped part resumes); `report` writes
+# bench/results/methods.md and copies the figures to bench/results/figures/.
+#
+#   bench/run_methods.sh [PART...]      (default: every part, then report)
+# Parts:
+#   kascade-calibrate  luka calibrate --kascade 5 on the second text: bench/out/methods/kascade.json
+#   kascade            the `kascade` preset (the paper's anchor depths) at top-k 5, 10, 25, 50% (4 runs)
+#   kascade-calibrated the calibrated anchors and head maps at the same top-k (4 runs)
+#   presets            dense, lined, clustered, mixed(8,8) and paper (5 runs)
+#   report             write bench/results/methods.md from what has run
+# Environment: LUKA (the binary, default build/luka), TEXT (default ../shared/data/texts/emma.txt),
+# HELDOUT (default ../shared/data/texts/prideprejudice.txt).
+set -euo pipefail
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+luka=${LUKA:-$root/build/luka}
+text=${TEXT:-$root/../shared/data/texts/emma.txt}
+heldout=${HELDOUT:-$root/../shared/data/texts/prideprejudice.txt}
+out=$root/bench/out/methods
+python=$root/.venv/bin/python
+[[ -x $python ]] || python=python3
+for f in "$text" "$heldout"; do [[ -f $f ]] || { echo "run_methods: no text at $f (../shared/data)" >&2; exit 1; }; done
+[[ -x $luka ]] || { echo "run_methods: no luka at $luka (build first)" >&2; exit 1; }
+mkdir -p "$out"
+scoring=(--text-file "$text" --max-tokens 2048 --prompt-tokens 1024)
+fractions="0.05,0.1,0.25,0.5"
+
+part_kascade_calibrate() {
+  # The calibration reads the second text, so the anchors are not tuned on the scored one.
+  [[ -f $out/kascade.json ]] || "$luka" calibrate --prompt-file "$heldout" --max-tokens 1024 --kascade 5 \
+    --out "$out/kascade.json" | tee "$out/kascade.txt"
+}
+part_kascade() {
+  "$luka" sweep --metric perplexity --out "$out/kascade" --baseline preset=dense --title "kascade preset (paper's anchor depths)" \
+    --grid "preset=kascade;kascade_top_frac=$fractions" -- "${scoring[@]}"
+}
+part_kascade_calibrated() {
+  [[ -f $out/kascade.json ]] || { echo "run_methods: run the kascade-calibrate part first" >&2; exit 1; }
+  "$luka" sweep --metric perplexity --out "$out/kascade-calibrated" --baseline preset=dense \
+    --title "kascade, calibrated anchors and head maps" --grid "kascade_top_frac=$fractions" \
+    -- "${scoring[@]}" --layers-config "$out/kascade.json"
+}
+part_presets() {
+  "$luka" sweep --metric perplexity --out "$out/presets" --title "LuKA presets" \
+    --grid "preset=dense,lined,clustered,mixed(8,8),paper" -- "${scoring[@]}"
+}
+part_report() {
+  "$python" - "$out" "$root/bench/results/methods.md" "$root/bench/results/figures" <<'PY'
+import glob, json, os, shutil, sys
+out, dest, figures = sys.argv[1:4]
+rows = []  # (sweep, label, output)
+for name in ("presets", "kascade", "kascade-calibrated"):
+    items = []
+    for path in glob.glob(os.path.join(out, name, "items", "*.json")):
+        r = json.load(open(path))
+        items.append((r["index"], r["label"] + (" (baseline)" if r.get("baseline") else ""), r["output"]))
+    rows += [(name, label, output) for _, label, output in sorted(items, key=lambda x: x[0])]
+    for ext in ("png", "svg"):
+        plot = os.path.join(out, name, "plot." + ext)
+        if os.path.exists(plot):
+            os.makedirs(figures, exist_ok=True)
+            shutil.copy(plot, os.path.join(figures, "methods-%s.%s" % (name, ext)))
+dense = next((o["perplexity"] for _, label, o in rows if label.startswith("preset=dense")), None)
+with open(dest, "w") as f:
+    f.write("# Related methods next to LuKA (bench/run_methods.sh)\n\n")
+    f.write("Perplexity of the default model on emma.txt: 2,048 tokens, the first 1,024 prefilled, the next 1,024 scored\n")
+    f.write("through the decode path. `attended` is the entries each decode step attends (raw tokens, summaries,\n")
+    f.write("refined children, top-k keys), summed over layers and heads, as a fraction of dense's. Kascade's calibrated\n")
+    f.write("anchors come from `luka calibrate --kascade 5` on prideprejudice.txt (bench/out/methods/kascade.txt).\n\n")
+    f.write("    bench/run_methods.sh\n\n")
+    f.write("| sweep | run | attended | perplexity | × dense | attention |\n|---|---|---:|---:|---:|---|\n")
+    for name, label, o in rows:
+        frac = o.get("attended_fraction")
+        ratio = "%.3f" % (o["perplexity"] / dense) if dense else "-"
+        f.write("| %s | %s | %s | %.3f | %s | %s |\n" % (name, label or "(the layers config)", "%.3f" % frac if frac is not None else "-",
+                                                     o["perplexity"], ratio, o.get("attention", "").replace("|", "\\|")))
+    f.write("\n")
+    for name in ("kascade", "kascade-calibrated"):
+        if os.path.exists(os.path.join(figures, "methods-%s.png" % name)):
+            f.write("![%s](figures/methods-%s.png)\n\n" % (name, name))
+print("wrote", dest)
+PY
+}
+
+parts=("$@")
+[[ ${#parts[@]} -gt 0 ]] || parts=(kascade-calibrate kascade kascade-calibrated presets report)
+for p in "${parts[@]}"; do
+  case $p in
+    kascade-calibrate) part_kascade_calibrate ;;
+    kascade) part_kascade ;;
+    kascade-calibrated) part_kascade_calibrated ;;
+    presets) part_presets ;;
+    report) part_report ;;
+    *) echo "run_methods: unknown part '$p'" >&2; exit 2 ;;
+  esac
+done
