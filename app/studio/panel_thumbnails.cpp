@@ -36,7 +36,8 @@ void draw_thumbnails(UiState& ui, const capture::CaptureView& view, bool heads) 
     const double log_min = hv.log_min;
     const std::string name = heads ? "thumbnails of layer " + std::to_string(fixed) + "'s heads" : "thumbnails of head " + std::to_string(fixed) + " by layer";
     hv.thumbs_job.start(ui.tasks, name, [shared, items, heads, fixed, level, steps, map_view, log, log_min](TaskContext& ctx) {
-      std::vector<viz::Image> images;
+      HeatmapView::Thumbnails out;
+      std::vector<viz::Image>& images = out.images;
       for (const int item : items) {
         ctx.progress(static_cast<double>(images.size()) / static_cast<double>(items.size()),
                      std::string(heads ? "head " : "layer ") + std::to_string(item));
@@ -51,12 +52,23 @@ void draw_thumbnails(UiState& ui, const capture::CaptureView& view, bool heads) 
         } catch (const std::exception&) {
         }
         images.push_back(std::move(img));
+        int source = -1;
+        if (!heads && steps > 0) {
+          try {
+            const capture::StepMetrics m = shared->metrics(steps, item);
+            if (m.mode == capture::kModeKascade) source = m.kascade_source;
+          } catch (const std::exception&) {
+          }
+        }
+        out.sources.push_back(source);
       }
-      return images;
+      return out;
     });
   }
   if (auto done = hv.thumbs_job.take()) {
-    const std::vector<viz::Image> images = done->value ? std::move(*done->value) : std::vector<viz::Image>(items.size());
+    HeatmapView::Thumbnails got = done->value ? std::move(*done->value) : HeatmapView::Thumbnails{};
+    const std::vector<viz::Image> images = got.images.size() == items.size() ? std::move(got.images) : std::vector<viz::Image>(items.size());
+    hv.thumb_sources = got.sources.size() == items.size() ? std::move(got.sources) : std::vector<int>(items.size(), -1);
     hv.thumbs.clear();
     for (const viz::Image& img : images) {
       auto tex = std::make_unique<Texture>();
@@ -89,7 +101,21 @@ void draw_thumbnails(UiState& ui, const capture::CaptureView& view, bool heads) 
     if (i % columns) ImGui::SameLine();
     ImGui::BeginGroup();
     const bool selected = heads ? items[i] == ui.selection.head : items[i] == ui.selection.layer;
-    ImGui::Text("%s %d%s", heads ? "head" : "layer", items[i], selected ? " *" : "");
+    const int source = !heads && static_cast<std::size_t>(i) < hv.thumb_sources.size() ? hv.thumb_sources[static_cast<std::size_t>(i)] : -1;
+    if (source >= 0 && source != items[i]) {
+      // Kascade reuse: the anchor whose top-k this layer attended at the last step.
+      ImGui::Text("layer %d%s", items[i], selected ? " *" : "");
+      ImGui::SameLine();
+      ImGui::TextColored(ImVec4(0.55f, 0.8f, 1.f, 1.f), "<- %d", source);
+      if (ImGui::IsItemHovered()) ImGui::SetTooltip("kascade: attends to the top-k keys layer %d chose at this step", source);
+    } else if (source >= 0) {
+      ImGui::Text("layer %d%s", items[i], selected ? " *" : "");
+      ImGui::SameLine();
+      ImGui::TextColored(ImVec4(0.55f, 0.8f, 1.f, 1.f), "anchor");
+      if (ImGui::IsItemHovered()) ImGui::SetTooltip("kascade anchor: chooses its top-k keys from its own attention");
+    } else {
+      ImGui::Text("%s %d%s", heads ? "head" : "layer", items[i], selected ? " *" : "");
+    }
     ImGui::PushID(i);
     if (hv.thumbs[static_cast<std::size_t>(i)]->valid() &&
         ImGui::ImageButton(hv.thumbs[static_cast<std::size_t>(i)]->id(), ImVec2(side, side), ImVec2(0, 0), ImVec2(1, 1), 1)) {

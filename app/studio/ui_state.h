@@ -122,8 +122,15 @@ struct HeatmapView {
   MapMode mode = MapMode::kMap;
   bool overlays = true;  // page grid, refined pages and heavy hitters at the selected step
   std::vector<std::unique_ptr<Texture>> thumbs;  // head grid / layer strip thumbnails
+  // Layer strip: per thumbnail, the layer whose Kascade top-k it attended at the last step (itself
+  // for an anchor; -1 when not Kascade), shown as "← source" under its name.
+  std::vector<int> thumb_sources;
   std::string thumbs_key;
-  Pending<std::vector<viz::Image>> thumbs_job;  // thumbnails being read
+  struct Thumbnails {
+    std::vector<viz::Image> images;
+    std::vector<int> sources;
+  };
+  Pending<Thumbnails> thumbs_job;  // thumbnails being read
   std::vector<float> values;  // the fetched window, for hover read-out
   MapFetcher fetcher;
   std::optional<MapRequest> requested;  // the window last asked for
