@@ -3,7 +3,8 @@
 // One decoder per context length: the prompt is prefilled once (exact attention, the same in every
 // mode), then each mode runs `steps` decode steps after a live switch of every layer (the state is
 // maintained in all modes, so switching costs nothing). "dense (baseline)" is the decoder's own
-// DenseAttention (no LuKA state); "dense", "lined", "clustered" run through LukaAttention.
+// DenseAttention (no LuKA state); "dense", "lined", "clustered" and "kascade" (the `kascade`
+// preset's anchors and reuse layers) run through LukaAttention.
 //
 //   bench_luka MODEL fp32|bf16 [contexts=1024,4096,8192] [steps=16] [threads=0]
 #include <ATen/ATen.h>
@@ -59,6 +60,7 @@ int main(int argc, char** argv) {
         baseline_ms = 1e3 * seconds_since(t0) / steps;
       }
       luka::LukaConfig config = luka::LukaConfig::preset("dense", layers);
+      const luka::LukaConfig kascade = luka::LukaConfig::preset("kascade", layers);
       luka::Decoder d(model);
       const auto luka_layers = luka::install_luka(d, config);
       const auto t_prefill = std::chrono::steady_clock::now();
@@ -66,9 +68,10 @@ int main(int argc, char** argv) {
       const double prefill_s = seconds_since(t_prefill);
       std::int32_t next = 1;
       std::printf("| %lld | dense (baseline) | %.1f | 1.00 | |\n", static_cast<long long>(ctx), baseline_ms);
-      for (const auto mode : {luka::AttentionMode::kDense, luka::AttentionMode::kLined, luka::AttentionMode::kClustered}) {
+      for (const auto mode : {luka::AttentionMode::kDense, luka::AttentionMode::kLined, luka::AttentionMode::kClustered,
+                              luka::AttentionMode::kKascade}) {
         for (std::int64_t l = 0; l < layers; ++l) {
-          luka::LayerConfig c = config.layers[static_cast<std::size_t>(l)];
+          luka::LayerConfig c = (mode == luka::AttentionMode::kKascade ? kascade : config).layers[static_cast<std::size_t>(l)];
           c.mode = mode;
           luka_layers[static_cast<std::size_t>(l)]->set_config(c);
         }

@@ -11,6 +11,8 @@
 #   kascade            the `kascade` preset (the paper's anchor depths) at top-k 5, 10, 25, 50% (4 runs)
 #   kascade-calibrated the calibrated anchors and head maps at the same top-k (4 runs)
 #   presets            dense, lined, clustered, mixed(8,8) and paper (5 runs)
+#   lined              lined with window and heavy hitters each 2.5 or 12.5% of the context (4 runs)
+#   clustered          clustered refining 0, 1/16, 1/8, 1/4 or 1/2 of its pages (top_frac, 5 runs)
 #   report             write bench/results/methods.md from what has run
 # Environment: LUKA (the binary, default build/luka), TEXT (default ../shared/data/texts/emma.txt),
 # HELDOUT (default ../shared/data/texts/prideprejudice.txt).
@@ -25,13 +27,13 @@ python=$root/.venv/bin/python
 for f in "$text" "$heldout"; do [[ -f $f ]] || { echo "run_methods: no text at $f (../shared/data)" >&2; exit 1; }; done
 [[ -x $luka ]] || { echo "run_methods: no luka at $luka (build first)" >&2; exit 1; }
 mkdir -p "$out"
-scoring=(--text-file "$text" --max-tokens 2048 --prompt-tokens 1024)
+scoring=(--text-file "$text" --max-tokens 2048 --prompt-tokens 1024 --weights dequantized)
 fractions="0.05,0.1,0.25,0.5"
 
 part_kascade_calibrate() {
   # The calibration reads the second text, so the anchors are not tuned on the scored one.
   [[ -f $out/kascade.json ]] || "$luka" calibrate --prompt-file "$heldout" --max-tokens 1024 --kascade 5 \
-    --out "$out/kascade.json" | tee "$out/kascade.txt"
+    --weights dequantized --out "$out/kascade.json" | tee "$out/kascade.txt"
 }
 part_kascade() {
   "$luka" sweep --metric perplexity --out "$out/kascade" --baseline preset=dense --title "kascade preset (paper's anchor depths)" \
@@ -47,12 +49,20 @@ part_presets() {
   "$luka" sweep --metric perplexity --out "$out/presets" --title "LuKA presets" \
     --grid "preset=dense,lined,clustered,mixed(8,8),paper" -- "${scoring[@]}"
 }
+part_lined() {
+  "$luka" sweep --metric perplexity --out "$out/lined" --title "lined: window and heavy hitters as fractions" \
+    --grid "preset=lined;window_frac=0.025,0.125;rho=0.025,0.125" -- "${scoring[@]}"
+}
+part_clustered() {
+  "$luka" sweep --metric perplexity --out "$out/clustered" --title "clustered: pages refined (top_frac)" \
+    --grid "preset=clustered;rule=top_frac;top_frac=0,0.0625,0.125,0.25,0.5" -- "${scoring[@]}"
+}
 part_report() {
   "$python" - "$out" "$root/bench/results/methods.md" "$root/bench/results/figures" <<'PY'
 import glob, json, os, shutil, sys
 out, dest, figures = sys.argv[1:4]
 rows = []  # (sweep, label, output)
-for name in ("presets", "kascade", "kascade-calibrated"):
+for name in ("presets", "kascade", "kascade-calibrated", "lined", "clustered"):
     items = []
     for path in glob.glob(os.path.join(out, name, "items", "*.json")):
         r = json.load(open(path))
@@ -86,13 +96,15 @@ PY
 }
 
 parts=("$@")
-[[ ${#parts[@]} -gt 0 ]] || parts=(kascade-calibrate kascade kascade-calibrated presets report)
+[[ ${#parts[@]} -gt 0 ]] || parts=(kascade-calibrate kascade kascade-calibrated presets lined clustered report)
 for p in "${parts[@]}"; do
   case $p in
     kascade-calibrate) part_kascade_calibrate ;;
     kascade) part_kascade ;;
     kascade-calibrated) part_kascade_calibrated ;;
     presets) part_presets ;;
+    lined) part_lined ;;
+    clustered) part_clustered ;;
     report) part_report ;;
     *) echo "run_methods: unknown part '$p'" >&2; exit 2 ;;
   esac

@@ -127,7 +127,11 @@ Synthetic make_synthetic(std::int64_t n, int steps, std::uint32_t seed, std::vec
     step.new_tokens.push_back({static_cast<std::int32_t>(5 + st), "g" + std::to_string(st), true, -1, 1.0f / static_cast<float>(st + 1)});
     for (std::size_t li = 0; li < l.layers.size(); ++li) {
       LayerStep ls;
-      ls.mode = static_cast<std::int8_t>(st % 3);
+      ls.mode = static_cast<std::int8_t>(st % 4);
+      if (ls.mode == kModeKascade) {  // reusing layer li's sets, head h taking KV head h % 2
+        ls.kascade_source = static_cast<std::int32_t>(li);
+        for (std::size_t hh = 0; hh < H; ++hh) ls.kascade_head.push_back(static_cast<std::int32_t>(hh % 2));
+      }
       ls.paged_end = 8 * (st / 2);
       ls.seconds = 1e-3 * st;
       const std::int64_t T = step.tokens;
@@ -225,6 +229,8 @@ void expect_same(const CaptureView& v, const Synthetic& s, const std::vector<Map
       EXPECT_EQ(m.paged_end, ls.paged_end);
       EXPECT_EQ(m.seconds, ls.seconds);
       EXPECT_EQ(m.cover_size, ls.cover_size);
+      EXPECT_EQ(m.kascade_source, ls.kascade_source);
+      EXPECT_EQ(m.kascade_head, ls.kascade_head.empty() ? std::vector<std::int32_t>(static_cast<std::size_t>(H), -1) : ls.kascade_head);
       ASSERT_EQ(m.fidelity.size(), ls.fidelity.size());
       for (std::size_t i = 0; i < m.fidelity.size(); ++i)
         EXPECT_TRUE(std::memcmp(&m.fidelity[i], &ls.fidelity[i], 4) == 0 || (std::isnan(m.fidelity[i]) && std::isnan(ls.fidelity[i])));
@@ -966,6 +972,23 @@ TEST(CaptureFile, BadFilesGiveClearErrors) {
     for (const char* group : {"decode/layer_01", "decode/layer_03"}) H5Gclose(H5Gcreate2(f, group, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT));
   });
   EXPECT_NE(old.find("written by an earlier build, with one /decode group per layer"), std::string::npos) << old;
+
+  // Captures from before the Kascade mode have neither of its per-step datasets: they open and read
+  // -1 (no source, no head map); one without the other is damage.
+  {
+    const fs::path p = dir / "before_kascade.h5";
+    fs::copy_file(good, p, fs::copy_options::overwrite_existing);
+    const hid_t f = H5Fopen(p.c_str(), H5F_ACC_RDWR, H5P_DEFAULT);
+    ASSERT_GE(f, 0);
+    for (const char* part : {"decode/kascade_source", "decode/kascade_head"}) EXPECT_GE(H5Ldelete(f, part, H5P_DEFAULT), 0);
+    H5Fclose(f);
+    const auto before = CaptureFile::open(p);
+    const StepMetrics m = before->metrics(1, 1);
+    EXPECT_EQ(m.kascade_source, -1);
+    EXPECT_EQ(m.kascade_head, std::vector<std::int32_t>(before->summary().layout.heads.size(), -1));
+  }
+  const std::string half = edited("half_kascade.h5", [](hid_t f) { H5Ldelete(f, "decode/kascade_head", H5P_DEFAULT); });
+  EXPECT_NE(half.find("'/decode/kascade_source' and '/decode/kascade_head' come together"), std::string::npos) << half;
 
   // A step's T beyond the recorded tokens (it sizes the rows read for the step).
   const std::string huge = edited("huge_t.h5", [](hid_t f) {
