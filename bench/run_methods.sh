@@ -41,7 +41,8 @@ part_kascade() {
 }
 part_kascade_calibrated() {
   [[ -f $out/kascade.json ]] || { echo "run_methods: run the kascade-calibrate part first" >&2; exit 1; }
-  "$luka" sweep --metric perplexity --out "$out/kascade-calibrated" --baseline preset=dense \
+  # The baseline overrides the layers config's mode (a --preset would replace the file).
+  "$luka" sweep --metric perplexity --out "$out/kascade-calibrated" --baseline mode=dense \
     --title "kascade, calibrated anchors and head maps" --grid "kascade_top_frac=$fractions" \
     -- "${scoring[@]}" --layers-config "$out/kascade.json"
 }
