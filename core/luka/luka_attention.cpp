@@ -364,6 +364,38 @@ void LukaAttention::decode_dense(Step& s) {
   });
 }
 
+void LukaAttention::attend_sets(Step& s, const std::vector<const std::vector<std::int64_t>*>& sets, bool renormalize) {
+  const AttentionInputs& in = s.in;
+  const std::int64_t H = in.q.size(0), D = in.q.size(2), T = in.k.size(1), G = in.group_size;
+  float* e = s.eff.mutable_data_ptr<float>();
+  float* o = s.out.mutable_data_ptr<float>();
+  with_rows(in, layer_, [&](const auto& K, const auto& V) {
+    at::parallel_for(0, H, 1, [&](std::int64_t h0, std::int64_t h1) {
+      for (std::int64_t h = h0; h < h1; ++h) {
+        const std::vector<std::int64_t>& set = *sets[static_cast<std::size_t>(h)];
+        const std::int64_t n = static_cast<std::int64_t>(set.size());
+        std::vector<float> p(set.size());
+        double sum = 0;
+        if (renormalize)
+          for (std::int64_t i = 0; i < n; ++i) sum += p[i] = e[h * T + set[i]];
+        if (sum > 0) {
+          const float inv = static_cast<float>(1.0 / sum);
+          for (float& x : p) x *= inv;
+        } else {
+          for (std::int64_t i = 0; i < n; ++i) p[i] = s.scale * dot(s.q + h * D, K.row(h / G, set[i]), D);
+          softmax_inplace(p.data(), n);
+        }
+        std::fill(e + h * T, e + (h + 1) * T, 0.0f);
+        std::fill(o + h * D, o + (h + 1) * D, 0.0f);
+        for (std::int64_t i = 0; i < n; ++i) {
+          e[h * T + set[i]] = p[i];
+          axpy(p[i], V.row(h / G, set[i]), o + h * D, D);
+        }
+      }
+    });
+  });
+}
+
 // Lined (§5.3): the recent window and the heavy hitters by h2o_score (rules::lined_cover), one
 // exact softmax over their union.
 void LukaAttention::decode_lined(Step& s) {

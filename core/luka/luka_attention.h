@@ -74,6 +74,10 @@ class LukaAttention final : public LukaLayer {
   void decode_lined(Step& s);
   at::Tensor decode_clustered(Step& s);
   void decode_kascade(Step& s);                 // luka_kascade.cpp
+  // Kascade's sparse step: per query head h, an exact softmax over the keys *sets[h] into s.eff
+  // and s.out. `renormalize`: s.eff already holds h's exact rows (an anchor's), so the softmax over
+  // the set is those rows renormalized over it.
+  void attend_sets(Step& s, const std::vector<const std::vector<std::int64_t>*>& sets, bool renormalize);
   at::Tensor prefill_kascade(const AttentionInputs& in);
   KascadeBoard::Published& published(std::int64_t layer);
   const KascadeBoard::Published& reused(const AttentionInputs& in) const;

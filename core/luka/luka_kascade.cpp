@@ -97,7 +97,7 @@ std::int64_t set_of_group(const std::vector<std::vector<std::int64_t>>& sets, bo
 void LukaAttention::decode_kascade(Step& s) {
   const AttentionInputs& in = s.in;
   const KascadeConfig& c = config_.kascade;
-  const std::int64_t H = in.q.size(0), D = in.q.size(2), T = in.k.size(1), G = in.group_size, KV = H / G;
+  const std::int64_t H = in.q.size(0), T = in.k.size(1), G = in.group_size, KV = H / G;
   const bool anchor = c.source < 0;
   const std::vector<std::vector<std::int64_t>>* sets = nullptr;
   bool shared = false, dense_out = false;
@@ -119,31 +119,26 @@ void LukaAttention::decode_kascade(Step& s) {
   last_.selected.assign(static_cast<std::size_t>(H), {});
   last_.head_map.clear();
   const std::vector<std::int64_t> no_map;
+  std::vector<const std::vector<std::int64_t>*> per_head(static_cast<std::size_t>(H));
   for (std::int64_t g = 0; g < KV; ++g) {
     const std::int64_t which = set_of_group(*sets, shared, anchor ? no_map : c.head_map, g, KV, layer_);
     if (!shared) last_.head_map.push_back(which);
     const std::vector<std::int64_t>& set = (*sets)[static_cast<std::size_t>(which)];
     for (std::int64_t j = 0; j < G; ++j) {
-      auto& sel = last_.selected[static_cast<std::size_t>(g * G + j)];
+      const std::size_t h = static_cast<std::size_t>(g * G + j);
+      per_head[h] = &set;
+      auto& sel = last_.selected[h];
       if (dense_out) {
         sel.resize(static_cast<std::size_t>(T));
         std::iota(sel.begin(), sel.end(), 0);
       } else {
         sel = set;
       }
-      last_.cover_size[static_cast<std::size_t>(g * G + j)] = static_cast<std::int64_t>(sel.size());
+      last_.cover_size[h] = static_cast<std::int64_t>(sel.size());
     }
-    if (dense_out) continue;
-    // Exact softmax over the set's keys for the group's query heads.
-    const at::Tensor idx = at::tensor(set, at::kLong);
-    const at::Tensor k = in.k[g].index_select(0, idx).to(at::kFloat), v = in.v[g].index_select(0, idx).to(at::kFloat);
-    const at::Tensor q = at::from_blob(const_cast<float*>(s.q) + g * G * D, {G, D}, at::kFloat);
-    const at::Tensor p = at::softmax(at::matmul(q, k.transpose(0, 1)).mul_(s.scale), -1);  // [G, k]
-    at::Tensor eff = s.eff.narrow(0, g * G, G);
-    eff.zero_();
-    eff.index_copy_(1, idx, p);
-    s.out.narrow(0, g * G, G).copy_(at::matmul(p, v));
   }
+  // The exact softmax over each head's set; an anchor's rows are already exact, so renormalized.
+  if (!dense_out) attend_sets(s, per_head, anchor);
 }
 
 at::Tensor LukaAttention::prefill_kascade(const AttentionInputs& in) {
