@@ -50,6 +50,18 @@ at::Tensor attend(const Sequence& s, std::int64_t pos, std::int64_t h, const std
   return at::matmul(p, v);
 }
 
+// Prefills `prompt` tokens of `s` through `att`, decodes the rest, and returns the largest
+// difference of any output from dense attention in fp64.
+double worst_against_dense(LukaAttention& att, const Sequence& s, std::int64_t prompt) {
+  c10::InferenceMode guard;
+  const at::Tensor pre = att.forward(s.inputs(0, prompt)).view({prompt, s.H, s.D});
+  double worst = 0;
+  for (std::int64_t pos = 0; pos < prompt; ++pos) worst = std::max(worst, max_diff(pre[pos], s.dense(pos).first));
+  for (std::int64_t pos = prompt; pos < s.N; ++pos)
+    worst = std::max(worst, max_diff(att.forward(s.inputs(pos, 1)).view({s.H, s.D}), s.dense(pos).first));
+  return worst;
+}
+
 TEST(LukaKascade, AnAnchorKeepingEveryKeyIsDense) {
   const Sequence s(6, 2, 16, 70, 11);
   for (const bool shared : {false, true}) {
@@ -57,13 +69,7 @@ TEST(LukaKascade, AnAnchorKeepingEveryKeyIsDense) {
     c.kascade.shared = shared;
     c.kascade.tile = 8;
     LukaAttention att(3, c);  // not layer 0: the output is the top-k one
-    c10::InferenceMode guard;
-    const at::Tensor pre = att.forward(s.inputs(0, 40)).view({40, s.H, s.D});
-    double worst = 0;
-    for (std::int64_t pos = 0; pos < 40; ++pos) worst = std::max(worst, max_diff(pre[pos], s.dense(pos).first));
-    for (std::int64_t pos = 40; pos < s.N; ++pos)
-      worst = std::max(worst, max_diff(att.forward(s.inputs(pos, 1)).view({s.H, s.D}), s.dense(pos).first));
-    EXPECT_LE(worst, 1e-5) << "shared " << shared;
+    EXPECT_LE(worst_against_dense(att, s, 40), 1e-5) << "shared " << shared;
     EXPECT_EQ(att.last_step().kascade_source, 3);
     EXPECT_EQ(att.last_step().selected[0].size(), static_cast<std::size_t>(s.N));
   }
@@ -72,13 +78,7 @@ TEST(LukaKascade, AnAnchorKeepingEveryKeyIsDense) {
 TEST(LukaKascade, LayerZerosAnchorKeepsItsDenseOutput) {
   const Sequence s(4, 2, 8, 50, 12);
   LukaAttention att(0, kascade(-1, 3));
-  c10::InferenceMode guard;
-  const at::Tensor pre = att.forward(s.inputs(0, 30)).view({30, s.H, s.D});
-  double worst = 0;
-  for (std::int64_t pos = 0; pos < 30; ++pos) worst = std::max(worst, max_diff(pre[pos], s.dense(pos).first));
-  for (std::int64_t pos = 30; pos < s.N; ++pos)
-    worst = std::max(worst, max_diff(att.forward(s.inputs(pos, 1)).view({s.H, s.D}), s.dense(pos).first));
-  EXPECT_LE(worst, 1e-5);
+  EXPECT_LE(worst_against_dense(att, s, 30), 1e-5);
 }
 
 TEST(LukaKascade, DecodeAnchorAttendsToItsGroupsPooledTopK) {
