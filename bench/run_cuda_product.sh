@@ -55,7 +55,7 @@ EOF
 )"
   record "default model, fp32 dense, greedy ids" "luka generate --device $dev --chat --max-new-tokens 64 --json" "${verdict#*|}" "${verdict%%|*}"
 else
-  record "default model, fp32 dense, greedy ids" "luka generate --device $dev" "no default model here (carry .gpumodel-a/-b)" skipped
+  record "default model, fp32 dense, greedy ids" "luka generate --device $dev" "no default model here (carry .gpucarry-a, then .gpucarry-b)" skipped
 fi
 
 # 2. A Qwen3-0.6B-shaped random checkpoint (bf16): every preset's logits over 256 prefilled and

@@ -53,9 +53,9 @@ fi
 echo "$version" > .gpubin/TORCH_VERSION
 echo "sm_$arch" > .gpubin/ARCH
 git describe --always --dirty > .gpubin/REVISION
-# What the two device calls carry (each at most 64 MiB with the checkout, about 3 MB): the first
-# .gpucarry-a (.gpubin as a tar.xz, about 23 MB, and the default model's first 39 MB), the second
-# .gpucarry-b (the rest of the model).
+# What the two device calls carry (each at most 64 MiB together with the checkout): the first
+# .gpucarry-a (.gpubin as a tar.xz, about 24 MB, and the first part of the default model
+# compressed with xz, sized to fill the call), the second .gpucarry-b (the rest of the model).
 rm -rf .gpucarry-a .gpucarry-b
 mkdir -p .gpucarry-a .gpucarry-b
 tar -cJf .gpucarry-a/gpubin.tar.xz .gpubin
@@ -63,8 +63,15 @@ model="$(readlink -f models/default 2>/dev/null || true)"
 if [ -f "$model" ]; then
   sha256sum "$model" | cut -d' ' -f1 > .gpucarry-a/SHA256
   basename "$model" > .gpucarry-a/NAME
-  head -c 39000000 "$model" > .gpucarry-a/model-part
-  tail -c +39000001 "$model" > .gpucarry-b/model-part
+  xz -T"$(nproc)" -6 -c "$model" > .gpucarry-a/model.xz
+  limit=$((64 * 1024 * 1024 - 512 * 1024))
+  checkout="$( (git ls-files -z; git ls-files -z --others --exclude-standard) | xargs -0 stat -c %s 2>/dev/null | awk '{s += $1} END {print s + 0}')"
+  total="$(stat -c %s .gpucarry-a/model.xz)"
+  first=$((limit - checkout - $(stat -c %s .gpucarry-a/gpubin.tar.xz)))
+  [ $((total - first + checkout)) -le "$limit" ] || { echo "gpu_pack: the model does not fit in two calls beside the checkout" >&2; exit 1; }
+  head -c "$first" .gpucarry-a/model.xz > .gpucarry-a/model-part
+  tail -c +"$((first + 1))" .gpucarry-a/model.xz > .gpucarry-b/model-part
+  rm .gpucarry-a/model.xz
 fi
 du -sh .gpubin .gpucarry-a .gpucarry-b 2>/dev/null
 echo "packed for torch $version, sm_$arch at $(cat .gpubin/REVISION): see scripts/gpu_run.sh for the two calls"

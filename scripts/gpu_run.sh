@@ -6,12 +6,13 @@
 # part in .gpucarry-b. Logs go to $LOG_DIR (default .gpubin/logs); results are appended to
 # bench/results/ (cuda-decode.md for the kernels, cuda-product.md for the product checks).
 #
-#   scripts/gpu_run.sh [stage|model|tests|sanitize|bench|product|all|ordered]      (default all)
+#   scripts/gpu_run.sh [stage|model|kernels|tests|sanitize|bench|product|all|ordered]   (default all)
 #
 #   stage     unpacks .gpucarry-a: .gpubin, and the model's first part set aside
 #   model     joins the model's parts (.gpucarry-b carried) and checks its sha256
 #   tests     the CUDA tests (kernels against the CPU core, the GPU model, the plugin, the device
 #             sampler, records and the dense shadow, the Studio's session layer on cuda)
+#   kernels   what needs no model: the kernel tests, then memcheck and racecheck over them
 #   sanitize  compute-sanitizer memcheck over the test binaries, racecheck per kernel test, and
 #             memcheck over a GPU capture
 #   bench     bench/run_cuda_bench.sh (kernel and end-to-end decode timings)
@@ -19,24 +20,24 @@
 #             default model, every preset's logits on a Qwen3-0.6B-shaped checkpoint, captures
 #             compared with h5py at 4K and one at 32K, the capture overhead per decode step)
 #
-#   ordered   tests, product, bench, then sanitize, each started only while the time since the
-#             script began is under GPU_RUN_BUDGET_S (default 420): what is left is named as
-#             skipped, so one call fits the device time a session has
+#   ordered   what needs the model, after kernels: the product tests, product, bench, then the
+#             capture's memcheck, each started only while the time since the script began is
+#             under GPU_RUN_BUDGET_S (default 420): what is left is named as skipped, so one call
+#             fits the device time a session has
 #
 # A session's device time is 15 minutes, machine start included; the two calls, back to back
-# (the machine stays warm for 30 s between them), with timeout_s about 540 on the second:
-#   1. carry [".gpucarry-a"]:  scripts/gpu_run.sh stage && scripts/gpu_run.sh tests
+# (the machine stays warm for 30 s between them), with timeout_s about 300 on the first and 480 on
+# the second:
+#   1. carry [".gpucarry-a"]:  scripts/gpu_run.sh stage && scripts/gpu_run.sh kernels
 #   2. carry [".gpucarry-b"]:  scripts/gpu_run.sh model && GPU_RUN_BUDGET_S=360 scripts/gpu_run.sh ordered
-# (the kernels have not changed since their last sanitize run on an H100, bench/results/cuda-decode.md,
-# so ordered puts the product checks and benchmarks first). Without the model, the checks that need
-# it say so and skip. LUKA_GPU_RUN_DEVICE=cpu runs the product checks with the CPU in the GPU's
-# place (a dry run on a machine without a GPU).
+# Without the model, the checks that need it say so and skip. LUKA_GPU_RUN_DEVICE=cpu runs the
+# product checks with the CPU in the GPU's place (a dry run on a machine without a GPU).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 what="${1:-all}"
-usage="usage: scripts/gpu_run.sh [stage|model|tests|sanitize|bench|product|all|ordered]   (default all; logs in \$LOG_DIR, default .gpubin/logs)"
+usage="usage: scripts/gpu_run.sh [stage|model|kernels|tests|sanitize|bench|product|all|ordered]   (default all; logs in \$LOG_DIR, default .gpubin/logs)"
 case "$what" in
-  stage|model|tests|sanitize|bench|product|all|ordered) ;;
+  stage|model|kernels|tests|sanitize|bench|product|all|ordered) ;;
   -h|--help) echo "$usage"; exit 0 ;;
   *) echo "$usage" >&2; exit 2 ;;
 esac
@@ -52,7 +53,7 @@ fi
 if [ "$what" = model ]; then
   [ -f "$stash/model-a" ] || { echo "gpu_run: no first part in $stash (the call before runs stage with .gpucarry-a)" >&2; exit 1; }
   [ -f .gpucarry-b/model-part ] || { echo "gpu_run: .gpucarry-b/model-part is missing (carry .gpucarry-b)" >&2; exit 1; }
-  cat "$stash/model-a" .gpucarry-b/model-part > "$stash/model.gguf"
+  cat "$stash/model-a" .gpucarry-b/model-part | xz -d > "$stash/model.gguf" || { echo "gpu_run: the model's parts do not decompress" >&2; exit 1; }
   [ "$(sha256sum "$stash/model.gguf" | cut -d' ' -f1)" = "$(cat "$stash/SHA256")" ] || { echo "gpu_run: the joined model's sha256 differs" >&2; exit 1; }
   echo "gpu_run: default model joined: $stash/model.gguf ($(cat "$stash/NAME"))"
   exit 0
@@ -93,16 +94,19 @@ wanted() {
 kernel_tests=(test_cuda_device test_cuda_decode_attention test_cuda_luka_decode test_cuda_model)
 product_tests=(test_device test_device_gpu test_run_controller)
 
-if wanted tests; then
-  for t in "${kernel_tests[@]}" "${product_tests[@]}"; do
+run_tests() {
+  for t in "$@"; do
     LUKA_TEST_DEVICE="$device" .gpubin/tests/$t --gtest_brief=1 > "$logs/$t.log" 2>&1
     rc=$?
     echo "$t: $(grep -E '^\[  (PASSED|SKIPPED|FAILED) ' "$logs/$t.log" | tr -s ' \n' ' ')(exit $rc)"
     [ $rc -eq 0 ] || status=1
   done
-fi
+}
+if [ "$what" = tests ] || [ "$what" = all ]; then run_tests "${kernel_tests[@]}" "${product_tests[@]}"; fi
+if [ "$what" = kernels ]; then run_tests "${kernel_tests[@]}"; fi
 
-run_sanitize() {
+run_sanitize() {  # [kernels|capture]: only the test binaries, or only the GPU capture (default both)
+  local part="${1:-both}"
   cs="$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)"
   if [ ! -x "$cs" ]; then
     echo "gpu_run: compute-sanitizer not found" >&2
@@ -110,18 +114,23 @@ run_sanitize() {
   else
     # memcheck over each binary, racecheck over each kernel test (slow: one process per test).
     jobs=()
-    for t in test_cuda_decode_attention test_cuda_luka_decode test_cuda_model test_device_gpu; do
+    local binaries=(test_cuda_decode_attention test_cuda_luka_decode test_cuda_model test_device_gpu)
+    local racy=(test_cuda_decode_attention test_cuda_luka_decode)
+    [ "$part" = capture ] && binaries=() racy=()
+    for t in "${binaries[@]}"; do
       "$cs" --tool memcheck --error-exitcode 9 .gpubin/tests/$t --gtest_brief=1 > "$logs/memcheck-$t.log" 2>&1 &
       jobs+=("$!:memcheck $t")
     done
-    for t in test_cuda_decode_attention test_cuda_luka_decode; do
+    for t in "${racy[@]}"; do
       for name in $(.gpubin/tests/$t --gtest_list_tests | awk '/^[^ ]/ {suite=$1} /^  / {print suite $1}'); do
         "$cs" --tool racecheck --error-exitcode 9 .gpubin/tests/$t --gtest_filter="$name" > "$logs/racecheck-$name.log" 2>&1 &
         jobs+=("$!:racecheck $name")
       done
     done
     # The capture path: a short GPU capture of the default model, every part recorded.
-    if [ -f "$stash/model.gguf" ]; then
+    if [ "$part" = kernels ]; then
+      :
+    elif [ -f "$stash/model.gguf" ]; then
       "$cs" --tool memcheck --error-exitcode 9 "$luka" capture --device "$device" --model "$stash/model.gguf" \
         --prompt "The tide rises twice a day." --preset "mixed(2,2)" --set "page_size=2,tail=2,interval=1,dense_shadow=true" \
         --max-new-tokens 8 --out "$stash/memcheck.h5" --quiet > "$logs/memcheck-capture.log" 2>&1 &
@@ -150,9 +159,12 @@ run_bench() { PYTHON="$py" bench/run_cuda_bench.sh .gpubin || status=1; }
 run_product() {
   PYTHON="$py" LUKA="$luka" DEVICE="$device" STASH="$stash" GPU_NAME="$gpu_name" LOGS="$logs" bench/run_cuda_product.sh || status=1
 }
-if [ "$what" = ordered ]; then
+if [ "$what" = kernels ]; then
+  run_sanitize kernels
+elif [ "$what" = ordered ]; then
+  if wanted tests; then run_tests "${product_tests[@]}"; fi
   for stage in product bench sanitize; do
-    if wanted "$stage"; then "run_$stage"; fi
+    if wanted "$stage"; then if [ "$stage" = sanitize ]; then run_sanitize capture; else "run_$stage"; fi; fi
   done
 else
   if wanted sanitize; then run_sanitize; fi
