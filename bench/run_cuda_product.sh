@@ -90,18 +90,35 @@ EOF
   rm -f "$stash"/logits-*.npy
 done
 
-# 3. Captures at CONTEXT tokens on both devices, compared with h5py (rows within 2e-2, covers and
-#    refined pages identical where no masses tie); at LONG_CONTEXT on the GPU alone (readable,
-#    rows sum to 1).
-cap() {  # device, context, out, record spec
-  "$luka" capture --model "$ckpt" --device "$1" --dtype bf16 --prompt-file "$text" --max-prompt-tokens "$2" --preset paper \
+# 3. Captures at CONTEXT tokens on both devices, compared with h5py. In fp32 the devices must
+#    agree closely (rows within 2e-3 where both chose the same cover, maps within 2e-3, refined
+#    pages identical where no masses tie, at most 1% of rows with another cover). In bf16 the
+#    activations of the two devices' matrix products differ and the difference grows with depth,
+#    so the GPU's bf16 capture is judged against the CPU's fp32 one: at most twice as far from it
+#    as the CPU's own bf16 capture, in maps, rows and covers chosen otherwise
+#    (bench/compare_captures.py --reference); the bf16 pair itself only within 5e-2 on rows.
+cap() {  # device, context, out, record spec, dtype
+  "$luka" capture --model "$ckpt" --device "$1" --dtype "${5:-bf16}" --prompt-file "$text" --max-prompt-tokens "$2" --preset paper \
     --max-new-tokens "$steps" --record "$4" --out "$3" --quiet > /dev/null 2> "$logs/$(basename "$3").log"
 }
-for d in "$dev" cpu; do cap "$d" "$context" "$stash/cap-$d.h5" all; done
-verdict="$("$py" bench/compare_captures.py "$stash/cap-$dev.h5" "$stash/cap-cpu.h5" 2e-2)"
+summary() {  # the JSON of compare_captures.py, in words
+  "$py" -c 'import json,sys; r=json.load(sys.stdin); print("rows on equal covers max abs diff %s (all rows %s), maps %s, rows with another cover %s of %s, refined rows differing without a tie %s" % (r.get("max_row_diff_same_cover"), r.get("max_row_diff"), r.get("max_map_diff"), r.get("rows_with_another_cover"), r.get("rows"), r.get("refined_mismatches_without_a_tie")))' 2>/dev/null
+}
+for dtype in fp32 bf16; do
+  for d in "$dev" cpu; do cap "$d" "$context" "$stash/cap-$d-$dtype.h5" all "$dtype"; done
+done
+verdict="$("$py" bench/compare_captures.py "$stash/cap-$dev-fp32.h5" "$stash/cap-cpu-fp32.h5" 2e-3)"
 ok=fail; [ "$(echo "$verdict" | "$py" -c 'import json,sys; print(json.load(sys.stdin)["ok"])' 2>/dev/null)" = True ] && ok=pass
-record "capture at $context tokens, paper, vs the CPU" "luka capture --device $dev --dtype bf16 --max-prompt-tokens $context --preset paper" \
-  "$(echo "$verdict" | "$py" -c 'import json,sys; r=json.load(sys.stdin); print("rows max abs diff %s, maps %s, covers %s of %s cells differ, refined rows differing without a tie %s" % (r.get("max_row_diff"), r.get("max_map_diff"), r.get("cover_mismatches"), r.get("cover_cells"), r.get("refined_mismatches_without_a_tie")))' 2>/dev/null || echo "$verdict")" "$ok"
+record "capture at $context tokens, paper, fp32, vs the CPU" "luka capture --device $dev --dtype fp32 --max-prompt-tokens $context --preset paper" \
+  "$(echo "$verdict" | summary || echo "$verdict")" "$ok"
+verdict="$("$py" bench/compare_captures.py "$stash/cap-$dev-bf16.h5" "$stash/cap-cpu-bf16.h5" 5e-2 1)"
+ok=fail; [ "$(echo "$verdict" | "$py" -c 'import json,sys; print(json.load(sys.stdin)["ok"])' 2>/dev/null)" = True ] && ok=pass
+record "capture at $context tokens, paper, bf16, vs the CPU" "luka capture --device $dev --dtype bf16 --max-prompt-tokens $context --preset paper" \
+  "$(echo "$verdict" | summary || echo "$verdict")" "$ok"
+verdict="$("$py" bench/compare_captures.py --reference "$stash/cap-cpu-fp32.h5" "$stash/cap-$dev-bf16.h5" "$stash/cap-cpu-bf16.h5" 2)"
+ok=fail; [ "$(echo "$verdict" | "$py" -c 'import json,sys; print(json.load(sys.stdin)["ok"])' 2>/dev/null)" = True ] && ok=pass
+record "capture at $context tokens, bf16, distance to the CPU's fp32 capture: GPU vs CPU" "bench/compare_captures.py --reference" \
+  "$(echo "$verdict" | "$py" -c 'import json,sys; r=json.load(sys.stdin); print("maps %s, rows on equal covers %s (GPU, CPU)" % (r["max_map_diff"], r["max_row_diff_same_cover"]))' 2>/dev/null || echo "$verdict")" "$ok"
 if [ "$dev" != cpu ]; then
   cap "$dev" "$long_context" "$stash/cap-long.h5" "layers=$long_layers"
   verdict="$("$py" bench/compare_captures.py --check "$stash/cap-long.h5")"

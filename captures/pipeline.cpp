@@ -157,12 +157,17 @@ void CapturePipeline::emit_band(int layer_index, const BandView& v) {
 }
 
 void CapturePipeline::prefill_rows(int layer, std::int64_t row0, std::int64_t m, const std::vector<std::uint16_t>& halves) {
+  prefill_level_rows(layer, 0, row0, m, halves);
+}
+
+void CapturePipeline::prefill_level_rows(int layer, int level, std::int64_t row0, std::int64_t m,
+                                         const std::vector<std::uint16_t>& halves) {
   const int i = recorded_index(layout_.layers, layer, "layer");
   PyramidBuilder* p = pyramids_[static_cast<std::size_t>(i)].get();
   if (!p) fail("capture", "prefill rows for a capture without maps");
-  if (halves.size() != layout_.heads.size() * static_cast<std::size_t>(m * layout_.prompt_tokens))
+  if (m < 0 || halves.size() != layout_.heads.size() * static_cast<std::size_t>(m * level_size(layout_.prompt_tokens, level)))
     fail("capture", "prefill rows of the wrong size");
-  p->add_rows(row0, m, halves.data());
+  p->add_level_rows(level, row0, m, halves.data());
   if (p->rows_done() == layout_.prompt_tokens) p->finish();
 }
 

@@ -47,6 +47,9 @@ class CapturePipeline {
   // arrive in order. Builds the layer's pyramid and queues its finished bands.
   void prefill_rows(int layer, std::int64_t row0, std::int64_t m, const std::vector<std::uint16_t>& halves);
   void prefill_rows(int layer, std::int64_t row0, std::int64_t m, const std::vector<float>& data);
+  // Rows [row0, row0 + m) of the pyramid's level `level` (the map max-pooled already by
+  // 2^level: [recorded heads][m][level_size(n, level)] IEEE half), at most the lowest stored level.
+  void prefill_level_rows(int layer, int level, std::int64_t row0, std::int64_t m, const std::vector<std::uint16_t>& halves);
   void end_prefill();
   void step(Step step);
   void finish(std::vector<Token> trailing);

@@ -1,6 +1,7 @@
 #include "captures/pyramid.h"
 
 #include <algorithm>
+#include <string>
 #if defined(__SSE2__)
 #include <emmintrin.h>
 #endif
@@ -58,10 +59,18 @@ PyramidBuilder::PyramidBuilder(int heads, std::int64_t n, std::vector<int> store
   }
 }
 
-void PyramidBuilder::add_rows(std::int64_t row0, std::int64_t m, const std::uint16_t* data) {
-  if (row0 != next_row_ || m <= 0 || row0 + m > n_) fail("pyramid", "rows out of order");
-  next_row_ += m;
-  push(0, m, data);
+void PyramidBuilder::add_rows(std::int64_t row0, std::int64_t m, const std::uint16_t* data) { add_level_rows(0, row0, m, data); }
+
+void PyramidBuilder::add_level_rows(int level, std::int64_t row0, std::int64_t m, const std::uint16_t* data) {
+  if (level < 0 || level > top_) fail("pyramid", "rows of level " + std::to_string(level) + ", which is not built");
+  for (int k = 0; k < level; ++k)
+    if (levels_[static_cast<std::size_t>(k)].stored) fail("pyramid", "rows of level " + std::to_string(level) + " above the stored level " + std::to_string(k));
+  if (input_level_ >= 0 && input_level_ != level) fail("pyramid", "rows of two levels");
+  const Level& L = levels_[static_cast<std::size_t>(level)];
+  if (row0 != L.rows_in || m <= 0 || row0 + m > L.size) fail("pyramid", "rows out of order");
+  input_level_ = level;
+  next_row_ = std::min(n_, (row0 + m) << level);
+  push(level, m, data);
 }
 
 void PyramidBuilder::add_rows(std::int64_t row0, std::int64_t m, const float* data) {

@@ -39,6 +39,10 @@ class PyramidBuilder {
   void add_rows(std::int64_t row0, std::int64_t m, const std::uint16_t* data);
   // The same from fp32 (rounded to half first).
   void add_rows(std::int64_t row0, std::int64_t m, const float* data);
+  // Rows [row0, row0 + m) of level `level` ([heads][m][level size] IEEE half), the input max-pooled
+  // already (by the device that computed it): the builder starts there. `level` must not exceed
+  // the lowest stored level, and one builder takes rows of one level only.
+  void add_level_rows(int level, std::int64_t row0, std::int64_t m, const std::uint16_t* data);
   // Emits what is left; all n rows must have arrived.
   void finish();
   std::int64_t rows_done() const { return next_row_; }
@@ -67,7 +71,8 @@ class PyramidBuilder {
   std::vector<Level> levels_;
   std::function<void(const BandView&)> emit_;
   ParallelFor parallel_;
-  std::int64_t next_row_ = 0;
+  std::int64_t next_row_ = 0;  // level-0 rows covered so far
+  int input_level_ = -1;       // the level rows arrive at (-1: none yet)
 };
 
 }  // namespace luka::capture

@@ -161,41 +161,49 @@ void CaptureRecorder::start_prefill() {
   if (layout_.levels.empty()) return;
   const std::int64_t n = layout_.prompt_tokens;
   const std::vector<int> heads = layout_.heads;
+  // The layers pool the map to the finest stored level where they compute it (on the GPU: p²
+  // times less to copy); a layer may hand a finer level when its query blocks need it.
+  const int stored = *std::min_element(layout_.levels.begin(), layout_.levels.end());
   prefill_rows_done_.assign(layers_.size(), 0);
   for (const int x : layout_.layers) {
     layers_[static_cast<std::size_t>(x)]->set_prefill_observer(
-        [this, n, heads, last = heads.empty() ? -1 : *std::max_element(heads.begin(), heads.end())](
+        [this, n, heads, stored, last = heads.empty() ? -1 : *std::max_element(heads.begin(), heads.end())](
             int layer, std::int64_t q0, std::int64_t head0, const at::Tensor& probs) {
-          const std::int64_t G = probs.size(0), m = probs.size(1), T = probs.size(2);
-          if (T != n || q0 + m > n || heads.empty()) return;  // not the recorded prompt
-          // The recorded heads of this group, rounded to half on the model's threads. Row q0 + r
-          // is zero right of its diagonal: only columns 0 .. q0 + r are converted.
-          const at::Tensor p = probs.contiguous();
-          const std::size_t per_head = static_cast<std::size_t>(m * T);
+          const std::int64_t G = probs.size(0), rows = probs.size(1), S = probs.size(2);
+          int level = 0;  // the level whose width the block has
+          while (level < stored && level_size(n, level) != S) ++level;
+          const std::int64_t p = std::int64_t{1} << level;
+          if (level_size(n, level) != S || q0 % p != 0 || heads.empty()) return;  // not the recorded prompt
+          const std::int64_t r0 = q0 / p, m = std::min(rows * p, n - q0);        // level rows; prompt rows
+          if (m <= 0 || level_size(m, level) != rows) return;
+          // The recorded heads of this group, rounded to half on the model's threads. Level row R
+          // is zero right of column R: only columns 0 .. R are converted.
+          const at::Tensor block = probs.contiguous();
+          const std::size_t per_head = static_cast<std::size_t>(rows * S);
           halves_.resize(heads.size() * per_head);
           std::vector<std::size_t> slots;  // (index in `heads`) for the heads of this group
           for (std::size_t j = 0; j < heads.size(); ++j)
             if (heads[j] >= head0 && heads[j] < head0 + G) slots.push_back(j);
-          const float* src = p.const_data_ptr<float>();
+          const float* src = block.const_data_ptr<float>();
           std::uint16_t* dst = halves_.data();
           // One work item per head and 8 rows: enough items to balance the threads, few enough
           // that taking one (an atomic on a line both cores use) costs little beside its work.
           constexpr std::int64_t kRows = 8;
-          const std::int64_t groups = (m + kRows - 1) / kRows;
+          const std::int64_t groups = (rows + kRows - 1) / kRows;
           session_.parallel()(static_cast<std::int64_t>(slots.size()) * groups, [&](std::int64_t b, std::int64_t e) {
             for (std::int64_t t = b; t < e; ++t) {
               const std::size_t j = slots[static_cast<std::size_t>(t / groups)];
-              const std::int64_t r0 = (t % groups) * kRows;
-              for (std::size_t r = static_cast<std::size_t>(r0); r < static_cast<std::size_t>(std::min(m, r0 + kRows)); ++r) {
-                const std::size_t cols = std::min(static_cast<std::size_t>(T), static_cast<std::size_t>(q0) + r + 1);
-                std::uint16_t* row = dst + j * per_head + r * static_cast<std::size_t>(T);
-                floats_to_halves(src + static_cast<std::size_t>(heads[j] - head0) * per_head + r * static_cast<std::size_t>(T), row, cols);
-                std::fill(row + cols, row + T, std::uint16_t{0});
+              const std::int64_t i0 = (t % groups) * kRows;
+              for (std::int64_t r = i0; r < std::min(rows, i0 + kRows); ++r) {
+                const std::size_t cols = static_cast<std::size_t>(std::min(S, r0 + r + 1));
+                std::uint16_t* row = dst + j * per_head + static_cast<std::size_t>(r * S);
+                floats_to_halves(src + static_cast<std::size_t>(heads[j] - head0) * per_head + static_cast<std::size_t>(r * S), row, cols);
+                std::fill(row + cols, row + S, std::uint16_t{0});
               }
             }
           });
           if (head0 + G > last) {  // the block's last recorded head
-            session_.prefill_rows(layer, q0, m, halves_);
+            session_.prefill_level_rows(layer, level, r0, rows, halves_);
             if (prefill_progress_ && static_cast<std::size_t>(layer) < prefill_rows_done_.size()) {
               std::int64_t& done = prefill_rows_done_[static_cast<std::size_t>(layer)];
               done = std::max(done, q0 + m);
@@ -204,7 +212,8 @@ void CaptureRecorder::start_prefill() {
               prefill_progress_(static_cast<double>(total) / static_cast<double>(n * static_cast<std::int64_t>(layout_.layers.size())));
             }
           }
-        });
+        },
+        stored);
   }
 }
 

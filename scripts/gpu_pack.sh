@@ -35,6 +35,8 @@ cp build-gpu/tests/core/device/test_device build-gpu/tests/core/device/test_devi
 cp build-gpu/tests/kernels/cuda/test_cuda_{device,decode_attention,luka_decode,model} .gpubin/tests/
 cp build-gpu/bench/bench_cuda_{decode,model} .gpubin/bench/
 strip --strip-unneeded .gpubin/bin/* .gpubin/tests/* .gpubin/bench/*
+# The test binaries look for the plugin beside them and in ../lib, as an installed luka would.
+ln -s ../bin/libluka_cuda.so .gpubin/lib/libluka_cuda.so
 # The shared libraries outside LibTorch, CUDA and the C/C++ runtime that the GPU machine (an
 # Ubuntu image with PyTorch, no package registry) may not have.
 skip='^(linux-vdso|ld-linux|libc\.|libm\.|libdl\.|librt\.|libpthread\.|libstdc\+\+|libgcc_s|libtorch|libc10|libgomp|libcu|libnv|libnccl|libcaffe2|libshm)'

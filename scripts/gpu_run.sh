@@ -75,7 +75,8 @@ logs="${LOG_DIR:-.gpubin/logs}"
 mkdir -p "$logs" "$LUKA_TEST_WORK"
 status=0
 gpu_name="$(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null | head -1)"
-[ -n "$gpu_name" ] || gpu_name="no GPU (device $device)"
+gpu_present=yes
+[ -n "$gpu_name" ] || { gpu_name="no GPU (device $device)"; gpu_present=no; }
 echo "gpu_run: $gpu_name; .gpubin $(cat .gpubin/REVISION) for $(cat .gpubin/ARCH), torch $have"
 
 budget="${GPU_RUN_BUDGET_S:-420}"
@@ -100,6 +101,11 @@ run_tests() {
     rc=$?
     echo "$t: $(grep -E '^\[  (PASSED|SKIPPED|FAILED) ' "$logs/$t.log" | tr -s ' \n' ' ')(exit $rc)"
     [ $rc -eq 0 ] || status=1
+    # On a GPU machine a test that skips for want of the plugin or the GPU checked nothing.
+    if [ "$gpu_present" = yes ] && grep -qE 'no CUDA plugin|no GPU for the CUDA plugin' "$logs/$t.log"; then
+      echo "$t: skipped tests on a GPU machine: $(grep -m1 -oE '(no CUDA plugin|no GPU for the CUDA plugin)[^(]*' "$logs/$t.log")"
+      status=1
+    fi
   done
 }
 if [ "$what" = tests ] || [ "$what" = all ]; then run_tests "${kernel_tests[@]}" "${product_tests[@]}"; fi

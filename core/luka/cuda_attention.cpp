@@ -1,5 +1,6 @@
 #include "core/luka/cuda_attention.h"
 
+#include <ATen/cuda/CUDAEvent.h>
 #include <c10/cuda/CUDAStream.h>
 
 #include <algorithm>
@@ -67,6 +68,7 @@ void CudaLukaAttention::reset() {
   state_->set_params(params_);
   pages_.clear();
   last_ = LukaStep{};
+  pending_ = PendingStep{};
 }
 
 void CudaLukaAttention::reserve(std::int64_t tokens) {
@@ -122,6 +124,7 @@ at::Tensor CudaLukaAttention::decode(const AttentionInputs& in) {
                                            static_cast<float>(in.scale), current_stream(), o);
       !e.empty())
     fail(where, e);
+  pending_ = PendingStep{};
   if (!records) {
     last_ = LukaStep{};
     last_.mode = config_.mode;
@@ -132,26 +135,49 @@ at::Tensor CudaLukaAttention::decode(const AttentionInputs& in) {
     return out;
   }
   // The kernels' records, as the CPU core's LukaStep (DESIGN.md §5.5), with the pages of the step.
-  const std::vector<Page> during(pages_.begin(), pages_.begin() + P);
-  last_ = step_from_records(config_, state_->steps(), T, during, StepRecords{eff, mass, refined, count, heavy.narrow(1, 0, heavy_count)});
-  if (config_.dense_shadow) dense_shadow(in, out.view({H, head_dim_}), pages_, last_);
-  last_.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  std::vector<Page> during(pages_.begin(), pages_.begin() + P);
+  if (config_.dense_shadow) {  // compares with the records now: copies that wait
+    last_ = step_from_records(config_, state_->steps(), T, during, StepRecords{eff, mass, refined, count, heavy.narrow(1, 0, heavy_count)});
+    dense_shadow(in, out.view({H, head_dim_}), pages_, last_);
+    last_.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    return out;
+  }
+  // Copies into pinned memory queued behind the step's kernels; an event marks their end.
+  const auto to_host = [](const at::Tensor& t) {
+    at::Tensor host = at::empty(t.sizes(), t.options().device(at::kCPU).pinned_memory(true));
+    host.copy_(t, /*non_blocking=*/true);
+    return host;
+  };
+  StepRecords host{to_host(eff), to_host(mass), to_host(refined), to_host(count), to_host(heavy.narrow(1, 0, heavy_count))};
+  auto done = std::make_shared<at::cuda::CUDAEvent>();
+  done->record(at::cuda::getCurrentCUDAStream());
+  last_ = LukaStep{};
+  pending_ = PendingStep(config_, state_->steps(), T, std::move(during), std::move(host), [done] { done->synchronize(); },
+                         std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
   return out;
 }
 
 // Exact causal attention over the whole prompt: the prefill kernel when h2o has no decay, else
 // ATen ops chunked over queries with the CPU prefill's sequential decay. The probabilities feed
 // importance and h2o_score, and the state is handed to the kernels (which then make the
-// post-prefill pages).
+// post-prefill pages). A capture's observer gets the map max-pooled on the device to the level it
+// asked for: by the kernel in one piece, or block by block on the ATen path.
 at::Tensor CudaLukaAttention::prefill(const AttentionInputs& in) {
-  const std::int64_t H = in.q.size(0), n = in.q.size(1), D = in.q.size(2), KV = in.k.size(0), T = in.k.size(1);
+  const std::int64_t H = in.q.size(0), n = in.q.size(1), KV = in.k.size(0), T = in.k.size(1), G = H / KV;
   if (in.q_pos0 != 0)
     fail("luka layer " + std::to_string(layer_), "the GPU path prefills from position 0 only (reset the decoder first)");
   const at::TensorOptions floats = in.q.options().dtype(at::kFloat);
-  if (config_.lined.decay == 1.0 && !prefill_observer_) {  // the two-pass kernel: nothing of [n, T] in global memory
+  const bool observed = static_cast<bool>(prefill_observer_);
+  const std::int64_t pool = std::int64_t{1} << prefill_pool_level_;
+  const std::int64_t rows = (n + pool - 1) / pool, cols = (T + pool - 1) / pool;
+  // The pooled map in one piece: 256 MB for 16 heads at the default map cap of 2,048 cells.
+  constexpr std::int64_t kMaxPooledBytes = std::int64_t{1} << 30;
+  if (config_.lined.decay == 1.0 && (!observed || H * rows * cols * 4 <= kMaxPooledBytes)) {
+    // The two-pass kernel: nothing of [n, T] in global memory.
     at::Tensor importance = at::zeros({KV, T}, floats), h2o = at::zeros({H, T}, floats);
     const at::Tensor q = in.q.contiguous();
-    at::Tensor out = at::empty({n, H * D}, q.options());
+    at::Tensor out = at::empty({n, H * head_dim_}, q.options());
+    at::Tensor pooled;
     cuda::PrefillArgs a;
     a.kv = kv_view(in, layer_);
     a.q = q.const_data_ptr();
@@ -160,16 +186,27 @@ at::Tensor CudaLukaAttention::prefill(const AttentionInputs& in) {
     a.queries = n;
     a.scale = static_cast<float>(in.scale);
     a.acc = cuda::Accumulators{importance.mutable_data_ptr<float>(), h2o.mutable_data_ptr<float>(), T, 1.0f};
+    if (observed) {
+      pooled = at::empty({H, rows, cols}, floats);
+      a.pooled = pooled.mutable_data_ptr<float>();
+      a.pool = pool;
+    }
     const at::Tensor workspace = at::empty({static_cast<std::int64_t>(cuda::prefill_workspace_bytes(a))}, q.options().dtype(at::kByte));
     std::string e = cuda::prefill_attention(a, workspace.mutable_data_ptr(), static_cast<std::size_t>(workspace.numel()),
                                             current_stream());
     if (e.empty()) e = state_->load_prefill(importance.const_data_ptr<float>(), h2o.const_data_ptr<float>(), T, a.kv, current_stream());
     if (!e.empty()) fail("luka layer " + std::to_string(layer_), e);
+    if (observed) {
+      const at::Tensor host = pooled.cpu();
+      for (std::int64_t g = 0; g < KV; ++g) prefill_observer_(layer_, 0, g * G, host.narrow(0, g * G, G).contiguous());
+    }
     return out;
   }
-  // A decay or an observer: the CPU core's prefill on ATen, on the GPU (no sparse prefill here).
+  // A decay, or a pooled map too large to hold at once: the CPU core's prefill on ATen, on the
+  // GPU (no sparse prefill here).
   at::Tensor importance = at::zeros({KV, T}, floats), h2o = at::zeros({H, T}, floats);
-  const at::Tensor out = aten_prefill(in, PrefillMask{}, config_.lined.decay, layer_, prefill_observer_, importance, h2o);
+  const at::Tensor out =
+      aten_prefill(in, PrefillMask{}, config_.lined.decay, layer_, prefill_observer_, prefill_pool_level_, importance, h2o);
   if (const std::string e = state_->load_prefill(importance.const_data_ptr<float>(), h2o.const_data_ptr<float>(), T,
                                                  kv_view(in, layer_), current_stream());
       !e.empty())

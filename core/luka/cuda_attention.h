@@ -7,13 +7,16 @@
 //
 // The CPU LukaAttention stays the reference. Here last_step() carries the step's mode and sizes;
 // with set_step_records(true) also its effective rows, summary mass, refined pages and heavy
-// hitters, copied back after the step (captures and the Studio).
+// hitters (captures and the Studio): copied to pinned host memory asynchronously after the step's
+// kernels and turned into the LukaStep when last_step() is first read, so recording adds no
+// synchronisation inside a step (the dense shadow, which needs them at once, still waits).
 #pragma once
 
 #include <memory>
 #include <vector>
 
 #include "core/luka/luka_layer.h"
+#include "core/luka/step_records.h"
 #include "kernels/cuda/luka_layer.h"
 
 namespace luka {
@@ -34,8 +37,10 @@ class CudaLukaAttention final : public LukaLayer {
   void set_config(const LayerConfig& config) override;
   const LayerConfig& config() const override { return config_; }
   const std::vector<Page>& pages() const override { return pages_; }
-  const LukaStep& last_step() const override { return last_; }
-  void set_prefill_observer(PrefillObserver observer) override { prefill_observer_ = std::move(observer); }
+  const LukaStep& last_step() const override {
+    if (pending_.armed()) last_ = pending_.take();
+    return last_;
+  }
 
   // With records on, each decode step also fills last_step()'s effective rows, summary mass,
   // refined pages and heavy hitters (device buffers copied to the host after the step).
@@ -53,8 +58,8 @@ class CudaLukaAttention final : public LukaLayer {
   std::int64_t heads_, kv_heads_, head_dim_;
   std::unique_ptr<cuda::LayerState> state_;
   std::vector<Page> pages_;  // the state's pages with the step that made them
-  LukaStep last_;
-  PrefillObserver prefill_observer_;
+  mutable LukaStep last_;
+  mutable PendingStep pending_;  // the last step's records on their way to the host
   bool records_ = false;
 };
 

@@ -225,11 +225,12 @@ at::Tensor LukaAttention::prefill(const AttentionInputs& in) {
   mask.sparse = config_.mode == AttentionMode::kLined && lc.sparse_prefill;
   mask.fixed = mask.sparse && lc.sparse_prefill_window == PrefillWindow::kFixed;
   mask.window = mask.sparse ? rules::lined_window(to_rule(lc), T) : 0;
-  return aten_prefill(in, mask, lc.decay, layer_, prefill_observer_, importance_.narrow(1, 0, T), h2o_.narrow(1, 0, T));
+  return aten_prefill(in, mask, lc.decay, layer_, prefill_observer_, prefill_pool_level_, importance_.narrow(1, 0, T),
+                      h2o_.narrow(1, 0, T));
 }
 
 at::Tensor aten_prefill(const AttentionInputs& in, const PrefillMask& mask, double decay, int layer,
-                        const LukaLayer::PrefillObserver& observer, at::Tensor importance, at::Tensor h2o) {
+                        const LukaLayer::PrefillObserver& observer, int pool_level, at::Tensor importance, at::Tensor h2o) {
   const std::int64_t H = in.q.size(0), n = in.q.size(1), D = in.q.size(2), KV = in.k.size(0), T = in.k.size(1);
   const std::int64_t G = in.group_size;
   const at::TensorOptions floats = in.q.options().dtype(at::kFloat), longs = in.q.options().dtype(at::kLong);
@@ -237,7 +238,10 @@ at::Tensor aten_prefill(const AttentionInputs& in, const PrefillMask& mask, doub
   const at::Tensor kf = in.k.to(at::kFloat), vf = in.v.to(at::kFloat);
   at::Tensor out = at::empty({H, n, D}, floats);
   const at::Tensor key_pos = at::arange(T, longs).view({1, T});
-  constexpr std::int64_t kChunk = 256;
+  // Query blocks of 256, or of one pooled cell's height when that is more (each block's first
+  // query a multiple of the pool).
+  const std::int64_t kChunk = observer ? std::max<std::int64_t>(256, std::int64_t{1} << pool_level) : 256;
+  pool_level = aligned_pool_level(pool_level, in.q_pos0, kChunk);
   for (std::int64_t i0 = 0; i0 < n; i0 += kChunk) {
     const std::int64_t m = std::min(kChunk, n - i0);
     const at::Tensor query_pos = at::arange(in.q_pos0 + i0, in.q_pos0 + i0 + m, longs).view({m, 1});
@@ -257,11 +261,32 @@ at::Tensor aten_prefill(const AttentionInputs& in, const PrefillMask& mask, doub
       scores.masked_fill_(hidden.unsqueeze(0), kNegInf);
       const at::Tensor probs = at::softmax(scores, -1);
       out.narrow(0, g * G, G).narrow(1, i0, m).copy_(at::matmul(probs, vf[g]));
-      if (observer) observer(layer, in.q_pos0 + i0, g * G, probs.is_cpu() ? probs : probs.cpu().contiguous());
+      if (observer) observe_prefill_block(observer, pool_level, layer, in.q_pos0 + i0, g * G, probs);
       add_prefill_probs(probs, g, decay, importance, h2o);
     }
   }
   return out.transpose(0, 1).reshape({n, H * D}).to(in.q.scalar_type());
+}
+
+int aligned_pool_level(int level, std::int64_t q_pos0, std::int64_t block) {
+  while (level > 0 && ((q_pos0 | block) & ((std::int64_t{1} << level) - 1)) != 0) --level;
+  return level;
+}
+
+void observe_prefill_block(const LukaLayer::PrefillObserver& observer, int pool_level, int layer, std::int64_t q0,
+                           std::int64_t head0, const at::Tensor& probs) {
+  if (pool_level == 0) {
+    observer(layer, q0, head0, probs.is_cpu() ? probs.contiguous() : probs.cpu().contiguous());
+    return;
+  }
+  const std::int64_t p = std::int64_t{1} << pool_level;
+  if (q0 % p != 0)
+    fail("luka layer " + std::to_string(layer), "prefill block at query " + std::to_string(q0) + " does not start on a pooled cell of " +
+                                                    std::to_string(p) + " rows");
+  // Ceil mode: the last cell of a row or column pools what exists (probabilities are >= 0, so
+  // the padding max_pool2d leaves out changes nothing).
+  const at::Tensor pooled = at::max_pool2d(probs.to(at::kFloat), {p, p}, {p, p}, {0, 0}, {1, 1}, /*ceil_mode=*/true);
+  observer(layer, q0, head0, pooled.is_cpu() ? pooled.contiguous() : pooled.cpu().contiguous());
 }
 
 void add_prefill_probs(const at::Tensor& probs, std::int64_t g, double decay, at::Tensor importance, at::Tensor h2o) {

@@ -44,7 +44,6 @@ class LukaAttention final : public LukaLayer {
   at::Tensor summary_bias() const;     // [KV, P] fp32
   at::Tensor spread() const;           // [KV, paged_end]: how an unrefined page's mass spreads (sums to 1 per page)
   const LukaStep& last_step() const override { return last_; }
-  void set_prefill_observer(PrefillObserver observer) override { prefill_observer_ = std::move(observer); }
   int layer() const override { return layer_; }
   void set_kascade_board(std::shared_ptr<KascadeBoard> board) override { board_ = std::move(board); }
 
@@ -94,7 +93,6 @@ class LukaAttention final : public LukaLayer {
   LayerConfig config_;
   bool oracle_ = false;
   bool incremental_heavy_ = true;
-  PrefillObserver prefill_observer_;
   std::int64_t step_ = 0;
   std::int64_t tokens_ = 0;
   std::int64_t reserved_ = 0;  // the run's length (reserve): the accumulators' first size, exact
@@ -120,15 +118,25 @@ void dense_shadow(const AttentionInputs& in, const at::Tensor& out, const std::v
 // or lined's sparse prefill (`mask`), 256 queries at a time per KV group. Adds each KV group's mean
 // attention to `importance` [KV, T] and each query head's attention (h2o, with `decay` applied
 // query by query) to `h2o` [H, T], hands each chunk's probabilities [G, m, T] to `observer` (on
-// the CPU), and returns the output [n, H * D] in the query's dtype. The CPU core's prefill, and the
-// GPU path's where its kernel does not serve (a decay, an observer).
+// the CPU; max-pooled first, on the tensors' device, when pool_level > 0), and returns the output
+// [n, H * D] in the query's dtype. The CPU core's prefill, and the GPU path's where its kernel does
+// not serve (a decay, a map too large to pool in one piece).
 struct PrefillMask {
   bool sparse = false;      // lined's sparse prefill: the first 32 keys and the window
   bool fixed = false;       // ... over the fixed last `window` keys
   std::int64_t window = 0;
 };
 at::Tensor aten_prefill(const AttentionInputs& in, const PrefillMask& mask, double decay, int layer,
-                        const LukaLayer::PrefillObserver& observer, at::Tensor importance, at::Tensor h2o);
+                        const LukaLayer::PrefillObserver& observer, int pool_level, at::Tensor importance, at::Tensor h2o);
+
+// Hands one block of prefill probabilities `probs` [G, m, T] (queries q0 .. q0+m-1, any device)
+// to `observer` as LukaLayer::set_prefill_observer describes: max-pooled by 2^pool_level where it
+// lies, then copied to the CPU. Fails when q0 is not a multiple of the pool.
+// aligned_pool_level: the largest level <= `level` whose pool divides both the prefill's first
+// position and its query blocks (observers read the level from the blocks' width).
+int aligned_pool_level(int level, std::int64_t q_pos0, std::int64_t block);
+void observe_prefill_block(const LukaLayer::PrefillObserver& observer, int pool_level, int layer, std::int64_t q0,
+                           std::int64_t head0, const at::Tensor& probs);
 
 // Adds one KV group's prefill probabilities `probs` [G, m, T] (queries in order) to `importance`
 // row g (the group mean) and to the group's `h2o` rows (with `decay` applied query by query).

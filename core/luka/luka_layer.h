@@ -7,12 +7,14 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include <ATen/ATen.h>
 
 #include "core/luka/config.h"
 #include "core/model/attention.h"
+#include "core/util/error.h"
 
 namespace luka {
 
@@ -86,8 +88,23 @@ class LukaLayer : public LayerAttention {
   // [G, m, T] fp32 (contiguous, on the CPU) for heads head0 .. head0+G-1 (one KV group), queries
   // q0 .. q0+m-1 over the T keys of the cache (zeros above the diagonal), valid only during the
   // call. The groups of a query block arrive in head order. Empty function: off (the default).
+  //
+  // pool_level k > 0 asks for the blocks max-pooled by p = 2^k over queries and keys, on the
+  // device that computed them: `probs` is then [G, ⌈m/p⌉, ⌈T/p⌉] with q0 a multiple of p, and
+  // cell (i, j) is the largest probability of queries q0 + i·p .. q0 + i·p + p - 1 over keys
+  // j·p .. j·p + p - 1 (a cell cut by the end of the block or cache: the largest of what
+  // exists). That is level k of the capture pyramid (captures/pyramid.h), p² times less to move.
+  // A block's m is p·rows but for the prompt's last block.
   using PrefillObserver = std::function<void(int layer, std::int64_t q0, std::int64_t head0, const at::Tensor& probs)>;
-  virtual void set_prefill_observer(PrefillObserver observer) = 0;
+  void set_prefill_observer(PrefillObserver observer, int pool_level = 0) {
+    if (pool_level < 0 || pool_level > 30) fail("luka layer", "prefill pool level " + std::to_string(pool_level) + " is outside 0..30");
+    prefill_observer_ = std::move(observer);
+    prefill_pool_level_ = pool_level;
+  }
+
+ protected:
+  PrefillObserver prefill_observer_;
+  int prefill_pool_level_ = 0;
 };
 
 }  // namespace luka

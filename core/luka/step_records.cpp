@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "core/util/error.h"
 #include "kernels/common/luka_rules.h"
 
 namespace luka {
@@ -75,6 +76,17 @@ StepRecords records_from_step(const LukaStep& s, std::int64_t P) {
     }
   }
   return r;
+}
+
+LukaStep PendingStep::take() {
+  if (!armed_) fail("step records", "no step records pending");
+  armed_ = false;
+  if (wait_) wait_();
+  LukaStep s = step_from_records(config_, step_, tokens_, pages_, records_);
+  s.seconds = seconds_;
+  records_ = StepRecords{};
+  wait_ = nullptr;
+  return s;
 }
 
 }  // namespace luka

@@ -5,6 +5,8 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
+#include <utility>
 #include <vector>
 
 #include <ATen/ATen.h>
@@ -26,6 +28,31 @@ struct StepRecords {
 // heavy (ascending), window_start and cover_size as the CPU core does.
 LukaStep step_from_records(const LayerConfig& config, std::int64_t step, std::int64_t tokens, const std::vector<Page>& pages,
                            const StepRecords& records);
+
+// A step's records still on their way to the host: the GPU layer queues asynchronous copies
+// into pinned memory after the step's kernels, so the decode step never waits for the device,
+// and the LukaStep is made when someone reads it, after `wait` (an event on the copies' stream;
+// by then the step's one synchronisation, the sampled token, has usually passed it).
+class PendingStep {
+ public:
+  PendingStep() = default;
+  PendingStep(LayerConfig config, std::int64_t step, std::int64_t tokens, std::vector<Page> pages, StepRecords records,
+              std::function<void()> wait, double seconds)
+      : config_(std::move(config)), step_(step), tokens_(tokens), pages_(std::move(pages)), records_(std::move(records)),
+        wait_(std::move(wait)), seconds_(seconds), armed_(true) {}
+  bool armed() const { return armed_; }
+  // The step (once: `wait`, then step_from_records); disarms. `seconds`: the layer's host time.
+  LukaStep take();
+
+ private:
+  LayerConfig config_;
+  std::int64_t step_ = 0, tokens_ = 0;
+  std::vector<Page> pages_;
+  StepRecords records_;
+  std::function<void()> wait_;
+  double seconds_ = 0;
+  bool armed_ = false;
+};
 
 // The inverse, for tests and the CPU stand-in of the GPU path: a CPU LukaStep in the kernels'
 // layout (refined rows padded to the widest with -1, heavy rows of one width).

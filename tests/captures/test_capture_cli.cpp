@@ -126,6 +126,27 @@ TEST(CaptureCli, DenseRunMatchesTransformersIncludingTokenProbabilities) {
   EXPECT_NE(check.out.find("token probabilities match transformers"), std::string::npos) << check.out;
 }
 
+// A prompt longer than the map cap: the layers hand the map max-pooled to the finest stored level
+// (no level 0 in the file), and that level equals transformers' attention max-pooled in numpy.
+TEST(CaptureCli, PooledPrefillMapMatchesTransformersMaxPooled) {
+  REQUIRE_MODEL();
+  const fs::path out = work_dir() / "pooled.h5";
+  const RunResult r = luka({"capture", "--weights", "dequantized", "--prompt",
+                            "The lighthouse keeper climbed the stairs at dusk, trimmed the wick, wound the clockwork that turned the "
+                            "lens, and wrote in the log that the wind had backed to the north-east before the rain came in.",
+                            "--max-new-tokens", "4", "--record", "layers=0,11,29;map_cap=8;map_min=2", "--quiet", "--out", out.string()});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto f = luka::capture::CaptureFile::open(out);
+  const auto s = f->summary();
+  ASSERT_GT(s.layout.prompt_tokens, 32);
+  ASSERT_FALSE(s.layout.levels.empty());
+  EXPECT_GE(s.layout.levels.front(), 2) << "the map should start above level 0";
+  const RunResult check = run(kPython.string(), {(kRoot / "tests/captures/check_capture.py").string(), out.string(), "--expect-steps",
+                                                 "3", "--hf-model", fs::canonical(kModel).string()});
+  EXPECT_EQ(check.exit_code, 0) << check.out << check.err;
+  EXPECT_NE(check.out.find("transformers attention matches"), std::string::npos) << check.out;
+}
+
 TEST(CaptureCli, KilledRunOpensUpToItsLastCompleteStep) {
   REQUIRE_MODEL();
   const fs::path target = work_dir() / "killed.h5";

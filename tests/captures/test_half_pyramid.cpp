@@ -14,6 +14,7 @@
 
 #include "core/util/half.h"
 #include "captures/pyramid.h"
+#include "core/util/error.h"
 
 namespace luka::capture {
 namespace {
@@ -85,8 +86,10 @@ void two_threads(std::int64_t n, const std::function<void(std::int64_t, std::int
   t.join();
 }
 
+// input_level > 0: the rows arrive max-pooled by 2^input_level already (as a device pools them),
+// in chunks of that level's rows.
 void check_pyramid(std::int64_t n, std::int64_t cap, std::int64_t min, std::vector<std::int64_t> chunks, std::int64_t band,
-                   ParallelFor parallel = serial_for, bool with_negatives = false) {
+                   ParallelFor parallel = serial_for, bool with_negatives = false, int input_level = 0) {
   const int H = 3;
   at::Tensor map = causal_map(H, n, static_cast<std::uint64_t>(n));
   if (with_negatives) {  // random signs (the pooling's integer fast path holds for non-negative halves only)
@@ -108,11 +111,26 @@ void check_pyramid(std::int64_t n, std::int64_t cap, std::int64_t min, std::vect
       }
   }, parallel);
   std::int64_t row = 0;
-  for (std::size_t i = 0; row < n; ++i) {
-    const std::int64_t m = std::min(chunks[i % chunks.size()], n - row);
-    const at::Tensor part = map.narrow(1, row, m).contiguous();
-    b.add_rows(row, m, part.const_data_ptr<float>());
-    row += m;
+  if (input_level == 0) {
+    for (std::size_t i = 0; row < n; ++i) {
+      const std::int64_t m = std::min(chunks[i % chunks.size()], n - row);
+      const at::Tensor part = map.narrow(1, row, m).contiguous();
+      b.add_rows(row, m, part.const_data_ptr<float>());
+      row += m;
+    }
+  } else {
+    const std::int64_t p = std::int64_t{1} << input_level, S = level_size(n, input_level);
+    const at::Tensor pooled = at::max_pool2d(map, {p, p}, {p, p}, {0, 0}, {1, 1}, /*ceil_mode=*/true).contiguous();
+    ASSERT_EQ(pooled.size(1), S);
+    for (std::size_t i = 0; row < S; ++i) {
+      const std::int64_t m = std::min(chunks[i % chunks.size()], S - row);
+      const at::Tensor part = pooled.narrow(1, row, m).contiguous();
+      std::vector<std::uint16_t> halves(static_cast<std::size_t>(part.numel()));
+      floats_to_halves(part.const_data_ptr<float>(), halves.data(), halves.size());
+      b.add_level_rows(input_level, row, m, halves.data());
+      row += m;
+      EXPECT_EQ(b.rows_done(), std::min(n, row * p));
+    }
   }
   b.finish();
   // Independent reference: repeated 2x2 max pooling with ceil_mode (a partial window takes the
@@ -139,6 +157,27 @@ TEST(Pyramid, EveryLevelIsTheMaxPoolOfTheOneBelow) {
   check_pyramid(5, 1000, 64, {5}, 256);              // small: level 0 alone
   check_pyramid(301, 1000, 4, {7, 1, 33, 2}, 16, two_threads);  // heads split across threads
   check_pyramid(203, 1000, 8, {64}, 32, serial_for, true);    // negative values: the ordered maximum
+}
+
+// A device that max-pools the map before it reaches the host hands a level above 0: the levels
+// built from it equal those built from every row.
+TEST(Pyramid, RowsPooledAlreadyBuildTheSameLevels) {
+  check_pyramid(1000, 200, 40, {7, 1, 33, 2}, 16, serial_for, false, 1);
+  check_pyramid(1000, 200, 40, {64}, 64, two_threads, false, 2);
+  check_pyramid(1000, 200, 40, {125}, 32, serial_for, false, 3);  // the lowest stored level itself
+  check_pyramid(203, 60, 8, {5, 3}, 8, serial_for, false, 2);      // odd sizes and a cut last cell
+}
+
+TEST(Pyramid, PooledRowsAboveTheLowestStoredLevelOrOfTwoLevelsAreRefused) {
+  const auto emit = [](const BandView&) {};
+  const std::vector<std::uint16_t> zeros(3 * 1000 * 1000, 0);
+  PyramidBuilder above(3, 1000, stored_levels(1000, 200, 40), [](int) { return 16; }, emit);
+  EXPECT_THROW(above.add_level_rows(4, 0, 1, zeros.data()), Error);  // level 3 is stored below it
+  PyramidBuilder mixed(3, 1000, stored_levels(1000, 200, 40), [](int) { return 16; }, emit);
+  mixed.add_level_rows(2, 0, 4, zeros.data());
+  EXPECT_THROW(mixed.add_level_rows(1, 8, 2, zeros.data()), Error);  // rows of another level
+  EXPECT_THROW(mixed.add_level_rows(2, 5, 1, zeros.data()), Error);  // out of order
+  EXPECT_THROW(mixed.finish(), Error);                               // rows missing
 }
 
 TEST(Pyramid, StoredLevels) {

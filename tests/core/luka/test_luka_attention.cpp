@@ -5,6 +5,8 @@
 
 #include <cmath>
 #include <filesystem>
+#include <tuple>
+#include <vector>
 
 #include "core/luka/luka_attention.h"
 #include "core/model/decoder.h"
@@ -541,6 +543,60 @@ TEST_F(LukaModel, SwitchingALayerChangesOutputsFromThatStepOnly) {
   }
   EXPECT_EQ(layers_b[1]->last_step().mode, AttentionMode::kClustered);
   EXPECT_EQ(layers_b[0]->last_step().mode, AttentionMode::kDense);
+}
+
+// A capture asks the layer for its prefill map max-pooled to the pyramid's finest stored level.
+// The pooled blocks equal at::max_pool2d (ceil mode) of the blocks a level-0 observer gets, the
+// outputs do not change, and a layer whose query blocks the pool does not divide (a Kascade tile
+// of 100) hands the finest level that divides them, which the blocks' width tells.
+TEST(LukaAttention, PrefillObserverPoolsTheMapToTheLevelAskedFor) {
+  const Sequence s(6, 2, 16, 300, 31);
+  LayerConfig lined;
+  lined.mode = AttentionMode::kLined;
+  lined.lined.decay = 0.9;
+  lined.lined.sparse_prefill = true;
+  LayerConfig anchor;
+  anchor.mode = AttentionMode::kKascade;
+  anchor.kascade.source = -1;
+  anchor.kascade.top_k = 40;
+  anchor.kascade.top_frac = 0;
+  anchor.kascade.tile = 100;
+  for (const auto& [name, config] : std::vector<std::pair<const char*, LayerConfig>>{{"dense", LayerConfig{}}, {"lined", lined}, {"kascade", anchor}}) {
+    const auto prefill = [&, config = config](int level, at::Tensor* map) {
+      c10::InferenceMode guard;
+      LukaAttention att(1, config);
+      att.set_kascade_board(std::make_shared<KascadeBoard>());
+      std::vector<std::tuple<std::int64_t, std::int64_t, at::Tensor>> blocks;
+      att.set_prefill_observer([&](int, std::int64_t q0, std::int64_t head0, const at::Tensor& p) { blocks.emplace_back(q0, head0, p.clone()); }, level);
+      const at::Tensor out = att.forward(s.inputs(0, s.N));
+      // Assemble the blocks: the width names the level.
+      const std::int64_t S = std::get<2>(blocks.at(0)).size(2);
+      *map = at::full({s.H, S, S}, -1.f);
+      std::int64_t p = 1;  // the finest pool of that width
+      while ((s.N + p - 1) / p != S) p *= 2;
+      for (const auto& [q0, head0, b] : blocks) {
+        EXPECT_EQ(b.size(2), S);
+        EXPECT_EQ(q0 % p, 0);
+        map->narrow(0, head0, b.size(0)).narrow(1, q0 / p, b.size(1)).copy_(b);
+      }
+      return out;
+    };
+    at::Tensor full;
+    const at::Tensor out0 = prefill(0, &full);
+    ASSERT_EQ(full.size(1), s.N) << name;
+    ASSERT_GE(full.min().item<float>(), 0.f) << name << ": a row was never written";
+    for (const int level : {1, 3, 5}) {
+      SCOPED_TRACE(std::string(name) + " level " + std::to_string(level));
+      at::Tensor pooled;
+      const at::Tensor out = prefill(level, &pooled);
+      EXPECT_TRUE(at::equal(out, out0));
+      // Kascade's tile of 100 takes pools of at most 4 rows.
+      const int expect_level = std::string(name) == "kascade" ? std::min(level, 2) : level;
+      const std::int64_t p = std::int64_t{1} << expect_level;
+      ASSERT_EQ(pooled.size(1), (s.N + p - 1) / p);
+      EXPECT_TRUE(at::equal(pooled, at::max_pool2d(full, {p, p}, {p, p}, {0, 0}, {1, 1}, /*ceil_mode=*/true)));
+    }
+  }
 }
 
 }  // namespace

@@ -8,6 +8,7 @@
 
 #include "core/luka/luka_attention.h"
 #include "core/luka/step_records.h"
+#include "core/util/error.h"
 
 namespace luka {
 namespace {
@@ -69,6 +70,55 @@ TEST(StepRecords, KernelLayoutRoundTripsEveryModeExactly) {
     }
     if (c.mode == AttentionMode::kClustered && c.clustered.rule == RefineRule::kThreshold) EXPECT_GT(varied, 0);
   }
+}
+
+// The deferred form the GPU layer keeps while its copies are in flight: taking it waits once,
+// gives the same step as converting at once, keeps the config and pages of the step it was made
+// at (a live switch before the read changes nothing), and cannot be taken twice.
+TEST(StepRecords, APendingStepWaitsOnceAndGivesTheStepOfItsTime) {
+  const std::int64_t H = 4, KV = 2, D = 8, N = 60, N0 = 30;
+  at::manual_seed(22);
+  const at::Tensor q = at::randn({H, N, D}) * 2, k = at::randn({KV, N, D}), v = at::randn({KV, N, D});
+  LayerConfig c;
+  c.mode = AttentionMode::kClustered;
+  c.clustered.page_size = 4;
+  c.clustered.tail = 8;
+  c.clustered.interval = 4;
+  LukaAttention att(0, c);
+  c10::InferenceMode guard;
+  const auto in = [&](std::int64_t pos0, std::int64_t n) {
+    AttentionInputs a;
+    a.q = q.narrow(1, pos0, n).contiguous();
+    a.k = k.narrow(1, 0, pos0 + n);
+    a.v = v.narrow(1, 0, pos0 + n);
+    a.q_pos0 = pos0;
+    a.group_size = H / KV;
+    a.scale = 1 / std::sqrt(double(D));
+    return a;
+  };
+  att.forward(in(0, N0));
+  const std::vector<Page> before = att.pages();
+  att.forward(in(N0, 1));
+  const LukaStep& s = att.last_step();
+  ASSERT_FALSE(before.empty());
+  int waits = 0;
+  LayerConfig config = c;
+  PendingStep pending(config, s.step, s.tokens, before, records_from_step(s, static_cast<std::int64_t>(before.size())),
+                      [&] { ++waits; }, 0.25);
+  config.mode = AttentionMode::kDense;  // changed after the step: the pending step keeps its own
+  EXPECT_TRUE(pending.armed());
+  const LukaStep got = pending.take();
+  EXPECT_EQ(waits, 1);
+  EXPECT_FALSE(pending.armed());
+  EXPECT_EQ(got.mode, AttentionMode::kClustered);
+  EXPECT_EQ(got.step, s.step);
+  EXPECT_EQ(got.seconds, 0.25);
+  EXPECT_TRUE(at::equal(got.effective, s.effective));
+  EXPECT_TRUE(at::equal(got.summary_mass, s.summary_mass));
+  EXPECT_EQ(got.refined, s.refined);
+  EXPECT_EQ(got.cover_size, s.cover_size);
+  EXPECT_THROW(pending.take(), Error);
+  EXPECT_EQ(waits, 1);
 }
 
 }  // namespace
