@@ -13,6 +13,9 @@
 #   presets            dense, lined, clustered, mixed(8,8) and paper (5 runs)
 #   lined              lined with window and heavy hitters each 2.5 or 12.5% of the context (4 runs)
 #   clustered          clustered refining 0, 1/16, 1/8, 1/4 or 1/2 of its pages (top_frac, 5 runs)
+#   dar-calibrate      luka calibrate --dar on the second text: bench/out/methods/dar.npy
+#   dar                the DAR probe: keys and values beyond a window of 128 or 512 tokens projected
+#                      onto 16 or 32 of the 64 principal directions, keys before or after RoPE (8 runs)
 #   report             write bench/results/methods.md from what has run
 # Environment: LUKA (the binary, default build/luka), TEXT (default ../shared/data/texts/emma.txt),
 # HELDOUT (default ../shared/data/texts/prideprejudice.txt).
@@ -58,16 +61,26 @@ part_clustered() {
   "$luka" sweep --metric perplexity --out "$out/clustered" --title "clustered: pages refined (top_frac)" \
     --grid "preset=clustered;rule=top_frac;top_frac=0,0.0625,0.125,0.25,0.5" -- "${scoring[@]}"
 }
+part_dar_calibrate() {
+  [[ -f $out/dar.npy ]] || "$luka" calibrate --prompt-file "$heldout" --max-tokens 2048 --dar \
+    --weights dequantized --out "$out/dar.npy" | tee "$out/dar.txt"
+}
+part_dar() {
+  [[ -f $out/dar.npy ]] || { echo "run_methods: run the dar-calibrate part first" >&2; exit 1; }
+  "$luka" sweep --metric perplexity --out "$out/dar" --baseline preset=dense --title "DAR probe: window and rank" \
+    --grid "dar_basis=$out/dar.npy;dar_keys=pre_rope,post_rope;dar_window=128,512;dar_rank=16,32" -- "${scoring[@]}"
+}
 part_report() {
   "$python" - "$out" "$root/bench/results/methods.md" "$root/bench/results/figures" <<'PY'
 import glob, json, os, shutil, sys
 out, dest, figures = sys.argv[1:4]
 rows = []  # (sweep, label, output)
-for name in ("presets", "kascade", "kascade-calibrated", "lined", "clustered"):
+for name in ("presets", "kascade", "kascade-calibrated", "lined", "clustered", "dar"):
     items = []
     for path in glob.glob(os.path.join(out, name, "items", "*.json")):
         r = json.load(open(path))
-        items.append((r["index"], r["label"] + (" (baseline)" if r.get("baseline") else ""), r["output"]))
+        label = r["label"].replace(os.path.dirname(os.path.dirname(os.path.dirname(out))) + "/", "")  # paths from the checkout
+        items.append((r["index"], label + (" (baseline)" if r.get("baseline") else ""), r["output"]))
     rows += [(name, label, output) for _, label, output in sorted(items, key=lambda x: x[0])]
     for ext in ("png", "svg"):
         plot = os.path.join(out, name, "plot." + ext)
@@ -80,7 +93,8 @@ with open(dest, "w") as f:
     f.write("Perplexity of the default model on emma.txt: 2,048 tokens, the first 1,024 prefilled, the next 1,024 scored\n")
     f.write("through the decode path. `attended` is the entries each decode step attends (raw tokens, summaries,\n")
     f.write("refined children, top-k keys), summed over layers and heads, as a fraction of dense's. Kascade's calibrated\n")
-    f.write("anchors come from `luka calibrate --kascade 5` on prideprejudice.txt (bench/out/methods/kascade.txt).\n\n")
+    f.write("anchors come from `luka calibrate --kascade 5` on prideprejudice.txt (bench/out/methods/kascade.txt), and the\n")
+    f.write("DAR probe's basis from `luka calibrate --dar` on its first 2,048 tokens (bench/out/methods/dar.txt).\n\n")
     f.write("    bench/run_methods.sh\n\n")
     f.write("| sweep | run | attended | perplexity | × dense | attention |\n|---|---|---:|---:|---:|---|\n")
     for name, label, o in rows:
@@ -89,7 +103,7 @@ with open(dest, "w") as f:
         f.write("| %s | %s | %s | %.3f | %s | %s |\n" % (name, label or "(the layers config)", "%.3f" % frac if frac is not None else "-",
                                                      o["perplexity"], ratio, o.get("attention", "").replace("|", "\\|")))
     f.write("\n")
-    for name in ("kascade", "kascade-calibrated"):
+    for name in ("kascade", "kascade-calibrated", "dar"):
         if os.path.exists(os.path.join(figures, "methods-%s.png" % name)):
             f.write("![%s](figures/methods-%s.png)\n\n" % (name, name))
 print("wrote", dest)
@@ -97,7 +111,7 @@ PY
 }
 
 parts=("$@")
-[[ ${#parts[@]} -gt 0 ]] || parts=(kascade-calibrate kascade kascade-calibrated presets lined clustered report)
+[[ ${#parts[@]} -gt 0 ]] || parts=(kascade-calibrate kascade kascade-calibrated presets lined clustered dar-calibrate dar report)
 for p in "${parts[@]}"; do
   case $p in
     kascade-calibrate) part_kascade_calibrate ;;
@@ -106,6 +120,8 @@ for p in "${parts[@]}"; do
     presets) part_presets ;;
     lined) part_lined ;;
     clustered) part_clustered ;;
+    dar-calibrate) part_dar_calibrate ;;
+    dar) part_dar ;;
     report) part_report ;;
     *) echo "run_methods: unknown part '$p'" >&2; exit 2 ;;
   esac

@@ -25,6 +25,7 @@
 #include "core/eval/head_scores.h"
 #include "core/luka/auto_config.h"
 #include "core/luka/config.h"
+#include "core/luka/dar.h"
 #include "core/luka/kascade.h"
 #include "core/luka/luka_layer.h"
 #include "core/model/decoder.h"
@@ -146,6 +147,37 @@ int calibrate_kascade(const ArgParser& args, const Backend& device, const std::s
   return 0;
 }
 
+// --dar: the DAR probe's basis (core/luka/dar.h) from the text's dense prefill: every layer's
+// cached keys and values, per KV head, their mean and principal directions.
+int calibrate_dar(const ArgParser& args, const Backend& device, const std::shared_ptr<const Model>& model,
+                  const std::vector<std::int32_t>& ids, bool quiet) {
+  const std::int64_t L = model->config().num_layers;
+  Decoder decoder(model);
+  device.install_luka(decoder, LukaConfig::preset("dense", L));
+  if (!quiet) std::fprintf(stderr, "%zu tokens prefilled densely\n", ids.size());
+  decoder.prefill(ids);
+  std::vector<at::Tensor> keys, values, rotated;
+  const at::Tensor inv_freq = decoder.rope_frequencies().cpu();
+  for (std::int64_t l = 0; l < L; ++l) {
+    rotated.push_back(decoder.cache(static_cast<int>(l)).keys().cpu());
+    keys.push_back(rope_rotate(rotated.back().to(at::kFloat), 0, inv_freq, -1));  // before RoPE
+    values.push_back(decoder.cache(static_cast<int>(l)).values().cpu());
+  }
+  const DarBasis basis = DarBasis::measure(keys, values, rotated);
+  basis.write(args.get("out"));
+  const std::int64_t D = basis.head_dim(), r = std::max<std::int64_t>(1, D / 4);
+  std::printf("variance held by the first %lld of %lld directions (mean over KV heads)\n%-6s %10s %10s %10s\n", static_cast<long long>(r),
+              static_cast<long long>(D), "layer", "keys", "values", "keys+rope");
+  for (std::int64_t l = 0; l < L; ++l)
+    std::printf("%-6lld %10.4f %10.4f %10.4f\n", static_cast<long long>(l), basis.explained(l, DarBasis::kKeys, r).mean().item<double>(),
+                basis.explained(l, DarBasis::kValues, r).mean().item<double>(),
+                basis.explained(l, DarBasis::kKeysAfterRope, r).mean().item<double>());
+  std::fprintf(stderr, "wrote %s: %lld layers x %lld KV heads, head dimension %lld (use with --set dar_window=W,dar_basis=%s)\n",
+               args.get("out").c_str(), static_cast<long long>(L), static_cast<long long>(basis.kv_heads()), static_cast<long long>(D),
+               args.get("out").c_str());
+  return 0;
+}
+
 }  // namespace
 
 int run_calibrate(int argc, char** argv) {
@@ -160,7 +192,10 @@ int run_calibrate(int argc, char** argv) {
                  "With --kascade N it instead prefills the text densely, scores Kascade's cross-layer top-k similarity\n"
                  "on the last --kascade-queries queries (kascade.md Eq. 3, minimum over them), chooses N anchor layers\n"
                  "(layer 0 among them) by the paper's dynamic program and a head map per reuse layer, and writes them\n"
-                 "to --out as a layers-config JSON of Kascade layers (--layers-config FILE runs it).");
+                 "to --out as a layers-config JSON of Kascade layers (--layers-config FILE runs it).\n"
+                 "With --dar it instead prefills the text densely and writes to --out (.npy) the DAR probe's basis: per\n"
+                 "layer and KV head, the mean and principal directions of the cached keys and of the values (use it\n"
+                 "with --set dar_window=W,dar_basis=FILE).");
   args.option("model", "PATH", kModelOptionHelp)
       .option("out", "FILE", "the calibration JSON to write")
       .option("max-tokens", "N", "use at most the first N tokens of the text", 1024)
@@ -178,6 +213,7 @@ int run_calibrate(int argc, char** argv) {
       .option("kascade-heads", "HOW", "with --kascade: remap (each reuse head the most similar anchor head), identity or shared", "remap")
       .option("kascade-queries", "Q", "with --kascade: the last Q tokens of the text are the queries scored", 256)
       .range(1, 10000000)
+      .flag("dar", "measure the DAR probe's basis instead, written to --out as .npy")
       .flag("quiet", "no progress on standard error");
   add_compute_options(args);
   add_prompt_options(args);
@@ -217,6 +253,13 @@ int run_calibrate(int argc, char** argv) {
   }
 
   const std::shared_ptr<const Backend> device = device_option(args);
+  if (args.get_flag("dar")) {
+    for (const char* other : {"candidates", "config-out", "prompt-tokens", "set", "kascade"})
+      if (args.has(other)) throw UsageError(std::string("--") + other + " does not apply with --dar");
+    const auto model = Model::load(path, load_options(args, *device));
+    check_context(model->config().max_position_embeddings, 0, n, 0);
+    return calibrate_dar(args, *device, model, prompt.ids, args.get_flag("quiet"));
+  }
   if (args.has("kascade")) {
     for (const char* other : {"candidates", "config-out", "prompt-tokens", "set"})
       if (args.has(other)) throw UsageError(std::string("--") + other + " does not apply with --kascade");

@@ -59,6 +59,7 @@ const std::pair<const char*, RefineOn> kRefineOns[] = {{"biased", RefineOn::kBia
 const std::pair<const char*, PageRank> kPageRanks[] = {{"max", PageRank::kMax}, {"sum", PageRank::kSum}};
 const std::pair<const char*, KascadePrefill> kKascadePrefills[] = {{"dense", KascadePrefill::kDense},
                                                                    {"top_k", KascadePrefill::kTopK}};
+const std::pair<const char*, DarKeys> kDarKeys[] = {{"pre_rope", DarKeys::kPreRope}, {"post_rope", DarKeys::kPostRope}};
 
 template <typename E, std::size_t N>
 const char* name_of(E e, const std::pair<const char*, E> (&names)[N]) {
@@ -193,6 +194,11 @@ const Key kKeys[] = {
     LUKA_KEY_BOOL("kascade_shared", kascade.shared),
     LUKA_KEY_ENUM("kascade_prefill", kascade.prefill, kKascadePrefills),
     LUKA_KEY_INT("kascade_tile", kascade.tile),
+    LUKA_KEY_INT("dar_window", dar.window),
+    LUKA_KEY_INT("dar_rank", dar.rank),
+    {"dar_basis", [](LayerConfig& c, const std::string&, const std::string& v) { c.dar.basis = v; },
+     [](const LayerConfig& c) { return json(c.dar.basis); }},
+    LUKA_KEY_ENUM("dar_keys", dar.keys, kDarKeys),
 };
 
 #undef LUKA_KEY_INT
@@ -235,6 +241,7 @@ const char* to_string(BiasEntropy b) { return name_of(b, kBiasEntropies); }
 const char* to_string(RefineOn r) { return name_of(r, kRefineOns); }
 const char* to_string(PageRank r) { return name_of(r, kPageRanks); }
 const char* to_string(KascadePrefill p) { return name_of(p, kKascadePrefills); }
+const char* to_string(DarKeys k) { return name_of(k, kDarKeys); }
 
 std::string describe_modes(const LukaConfig& config) {
   std::string out;
@@ -309,6 +316,11 @@ void validate(const LayerConfig& c, std::int64_t layer) {
   if (!(a.top_frac >= 0 && a.top_frac <= 1)) fail(where, "kascade_top_frac must be in [0, 1]");
   if (a.min_k < 0) fail(where, "kascade_min_k must be >= 0");
   if (a.tile < 1) fail(where, "kascade_tile must be >= 1");
+  const DarConfig& d = c.dar;
+  if (d.window < 0) fail(where, "dar_window must be >= 0 (0: off)");
+  if (d.rank < 0) fail(where, "dar_rank must be >= 0 (0: a quarter of the head dimension)");
+  if (d.window > 0 && d.basis.empty()) fail(where, "dar_window needs dar_basis, the file luka calibrate --dar writes");
+  if (d.window > 0 && c.mode == AttentionMode::kKascade) fail(where, "dar applies to dense, lined and clustered layers, not kascade");
 }
 
 void validate_kascade_sources(const LukaConfig& config) {
@@ -376,8 +388,11 @@ void LukaConfig::apply_override(const std::string& spec) {
   }
   // All or nothing: a bad pair leaves the config as it was.
   const auto idx = parse_layers(which);
+  // Checked once every pair is set: some keys only make sense together (dar_window, dar_basis).
   LukaConfig next = *this;
-  for (const auto& [key, value] : pairs) next.set(idx, key, value);
+  for (const auto& [key, value] : pairs)
+    for (const std::int64_t i : idx) set_key(next.layers.at(static_cast<std::size_t>(i)), key, value);
+  for (const std::int64_t i : idx) validate(next.layers.at(static_cast<std::size_t>(i)), i);
   validate_kascade_sources(next);
   *this = std::move(next);
 }
@@ -505,7 +520,9 @@ LukaConfig LukaConfig::from_json(const std::string& text, std::int64_t num_layer
   LukaConfig c = preset(preset_name, num_layers);
   const auto apply_object = [&](const json& obj, const std::vector<std::int64_t>& which, const std::string& what) {
     if (!obj.is_object()) fail(where, what + " must be an object of key: value");
-    for (const auto& [key, value] : obj.items()) c.set(which, key, json_value_text(value, key, where));
+    for (const auto& [key, value] : obj.items())
+      for (const std::int64_t i : which) set_key(c.layers.at(static_cast<std::size_t>(i)), key, json_value_text(value, key, where));
+    for (const std::int64_t i : which) validate(c.layers.at(static_cast<std::size_t>(i)), i);  // once the object's keys are set
   };
   if (j.contains("default")) apply_object(j["default"], c.parse_layers("all"), "'default'");
   if (j.contains("layers")) {

@@ -26,6 +26,7 @@ enum class BiasEntropy { kWeights, kImportanceMean };         // what the adapti
 enum class RefineOn { kBiased, kUnbiased };                   // the α that selection ranks
 enum class PageRank { kMax, kSum };                           // top_frac / top_p over the heads that share
 enum class KascadePrefill { kDense, kTopK };                  // exact causal, or each tile its top-k
+enum class DarKeys { kPreRope, kPostRope };                   // which keys the DAR probe projects
 
 const char* to_string(AttentionMode m);
 const char* to_string(Selection s);
@@ -41,6 +42,7 @@ const char* to_string(BiasEntropy b);
 const char* to_string(RefineOn r);
 const char* to_string(PageRank r);
 const char* to_string(KascadePrefill p);
+const char* to_string(DarKeys k);
 
 // Lined (H2O): recent window ∪ the top ⌈rho·T⌉ tokens by h2o_score outside it.
 struct LinedConfig {
@@ -102,11 +104,27 @@ struct KascadeConfig {
   std::int64_t tile = 128;              // prefill queries that share one top-k
 };
 
+// The distance-adaptive-dimension probe (dar-dual-dimensionality.md, docs/methods.md), for
+// dense, lined and clustered layers: a key or value more than `window` positions behind the query
+// is replaced by its projection onto the `rank` leading principal directions of its layer and KV
+// head, mean + U_r U_rᵀ (x − mean), from the basis `luka calibrate --dar` measured. Keys are
+// projected before RoPE, as the paper reduces the hidden state its keys are computed from (the
+// cached key rotated back, projected, rotated again), or as the cache holds them (post_rope). A
+// query within the window sees the token whole. A training-free probe of the paper's idea (which
+// trains low-dimensional projections), not its method.
+struct DarConfig {
+  std::int64_t window = 0;  // 0: off
+  std::int64_t rank = 0;    // 0: a quarter of the head dimension
+  std::string basis;        // the .npy file `luka calibrate --dar` wrote
+  DarKeys keys = DarKeys::kPreRope;
+};
+
 struct LayerConfig {
   AttentionMode mode = AttentionMode::kDense;
   LinedConfig lined;
   ClusteredConfig clustered;
   KascadeConfig kascade;
+  DarConfig dar;
   bool dense_shadow = false;     // also run dense attention and report fidelity
   ImportanceSource importance_source = ImportanceSource::kEffective;
 };

@@ -55,6 +55,7 @@ inline std::string to_cuda_params(const LayerConfig& c, cuda::LayerParams* out) 
   p.math = k.math == RefineMath::kExact ? cuda::Math::kExact : cuda::Math::kMassPreserving;
   *out = p;
   if (c.mode == AttentionMode::kKascade) return "mode kascade runs on the CPU path only";
+  if (c.dar.window > 0) return "the dar probe runs on the CPU path only";
   if (c.mode == AttentionMode::kLined && c.lined.sparse_prefill) return "lined sparse_prefill runs on the CPU path only";
   if (k.page_size > cuda::kMaxPageTokens) return "pages above 1024 tokens run on the CPU path only";
   // The authors' variants (DESIGN.md §5.6) that change what the kernels compute.

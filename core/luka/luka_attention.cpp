@@ -139,12 +139,16 @@ std::int64_t grow(std::int64_t need, std::int64_t have) { return std::max({need,
 LukaAttention::LukaAttention(int layer, LayerConfig config) : layer_(layer), config_(std::move(config)) {
   validate(config_, layer_);
   clock_.calls = config_.clustered.page_counter_start;
+  if (config_.dar.window > 0) dar_basis_ = DarBasis::load(config_.dar.basis);
 }
 
 void LukaAttention::set_config(const LayerConfig& config) {
   validate(config, layer_);
+  std::shared_ptr<const DarBasis> basis = config.dar.window > 0 ? DarBasis::load(config.dar.basis) : nullptr;
   config_ = config;
   heavy_tokens_ = -1;
+  dar_basis_ = std::move(basis);
+  dar_stale_ = true;
 }
 
 void LukaAttention::reset() {
@@ -154,6 +158,7 @@ void LukaAttention::reset() {
   pages_.clear();
   clock_ = rules::PageClock{config_.clustered.page_counter_start, 0};
   last_ = LukaStep{};
+  dar_stale_ = true;
   if (board_ && static_cast<std::int64_t>(board_->layers.size()) > layer_) board_->layers[static_cast<std::size_t>(layer_)] = {};
   if (importance_.defined()) {
     importance_.zero_();
@@ -196,19 +201,69 @@ at::Tensor LukaAttention::summary_bias() const {
   return sum_bias_.defined() ? sum_bias_.narrow(1, 0, static_cast<std::int64_t>(pages_.size())) : at::Tensor();
 }
 
-at::Tensor LukaAttention::forward(const AttentionInputs& in) {
-  const std::int64_t n = in.q.size(1), T = in.k.size(1);
-  if (in.q_pos0 != tokens_ || in.q_pos0 + n != T)
+at::Tensor LukaAttention::forward(const AttentionInputs& raw) {
+  const std::int64_t n = raw.q.size(1), T = raw.k.size(1);
+  if (raw.q_pos0 != tokens_ || raw.q_pos0 + n != T)
     fail("luka layer " + std::to_string(layer_),
          "attention state out of step with the cache (state has " + std::to_string(tokens_) + " tokens, cache " +
              std::to_string(T) + " with " + std::to_string(n) + " new)");
-  ensure_capacity(T, in.q.size(0), in.k.size(0));
+  ensure_capacity(T, raw.q.size(0), raw.k.size(0));
   c10::InferenceMode guard;
+  // With DAR every step reads the projected cache (the prefill's near keys and the dense shadow
+  // the raw one).
+  const AttentionInputs in = dar_basis_ ? dar_inputs(raw) : raw;
+  raw_ = &raw;
   const bool is_decode = n == 1 && T > 1;
   if (!is_decode) heavy_tokens_ = -1;
   at::Tensor out = is_decode ? decode(in) : prefill(in);
   tokens_ = T;
   make_pages(in, is_decode ? step_ : 0);
+  raw_ = nullptr;
+  return out;
+}
+
+AttentionInputs LukaAttention::dar_inputs(const AttentionInputs& in) {
+  const std::int64_t KV = in.k.size(0), T = in.k.size(1), D = in.k.size(2), W = config_.dar.window;
+  const std::int64_t rank = config_.dar.rank > 0 ? config_.dar.rank : std::max<std::int64_t>(1, D / 4);
+  if (!dar_k_.defined() || dar_k_.size(0) != KV || dar_k_.size(2) != D || dar_k_.scalar_type() != in.k.scalar_type()) {
+    dar_k_ = dar_v_ = at::Tensor();
+    dar_stale_ = true;
+  }
+  if (!dar_k_.defined() || dar_k_.size(1) < T) {  // grows as the accumulators do; keeps what is composed
+    const std::int64_t have = dar_k_.defined() ? dar_k_.size(1) : 0;
+    at::Tensor k = at::empty({KV, T <= reserved_ ? reserved_ : grow(T, have), D}, in.k.options()), v = at::empty_like(k);
+    if (!dar_stale_ && in.q_pos0 > 0) {
+      k.narrow(1, 0, in.q_pos0).copy_(dar_k_.narrow(1, 0, in.q_pos0));
+      v.narrow(1, 0, in.q_pos0).copy_(dar_v_.narrow(1, 0, in.q_pos0));
+    }
+    dar_k_ = k;
+    dar_v_ = v;
+  }
+  // Raw rows for what is new (everything when stale), then projections for the positions that
+  // left the window of this forward's last query (T - 1 - p > W).
+  const std::int64_t from = dar_stale_ || in.q_pos0 == 0 ? 0 : in.q_pos0;
+  if (from == 0) dar_projected_ = 0;
+  dar_stale_ = false;
+  dar_k_.narrow(1, from, T - from).copy_(in.k.narrow(1, from, T - from));
+  dar_v_.narrow(1, from, T - from).copy_(in.v.narrow(1, from, T - from));
+  const std::int64_t upto = std::max<std::int64_t>(0, T - 1 - W);
+  if (upto > dar_projected_) {
+    const std::int64_t m = upto - dar_projected_;
+    const at::Tensor k = in.k.narrow(1, dar_projected_, m);
+    if (config_.dar.keys == DarKeys::kPostRope) {
+      dar_k_.narrow(1, dar_projected_, m).copy_(dar_basis_->project(layer_, DarBasis::kKeysAfterRope, rank, k));
+    } else if (rope_inv_freq_.defined()) {  // back to before RoPE, projected, rotated again
+      const at::Tensor before = rope_rotate(k, dar_projected_, rope_inv_freq_, -1);
+      dar_k_.narrow(1, dar_projected_, m).copy_(rope_rotate(dar_basis_->project(layer_, DarBasis::kKeys, rank, before), dar_projected_, rope_inv_freq_, 1));
+    } else {
+      dar_k_.narrow(1, dar_projected_, m).copy_(dar_basis_->project(layer_, DarBasis::kKeys, rank, k));
+    }
+    dar_v_.narrow(1, dar_projected_, m).copy_(dar_basis_->project(layer_, DarBasis::kValues, rank, in.v.narrow(1, dar_projected_, m)));
+    dar_projected_ = upto;
+  }
+  AttentionInputs out = in;
+  out.k = dar_k_.narrow(1, 0, T);
+  out.v = dar_v_.narrow(1, 0, T);
   return out;
 }
 
@@ -225,6 +280,11 @@ at::Tensor LukaAttention::prefill(const AttentionInputs& in) {
   mask.sparse = config_.mode == AttentionMode::kLined && lc.sparse_prefill;
   mask.fixed = mask.sparse && lc.sparse_prefill_window == PrefillWindow::kFixed;
   mask.window = mask.sparse ? rules::lined_window(to_rule(lc), T) : 0;
+  if (dar_basis_ && raw_) {
+    mask.near_k = raw_->k;
+    mask.near_v = raw_->v;
+    mask.near_window = config_.dar.window;
+  }
   return aten_prefill(in, mask, lc.decay, layer_, prefill_observer_, prefill_pool_level_, importance_.narrow(1, 0, T),
                       h2o_.narrow(1, 0, T));
 }
@@ -236,10 +296,15 @@ at::Tensor aten_prefill(const AttentionInputs& in, const PrefillMask& mask, doub
   const at::TensorOptions floats = in.q.options().dtype(at::kFloat), longs = in.q.options().dtype(at::kLong);
   const at::Tensor qf = in.q.to(at::kFloat);
   const at::Tensor kf = in.k.to(at::kFloat), vf = in.v.to(at::kFloat);
+  const bool near = mask.near_window >= 0;  // DAR: near keys from the raw cache
+  const at::Tensor near_kf = near ? mask.near_k.to(at::kFloat) : at::Tensor(), near_vf = near ? mask.near_v.to(at::kFloat) : at::Tensor();
   at::Tensor out = at::empty({H, n, D}, floats);
   const at::Tensor key_pos = at::arange(T, longs).view({1, T});
-  // Query blocks of 256, or of one pooled cell's height when that is more (each block's first
-  // query a multiple of the pool).
+  // On a device the blocks are pooled before they travel, in query blocks of 256 or of one pooled
+  // cell's height when that is more. On the CPU they go at level 0: the capture's half pyramid
+  // pools them faster than ATen's max_pool2d (a 4K-token capture of every layer's map: 25 s
+  // against 34 s, bench/results/captures-cpu.md).
+  if (in.q.is_cpu()) pool_level = 0;
   const std::int64_t kChunk = observer ? std::max<std::int64_t>(256, std::int64_t{1} << pool_level) : 256;
   pool_level = aligned_pool_level(pool_level, in.q_pos0, kChunk);
   for (std::int64_t i0 = 0; i0 < n; i0 += kChunk) {
@@ -254,13 +319,20 @@ at::Tensor aten_prefill(const AttentionInputs& in, const PrefillMask& mask, doub
     } else if (mask.sparse) {
       hidden = hidden.logical_or(key_pos.ge(32).logical_and(key_pos.le(query_pos - mask.window)));
     }
+    const at::Tensor close = near ? key_pos.ge(query_pos - mask.near_window) : at::Tensor();  // [m, T]
     for (std::int64_t g = 0; g < KV; ++g) {
       const at::Tensor qg = qf.narrow(0, g * G, G).narrow(1, i0, m);                    // [G, m, D]
       at::Tensor scores = at::matmul(qg, kf[g].transpose(0, 1)).mul_(in.scale);         // [G, m, T]
+      if (near) scores = at::where(close.unsqueeze(0), at::matmul(qg, near_kf[g].transpose(0, 1)).mul_(in.scale), scores);
       if (uniform.defined()) scores.masked_fill_(uniform.unsqueeze(0), 0.0);
       scores.masked_fill_(hidden.unsqueeze(0), kNegInf);
       const at::Tensor probs = at::softmax(scores, -1);
-      out.narrow(0, g * G, G).narrow(1, i0, m).copy_(at::matmul(probs, vf[g]));
+      if (near) {
+        const at::Tensor c = close.unsqueeze(0).to(at::kFloat);
+        out.narrow(0, g * G, G).narrow(1, i0, m).copy_(at::matmul(probs * (1 - c), vf[g]) + at::matmul(probs * c, near_vf[g]));
+      } else {
+        out.narrow(0, g * G, G).narrow(1, i0, m).copy_(at::matmul(probs, vf[g]));
+      }
       if (observer) observe_prefill_block(observer, pool_level, layer, in.q_pos0 + i0, g * G, probs);
       add_prefill_probs(probs, g, decay, importance, h2o);
     }
@@ -359,7 +431,7 @@ at::Tensor LukaAttention::decode(const AttentionInputs& in) {
     cover_rows = decode_clustered(s);
   }
   last_.effective = s.eff;
-  if (config_.dense_shadow) dense_shadow(in, s.out, pages_, last_);
+  if (config_.dense_shadow) dense_shadow(raw_ ? *raw_ : in, s.out, pages_, last_);  // against the raw cache
   accumulate(config_.importance_source == ImportanceSource::kCover && cover_rows.defined() ? cover_rows : s.eff, G);
   last_.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return s.out.view({1, H * D}).to(in.q.scalar_type());
@@ -804,6 +876,7 @@ std::vector<std::shared_ptr<LukaLayer>> install_luka(Decoder& decoder, const Luk
   for (std::int64_t i = 0; i < n; ++i) {
     auto a = std::make_shared<LukaAttention>(static_cast<int>(i), config.layers[static_cast<std::size_t>(i)]);
     a->set_kascade_board(board);
+    a->set_rope(decoder.rope_frequencies());
     decoder.set_attention(static_cast<int>(i), a);
     layers.push_back(std::move(a));
   }

@@ -14,6 +14,7 @@
 
 #include <ATen/ATen.h>
 
+#include "core/luka/dar.h"
 #include "core/luka/heavy_hitters.h"
 #include "core/luka/luka_layer.h"
 #include "kernels/common/luka_rules.h"
@@ -46,6 +47,10 @@ class LukaAttention final : public LukaLayer {
   const LukaStep& last_step() const override { return last_; }
   int layer() const override { return layer_; }
   void set_kascade_board(std::shared_ptr<KascadeBoard> board) override { board_ = std::move(board); }
+  // The model's RoPE frequencies (Decoder::rope_frequencies; install_luka sets them), which the DAR
+  // probe needs to project keys before RoPE. Without them (a layer used alone) it takes the keys
+  // as they come.
+  void set_rope(const at::Tensor& inv_freq) { rope_inv_freq_ = inv_freq.to(at::kCPU, at::kFloat); }
 
   // For fidelity experiments: summary logits become the log-sum-exp of their children's logits,
   // so a page's α is exactly its dense mass (an oracle no real summary can reach).
@@ -78,6 +83,9 @@ class LukaAttention final : public LukaLayer {
   // the set is those rows renormalized over it.
   void attend_sets(Step& s, const std::vector<const std::vector<std::int64_t>*>& sets, bool renormalize);
   at::Tensor prefill_kascade(const AttentionInputs& in);
+  // DAR (config_.dar): the cache this forward's attention reads, raw within the window of the
+  // last query and projected beyond it, kept up to date a few positions per step.
+  AttentionInputs dar_inputs(const AttentionInputs& in);
   KascadeBoard::Published& published(std::int64_t layer);
   const KascadeBoard::Published& reused(const AttentionInputs& in) const;
   // decode_clustered's steps (§5.4), in order.
@@ -106,6 +114,14 @@ class LukaAttention final : public LukaLayer {
   std::vector<HeavyHitterSet> heavy_sets_;
   std::int64_t heavy_tokens_ = -1;
   std::shared_ptr<KascadeBoard> board_;  // Kascade: this model's, or the layer's own when alone
+  // DAR: the basis, and the cache as attention sees it ([KV, cap, D], the cache's dtype), whose
+  // positions [0, dar_projected_) hold projections; stale after a config change or a reset.
+  std::shared_ptr<const DarBasis> dar_basis_;
+  at::Tensor rope_inv_freq_;
+  at::Tensor dar_k_, dar_v_;
+  std::int64_t dar_projected_ = 0;
+  bool dar_stale_ = true;
+  const AttentionInputs* raw_ = nullptr;  // during forward with DAR: the cache as it is
 };
 
 // The dense shadow (§5.5): dense attention on the same inputs as `step` (a decode step whose
@@ -125,6 +141,10 @@ struct PrefillMask {
   bool sparse = false;      // lined's sparse prefill: the first 32 keys and the window
   bool fixed = false;       // ... over the fixed last `window` keys
   std::int64_t window = 0;
+  // DAR: `in` holds the projected cache; a query sees the keys and values at most near_window
+  // positions behind it from near_k / near_v (the raw cache) instead.
+  at::Tensor near_k, near_v;
+  std::int64_t near_window = -1;  // -1: none
 };
 at::Tensor aten_prefill(const AttentionInputs& in, const PrefillMask& mask, double decay, int layer,
                         const LukaLayer::PrefillObserver& observer, int pool_level, at::Tensor importance, at::Tensor h2o);

@@ -153,7 +153,6 @@ at::Tensor LukaAttention::prefill_kascade(const AttentionInputs& in) {
   const KascadeBoard::Published* source = anchor ? nullptr : &reused(in);
   KascadeBoard::Published pub{T, in.q_pos0, n, anchor ? c.tile : source->tile, anchor ? c.shared : source->shared, {}};
   const std::int64_t tile = pub.tile;
-  const int pool_level = aligned_pool_level(prefill_pool_level_, in.q_pos0, tile);
   const bool dense_out = anchor && (layer_ == 0 || c.prefill == KascadePrefill::kDense);
   const at::TensorOptions longs = at::TensorOptions().dtype(at::kLong);
   const at::Tensor qf = in.q.to(at::kFloat), kf = in.k.to(at::kFloat), vf = in.v.to(at::kFloat);
@@ -188,7 +187,7 @@ at::Tensor LukaAttention::prefill_kascade(const AttentionInputs& in) {
         probs = at::softmax(scores[g].masked_fill(hidden.unsqueeze(0), kNegInf), -1);
       }
       out.narrow(0, g * G, G).narrow(1, i0, m).copy_(at::matmul(probs, vf[g]));
-      if (prefill_observer_) observe_prefill_block(prefill_observer_, pool_level, layer_, in.q_pos0 + i0, g * G, probs);
+      if (prefill_observer_) observe_prefill_block(prefill_observer_, 0, layer_, in.q_pos0 + i0, g * G, probs);  // CPU: level 0
       add_prefill_probs(probs, g, decay, importance, h2o);
     }
   }

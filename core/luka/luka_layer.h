@@ -94,7 +94,9 @@ class LukaLayer : public LayerAttention {
   // cell (i, j) is the largest probability of queries q0 + i·p .. q0 + i·p + p - 1 over keys
   // j·p .. j·p + p - 1 (a cell cut by the end of the block or cache: the largest of what
   // exists). That is level k of the capture pyramid (captures/pyramid.h), p² times less to move.
-  // A block's m is p·rows but for the prompt's last block.
+  // A block's m is p·rows but for the prompt's last block. It is a request: a layer may hand a
+  // finer level (the CPU core hands level 0, which the capture pools fastest itself), and the
+  // block's width tells which.
   using PrefillObserver = std::function<void(int layer, std::int64_t q0, std::int64_t head0, const at::Tensor& probs)>;
   void set_prefill_observer(PrefillObserver observer, int pool_level = 0) {
     if (pool_level < 0 || pool_level > 30) fail("luka layer", "prefill pool level " + std::to_string(pool_level) + " is outside 0..30");

@@ -40,6 +40,8 @@ class Decoder {
   void set_attention(int layer, std::shared_ptr<LayerAttention> attention);
   LayerAttention& attention(int layer) const;
   const KvCache& cache(int layer) const { return caches_.at(static_cast<std::size_t>(layer)); }
+  // RoPE's inverse frequencies [head_dim / 2] (fp32, on the weights' device), as transformers computes them.
+  const at::Tensor& rope_frequencies() const { return inv_freq_; }
 
   const Model& model() const { return *model_; }
 

@@ -18,6 +18,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/util/npy.h"
 #include "tests/process_util.h"
 
 namespace fs = std::filesystem;
@@ -359,6 +360,44 @@ TEST(CalibrateCli, KascadeWritesAnchorsAndHeadMapsAsALayersConfig) {
   const RunResult too_many = calibrate("3", dir / "bad.json");
   EXPECT_EQ(too_many.exit_code, 2) << too_many.err;
   EXPECT_NE(too_many.err.find("fewer than 3 anchors"), std::string::npos) << too_many.err;
+}
+
+// --dar writes the probe's basis; with every direction kept the probe changes no logit (the same
+// perplexity as dense, to the printed digit), with fewer it does, and a bad basis is one clear error.
+TEST(CalibrateCli, DarWritesABasisThatAtFullRankChangesNothing) {
+  REQUIRE_CHECKPOINT();
+  const fs::path dir = luka::test::test_dir("eval_cli") / "dar";
+  fs::create_directories(dir);
+  const std::string demo = (fs::path(LUKA_SOURCE_DIR) / "assets/prompts/demo.json").string();
+  const fs::path basis = dir / "basis.npy";
+  const RunResult r = run_luka({"calibrate", "--model", kCheckpoint.string(), "--prompt-file", demo, "--max-tokens", "80", "--threads", "1",
+                                "--device", "cpu", "--dar", "--out", basis.string(), "--quiet"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("variance held by the first"), std::string::npos) << r.out;
+  const luka::NpyArray a = luka::read_npy_f32(basis);
+  ASSERT_EQ(a.shape.size(), 5u);
+  const std::int64_t D = a.shape[4];
+  EXPECT_EQ(a.shape[0], 2);  // the fixture's layers
+  EXPECT_EQ(a.shape[1], 3);
+  EXPECT_EQ(a.shape[3], D + 2);
+  const auto ppl = [&](const std::string& set) {
+    std::vector<std::string> args{"perplexity", "--model", kCheckpoint.string(), "--text-file", demo, "--max-tokens", "60", "--prompt-tokens",
+                                  "20", "--threads", "1", "--device", "cpu", "--json"};
+    if (!set.empty()) args.insert(args.end(), {"--set", set});
+    const RunResult p = run_luka(args);
+    EXPECT_EQ(p.exit_code, 0) << p.err;
+    return p.exit_code == 0 ? json::parse(p.out).at("perplexity").get<double>() : -1.0;
+  };
+  const double dense = ppl("");
+  EXPECT_NEAR(ppl("dar_window=4,dar_rank=" + std::to_string(D) + ",dar_basis=" + basis.string()), dense, 1e-4 * dense);
+  EXPECT_GT(std::abs(ppl("dar_window=4,dar_rank=1,dar_basis=" + basis.string()) - dense), 1e-3 * dense);
+  const RunResult missing = run_luka({"perplexity", "--model", kCheckpoint.string(), "--text-file", demo, "--max-tokens", "60", "--device", "cpu",
+                                      "--set", "dar_window=4,dar_basis=" + (dir / "none.npy").string()});
+  EXPECT_EQ(missing.exit_code, 1) << missing.err;
+  EXPECT_NE(missing.err.find("none.npy"), std::string::npos) << missing.err;
+  const RunResult both = run_luka({"calibrate", "--model", kCheckpoint.string(), "--prompt-file", demo, "--dar", "--kascade", "1", "--out",
+                                   (dir / "x.npy").string()});
+  EXPECT_EQ(both.exit_code, 2) << both.err;
 }
 
 TEST(CalibrateCli, TheCaptureCarriesTheCalibrationAndInspectShowsIt) {

@@ -546,57 +546,57 @@ TEST_F(LukaModel, SwitchingALayerChangesOutputsFromThatStepOnly) {
 }
 
 // A capture asks the layer for its prefill map max-pooled to the pyramid's finest stored level.
-// The pooled blocks equal at::max_pool2d (ceil mode) of the blocks a level-0 observer gets, the
-// outputs do not change, and a layer whose query blocks the pool does not divide (a Kascade tile
-// of 100) hands the finest level that divides them, which the blocks' width tells.
-TEST(LukaAttention, PrefillObserverPoolsTheMapToTheLevelAskedFor) {
+// On the CPU the core hands level 0 whatever it is asked (the capture pools halves faster), with
+// the same blocks and outputs as without the request; on a device the blocks are pooled where
+// they lie (observe_prefill_block, checked here on CPU tensors against repeated 2x2 pooling).
+TEST(LukaAttention, PrefillObserverOnTheCpuHandsLevelZeroWhateverItIsAsked) {
   const Sequence s(6, 2, 16, 300, 31);
   LayerConfig lined;
   lined.mode = AttentionMode::kLined;
   lined.lined.decay = 0.9;
   lined.lined.sparse_prefill = true;
-  LayerConfig anchor;
-  anchor.mode = AttentionMode::kKascade;
-  anchor.kascade.source = -1;
-  anchor.kascade.top_k = 40;
-  anchor.kascade.top_frac = 0;
-  anchor.kascade.tile = 100;
-  for (const auto& [name, config] : std::vector<std::pair<const char*, LayerConfig>>{{"dense", LayerConfig{}}, {"lined", lined}, {"kascade", anchor}}) {
-    const auto prefill = [&, config = config](int level, at::Tensor* map) {
+  for (const auto& [name, config] : std::vector<std::pair<const char*, LayerConfig>>{{"dense", LayerConfig{}}, {"lined", lined}}) {
+    const auto prefill = [&, config = config](int level, std::vector<at::Tensor>* blocks) {
       c10::InferenceMode guard;
       LukaAttention att(1, config);
-      att.set_kascade_board(std::make_shared<KascadeBoard>());
-      std::vector<std::tuple<std::int64_t, std::int64_t, at::Tensor>> blocks;
-      att.set_prefill_observer([&](int, std::int64_t q0, std::int64_t head0, const at::Tensor& p) { blocks.emplace_back(q0, head0, p.clone()); }, level);
-      const at::Tensor out = att.forward(s.inputs(0, s.N));
-      // Assemble the blocks: the width names the level.
-      const std::int64_t S = std::get<2>(blocks.at(0)).size(2);
-      *map = at::full({s.H, S, S}, -1.f);
-      std::int64_t p = 1;  // the finest pool of that width
-      while ((s.N + p - 1) / p != S) p *= 2;
-      for (const auto& [q0, head0, b] : blocks) {
-        EXPECT_EQ(b.size(2), S);
-        EXPECT_EQ(q0 % p, 0);
-        map->narrow(0, head0, b.size(0)).narrow(1, q0 / p, b.size(1)).copy_(b);
-      }
-      return out;
+      att.set_prefill_observer([&](int, std::int64_t, std::int64_t, const at::Tensor& p) { blocks->push_back(p.clone()); }, level);
+      return att.forward(s.inputs(0, s.N));
     };
-    at::Tensor full;
-    const at::Tensor out0 = prefill(0, &full);
-    ASSERT_EQ(full.size(1), s.N) << name;
-    ASSERT_GE(full.min().item<float>(), 0.f) << name << ": a row was never written";
-    for (const int level : {1, 3, 5}) {
-      SCOPED_TRACE(std::string(name) + " level " + std::to_string(level));
-      at::Tensor pooled;
-      const at::Tensor out = prefill(level, &pooled);
-      EXPECT_TRUE(at::equal(out, out0));
-      // Kascade's tile of 100 takes pools of at most 4 rows.
-      const int expect_level = std::string(name) == "kascade" ? std::min(level, 2) : level;
-      const std::int64_t p = std::int64_t{1} << expect_level;
-      ASSERT_EQ(pooled.size(1), (s.N + p - 1) / p);
-      EXPECT_TRUE(at::equal(pooled, at::max_pool2d(full, {p, p}, {p, p}, {0, 0}, {1, 1}, /*ceil_mode=*/true)));
+    std::vector<at::Tensor> level0, asked;
+    const at::Tensor out0 = prefill(0, &level0), out = prefill(4, &asked);
+    SCOPED_TRACE(name);
+    EXPECT_TRUE(at::equal(out, out0));
+    ASSERT_EQ(asked.size(), level0.size());
+    for (std::size_t i = 0; i < asked.size(); ++i) {
+      EXPECT_EQ(asked[i].size(2), s.N);
+      EXPECT_TRUE(at::equal(asked[i], level0[i]));
     }
   }
+}
+
+TEST(LukaAttention, PrefillBlocksPoolToTheLevelAskedWhereTheyLie) {
+  at::manual_seed(5);
+  const at::Tensor probs = at::rand({2, 40, 77});
+  for (const int level : {1, 2, 3, 5}) {
+    SCOPED_TRACE("level " + std::to_string(level));
+    at::Tensor got;
+    std::int64_t got_q0 = -1, got_head0 = -1;
+    observe_prefill_block([&](int, std::int64_t q0, std::int64_t head0, const at::Tensor& p) { got = p.clone(), got_q0 = q0, got_head0 = head0; },
+                          level, 3, 64, 4, probs);
+    // Independent path: 2x2 cells, `level` times (a cut last cell keeps the max of what exists).
+    at::Tensor expect = probs;
+    for (int k = 0; k < level; ++k) expect = at::max_pool2d(expect, {2, 2}, {2, 2}, {0, 0}, {1, 1}, /*ceil_mode=*/true);
+    EXPECT_EQ(got_q0, 64);
+    EXPECT_EQ(got_head0, 4);
+    ASSERT_EQ(got.sizes(), expect.sizes());
+    EXPECT_TRUE(at::equal(got, expect));
+  }
+  const auto ignore = [](int, std::int64_t, std::int64_t, const at::Tensor&) {};
+  EXPECT_THROW(observe_prefill_block(ignore, 3, 0, 12, 0, probs), Error);  // 12 is not a multiple of 8
+  EXPECT_EQ(aligned_pool_level(3, 0, 100), 2);
+  EXPECT_EQ(aligned_pool_level(5, 64, 256), 5);
+  EXPECT_EQ(aligned_pool_level(5, 48, 256), 4);
+  EXPECT_EQ(aligned_pool_level(0, 7, 3), 0);
 }
 
 }  // namespace
