@@ -455,8 +455,10 @@ bool Script::advance(UiState& ui, std::string& screenshot) {
       if (s.message.find(want) == std::string::npos) fail(where(l), "status is '" + s.message + "', expected it to contain '" + want + "'");
     } else if (cmd == "screenshot") {
       // Wait until the map shows what was last asked for and the background reads are in (they
-      // run off the UI thread), unless hold_tasks holds them.
-      if (!ui.heatmap.fetcher.idle() || (ui.heatmap.requested && ui.heatmap.requested->view.get() != ui.heatmap.fetched_view) ||
+      // run off the UI thread), unless hold_tasks holds them. The map's own read counts only while
+      // the map is on screen: a grid does not draw it, so nothing would take its result.
+      const bool map_shown = ui.heatmap.mode == MapMode::kMap;
+      if ((map_shown && (!ui.heatmap.fetcher.idle() || (ui.heatmap.requested && ui.heatmap.requested->view.get() != ui.heatmap.fetched_view))) ||
           (ui.compare.view && !ui.compare.map.fetcher.idle()) || (!background_idle(ui) && !ui.tasks.pool_held())) {
         --next_;
         return true;

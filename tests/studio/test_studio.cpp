@@ -103,6 +103,27 @@ TEST(Studio, LoadsAGgufWithQuantizedWeights) {
   EXPECT_EQ(r.exit_code, 0) << r.err;
 }
 
+// A script that switches to a grid before the map was ever shown still gets its screenshot: the
+// map's read, which nothing takes while a grid is drawn, does not hold it.
+TEST(Studio, AGridScreenshotBeforeAnyMapIsTaken) {
+  REQUIRE_STUDIO();
+  const fs::path cap = work_dir() / "grid-first.h5", shot = work_dir() / "grid-first.png";
+  const RunResult c = sh("'" + std::string(LUKA_CLI_PATH) + "' capture --prompt-file '" + (kRoot / "assets/prompts/demo.json").string() +
+                         "' --preset 'mixed(2,2)' --max-new-tokens 4 --quiet --out '" + cap.string() + "'");
+  ASSERT_EQ(c.exit_code, 0) << c.err;
+  for (const char* grid : {"layers", "heads"}) {
+    SCOPED_TRACE(grid);
+    fs::remove(shot);
+    const RunResult r = studio("--capture '" + cap.string() + "'", std::string("wait_idle 60\ngrid ") + grid + "\nframes 3\nscreenshot " +
+                                                                       shot.string() + "\nquit\n");
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    ASSERT_TRUE(fs::exists(shot)) << r.err;
+    const luka::viz::Image img = luka::viz::read_png(shot);
+    EXPECT_GT(img.width, 100);
+    EXPECT_GT(img.height, 100);
+  }
+}
+
 TEST(Studio, ReplaysACaptureWithoutAModel) {
   REQUIRE_STUDIO();
   const fs::path cap = work_dir() / "run.h5", shot = work_dir() / "replay.png", timeline = work_dir() / "timeline.png";
