@@ -30,7 +30,9 @@
 # the second:
 #   1. carry [".gpucarry-a"]:  scripts/gpu_run.sh stage && scripts/gpu_run.sh kernels
 #   2. carry [".gpucarry-b"]:  scripts/gpu_run.sh model && GPU_RUN_BUDGET_S=360 scripts/gpu_run.sh ordered
-# Without the model, the checks that need it say so and skip. LUKA_GPU_RUN_DEVICE=cpu runs the
+# Results and logs written on the GPU machine stay there: end each call with a copy into the
+# tool's $OUT, e.g. `cp bench/results/cuda-*.md $OUT/; tar -czf $OUT/logs.tgz -C /tmp/luka-gpu logs`
+# (with LOG_DIR=/tmp/luka-gpu/logs). Without the model, the checks that need it say so and skip. LUKA_GPU_RUN_DEVICE=cpu runs the
 # product checks with the CPU in the GPU's place (a dry run on a machine without a GPU).
 set -uo pipefail
 cd "$(dirname "$0")/.."
