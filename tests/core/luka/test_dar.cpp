@@ -217,31 +217,24 @@ TEST(LukaDar, PrefillMatchesTheBandedFormula) {
   const at::Tensor far_k = basis->project(0, DarBasis::kKeys, rank, s.k).to(at::kDouble);
   const at::Tensor far_v = basis->project(0, DarBasis::kValues, rank, s.v).to(at::kDouble);
   const at::Tensor k = s.k.to(at::kDouble), v = s.v.to(at::kDouble);
+  // The output of query i, head h: keys and values at most W behind it whole, the rest projected.
+  const auto banded = [&](std::int64_t i, std::int64_t h) {
+    const std::int64_t g = h / (s.H / s.KV);
+    at::Tensor logits = at::empty({i + 1}, at::kDouble), vals = at::empty({i + 1, s.D}, at::kDouble);
+    for (std::int64_t j = 0; j <= i; ++j) {
+      const bool near = i - j <= W;
+      logits[j] = at::dot(s.q[h][i].to(at::kDouble), (near ? k : far_k)[g][j]) / std::sqrt(static_cast<double>(s.D));
+      vals[j].copy_((near ? v : far_v)[g][j]);
+    }
+    return at::matmul(at::softmax(logits, 0), vals);
+  };
   double worst = 0;
   for (std::int64_t i = 0; i < n; ++i)
-    for (std::int64_t h = 0; h < s.H; ++h) {
-      const std::int64_t g = h / (s.H / s.KV);
-      at::Tensor logits = at::empty({i + 1}, at::kDouble), vals = at::empty({i + 1, s.D}, at::kDouble);
-      for (std::int64_t j = 0; j <= i; ++j) {
-        const bool near = i - j <= W;
-        logits[j] = at::dot(s.q[h][i].to(at::kDouble), (near ? k : far_k)[g][j]) / std::sqrt(static_cast<double>(s.D));
-        vals[j].copy_((near ? v : far_v)[g][j]);
-      }
-      worst = std::max(worst, max_diff(out[i][h], at::matmul(at::softmax(logits, 0), vals)));
-    }
+    for (std::int64_t h = 0; h < s.H; ++h) worst = std::max(worst, max_diff(out[i][h], banded(i, h)));
   EXPECT_LT(worst, 1e-5);
   // ... and the next decode step sees exactly the keys more than W back projected.
   const at::Tensor step = dar.forward(s.inputs(n, 1)).view({s.H, s.D});
-  for (std::int64_t h = 0; h < s.H; ++h) {
-    const std::int64_t g = h / (s.H / s.KV);
-    at::Tensor logits = at::empty({n + 1}, at::kDouble), vals = at::empty({n + 1, s.D}, at::kDouble);
-    for (std::int64_t j = 0; j <= n; ++j) {
-      const bool near = n - j <= W;
-      logits[j] = at::dot(s.q[h][n].to(at::kDouble), (near ? k : far_k)[g][j]) / std::sqrt(static_cast<double>(s.D));
-      vals[j].copy_((near ? v : far_v)[g][j]);
-    }
-    EXPECT_LT(max_diff(step[h], at::matmul(at::softmax(logits, 0), vals)), 1e-5) << "head " << h;
-  }
+  for (std::int64_t h = 0; h < s.H; ++h) EXPECT_LT(max_diff(step[h], banded(n, h)), 1e-5) << "head " << h;
 }
 
 }  // namespace

@@ -9,6 +9,7 @@
 #include "core/luka/luka_attention.h"
 #include "core/luka/step_records.h"
 #include "core/util/error.h"
+#include "tests/core/luka/luka_sequence.h"
 
 namespace luka {
 namespace {
@@ -76,9 +77,8 @@ TEST(StepRecords, KernelLayoutRoundTripsEveryModeExactly) {
 // gives the same step as converting at once, keeps the config and pages of the step it was made
 // at (a live switch before the read changes nothing), and cannot be taken twice.
 TEST(StepRecords, APendingStepWaitsOnceAndGivesTheStepOfItsTime) {
-  const std::int64_t H = 4, KV = 2, D = 8, N = 60, N0 = 30;
-  at::manual_seed(22);
-  const at::Tensor q = at::randn({H, N, D}) * 2, k = at::randn({KV, N, D}), v = at::randn({KV, N, D});
+  const test::Sequence seq(4, 2, 8, 60, 22, 2.0);
+  const std::int64_t N0 = 30;
   LayerConfig c;
   c.mode = AttentionMode::kClustered;
   c.clustered.page_size = 4;
@@ -86,19 +86,9 @@ TEST(StepRecords, APendingStepWaitsOnceAndGivesTheStepOfItsTime) {
   c.clustered.interval = 4;
   LukaAttention att(0, c);
   c10::InferenceMode guard;
-  const auto in = [&](std::int64_t pos0, std::int64_t n) {
-    AttentionInputs a;
-    a.q = q.narrow(1, pos0, n).contiguous();
-    a.k = k.narrow(1, 0, pos0 + n);
-    a.v = v.narrow(1, 0, pos0 + n);
-    a.q_pos0 = pos0;
-    a.group_size = H / KV;
-    a.scale = 1 / std::sqrt(double(D));
-    return a;
-  };
-  att.forward(in(0, N0));
+  att.forward(seq.inputs(0, N0));
   const std::vector<Page> before = att.pages();
-  att.forward(in(N0, 1));
+  att.forward(seq.inputs(N0, 1));
   const LukaStep& s = att.last_step();
   ASSERT_FALSE(before.empty());
   int waits = 0;
