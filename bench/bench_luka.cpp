@@ -4,12 +4,16 @@
 // mode), then each mode runs `steps` decode steps after a live switch of every layer (the state is
 // maintained in all modes, so switching costs nothing). "dense (baseline)" is the decoder's own
 // DenseAttention (no LuKA state); "dense", "lined", "clustered" and "kascade" (the `kascade`
-// preset's anchors and reuse layers) run through LukaAttention.
+// preset's anchors and reuse layers) run through LukaAttention. "semanticache" (the preset: delimiter
+// chunks, GSC clusters, no refinement) needs its pages from the prefill on, so it runs on a decoder
+// of its own, prefilled again; its token texts are synthetic (ids ≡ 0 mod 12 are ".", ≡ 6 are ",",
+// a sentence-like rhythm) since the bench has no tokenizer.
 //
 //   bench_luka MODEL fp32|bf16 [contexts=1024,4096,8192] [steps=16] [threads=0]
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -81,6 +85,27 @@ int main(int argc, char** argv) {
         const double ms = 1e3 * seconds_since(t0) / steps;
         std::printf("| %lld | %s | %.1f | %.2f | %s |\n", static_cast<long long>(ctx), luka::to_string(mode), ms,
                     baseline_ms / ms, mode == luka::AttentionMode::kDense ? ("prefill " + std::to_string(static_cast<int>(prefill_s)) + " s").c_str() : "");
+        std::fflush(stdout);
+      }
+      {
+        luka::Decoder s(model);
+        const auto semantic = luka::install_luka(s, luka::LukaConfig::preset("semanticache", layers));
+        std::vector<std::string> texts(static_cast<std::size_t>(model->config().vocab_size), " word");
+        for (std::size_t id = 0; id < texts.size(); ++id) texts[id] = id % 12 == 0 ? "." : id % 12 == 6 ? "," : " word";
+        luka::set_token_texts(semantic, texts);
+        s.prefill(prompt);
+        std::int32_t n = static_cast<std::int32_t>(s.decode(1).argmax().item<std::int64_t>());  // warm-up
+        const auto t0 = std::chrono::steady_clock::now();
+        for (int i = 0; i < steps; ++i) n = static_cast<std::int32_t>(s.decode(n).argmax().item<std::int64_t>());
+        const double ms = 1e3 * seconds_since(t0) / steps;
+        std::int64_t entries = 0, tokens = 0;  // the last step's, head 0 of every layer
+        for (const auto& l : semantic) {
+          entries += l->last_step().cover_size.empty() ? 0 : l->last_step().cover_size[0];
+          tokens += l->last_step().tokens;
+        }
+        const double attended = static_cast<double>(entries) / static_cast<double>(std::max<std::int64_t>(1, tokens));
+        std::printf("| %lld | semanticache | %.1f | %.2f | attends %.2f of dense's entries |\n", static_cast<long long>(ctx), ms, baseline_ms / ms,
+                    attended);
         std::fflush(stdout);
       }
     }

@@ -16,6 +16,8 @@
 #   dar-calibrate      luka calibrate --dar on the second text: bench/out/methods/dar.npy
 #   dar                the DAR probe: keys and values beyond a window of 128 or 512 tokens projected
 #                      onto 16 or 32 of the 64 principal directions, keys before or after RoPE (8 runs)
+#   semanticache       the semanticache preset (delimiter chunks, GSC, proportional attention) at
+#                      gsc_tau 0.3, 0.5, 0.7, 0.9, and at 0.7 refining 1 or 3 clusters per step (6 runs)
 #   report             write bench/results/methods.md from what has run
 # Environment: LUKA (the binary, default build/luka), TEXT (default ../shared/data/texts/emma.txt),
 # HELDOUT (default ../shared/data/texts/prideprejudice.txt).
@@ -70,12 +72,18 @@ part_dar() {
   "$luka" sweep --metric perplexity --out "$out/dar" --baseline preset=dense --title "DAR probe: window and rank" \
     --grid "dar_basis=$out/dar.npy;dar_keys=pre_rope,post_rope;dar_window=128,512;dar_rank=16,32" -- "${scoring[@]}"
 }
+part_semanticache() {
+  "$luka" sweep --metric perplexity --out "$out/semanticache" --baseline preset=dense --title "SemantiCache pages: GSC threshold" \
+    --grid "preset=semanticache;gsc_tau=0.3,0.5,0.7,0.9" -- "${scoring[@]}"
+  "$luka" sweep --metric perplexity --out "$out/semanticache-refined" --title "SemantiCache pages refined as LuKA pages" \
+    --grid "preset=semanticache;gsc_tau=0.7;top_k=1,3" -- "${scoring[@]}"
+}
 part_report() {
   "$python" - "$out" "$root/bench/results/methods.md" "$root/bench/results/figures" <<'PY'
 import glob, json, os, shutil, sys
 out, dest, figures = sys.argv[1:4]
 rows = []  # (sweep, label, output)
-for name in ("presets", "kascade", "kascade-calibrated", "lined", "clustered", "dar"):
+for name in ("presets", "kascade", "kascade-calibrated", "lined", "clustered", "dar", "semanticache", "semanticache-refined"):
     items = []
     for path in glob.glob(os.path.join(out, name, "items", "*.json")):
         r = json.load(open(path))
@@ -103,7 +111,7 @@ with open(dest, "w") as f:
         f.write("| %s | %s | %s | %.3f | %s | %s |\n" % (name, label or "(the layers config)", "%.3f" % frac if frac is not None else "-",
                                                      o["perplexity"], ratio, o.get("attention", "").replace("|", "\\|")))
     f.write("\n")
-    for name in ("kascade", "kascade-calibrated", "dar"):
+    for name in ("kascade", "kascade-calibrated", "dar", "semanticache"):
         if os.path.exists(os.path.join(figures, "methods-%s.png" % name)):
             f.write("![%s](figures/methods-%s.png)\n\n" % (name, name))
 print("wrote", dest)
@@ -111,7 +119,7 @@ PY
 }
 
 parts=("$@")
-[[ ${#parts[@]} -gt 0 ]] || parts=(kascade-calibrate kascade kascade-calibrated presets lined clustered dar-calibrate dar report)
+[[ ${#parts[@]} -gt 0 ]] || parts=(kascade-calibrate kascade kascade-calibrated presets lined clustered dar-calibrate dar semanticache report)
 for p in "${parts[@]}"; do
   case $p in
     kascade-calibrate) part_kascade_calibrate ;;
@@ -122,6 +130,7 @@ for p in "${parts[@]}"; do
     clustered) part_clustered ;;
     dar-calibrate) part_dar_calibrate ;;
     dar) part_dar ;;
+    semanticache) part_semanticache ;;
     report) part_report ;;
     *) echo "run_methods: unknown part '$p'" >&2; exit 2 ;;
   esac

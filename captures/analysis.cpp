@@ -240,11 +240,12 @@ TopicAnalysis analyze_topics(const CaptureView& view, const AnalysisOptions& opt
       for (std::size_t li = 0; li < sel.layers.size(); ++li)
         for (const PageInfo& p : view.pages(sel.layers[li])) {
           std::vector<std::int64_t> count(K + 1, 0), first(K + 1, -1);
-          for (std::int64_t k = std::max<std::int64_t>(0, p.start); k < std::min(p.end, known); ++k) {
-            const std::int32_t topic = t.token_topic[static_cast<std::size_t>(k)];
-            const std::size_t c = topic >= 0 ? static_cast<std::size_t>(topic) : K;
-            if (count[c]++ == 0) first[c] = k;
-          }
+          for (const auto& [b, e] : p.runs())
+            for (std::int64_t k = std::max<std::int64_t>(0, b); k < std::min(e, known); ++k) {
+              const std::int32_t topic = t.token_topic[static_cast<std::size_t>(k)];
+              const std::size_t c = topic >= 0 ? static_cast<std::size_t>(topic) : K;
+              if (count[c]++ == 0) first[c] = k;
+            }
           std::size_t best = K;
           for (std::size_t c = 0; c <= K; ++c)
             if (count[c] > count[best] || (count[c] == count[best] && count[c] > 0 && first[c] < first[best])) best = c;

@@ -211,7 +211,9 @@ std::uint64_t estimate_bytes(const Layout& layout, std::int64_t steps) {
       bytes += H * (R * (R + 1) / 2) * static_cast<std::uint64_t>(c * c) * 2;
     }
     bytes += up(S, 64) * 17 + H * up(S, 16) * 20;   // mode, paged_end, seconds; cover sizes, fidelity
-    bytes += up((n + S) / page_of(i), kPageTableChunk) * 3 * 8;  // the page table
+    // The page table: start, end, created_step, member_end and raw (the member lists of
+    // SemantiCache's clusters, at most 8 bytes a token, are not known ahead).
+    bytes += up((n + S) / page_of(i), kPageTableChunk) * (4 * 8 + 1);
   }
   const std::uint64_t rows = static_cast<std::uint64_t>(Lc) * H;  // chunk rows: layers x heads
   for (std::int64_t g0 = 0; g0 < L; g0 += Lc) {

@@ -14,7 +14,7 @@
 namespace luka::capture {
 
 constexpr const char* kFormatName = "luka-capture";
-constexpr int kFormatVersion = 1;
+constexpr int kFormatVersion = 2;  // 2: pages list their members (SemantiCache); 1 still opens
 
 // Per-token cover states, one byte per raw token and head (`cover` datasets).
 enum CoverState : std::uint8_t {
@@ -114,6 +114,23 @@ using Segment = TokenSegment;  // label, colour, token span [begin, end)
 
 struct PageInfo {
   std::int64_t start = 0, end = 0, created_step = 0;
+  std::vector<std::int64_t> members;  // positions, ascending, where not every one of [start, end) (SemantiCache)
+  bool raw = false;                   // one token kept as it is (a delimiter, a cluster of one)
+
+  std::int64_t size() const { return members.empty() ? end - start : static_cast<std::int64_t>(members.size()); }
+  // The page's positions as runs [first, second), ascending.
+  std::vector<std::pair<std::int64_t, std::int64_t>> runs() const {
+    if (members.empty()) return {{start, end}};
+    std::vector<std::pair<std::int64_t, std::int64_t>> out;
+    for (const std::int64_t t : members) {
+      if (!out.empty() && out.back().second == t) {
+        ++out.back().second;
+      } else {
+        out.emplace_back(t, t + 1);
+      }
+    }
+    return out;
+  }
 };
 
 // One decode step of one recorded layer. Arrays are [heads][T] / [heads][pages] row-major over

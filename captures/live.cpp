@@ -255,6 +255,8 @@ std::size_t step_array_bytes(const Step& s) {
   for (const LayerStep& l : s.layers)
     b += (l.effective.size() + l.dense.size() + l.summary_mass.size()) * 2 + l.cover.size() + l.page_state.size() +
          (l.cover_size.size() + l.fidelity.size()) * 4 + l.new_pages.size() * sizeof(PageInfo);
+  for (const LayerStep& l : s.layers)
+    for (const PageInfo& p : l.new_pages) b += p.members.size() * sizeof(std::int64_t);
   return b;
 }
 

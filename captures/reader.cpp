@@ -63,9 +63,10 @@ std::unique_ptr<CaptureFile> CaptureFile::open(const std::filesystem::path& path
   if (!h5::has_attr(file, schema::kFormatAttr) || h5::read_attr_string(file, schema::kFormatAttr, name) != kFormatName)
     fail(name, std::string("not a LuKA capture (no format = \"") + kFormatName + "\" attribute)");
   const std::int64_t version = h5::read_attr_int(file, schema::kVersionAttr, name);
-  if (version != kFormatVersion)
+  if (version < 1 || version > kFormatVersion)
     fail(name, "capture format version " + std::to_string(version) + " is not supported (this build reads version " +
                    std::to_string(kFormatVersion) + ")");
+  f->version_ = version;
   for (const char* group : schema::kGroups)
     if (!h5::exists(file, group)) fail(name, std::string("damaged capture: missing group '/") + group + "'");
 
@@ -340,9 +341,38 @@ std::vector<PageInfo> CaptureFile::pages(int layer) const {
   h5::read(start, H5T_NATIVE_INT64, {0}, {n}, a.data(), name_);
   h5::read(end, H5T_NATIVE_INT64, {0}, {n}, b.data(), name_);
   h5::read(created, H5T_NATIVE_INT64, {0}, {n}, c.data(), name_);
+  // Version 1 has no member lists: every page holds [start, end).
+  std::vector<std::int64_t> member_end, members;
+  std::vector<std::uint8_t> raw;
+  if (version_ >= 2) {
+    const hid_t r = dataset(schema::path(schema::kPageRaw, layer)), e = dataset(schema::path(schema::kPageMemberEnd, layer)),
+                m = dataset(schema::path(schema::kPageMembers, layer));
+    if (h5::dims(r, name_).at(0) < n || h5::dims(e, name_).at(0) < n) fail(name_, "damaged capture: page table columns differ");
+    raw.resize(n);
+    member_end.resize(n);
+    h5::read(r, H5T_NATIVE_UINT8, {0}, {n}, raw.data(), name_);
+    h5::read(e, H5T_NATIVE_INT64, {0}, {n}, member_end.data(), name_);
+    const hsize_t listed = n ? static_cast<hsize_t>(std::max<std::int64_t>(0, member_end[n - 1])) : 0;
+    if (h5::dims(m, name_).at(0) < listed) fail(name_, "damaged capture: page members end past their table");
+    members.resize(listed);
+    if (listed) h5::read(m, H5T_NATIVE_INT64, {0}, {listed}, members.data(), name_);
+  }
   std::vector<PageInfo> out;
-  for (hsize_t i = 0; i < n; ++i)
-    if (c[i] <= summary_.complete_steps) out.push_back({a[i], b[i], c[i]});
+  std::int64_t from = 0;
+  for (hsize_t i = 0; i < n; ++i) {
+    PageInfo p{a[i], b[i], c[i], {}, false};
+    if (version_ >= 2) {
+      const std::int64_t to = member_end[i];
+      if (to < from || to > static_cast<std::int64_t>(members.size())) fail(name_, "damaged capture: page member ends are not ascending");
+      p.members.assign(members.begin() + from, members.begin() + to);
+      p.raw = raw[i] != 0;
+      from = to;
+      for (std::size_t j = 0; j < p.members.size(); ++j)
+        if (p.members[j] < p.start || p.members[j] >= p.end || (j > 0 && p.members[j] <= p.members[j - 1]))
+          fail(name_, "damaged capture: page " + std::to_string(i) + " lists positions outside [start, end) or out of order");
+    }
+    if (c[i] <= summary_.complete_steps) out.push_back(std::move(p));
+  }
   return out;
 }
 
@@ -404,6 +434,8 @@ std::map<std::string, CaptureFile::PartSize> CaptureFile::storage() const {
     const auto layer_pages = pages(layer);
     for (std::int64_t st = 1; st <= summary_.complete_steps; ++st) page_steps += static_cast<std::uint64_t>(pages_at(layer_pages, st));
     for (const schema::Dataset* t : {&schema::kPageStart, &schema::kPageEnd, &schema::kPageCreated}) add("pages", schema::path(*t, layer));
+    if (version_ >= 2)
+      for (const schema::Dataset* t : {&schema::kPageRaw, &schema::kPageMemberEnd, &schema::kPageMembers}) add("pages", schema::path(*t, layer));
   }
   add("rows", schema::path(schema::kStepEffective), L * H * token_steps);
   add("rows", schema::path(schema::kStepDense), L * H * token_steps);

@@ -51,6 +51,7 @@ class CaptureFile final : public CaptureView {
   std::string name_;
   h5::Handle file_;
   Summary summary_;
+  std::int64_t version_ = 0;  // the file's format version
   std::vector<std::int64_t> step_tokens_;
   bool kascade_records_ = false;  // /decode/kascade_source and kascade_head exist
   mutable std::map<std::string, h5::Handle> datasets_;

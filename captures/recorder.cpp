@@ -275,7 +275,7 @@ void CaptureRecorder::record_step(std::int64_t step, std::vector<Token> new_toke
     if (layout_.rows && ls.dense.defined()) in.dense = ls.dense.contiguous();
     if (layout_.covers && ls.mode == AttentionMode::kClustered) in.mass = ls.summary_mass.contiguous();
     for (std::size_t p = pages_reported_[i]; p < in.pages->size(); ++p)
-      out.new_pages.push_back({(*in.pages)[p].start, (*in.pages)[p].end, (*in.pages)[p].created_step});
+      out.new_pages.push_back({(*in.pages)[p].start, (*in.pages)[p].end, (*in.pages)[p].created_step, (*in.pages)[p].members, (*in.pages)[p].raw});
     pages_reported_[i] = in.pages->size();
   }
   // The rows, covers and page states of every layer, converted on the model's threads.
@@ -311,9 +311,11 @@ void CaptureRecorder::record_step(std::int64_t step, std::vector<Token> new_toke
           std::uint8_t* ps = out.page_state.data() + j * P;
           std::fill(cov, cov + ls.paged_end, kSummarized);
           std::fill(ps, ps + P, kPageSummarized);
+          for (std::size_t p = 0; p < P; ++p)
+            if (pages[p].raw) cov[pages[p].start] = kRaw;
           for (const std::int64_t p : ls.refined[h]) {
             ps[p] = kPageRefined;
-            std::fill(cov + pages[static_cast<std::size_t>(p)].start, cov + pages[static_cast<std::size_t>(p)].end, kRefined);
+            pages[static_cast<std::size_t>(p)].for_each_position([&](std::int64_t t) { cov[t] = kRefined; });
           }
           const std::int64_t np = std::min<std::int64_t>(static_cast<std::int64_t>(P), in.mass.size(1));
           floats_to_halves(in.mass.const_data_ptr<float>() + static_cast<std::int64_t>(h) * in.mass.size(1), out.summary_mass.data() + j * P,

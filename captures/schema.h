@@ -83,12 +83,19 @@ inline constexpr Dataset kStepSummaryMass{kDecode, "summary_mass", Type::kFloat1
 inline constexpr Dataset kPageStart{kPages, "start", Type::kInt64, Place::kPerLayer};
 inline constexpr Dataset kPageEnd{kPages, "end", Type::kInt64, Place::kPerLayer};
 inline constexpr Dataset kPageCreated{kPages, "created_step", Type::kInt64, Place::kPerLayer};
+// Version 2: SemantiCache's pages. raw: 1 for a page that is one token kept as it is; member_end:
+// per page, the end of its positions in `members` (a page whose slice is empty holds every position
+// of [start, end)); members: the positions of the pages that list them, ascending per page.
+inline constexpr Dataset kPageRaw{kPages, "raw", Type::kUInt8, Place::kPerLayer};
+inline constexpr Dataset kPageMemberEnd{kPages, "member_end", Type::kInt64, Place::kPerLayer};
+inline constexpr Dataset kPageMembers{kPages, "members", Type::kInt64, Place::kPerLayer};
 
 inline constexpr const Dataset* kDatasets[] = {
     &kCompleteSteps, &kTokenId,     &kTokenGenerated, &kTokenSegment,  &kTokenProb,     &kTokenPieceEnd,  &kTokenPieceBytes,
     &kSegmentLabel,  &kSegmentColour, &kSegmentBegin, &kSegmentEnd,    &kPrefillLevel,  &kStepTokens,     &kStepMode,
     &kStepPagedEnd,  &kStepSeconds, &kStepCoverSize,  &kStepFidelity,  &kStepEffective, &kStepDense,      &kStepCover,
-    &kStepPageState, &kStepSummaryMass, &kPageStart,  &kPageEnd,       &kPageCreated,   &kStepKascadeSource, &kStepKascadeHead};
+    &kStepPageState, &kStepSummaryMass, &kPageStart,  &kPageEnd,       &kPageCreated,   &kStepKascadeSource, &kStepKascadeHead,
+    &kPageRaw,       &kPageMemberEnd, &kPageMembers};
 // The per-step datasets of /decode every capture has (the rows' and covers' come with them).
 inline constexpr const Dataset* kStepMetrics[] = {&kStepMode, &kStepPagedEnd, &kStepSeconds, &kStepCoverSize, &kStepFidelity};
 

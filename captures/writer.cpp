@@ -47,7 +47,7 @@ CaptureWriter::~CaptureWriter() {
 template <typename F>
 void CaptureWriter::for_each_handle(F&& f) {
   for (LayerSets& sets : layers_) {
-    for (h5::Handle* h : {&sets.page_start, &sets.page_end, &sets.page_created}) f(*h);
+    for (h5::Handle* h : {&sets.page_start, &sets.page_end, &sets.page_created, &sets.page_raw, &sets.page_member_end, &sets.page_members}) f(*h);
     for (h5::Handle& h : sets.levels) f(h);
   }
   for (h5::Handle* h : {&tok_id_, &tok_generated_, &tok_segment_, &tok_prob_, &tok_piece_end_, &tok_piece_bytes_, &step_tokens_, &complete_,
@@ -178,6 +178,9 @@ void CaptureWriter::begin(const Manifest& m, const Layout& layout, const std::ve
     ls.page_start = h5::create_dataset(pg, schema::kPageStart.name, h5::stored_type(schema::kPageStart.type), {{0}, {kUnlimited}, {static_cast<hsize_t>(kPageTableChunk)}, plain}, name_);
     ls.page_end = h5::create_dataset(pg, schema::kPageEnd.name, h5::stored_type(schema::kPageEnd.type), {{0}, {kUnlimited}, {static_cast<hsize_t>(kPageTableChunk)}, plain}, name_);
     ls.page_created = h5::create_dataset(pg, schema::kPageCreated.name, h5::stored_type(schema::kPageCreated.type), {{0}, {kUnlimited}, {static_cast<hsize_t>(kPageTableChunk)}, plain}, name_);
+    ls.page_raw = h5::create_dataset(pg, schema::kPageRaw.name, h5::stored_type(schema::kPageRaw.type), {{0}, {kUnlimited}, {static_cast<hsize_t>(kPageTableChunk)}, plain}, name_);
+    ls.page_member_end = h5::create_dataset(pg, schema::kPageMemberEnd.name, h5::stored_type(schema::kPageMemberEnd.type), {{0}, {kUnlimited}, {static_cast<hsize_t>(kPageTableChunk)}, plain}, name_);
+    ls.page_members = h5::create_dataset(pg, schema::kPageMembers.name, h5::stored_type(schema::kPageMembers.type), {{0}, {kUnlimited}, {static_cast<hsize_t>(kPageTableChunk)}, plain}, name_);
   }
   append_tokens(prompt);
   // From here on only appends: SWMR keeps the file consistent on disk between flushes.
@@ -351,16 +354,29 @@ void CaptureWriter::step(const Step& s, const StepChunks* chunks) {
     if (!ls.new_pages.empty()) {
       LayerSets& Ls = layers_[i];
       const hsize_t p0 = static_cast<hsize_t>(Ls.pages), np = ls.new_pages.size();
-      std::vector<std::int64_t> a, b, c;
+      std::vector<std::int64_t> a, b, c, member_end, members;
+      std::vector<std::uint8_t> raw;
       for (const PageInfo& p : ls.new_pages) {
         a.push_back(p.start);
         b.push_back(p.end);
         c.push_back(p.created_step);
+        raw.push_back(p.raw ? 1 : 0);
+        members.insert(members.end(), p.members.begin(), p.members.end());
+        member_end.push_back(Ls.members + static_cast<std::int64_t>(members.size()));
       }
-      for (hid_t ds : {Ls.page_start.get(), Ls.page_end.get(), Ls.page_created.get()}) h5::set_extent(ds, {p0 + np}, name_);
+      for (hid_t ds : {Ls.page_start.get(), Ls.page_end.get(), Ls.page_created.get(), Ls.page_raw.get(), Ls.page_member_end.get()})
+        h5::set_extent(ds, {p0 + np}, name_);
       h5::write(Ls.page_start, H5T_NATIVE_INT64, {p0}, {np}, a.data(), name_);
       h5::write(Ls.page_end, H5T_NATIVE_INT64, {p0}, {np}, b.data(), name_);
       h5::write(Ls.page_created, H5T_NATIVE_INT64, {p0}, {np}, c.data(), name_);
+      h5::write(Ls.page_raw, H5T_NATIVE_UINT8, {p0}, {np}, raw.data(), name_);
+      h5::write(Ls.page_member_end, H5T_NATIVE_INT64, {p0}, {np}, member_end.data(), name_);
+      if (!members.empty()) {
+        const hsize_t m0 = static_cast<hsize_t>(Ls.members), nm = members.size();
+        h5::set_extent(Ls.page_members, {m0 + nm}, name_);
+        h5::write(Ls.page_members, H5T_NATIVE_INT64, {m0}, {nm}, members.data(), name_);
+        Ls.members += static_cast<std::int64_t>(nm);
+      }
       Ls.pages += static_cast<std::int64_t>(np);
     }
   }

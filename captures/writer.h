@@ -45,7 +45,8 @@ class CaptureWriter final : public CaptureSink {
 
  private:
   struct LayerSets {
-    h5::Handle page_start, page_end, page_created;
+    h5::Handle page_start, page_end, page_created, page_raw, page_member_end, page_members;
+    std::int64_t members = 0;  // positions listed so far
     std::vector<h5::Handle> levels;  // per stored level
     std::int64_t pages = 0;          // rows of the page table
   };

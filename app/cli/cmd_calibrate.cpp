@@ -290,6 +290,7 @@ int run_calibrate(int argc, char** argv) {
   const auto t0 = std::chrono::steady_clock::now();
   for (std::size_t c = 0; c < candidates.size(); ++c) {
     const auto layers = device->install_luka(decoder, candidates[c].config);
+    set_token_texts(layers, tokenizer.all_token_bytes());
     struct Observer final : RunObserver {
       std::function<void(std::int64_t)> after;
       void after_step(std::int64_t step, double) override { after(step); }

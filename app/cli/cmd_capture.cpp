@@ -147,6 +147,7 @@ int run_capture(int argc, char** argv) {
   LukaConfig luka = luka_config(args, n_layers).value_or(LukaConfig::preset("dense", n_layers));
   check_schedule(luka, run.schedule);  // before the capture file exists
   const auto layers = device->install_luka(decoder, luka);
+  set_token_texts(layers, tokenizer.all_token_bytes());
 
   capture::Manifest manifest = capture::make_manifest(*model, tokenizer, luka);
   manifest.seed = static_cast<std::int64_t>(sampling.seed);

@@ -23,6 +23,7 @@
 #include "core/eval/qa_results.h"
 #include "core/eval/wikisalad_qa.h"
 #include "core/luka/config.h"
+#include "core/luka/luka_layer.h"
 #include "core/model/decoder.h"
 #include "core/model/model.h"
 #include "core/run/run_loop.h"
@@ -258,6 +259,7 @@ int run_eval_wikisalad(int argc, char** argv) {
     const std::string& preset = presets[pi];
     const LukaConfig& config = configs.at(preset);
     const auto layers = device->install_luka(decoder, config);
+    set_token_texts(layers, tokenizer.all_token_bytes());
     RunLoop loop(decoder, layers, config);
     loop.set_sampler_factory([device](const SamplingParams& p) { return device->sampler(p); });
     int matches = 0, scored = 0;

@@ -2,6 +2,7 @@
 // decode path — the command the parity tests and the LuKA comparisons are built on.
 #include <ATen/ATen.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -58,7 +59,13 @@ int run_forward(int argc, char** argv) {
   const std::shared_ptr<const Backend> device = device_option(args);
   const auto model = Model::load(path, load_options(args, *device));
   Decoder decoder(model);
-  if (const auto config = luka_config(args, model->config().num_layers)) device->install_luka(decoder, *config);
+  if (const auto config = luka_config(args, model->config().num_layers)) {
+    const auto layers = device->install_luka(decoder, *config);
+    // The delimiter segmenter matches token texts: the model's tokenizer gives them.
+    const bool texts = std::any_of(config->layers.begin(), config->layers.end(),
+                                   [](const LayerConfig& l) { return l.clustered.segmenter == Segmenter::kDelimiter; });
+    if (texts) set_token_texts(layers, Tokenizer::load(path).all_token_bytes());
+  }
 
   const std::int64_t vocab = model->config().vocab_size;
   std::vector<float> logits(static_cast<std::size_t>(n * vocab));

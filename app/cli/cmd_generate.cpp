@@ -77,6 +77,7 @@ int run_generate(int argc, char** argv) {
   std::vector<std::shared_ptr<LukaLayer>> layers;
   if (luka) {
     layers = device->install_luka(decoder, *luka);
+    set_token_texts(layers, tokenizer.all_token_bytes());
     std::fprintf(stderr, "attention: %s\n", describe_modes(*luka).c_str());
   }
   run.max_new_tokens = max_new;

@@ -80,6 +80,7 @@ int run_perplexity(int argc, char** argv) {
     for (auto& l : config.layers) l.dense_shadow = true;
   Decoder decoder(model);
   const auto layers = device->install_luka(decoder, config);
+  set_token_texts(layers, tokenizer.all_token_bytes());
   std::unique_ptr<Decoder> reference;
   if (fidelity) {
     reference = std::make_unique<Decoder>(model);

@@ -51,12 +51,16 @@ void draw_layers_panel(UiState& ui) {
   if (replay) ImGui::TextDisabled("replay: the capture's modes, read-only");
   ImGui::BeginDisabled(replay);
   ImGui::TextUnformatted("preset");
-  for (const char* name : {"dense", "lined", "clustered", "paper"}) {
+  for (const char* name : {"dense", "lined", "clustered", "paper", "kascade", "semanticache"}) {
     same_line_if_fits(button_width(name));
     if (ImGui::SmallButton(name)) {
       ui.controller.set_config(LukaConfig::preset(name, L));
       ui.layers.notice.clear();
     }
+    if (ImGui::IsItemHovered() && std::string(name) == "kascade")
+      ImGui::SetTooltip("Kascade: anchors at the paper's relative depths compute top-k, the layers after them reuse it");
+    if (ImGui::IsItemHovered() && std::string(name) == "semanticache")
+      ImGui::SetTooltip("SemantiCache: every layer clustered by delimiter chunks and GSC clusters, proportional attention");
   }
   // mixed(a,b): the first a and last b layers lined, the rest clustered.
   const std::string mixed = "mixed(" + std::to_string(ui.layers.mixed_a) + "," + std::to_string(ui.layers.mixed_b) + ")";
@@ -114,13 +118,26 @@ void draw_layers_panel(UiState& ui) {
     int top_k = static_cast<int>(lc.clustered.top_k);
     if (ImGui::InputInt("top_k", &top_k, 0)) lc.clustered.top_k = std::max(0, top_k), changed = true;
     if (ImGui::IsItemHovered()) ImGui::SetTooltip("clustered: pages refined to their raw tokens per step");
-    static const char* kCompressors[] = {"mean", "attn-weighted", "random"};
+    static const char* kCompressors[] = {"mean", "attn-weighted", "random", "gsc"};
     const float combo = ImGui::CalcTextSize("attn-weighted").x + ImGui::GetFrameHeight() + 2 * ImGui::GetStyle().FramePadding.x;
     same_line_if_fits(combo);
     ImGui::SetNextItemWidth(combo);
     int comp = static_cast<int>(lc.clustered.compressor);
-    if (ImGui::Combo("##comp", &comp, kCompressors, 3)) lc.clustered.compressor = static_cast<Compressor>(comp), changed = true;
-    if (ImGui::IsItemHovered()) ImGui::SetTooltip("clustered: how a page is summarized");
+    if (ImGui::Combo("##comp", &comp, kCompressors, 4)) lc.clustered.compressor = static_cast<Compressor>(comp), changed = true;
+    if (ImGui::IsItemHovered())
+      ImGui::SetTooltip("clustered: how a page is summarized (gsc: SemantiCache's clusters, each one page, merged by the mean)");
+    if (lc.clustered.compressor == Compressor::kGsc) {
+      same_line_if_fits(labelled(number, "gsc tau"));
+      ImGui::SetNextItemWidth(number);
+      float gsc_tau = static_cast<float>(lc.clustered.gsc_tau);
+      if (ImGui::InputFloat("gsc tau", &gsc_tau, 0, 0, "%.2f")) lc.clustered.gsc_tau = std::clamp(gsc_tau, -1.f, 1.f), changed = true;
+      if (ImGui::IsItemHovered()) ImGui::SetTooltip("gsc: a token joins a seed's cluster when their keys' cosine exceeds it");
+    }
+    same_line_if_fits(labelled(ImGui::GetFrameHeight(), "delimiters"));
+    bool delimiters = lc.clustered.segmenter == Segmenter::kDelimiter;
+    if (ImGui::Checkbox("delimiters", &delimiters)) lc.clustered.segmenter = delimiters ? Segmenter::kDelimiter : Segmenter::kFixed, changed = true;
+    if (ImGui::IsItemHovered())
+      ImGui::SetTooltip("clustered: cut pages at delimiter tokens (. , ? ! ; : space tab newline), each delimiter kept raw (SemantiCache)");
     same_line_if_fits(labelled(ImGui::GetFrameHeight(), "exact"));
     bool exact = lc.clustered.math == RefineMath::kExact;
     if (ImGui::Checkbox("exact", &exact)) lc.clustered.math = exact ? RefineMath::kExact : RefineMath::kMassPreserving, changed = true;

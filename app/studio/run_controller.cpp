@@ -397,6 +397,7 @@ void RunController::run_job(RunRequest r, TaskContext& ctx) {
     config_ = cfg;
   }
   const auto layers = impl_->device->install_luka(decoder, cfg);
+  set_token_texts(layers, tok.all_token_bytes());
   {
     std::lock_guard<std::mutex> lock(mu_);
     config_dirty_ = false;

@@ -37,7 +37,8 @@ const std::pair<const char*, Selection> kSelections[] = {
     {"head", Selection::kPerHead}, {"group", Selection::kPerGroup}, {"layer", Selection::kPerLayer}};
 const std::pair<const char*, Compressor> kCompressors[] = {{"mean", Compressor::kMean},
                                                            {"attention_weighted", Compressor::kAttentionWeighted},
-                                                           {"random", Compressor::kRandom}};
+                                                           {"random", Compressor::kRandom},
+                                                           {"gsc", Compressor::kGsc}};
 const std::pair<const char*, SummaryBias> kBiases[] = {
     {"none", SummaryBias::kNone}, {"fixed", SummaryBias::kFixed}, {"adaptive", SummaryBias::kAdaptive}};
 const std::pair<const char*, RefineRule> kRules[] = {{"threshold", RefineRule::kThreshold},
@@ -60,6 +61,43 @@ const std::pair<const char*, PageRank> kPageRanks[] = {{"max", PageRank::kMax}, 
 const std::pair<const char*, KascadePrefill> kKascadePrefills[] = {{"dense", KascadePrefill::kDense},
                                                                    {"top_k", KascadePrefill::kTopK}};
 const std::pair<const char*, DarKeys> kDarKeys[] = {{"pre_rope", DarKeys::kPreRope}, {"post_rope", DarKeys::kPostRope}};
+const std::pair<const char*, Segmenter> kSegmenters[] = {{"fixed", Segmenter::kFixed}, {"delimiter", Segmenter::kDelimiter}};
+const std::pair<const char*, DelimiterMatch> kDelimiterMatches[] = {{"exact", DelimiterMatch::kExact},
+                                                                   {"composed", DelimiterMatch::kComposed}};
+// The delimiters by name (a text value cannot hold ',' or ':', which separate --set pairs).
+const std::pair<const char*, const char*> kDelimiterNames[] = {
+    {"period", "."}, {"comma", ","}, {"question", "?"}, {"exclamation", "!"}, {"semicolon", ";"},
+    {"colon", ":"},  {"space", " "}, {"tab", "\t"},     {"newline", "\n"}};
+
+// "period|comma|newline" -> {".", ",", "\n"}; each name once.
+std::vector<std::string> parse_delimiters(const std::string& key, const std::string& value) {
+  std::vector<std::string> out;
+  std::size_t begin = 0;
+  while (true) {
+    const std::size_t bar = value.find('|', begin);
+    const std::string name = value.substr(begin, bar == std::string::npos ? std::string::npos : bar - begin);
+    const char* text = nullptr;
+    for (const auto& [n, t] : kDelimiterNames)
+      if (name == n) text = t;
+    if (!text) {
+      std::string names;
+      for (const auto& [n, t] : kDelimiterNames) names += (names.empty() ? "" : ", ") + std::string(n);
+      fail("luka config", key + " must name delimiters separated by '|' (of " + names + "), got '" + value + "'");
+    }
+    if (std::find(out.begin(), out.end(), text) != out.end()) fail("luka config", key + " names '" + name + "' twice");
+    out.emplace_back(text);
+    if (bar == std::string::npos) return out;
+    begin = bar + 1;
+  }
+}
+
+std::string delimiters_text(const std::vector<std::string>& texts) {
+  std::string out;
+  for (const std::string& t : texts)
+    for (const auto& [n, d] : kDelimiterNames)
+      if (t == d) out += (out.empty() ? "" : "|") + std::string(n);
+  return out;
+}
 
 template <typename E, std::size_t N>
 const char* name_of(E e, const std::pair<const char*, E> (&names)[N]) {
@@ -167,8 +205,14 @@ const Key kKeys[] = {
     LUKA_KEY_INT("page_counter_start", clustered.page_counter_start),
     LUKA_KEY_BOOL("page_bypass", clustered.page_bypass),
     LUKA_KEY_INT("max_pages", clustered.max_pages),
+    LUKA_KEY_ENUM("segmenter", clustered.segmenter, kSegmenters),
+    {"delimiters",
+     [](LayerConfig& c, const std::string& k, const std::string& v) { c.clustered.delimiters = parse_delimiters(k, v); },
+     [](const LayerConfig& c) { return json(delimiters_text(c.clustered.delimiters)); }},
+    LUKA_KEY_ENUM("delimiter_match", clustered.delimiter_match, kDelimiterMatches),
     LUKA_KEY_ENUM("compressor", clustered.compressor, kCompressors),
     LUKA_KEY_DOUBLE("tau", clustered.tau),
+    LUKA_KEY_DOUBLE("gsc_tau", clustered.gsc_tau),
     {"seed", [](LayerConfig& c, const std::string& k, const std::string& v) { c.clustered.seed = static_cast<std::uint64_t>(parse_int(k, v)); },
      [](const LayerConfig& c) { return json(c.clustered.seed); }},
     LUKA_KEY_BOOL("zero_v", clustered.zero_v),
@@ -242,6 +286,8 @@ const char* to_string(RefineOn r) { return name_of(r, kRefineOns); }
 const char* to_string(PageRank r) { return name_of(r, kPageRanks); }
 const char* to_string(KascadePrefill p) { return name_of(p, kKascadePrefills); }
 const char* to_string(DarKeys k) { return name_of(k, kDarKeys); }
+const char* to_string(Segmenter s) { return name_of(s, kSegmenters); }
+const char* to_string(DelimiterMatch m) { return name_of(m, kDelimiterMatches); }
 
 std::string describe_modes(const LukaConfig& config) {
   std::string out;
@@ -307,6 +353,8 @@ void validate(const LayerConfig& c, std::int64_t layer) {
   if (k.always_refine_first < 0) fail(where, "always_refine_first must be >= 0");
   if (k.page_counter_start < 0) fail(where, "page_counter_start must be >= 0");
   if (k.max_pages < 0) fail(where, "max_pages must be >= 0 (0: no limit)");
+  if (!(k.gsc_tau >= -1 && k.gsc_tau <= 1)) fail(where, "gsc_tau must be in [-1, 1] (a cosine), got " + std::to_string(k.gsc_tau));
+  if (k.segmenter == Segmenter::kDelimiter && k.delimiters.empty()) fail(where, "segmenter=delimiter needs at least one delimiter");
   if (k.schedule == PageSchedule::kAuthors && k.tail < 1)
     fail(where, "page_schedule=authors needs tail >= 1 (their tail_len is tail - 1)");
   const KascadeConfig& a = c.kascade;
@@ -502,7 +550,25 @@ LukaConfig LukaConfig::preset(const std::string& name, std::int64_t num_layers) 
     }
     return c;
   }
-  fail("luka config", "unknown preset '" + name + "' (expected dense, lined, clustered, mixed(a,b), paper, authors_eval, kascade, auto:FILE[,budget=B][,loss=output|kl])");
+  if (name == "semanticache") {
+    // SemantiCache (semanticache.md) in the clustered core: delimiter chunks with the delimiters
+    // raw, GSC clusters at tau 0.7 merged by the mean, proportional attention (bias log |S|) and
+    // no refinement, as the paper runs it; the recent tail of 128 raw, pages made every 16 steps.
+    for (auto& l : c.layers) {
+      l.mode = AttentionMode::kClustered;
+      ClusteredConfig& k = l.clustered;
+      k.segmenter = Segmenter::kDelimiter;
+      k.compressor = Compressor::kGsc;
+      k.gsc_tau = 0.7;
+      k.bias = SummaryBias::kFixed;
+      k.math = RefineMath::kExact;
+      k.rule = RefineRule::kTopK;
+      k.top_k = 0;
+      k.tail = 128;
+    }
+    return c;
+  }
+  fail("luka config", "unknown preset '" + name + "' (expected dense, lined, clustered, mixed(a,b), paper, authors_eval, kascade, semanticache, auto:FILE[,budget=B][,loss=output|kl])");
 }
 
 LukaConfig LukaConfig::from_json(const std::string& text, std::int64_t num_layers, const std::string& where) {

@@ -12,7 +12,7 @@ namespace luka {
 
 enum class AttentionMode { kDense, kLined, kClustered, kKascade };
 enum class Selection { kPerHead, kPerGroup, kPerLayer };      // who shares a selection
-enum class Compressor { kMean, kAttentionWeighted, kRandom };
+enum class Compressor { kMean, kAttentionWeighted, kRandom, kGsc };  // gsc: SemantiCache's clusters
 enum class SummaryBias { kNone, kFixed, kAdaptive };          // 0, log|c|, log k_eff
 enum class RefineRule { kThreshold, kTopK, kTopFrac, kTopP };
 enum class RefineMath { kMassPreserving, kExact };
@@ -27,6 +27,8 @@ enum class RefineOn { kBiased, kUnbiased };                   // the α that sel
 enum class PageRank { kMax, kSum };                           // top_frac / top_p over the heads that share
 enum class KascadePrefill { kDense, kTopK };                  // exact causal, or each tile its top-k
 enum class DarKeys { kPreRope, kPostRope };                   // which keys the DAR probe projects
+enum class Segmenter { kFixed, kDelimiter };                  // pages of page_size, or SemantiCache's chunks
+enum class DelimiterMatch { kExact, kComposed };              // a token is one delimiter, or a run of them
 
 const char* to_string(AttentionMode m);
 const char* to_string(Selection s);
@@ -43,6 +45,8 @@ const char* to_string(RefineOn r);
 const char* to_string(PageRank r);
 const char* to_string(KascadePrefill p);
 const char* to_string(DarKeys k);
+const char* to_string(Segmenter s);
+const char* to_string(DelimiterMatch m);
 
 // Lined (H2O): recent window ∪ the top ⌈rho·T⌉ tokens by h2o_score outside it.
 struct LinedConfig {
@@ -60,8 +64,21 @@ struct LinedConfig {
 };
 
 // Clustered: pages of raw tokens summarized into one key/value per KV head, refined on demand.
+//
+// SemantiCache's pages (semanticache.md, docs/methods.md): segmenter `delimiter` cuts what the
+// schedule makes due at the last delimiter token (so chunks stay whole) into the paper's chunks,
+// and keeps each delimiter token raw; compressor `gsc` splits each chunk (or fixed page) into the
+// clusters of greedy seed-based clustering over the keys of every KV head side by side, each
+// cluster one page (its tokens need not be contiguous) merged by the mean. A page of one token is
+// that token, kept raw and never selected. bias `fixed` is then log |cluster|, the paper's
+// proportional attention.
 struct ClusteredConfig {
-  std::int64_t page_size = 16;   // fixed segmenter
+  std::int64_t page_size = 16;   // fixed segmenter; delimiter: the schedule's step, and a chunk at most 4 of them
+  Segmenter segmenter = Segmenter::kFixed;
+  // delimiter: the token texts that cut chunks (the paper's . , ? ! ; : space tab newline)
+  std::vector<std::string> delimiters = {".", ",", "?", "!", ";", ":", " ", "\t", "\n"};
+  DelimiterMatch delimiter_match = DelimiterMatch::kExact;
+  double gsc_tau = 0.7;          // gsc: a token joins a seed's cluster when their keys' cosine exceeds it
   std::int64_t tail = 128;       // the last `tail` positions are never paged
   std::int64_t interval = 16;    // decode steps between page creations
   PageSchedule schedule = PageSchedule::kInterval;
@@ -134,7 +151,8 @@ struct LukaConfig {
 
   // Presets (DESIGN.md §5.6): "dense", "lined", "clustered", "mixed(a,b)" (first a and last b
   // layers lined, the rest clustered), "paper", "authors_eval", "kascade" (anchors spaced as the
-  // paper's Qwen3-8B ones; `luka calibrate --kascade` measures a model's own). Throws luka::Error
+  // paper's Qwen3-8B ones; `luka calibrate --kascade` measures a model's own), "semanticache"
+  // (every layer clustered with delimiter chunks, GSC and proportional attention). Throws luka::Error
   // for others.
   static LukaConfig preset(const std::string& name, std::int64_t num_layers);
 

@@ -78,7 +78,7 @@ void CudaLukaAttention::reserve(std::int64_t tokens) {
 // Pages the state made since the last call, with the decode step that made them.
 void CudaLukaAttention::sync_pages() {
   const auto& made = state_->pages();
-  for (std::size_t i = pages_.size(); i < made.size(); ++i) pages_.push_back(Page{made[i].first, made[i].second, state_->steps()});
+  for (std::size_t i = pages_.size(); i < made.size(); ++i) pages_.push_back(Page{made[i].first, made[i].second, state_->steps(), {}, false});
 }
 
 at::Tensor CudaLukaAttention::forward(const AttentionInputs& in) {

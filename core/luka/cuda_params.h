@@ -35,7 +35,7 @@ inline std::string to_cuda_params(const LayerConfig& c, cuda::LayerParams* out) 
   p.page_bypass = k.page_bypass;
   p.compressor = k.compressor == Compressor::kMean                ? cuda::Compressor::kMean
                  : k.compressor == Compressor::kAttentionWeighted ? cuda::Compressor::kAttentionWeighted
-                                                                  : cuda::Compressor::kRandom;
+                                                                  : cuda::Compressor::kRandom;  // gsc refused below
   p.tau = static_cast<float>(k.tau);
   p.seed = k.seed;
   p.zero_v = k.zero_v;
@@ -56,6 +56,8 @@ inline std::string to_cuda_params(const LayerConfig& c, cuda::LayerParams* out) 
   *out = p;
   if (c.mode == AttentionMode::kKascade) return "mode kascade runs on the CPU path only";
   if (c.dar.window > 0) return "the dar probe runs on the CPU path only";
+  if (c.mode == AttentionMode::kClustered && k.segmenter != Segmenter::kFixed) return "segmenter=delimiter runs on the CPU path only";
+  if (c.mode == AttentionMode::kClustered && k.compressor == Compressor::kGsc) return "compressor=gsc runs on the CPU path only";
   if (c.mode == AttentionMode::kLined && c.lined.sparse_prefill) return "lined sparse_prefill runs on the CPU path only";
   if (k.page_size > cuda::kMaxPageTokens) return "pages above 1024 tokens run on the CPU path only";
   // The authors' variants (DESIGN.md §5.6) that change what the kernels compute.

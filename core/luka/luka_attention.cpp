@@ -8,6 +8,7 @@
 
 #include <ATen/Parallel.h>
 
+#include "core/luka/semantic_pages.h"
 #include "core/model/decoder.h"
 #include "core/util/error.h"
 #include "kernels/cpu/decode_attention.h"
@@ -156,6 +157,7 @@ void LukaAttention::reset() {
   heavy_tokens_ = -1;
   tokens_ = 0;
   pages_.clear();
+  paged_end_ = 0;
   clock_ = rules::PageClock{config_.clustered.page_counter_start, 0};
   last_ = LukaStep{};
   dar_stale_ = true;
@@ -570,12 +572,14 @@ at::Tensor LukaAttention::decode_clustered(Step& s) {
   refine_and_finalize(s, logits, alpha);
   for (std::int64_t h = 0; h < H; ++h) {
     std::int64_t children = 0;
-    for (const std::int64_t p : last_.refined[h]) children += pages_[p].end - pages_[p].start;
+    for (const std::int64_t p : last_.refined[h]) children += pages_[p].size();
     last_.cover_size[static_cast<std::size_t>(h)] = P - static_cast<std::int64_t>(last_.refined[h].size()) + children + R;
   }
   if (config_.importance_source != ImportanceSource::kCover) return {};
   at::Tensor rows = at::zeros({H, T}, at::kFloat);
   rows.narrow(1, E, R).copy_(alpha.narrow(1, P, R));
+  for (std::int64_t p = 0; p < P; ++p)  // raw pages are raw slots
+    if (pages_[p].raw) rows.select(1, pages_[p].start).copy_(alpha.select(1, p));
   return rows;
 }
 
@@ -597,9 +601,9 @@ at::Tensor LukaAttention::clustered_logits(const Step& s) const {
       const std::int64_t g = h / G;
       if (oracle_) {
         float mx = kNegInf;
-        for (std::int64_t t = pages_[p].start; t < pages_[p].end; ++t) mx = std::max(mx, scale * dot(q + h * D, K.row(g, t), D));
+        pages_[p].for_each_position([&](std::int64_t t) { mx = std::max(mx, scale * dot(q + h * D, K.row(g, t), D)); });
         double z = 0;
-        for (std::int64_t t = pages_[p].start; t < pages_[p].end; ++t) z += std::exp(scale * dot(q + h * D, K.row(g, t), D) - mx);
+        pages_[p].for_each_position([&](std::int64_t t) { z += std::exp(scale * dot(q + h * D, K.row(g, t), D) - mx); });
         return mx + static_cast<float>(std::log(z));
       }
       return scale * dot(q + h * D, sk + (g * pcap + p) * D, D) + sb[g * pcap + p];
@@ -648,12 +652,21 @@ void LukaAttention::select_refined_pages(const at::Tensor& logits_t, const at::T
   }
   const float* sa = select_t.const_data_ptr<float>();
   const bool sum_rank = c.page_rank == PageRank::kSum && (c.rule == RefineRule::kTopFrac || c.rule == RefineRule::kTopP);
+  // The pages selection ranks: all but raw ones (a token kept as it is has nothing to refine).
+  std::vector<std::int64_t> candidates;
+  for (std::int64_t p = 0; p < P; ++p)
+    if (!pages_[p].raw) candidates.push_back(p);
+  const auto C = static_cast<std::int64_t>(candidates.size());
   last_.refined.assign(static_cast<std::size_t>(H), {});
   for (const auto& unit : selection_units(c.selection, H, G)) {
-    std::vector<float> score(static_cast<std::size_t>(P), 0.0f);
+    std::vector<float> score(static_cast<std::size_t>(C), 0.0f);
     for (const std::int64_t h : unit)
-      for (std::int64_t p = 0; p < P; ++p) score[p] = sum_rank ? score[p] + sa[h * N + p] : std::max(score[p], sa[h * N + p]);
-    const auto refined = select_pages(c, score);
+      for (std::int64_t i = 0; i < C; ++i) {
+        const float x = sa[h * N + candidates[i]];
+        score[i] = sum_rank ? score[i] + x : std::max(score[i], x);
+      }
+    std::vector<std::int64_t> refined = select_pages(c, score);
+    for (std::int64_t& i : refined) i = candidates[i];
     for (const std::int64_t h : unit) last_.refined[h] = refined;
   }
 }
@@ -691,20 +704,23 @@ void LukaAttention::refine_and_finalize(Step& s, const at::Tensor& logits_t, con
         std::vector<std::uint8_t> is_refined(static_cast<std::size_t>(P), 0);
         for (auto p : refined) is_refined[p] = 1;
         for (auto p : refined)
-          for (std::int64_t t = pages_[p].start; t < pages_[p].end; ++t) child[h * E + t] = scale * dot(q + h * D, K.row(g, t), D);
+          pages_[p].for_each_position([&](std::int64_t t) { child[h * E + t] = scale * dot(q + h * D, K.row(g, t), D); });
         if (!exact_math) {
+          std::vector<float> local;
           for (std::int64_t p = 0; p < P; ++p) {
             const Page& pg = pages_[p];
             if (is_refined[p]) {  // children share the page's α by a local softmax
-              float* ch = child + h * E + pg.start;
-              softmax_inplace(ch, pg.end - pg.start);
-              for (std::int64_t t = pg.start; t < pg.end; ++t) {
-                eh[t] = a[p] * ch[t - pg.start];
+              local.clear();
+              pg.for_each_position([&](std::int64_t t) { local.push_back(child[h * E + t]); });
+              softmax_inplace(local.data(), static_cast<std::int64_t>(local.size()));
+              std::size_t i = 0;
+              pg.for_each_position([&](std::int64_t t) {
+                eh[t] = a[p] * local[i++];
                 axpy(eh[t], V.row(g, t), oh, D);
-              }
+              });
             } else {
               axpy(a[p], sv + (g * pcap + p) * D, oh, D);
-              for (std::int64_t t = pg.start; t < pg.end; ++t) eh[t] = a[p] * spread[g * scap + t];
+              pg.for_each_position([&](std::int64_t t) { eh[t] = a[p] * spread[g * scap + t]; });
             }
           }
           for (std::int64_t t = 0; t < R; ++t) {
@@ -717,27 +733,25 @@ void LukaAttention::refine_and_finalize(Step& s, const at::Tensor& logits_t, con
         float mx = kNegInf;
         for (std::int64_t p = 0; p < P; ++p)
           if (!is_refined[p]) mx = std::max(mx, l[p]);
-        for (auto p : refined)
-          for (std::int64_t t = pages_[p].start; t < pages_[p].end; ++t) mx = std::max(mx, child[h * E + t]);
+        for (auto p : refined) pages_[p].for_each_position([&](std::int64_t t) { mx = std::max(mx, child[h * E + t]); });
         for (std::int64_t t = 0; t < R; ++t) mx = std::max(mx, l[P + t]);
         double z = 0;
         for (std::int64_t p = 0; p < P; ++p)
           if (!is_refined[p]) z += std::exp(l[p] - mx);
-        for (auto p : refined)
-          for (std::int64_t t = pages_[p].start; t < pages_[p].end; ++t) z += std::exp(child[h * E + t] - mx);
+        for (auto p : refined) pages_[p].for_each_position([&](std::int64_t t) { z += std::exp(child[h * E + t] - mx); });
         for (std::int64_t t = 0; t < R; ++t) z += std::exp(l[P + t] - mx);
         const float inv = static_cast<float>(1.0 / z);
         for (std::int64_t p = 0; p < P; ++p) {
           const Page& pg = pages_[p];
           if (is_refined[p]) {
-            for (std::int64_t t = pg.start; t < pg.end; ++t) {
+            pg.for_each_position([&](std::int64_t t) {
               eh[t] = std::exp(child[h * E + t] - mx) * inv;
               axpy(eh[t], V.row(g, t), oh, D);
-            }
+            });
           } else {
             const float w = std::exp(l[p] - mx) * inv;
             axpy(w, sv + (g * pcap + p) * D, oh, D);
-            for (std::int64_t t = pg.start; t < pg.end; ++t) eh[t] = w * spread[g * scap + t];
+            pg.for_each_position([&](std::int64_t t) { eh[t] = w * spread[g * scap + t]; });
           }
         }
         for (std::int64_t t = 0; t < R; ++t) {
@@ -759,19 +773,24 @@ void dense_shadow(const AttentionInputs& in, const at::Tensor& out, const std::v
   const at::Tensor p = at::softmax(at::matmul(q, k.transpose(1, 2)).squeeze(1) * in.scale, -1);  // [H, T]
   const at::Tensor o_dense = at::matmul(p.unsqueeze(1), v).squeeze(1);                          // [H, D]
   const at::Tensor eff = step.effective.to(on.dtype(at::kDouble));
-  // Exactly resolved tokens: everything for dense, the cover for lined, raw tail and refined
-  // children for clustered.
+  // Exactly resolved tokens: everything for dense, the cover for lined, raw tail, raw pages and
+  // refined children for clustered.
   at::Tensor exact = at::ones({H, T}, at::kBool);
   if (step.mode == AttentionMode::kLined) {
     exact = step.effective.gt(0);
   } else if (step.mode == AttentionMode::kClustered) {
-    exact = at::zeros({H, T}, at::kBool);
-    exact.narrow(1, step.paged_end, T - step.paged_end).fill_(true);
-    for (std::int64_t h = 0; h < H; ++h)
+    at::Tensor mask = at::zeros({H, T}, at::kBool);
+    bool* m = mask.mutable_data_ptr<bool>();
+    std::fill(m, m + H * T, false);
+    for (std::int64_t h = 0; h < H; ++h) {
+      bool* mh = m + h * T;
+      std::fill(mh + step.paged_end, mh + T, true);
       for (const std::int64_t page : step.refined[static_cast<std::size_t>(h)])
-        exact[h].narrow(0, pages[static_cast<std::size_t>(page)].start,
-                        pages[static_cast<std::size_t>(page)].end - pages[static_cast<std::size_t>(page)].start)
-            .fill_(true);
+        pages[static_cast<std::size_t>(page)].for_each_position([&](std::int64_t t) { mh[t] = true; });
+      for (const Page& page : pages)
+        if (page.raw && page.start < step.paged_end) mh[page.start] = true;
+    }
+    exact = mask;
   }
   // KL is >= 0; where the rows agree, the fp32 effective row's rounding (its sum is 1 within
   // ~1e-7) would give values a little below 0.
@@ -788,81 +807,180 @@ void dense_shadow(const AttentionInputs& in, const at::Tensor& out, const std::v
 }
 
 // The segmenter (§5.4, rules::pages_due): after a forward over the cache, as many full pages of
-// page_size as the schedule makes due, from the oldest unpaged token.
+// page_size as the schedule makes due, from the oldest unpaged token. The delimiter segmenter takes
+// what the schedule makes due up to its last delimiter, so no chunk is cut; where the last
+// 4·page_size tokens of it hold none, it is cut there, and where fewer than that hold none, the
+// tokens wait for their delimiter.
 void LukaAttention::make_pages(const AttentionInputs& in, std::int64_t decode_step) {
-  const std::int64_t count = rules::pages_due(to_rule(config_.clustered), &clock_, static_cast<std::int64_t>(pages_.size()),
-                                              paged_end(), in.k.size(1), decode_step);
-  if (count > 0) compress_pages(in, count);
+  const ClusteredConfig& c = config_.clustered;
+  const std::int64_t count = rules::pages_due(to_rule(c), &clock_, static_cast<std::int64_t>(pages_.size()), paged_end(),
+                                              in.k.size(1), decode_step);
+  if (count <= 0) return;
+  std::int64_t end = paged_end_ + count * c.page_size;
+  if (c.segmenter == Segmenter::kDelimiter) {
+    const std::int64_t longest = 4 * c.page_size;
+    std::int64_t last = -1;
+    for (std::int64_t t = end - 1; t >= std::max(paged_end_, end - longest); --t)
+      if (is_delimiter(in, t)) {
+        last = t;
+        break;
+      }
+    if (last >= 0) {
+      end = last + 1;
+    } else if (end - paged_end_ < longest) {
+      return;
+    }
+  }
+  make_pages_until(in, end);
 }
 
-// Compresses the next `count` pages into one key/value per KV head each, with its bias and the
-// spread of an unrefined page's mass over its tokens.
-void LukaAttention::compress_pages(const AttentionInputs& in, std::int64_t count) {
+bool LukaAttention::is_delimiter(const AttentionInputs& in, std::int64_t position) {
+  const std::string where = "luka layer " + std::to_string(layer_);
+  if (!in.ids) fail(where, "segmenter=delimiter needs the tokens' ids (the decoder passes them)");
+  if (!token_texts_) fail(where, "segmenter=delimiter needs the tokenizer's token texts (LukaLayer::set_token_texts)");
   const ClusteredConfig& c = config_.clustered;
-  const std::int64_t KV = in.k.size(0), D = in.k.size(2), L = c.page_size;
-  std::int64_t E = paged_end();
-  // Only the tokens that become pages now are read (and widened to fp32).
-  const std::int64_t first = E;
-  const at::Tensor kf = in.k.narrow(1, first, count * L).to(at::kFloat);
-  const at::Tensor vf = in.v.narrow(1, first, count * L).to(at::kFloat);
-  for (std::int64_t i = 0; i < count; ++i) {
-    const std::int64_t P = static_cast<std::int64_t>(pages_.size());
-    if (!sum_k_.defined() || P >= sum_k_.size(1)) {
-      const std::int64_t n = grow(P + 1, sum_k_.defined() ? sum_k_.size(1) : 0);
-      at::Tensor k = at::zeros({KV, n, D}, at::kFloat), v = at::zeros({KV, n, D}, at::kFloat), b = at::zeros({KV, n}, at::kFloat);
-      if (P > 0) {
-        k.narrow(1, 0, P).copy_(sum_k_.narrow(1, 0, P));
-        v.narrow(1, 0, P).copy_(sum_v_.narrow(1, 0, P));
-        b.narrow(1, 0, P).copy_(sum_bias_.narrow(1, 0, P));
-      }
-      sum_k_ = k;
-      sum_v_ = v;
-      sum_bias_ = b;
-    }
-    // The authors' adaptive bias: the entropy of softmax(importance) (temperature 1) over the
-    // page, averaged over the KV heads; one bias for every head.
-    float shared_bias = 0;
-    const bool authors_bias = c.bias == SummaryBias::kAdaptive && c.bias_entropy == BiasEntropy::kImportanceMean;
-    if (authors_bias) {
-      const at::Tensor logp = at::log_softmax(importance_.narrow(0, 0, KV).narrow(1, E, L), 1);  // [KV, L]
-      const at::Tensor pr = logp.exp();
-      shared_bias = at::where(pr.gt(0), -pr * logp, at::zeros_like(pr)).sum(1).mean().item<float>();
-    }
-    for (std::int64_t g = 0; g < KV; ++g) {
-      at::Tensor w;  // compressor weights π over the page
-      if (c.compressor == Compressor::kAttentionWeighted) {
-        w = at::softmax(importance_[g].narrow(0, E, L) / c.tau, 0);
-      } else if (c.compressor == Compressor::kRandom) {
-        const std::uint64_t r = splitmix64(c.seed ^ splitmix64(static_cast<std::uint64_t>(layer_) * 1000003u +
-                                                               static_cast<std::uint64_t>(E) * 7919u + static_cast<std::uint64_t>(g)));
-        w = at::zeros({L}, at::kFloat);
-        w[static_cast<std::int64_t>(r % static_cast<std::uint64_t>(L))] = 1.0f;
-      } else {
-        w = at::full({L}, 1.0f / static_cast<float>(L), at::kFloat);
-      }
-      sum_k_[g][P].copy_(at::matmul(w, kf[g].narrow(0, E - first, L)));
-      if (c.zero_v) {
-        sum_v_[g][P].zero_();
-      } else {
-        sum_v_[g][P].copy_(at::matmul(w, vf[g].narrow(0, E - first, L)));
-      }
-      double bias = 0;
-      if (c.bias == SummaryBias::kFixed) {
-        bias = std::log(static_cast<double>(L));
-      } else if (authors_bias) {
-        bias = shared_bias;
-      } else if (c.bias == SummaryBias::kAdaptive) {  // log k_eff = entropy of π
-        const at::Tensor pos = w.clamp_min(1e-30);
-        bias = -(w * pos.log()).sum().item<double>();
-      }
-      sum_bias_[g][P] = static_cast<float>(bias);
-      // An unrefined page's mass spreads by π for the attention-weighted compressor, else uniformly.
-      spread_[g].narrow(0, E, L).copy_(c.compressor == Compressor::kAttentionWeighted ? w
-                                                                                    : at::full({L}, 1.0f / static_cast<float>(L)));
-    }
-    pages_.push_back(Page{E, E + L, step_});
-    E += L;
+  const auto n = static_cast<std::int64_t>(token_texts_->size());
+  if (c.delimiters != delimiter_texts_ || c.delimiter_match != delimiter_match_ ||
+      static_cast<std::int64_t>(delimiter_of_id_.size()) != n) {
+    delimiter_texts_ = c.delimiters;
+    delimiter_match_ = c.delimiter_match;
+    delimiter_of_id_.assign(static_cast<std::size_t>(n), -1);
   }
+  const std::int32_t id = in.ids[position];
+  if (id < 0 || id >= n) return false;
+  std::int8_t& known = delimiter_of_id_[static_cast<std::size_t>(id)];
+  if (known < 0) {
+    DelimiterSet set;
+    set.texts = delimiter_texts_;
+    set.match = delimiter_match_ == DelimiterMatch::kExact ? DelimiterSet::Match::kExact : DelimiterSet::Match::kComposed;
+    known = set.is_delimiter((*token_texts_)[static_cast<std::size_t>(id)]) ? 1 : 0;
+  }
+  return known != 0;
+}
+
+void LukaAttention::set_token_texts(std::shared_ptr<const std::vector<std::string>> texts) {
+  token_texts_ = std::move(texts);
+  delimiter_of_id_.clear();
+}
+
+void LukaAttention::make_pages_until(const AttentionInputs& in, std::int64_t end) {
+  const ClusteredConfig& c = config_.clustered;
+  const std::int64_t first = paged_end_, n = end - first, L = c.page_size;
+  if (n <= 0) return;
+  // Only the tokens that become pages now are read (and widened to fp32).
+  const at::Tensor kf = in.k.narrow(1, first, n).to(at::kFloat);
+  const at::Tensor vf = in.v.narrow(1, first, n).to(at::kFloat);
+  const std::int64_t KV = kf.size(0), D = kf.size(2);
+  // Units [b, e): fixed pages, or the delimiter segmenter's chunks (at most 4 pages long) and
+  // delimiter tokens.
+  std::vector<SemanticUnit> units;
+  if (c.segmenter == Segmenter::kDelimiter) {
+    std::vector<std::string> texts(static_cast<std::size_t>(n));
+    DelimiterSet set;
+    set.texts = c.delimiters;
+    set.match = c.delimiter_match == DelimiterMatch::kExact ? DelimiterSet::Match::kExact : DelimiterSet::Match::kComposed;
+    for (std::int64_t t = first; t < end; ++t)  // a delimiter's text, or one no delimiter set matches
+      texts[static_cast<std::size_t>(t - first)] = is_delimiter(in, t) ? (*token_texts_)[static_cast<std::size_t>(in.ids[t])] : std::string();
+    const std::int64_t longest = 4 * L;
+    for (const SemanticUnit& u : delimiter_chunks(texts, set))
+      for (std::int64_t b = u.begin; b < u.end; b += longest)
+        units.push_back({static_cast<int>(b), static_cast<int>(std::min<std::int64_t>(u.end, b + longest)), u.delimiter});
+  } else {
+    for (std::int64_t b = 0; b + L <= n; b += L) units.push_back({static_cast<int>(b), static_cast<int>(b + L), false});
+  }
+  const bool semantic = c.segmenter == Segmenter::kDelimiter || c.compressor == Compressor::kGsc;
+  for (const SemanticUnit& u : units) {
+    const std::int64_t b = first + u.begin, e = first + u.end;
+    if (u.delimiter) {
+      add_page(kf, vf, first, Page{b, e, step_, {}, true});
+    } else if (c.compressor == Compressor::kGsc) {
+      // One partition for the layer: the cosine of every KV head's key side by side.
+      const at::Tensor keys = kf.narrow(1, u.begin, u.end - u.begin).permute({1, 0, 2}).contiguous();  // [m, KV, D]
+      const int width = static_cast<int>(KV * D);
+      for (const std::vector<int>& cluster : gsc_clusters(keys.const_data_ptr<float>(), width, width, 0, u.end - u.begin, c.gsc_tau)) {
+        Page page{b + cluster.front(), b + cluster.back() + 1, step_, {}, false};
+        if (page.end - page.start != static_cast<std::int64_t>(cluster.size()))
+          for (const int i : cluster) page.members.push_back(b + i);
+        page.raw = cluster.size() == 1;
+        add_page(kf, vf, first, std::move(page));
+      }
+    } else {
+      add_page(kf, vf, first, Page{b, e, step_, {}, semantic && e - b == 1});
+    }
+  }
+  paged_end_ = end;
+}
+
+// One page: a key/value per KV head by the compressor's weights π over its tokens, its bias, and
+// the spread of an unrefined page's mass over its tokens.
+void LukaAttention::add_page(const at::Tensor& kf, const at::Tensor& vf, std::int64_t first, Page page) {
+  const ClusteredConfig& c = config_.clustered;
+  const std::int64_t KV = kf.size(0), D = kf.size(2), L = page.size();
+  const std::int64_t P = static_cast<std::int64_t>(pages_.size());
+  if (!sum_k_.defined() || P >= sum_k_.size(1)) {
+    const std::int64_t n = grow(P + 1, sum_k_.defined() ? sum_k_.size(1) : 0);
+    at::Tensor k = at::zeros({KV, n, D}, at::kFloat), v = at::zeros({KV, n, D}, at::kFloat), b = at::zeros({KV, n}, at::kFloat);
+    if (P > 0) {
+      k.narrow(1, 0, P).copy_(sum_k_.narrow(1, 0, P));
+      v.narrow(1, 0, P).copy_(sum_v_.narrow(1, 0, P));
+      b.narrow(1, 0, P).copy_(sum_bias_.narrow(1, 0, P));
+    }
+    sum_k_ = k;
+    sum_v_ = v;
+    sum_bias_ = b;
+  }
+  // The page's positions along dimension `dim` of x, whose index 0 is position `base`.
+  at::Tensor where;  // absolute positions of a non-contiguous page
+  if (!page.contiguous()) where = at::tensor(page.members, at::kLong);
+  const auto take = [&](const at::Tensor& x, std::int64_t dim, std::int64_t base) {
+    return page.contiguous() ? x.narrow(dim, page.start - base, L) : x.index_select(dim, base == 0 ? where : where - base);
+  };
+  // The authors' adaptive bias: the entropy of softmax(importance) (temperature 1) over the
+  // page, averaged over the KV heads; one bias for every head.
+  float shared_bias = 0;
+  const bool authors_bias = c.bias == SummaryBias::kAdaptive && c.bias_entropy == BiasEntropy::kImportanceMean;
+  if (authors_bias) {
+    const at::Tensor logp = at::log_softmax(take(importance_.narrow(0, 0, KV), 1, 0), 1);  // [KV, L]
+    const at::Tensor pr = logp.exp();
+    shared_bias = at::where(pr.gt(0), -pr * logp, at::zeros_like(pr)).sum(1).mean().item<float>();
+  }
+  for (std::int64_t g = 0; g < KV; ++g) {
+    at::Tensor w;  // compressor weights π over the page
+    if (c.compressor == Compressor::kAttentionWeighted) {
+      w = at::softmax(take(importance_[g], 0, 0) / c.tau, 0);
+    } else if (c.compressor == Compressor::kRandom) {
+      const std::uint64_t r = splitmix64(c.seed ^ splitmix64(static_cast<std::uint64_t>(layer_) * 1000003u +
+                                                             static_cast<std::uint64_t>(page.start) * 7919u + static_cast<std::uint64_t>(g)));
+      w = at::zeros({L}, at::kFloat);
+      w[static_cast<std::int64_t>(r % static_cast<std::uint64_t>(L))] = 1.0f;
+    } else {  // mean, and gsc's merge (the mean of the cluster)
+      w = at::full({L}, 1.0f / static_cast<float>(L), at::kFloat);
+    }
+    sum_k_[g][P].copy_(at::matmul(w, take(kf[g], 0, first)));
+    if (c.zero_v) {
+      sum_v_[g][P].zero_();
+    } else {
+      sum_v_[g][P].copy_(at::matmul(w, take(vf[g], 0, first)));
+    }
+    double bias = 0;
+    if (c.bias == SummaryBias::kFixed) {
+      bias = std::log(static_cast<double>(L));
+    } else if (authors_bias) {
+      bias = shared_bias;
+    } else if (c.bias == SummaryBias::kAdaptive) {  // log k_eff = entropy of π
+      const at::Tensor pos = w.clamp_min(1e-30);
+      bias = -(w * pos.log()).sum().item<double>();
+    }
+    sum_bias_[g][P] = static_cast<float>(bias);
+    // An unrefined page's mass spreads by π for the attention-weighted compressor, else uniformly.
+    const at::Tensor spread = c.compressor == Compressor::kAttentionWeighted ? w : at::full({L}, 1.0f / static_cast<float>(L));
+    if (page.contiguous()) {
+      spread_[g].narrow(0, page.start, L).copy_(spread);
+    } else {
+      spread_[g].index_put_({where}, spread);
+    }
+  }
+  pages_.push_back(std::move(page));
 }
 
 std::vector<std::shared_ptr<LukaLayer>> install_luka(Decoder& decoder, const LukaConfig& config) {

@@ -34,7 +34,7 @@ class LukaAttention final : public LukaLayer {
   const LayerConfig& config() const override { return config_; }
 
   const std::vector<Page>& pages() const override { return pages_; }
-  std::int64_t paged_end() const { return pages_.empty() ? 0 : pages_.back().end; }
+  std::int64_t paged_end() const { return paged_end_; }
   std::int64_t decode_steps() const { return step_; }
   std::int64_t tokens() const { return tokens_; }
   // Views of the state over the first tokens() positions / pages().size() pages.
@@ -47,6 +47,7 @@ class LukaAttention final : public LukaLayer {
   const LukaStep& last_step() const override { return last_; }
   int layer() const override { return layer_; }
   void set_kascade_board(std::shared_ptr<KascadeBoard> board) override { board_ = std::move(board); }
+  void set_token_texts(std::shared_ptr<const std::vector<std::string>> texts) override;
   // The model's RoPE frequencies (Decoder::rope_frequencies; install_luka sets them), which the DAR
   // probe needs to project keys before RoPE. Without them (a layer used alone) it takes the keys
   // as they come.
@@ -94,7 +95,12 @@ class LukaAttention final : public LukaLayer {
   void select_refined_pages(const at::Tensor& logits, const at::Tensor& alpha, std::int64_t group);  // last_.refined
   void refine_and_finalize(Step& s, const at::Tensor& logits, const at::Tensor& alpha);              // s.out, s.eff
   void make_pages(const AttentionInputs& in, std::int64_t decode_step);
-  void compress_pages(const AttentionInputs& in, std::int64_t count);
+  // The pages of [paged_end, end) by the segmenter and compressor: fixed pages, delimiter
+  // chunks, GSC clusters. `end` ends a fixed page or a unit of the delimiter segmenter.
+  void make_pages_until(const AttentionInputs& in, std::int64_t end);
+  // One page from fp32 keys/values `kf`, `vf` [KV, n, D] of positions [first, first + n).
+  void add_page(const at::Tensor& kf, const at::Tensor& vf, std::int64_t first, Page page);
+  bool is_delimiter(const AttentionInputs& in, std::int64_t position);
   void accumulate(const at::Tensor& rows, std::int64_t group);    // [H, T] for one query
 
   int layer_;
@@ -106,6 +112,13 @@ class LukaAttention final : public LukaLayer {
   std::int64_t reserved_ = 0;  // the run's length (reserve): the accumulators' first size, exact
   rules::PageClock clock_;  // the authors' page schedule
   std::vector<Page> pages_;
+  std::int64_t paged_end_ = 0;  // pages cover [0, paged_end_)
+  // The delimiter segmenter: every id's text, and per id whether it is a delimiter (-1: not yet
+  // looked up), for the delimiters of delimiter_config_.
+  std::shared_ptr<const std::vector<std::string>> token_texts_;
+  std::vector<std::int8_t> delimiter_of_id_;
+  std::vector<std::string> delimiter_texts_;
+  DelimiterMatch delimiter_match_ = DelimiterMatch::kExact;
   at::Tensor importance_, h2o_, spread_;             // [KV, cap], [H, cap], [KV, cap] fp32
   at::Tensor sum_k_, sum_v_, sum_bias_;              // [KV, pcap, D], [KV, pcap, D], [KV, pcap]
   LukaStep last_;

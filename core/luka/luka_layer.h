@@ -19,8 +19,25 @@
 namespace luka {
 
 struct Page {
-  std::int64_t start = 0, end = 0;  // raw positions [start, end)
+  std::int64_t start = 0, end = 0;  // raw positions [start, end): its tokens, or the span of `members`
   std::int64_t created_step = 0;    // decode step after which it was made (0: after prefill)
+  // A SemantiCache cluster (compressor gsc) lists its positions, ascending, which need not be
+  // contiguous; empty: the page holds every position of [start, end).
+  std::vector<std::int64_t> members;
+  // One token kept as it is (a delimiter, or a cluster of one): its summary is the token itself,
+  // so it is never selected for refinement and counts as exactly resolved.
+  bool raw = false;
+
+  std::int64_t size() const { return members.empty() ? end - start : static_cast<std::int64_t>(members.size()); }
+  bool contiguous() const { return members.empty(); }
+  template <typename F>
+  void for_each_position(F&& f) const {
+    if (members.empty()) {
+      for (std::int64_t t = start; t < end; ++t) f(t);
+    } else {
+      for (const std::int64_t t : members) f(t);
+    }
+  }
 };
 
 // What the last decode step did, for captures, the Studio and tests.
@@ -83,6 +100,10 @@ class LukaLayer : public LayerAttention {
   virtual void set_step_records(bool on) { (void)on; }
   // The board a model's Kascade layers share (install_luka sets one for every layer).
   virtual void set_kascade_board(std::shared_ptr<KascadeBoard> board) { (void)board; }
+  // The text of every token id (Tokenizer::token_bytes, decoded: " the", ".\n"), which the
+  // delimiter segmenter matches against its delimiters. Layers that need them and have none fail
+  // at their first page.
+  virtual void set_token_texts(std::shared_ptr<const std::vector<std::string>> texts) { (void)texts; }
 
   // Called during prefill with each block of attention probabilities, for captures: `probs` is
   // [G, m, T] fp32 (contiguous, on the CPU) for heads head0 .. head0+G-1 (one KV group), queries
@@ -108,5 +129,11 @@ class LukaLayer : public LayerAttention {
   PrefillObserver prefill_observer_;
   int prefill_pool_level_ = 0;
 };
+
+// Hands every layer the text of each token id (Tokenizer::all_token_bytes), one shared copy.
+inline void set_token_texts(const std::vector<std::shared_ptr<LukaLayer>>& layers, const std::vector<std::string>& texts) {
+  const auto shared = std::make_shared<const std::vector<std::string>>(texts);
+  for (const auto& layer : layers) layer->set_token_texts(shared);
+}
 
 }  // namespace luka

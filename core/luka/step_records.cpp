@@ -28,7 +28,7 @@ LukaStep step_from_records(const LayerConfig& config, std::int64_t step, std::in
       for (int i = 0; i < count.const_data_ptr<int>()[h]; ++i) picked.push_back(row[i]);
       std::sort(picked.begin(), picked.end());
       std::int64_t children = 0;
-      for (const std::int64_t p : picked) children += pages[static_cast<std::size_t>(p)].end - pages[static_cast<std::size_t>(p)].start;
+      for (const std::int64_t p : picked) children += pages[static_cast<std::size_t>(p)].size();
       s.cover_size[static_cast<std::size_t>(h)] = P - static_cast<std::int64_t>(picked.size()) + children + (T - s.paged_end);
     }
   } else if (config.mode == AttentionMode::kLined) {

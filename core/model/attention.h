@@ -18,6 +18,9 @@ struct AttentionInputs {
   std::int64_t q_pos0 = 0;      // absolute position of the first new query (T - n_new)
   std::int64_t group_size = 1;  // n_heads / n_kv_heads (query head h uses KV head h / group_size)
   double scale = 1.0;           // 1 / sqrt(head_dim)
+  // The token ids at positions 0 .. T-1 (the decoder's sequence so far, the new ones included);
+  // null where the caller has none. SemantiCache's delimiter pages read them.
+  const std::int32_t* ids = nullptr;
 };
 
 class LayerAttention {

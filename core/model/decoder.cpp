@@ -245,12 +245,14 @@ Decoder::Decoder(std::shared_ptr<const Model> model) : model_(std::move(model)) 
 void Decoder::reserve(std::int64_t tokens) {
   c10::InferenceMode guard;
   for (auto& cache : caches_) cache.reserve(tokens);
+  ids_.reserve(static_cast<std::size_t>(tokens));
   for (auto& a : attention_) a->reserve(std::min(tokens, model_->config().max_position_embeddings));
 }
 
 void Decoder::reset() {
   c10::InferenceMode guard;  // the caches' and layers' tensors are inference tensors
   position_ = 0;
+  ids_.clear();
   for (auto& cache : caches_) cache.reset();
   for (auto& a : attention_) a->reset();
 }
@@ -304,6 +306,8 @@ at::Tensor Decoder::decode_fused(std::int32_t id) {
     std::memcpy(f.x.data(), row.const_data_ptr(), f.x.size());
   }
   cpu::rope_tables(pos, f.inv_freq.data(), D / 2, dt, f.cos.data(), f.sin.data());
+  ids_.resize(static_cast<std::size_t>(pos));
+  ids_.push_back(id);
   const at::TensorOptions options = at::TensorOptions().dtype(dtype_);
   try {
     for (std::int64_t l = 0; l < c.num_layers; ++l) {
@@ -322,6 +326,7 @@ at::Tensor Decoder::decode_fused(std::int32_t id) {
       in.q_pos0 = pos;
       in.group_size = H / KV;
       in.scale = 1.0 / std::sqrt(static_cast<double>(D));
+      in.ids = ids_.data();
       const at::Tensor out = attention_[static_cast<std::size_t>(l)]->forward(in).contiguous();
       if (out.scalar_type() != dtype_ || out.numel() != H * D)
         fail("decode", "layer " + std::to_string(l) + "'s attention returned another shape or dtype");
@@ -372,6 +377,7 @@ at::Tensor Decoder::attention_block(int layer, const at::Tensor& h, std::int64_t
   in.q_pos0 = pos0;
   in.group_size = c.num_heads / c.num_kv_heads;
   in.scale = 1.0 / std::sqrt(static_cast<double>(D));
+  in.ids = ids_.data();
   const at::Tensor out = attention_[static_cast<std::size_t>(layer)]->forward(in);
   return linear(out, w.o_proj, w.o_bias, w.quantized.o_proj);
 }
@@ -389,6 +395,8 @@ at::Tensor Decoder::forward(const std::vector<std::int32_t>& ids, bool all_logit
   }
   c10::InferenceMode guard;
   const std::int64_t pos0 = position_;
+  ids_.resize(static_cast<std::size_t>(pos0));
+  ids_.insert(ids_.end(), ids.begin(), ids.end());
   const at::Device device = inv_freq_.device();
   at::Tensor x;  // [n, hidden]
   if (w.embed_tokens.defined()) {

@@ -73,6 +73,7 @@ class Decoder {
   at::Tensor inv_freq_;  // [head_dim / 2] float32, on the weights' device
   at::ScalarType dtype_;
   std::int64_t position_ = 0;
+  std::vector<std::int32_t> ids_;  // the sequence's ids, positions 0 .. position_ - 1 (and a forward's new ones)
   bool capture_hidden_ = false;
   std::vector<at::Tensor> hidden_;
   std::unique_ptr<FusedStep> fused_;  // null where the fused step does not apply

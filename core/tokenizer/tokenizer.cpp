@@ -504,6 +504,8 @@ std::string Tokenizer::token_bytes(std::int32_t id) const {
   return impl_->id_to_bytes[id];
 }
 
+const std::vector<std::string>& Tokenizer::all_token_bytes() const { return impl_->id_to_bytes; }
+
 const std::string& Tokenizer::token_text(std::int32_t id) const {
   if (id < 0 || id >= vocab_size()) fail("tokenizer", "token id " + std::to_string(id) + " is out of range");
   return impl_->id_to_text[id];

@@ -83,6 +83,8 @@ class Tokenizer {
 
   // The raw bytes a token stands for (added tokens: their content).
   std::string token_bytes(std::int32_t id) const;
+  // token_bytes of every id, 0 .. vocab_size() - 1.
+  const std::vector<std::string>& all_token_bytes() const;
 
   // The token's string as written in the vocabulary (byte-level alphabet for normal tokens).
   const std::string& token_text(std::int32_t id) const;

@@ -88,7 +88,7 @@ def main():
     check(len(text) > 0, "documented example: no text")
 
     f = h5py.File(a.file, "r", swmr=True)
-    check(f.attrs["format"] == "luka-capture" and int(f.attrs["version"]) == 1, "format/version attributes")
+    check(f.attrs["format"] == "luka-capture" and int(f.attrs["version"]) == 2, "format/version attributes")
     finished = int(f.attrs.get("finished", 0))
     if a.expect_finished is not None:
         check(finished == a.expect_finished, "finished = %d, expected %d" % (finished, a.expect_finished))
@@ -148,7 +148,18 @@ def main():
         check(dd["fidelity"].dtype == np.float32 and dd["cover_size"].dtype == np.int32, "%s metric dtypes" % lg)
         start, end, created = (f["pages/%s/%s" % (lg, x)][:] for x in ("start", "end", "created_step"))
         check(np.all(end > start), "%s: empty pages" % lg)
-        check(np.all(start[1:] == end[:-1]) and (len(start) == 0 or start[0] == 0), "%s: pages do not tile" % lg)
+        # Each page's positions (version 2 lists those of SemantiCache's clusters); every position
+        # below the last page's span lies in exactly one page.
+        raw = f["pages/%s/raw" % lg][:] if "pages/%s/raw" % lg in f else np.zeros(len(start), dtype=np.uint8)
+        member_end = f["pages/%s/member_end" % lg][:] if "pages/%s/member_end" % lg in f else np.zeros(len(start), dtype=np.int64)
+        members = f["pages/%s/members" % lg][:] if "pages/%s/members" % lg in f else np.zeros(0, dtype=np.int64)
+        begin = np.concatenate([[0], member_end[:-1]]).astype(np.int64)
+        positions = [members[b:e] if e > b else np.arange(a, z) for a, z, b, e in zip(start, end, begin, member_end)]
+        check(all(int(pos[0]) == a and int(pos[-1]) == z - 1 for pos, a, z in zip(positions, start, end)), "%s: members outside their span" % lg)
+        check(all(len(pos) == 1 for pos, r in zip(positions, raw) if r), "%s: a raw page of more than one token" % lg)
+        if len(positions):
+            every = np.sort(np.concatenate(positions))
+            check(np.array_equal(every, np.arange(len(every))), "%s: pages do not tile" % lg)
         for s in range(steps):
             T = step_T[s]
             P = int(np.sum(created < s + 1))
@@ -177,13 +188,13 @@ def main():
                     check(len(raw) > 0 and raw[-1] == T - 1 and np.all(np.diff(raw) == 1), "%s step %d: window" % (lg, s + 1))
             else:
                 pe = int(paged_end[s])
-                check(P == 0 or int(end[P - 1]) == pe, "%s step %d: paged_end %d != end of page %d" % (lg, s + 1, pe, P - 1))
+                check(P == 0 or max(int(z) for z in end[:P]) == pe, "%s step %d: paged_end %d != end of the pages" % (lg, s + 1, pe))
                 check(np.all(cov[:, pe:] == 3), "%s step %d: raw tail" % (lg, s + 1))
                 for h in range(len(heads)):
                     for p in range(P):
-                        want = 2 if ps[h, p] == 2 else 1
+                        want = 3 if raw[p] else 2 if ps[h, p] == 2 else 1
                         check(ps[h, p] in (1, 2), "%s step %d: page state %d" % (lg, s + 1, ps[h, p]))
-                        check(np.all(cov[h, start[p]:end[p]] == want), "%s step %d head %d page %d: cover codes" % (lg, s + 1, h, p))
+                        check(np.all(cov[h, positions[p]] == want), "%s step %d head %d page %d: cover codes" % (lg, s + 1, h, p))
 
     if a.hf_model:
         compare_hf(f, a.hf_model, layers, heads, levels, n, steps, ids, prob)

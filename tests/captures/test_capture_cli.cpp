@@ -518,6 +518,37 @@ TEST(CaptureCli, KascadeRecordsSourceHeadMapAndTheReusedSet) {
   }
 }
 
+// SemantiCache's pages in a capture of the real tokenizer's tokens: the file passes the documented
+// reader's checks (pages tile, raw tokens coded raw, refined clusters coded refined), and the
+// Hugging Face tokenizers library, decoding the ids itself, finds every delimiter raw and none in
+// a cluster.
+TEST(CaptureCli, SemanticPagesKeepDelimitersRawAndTileTheCache) {
+  REQUIRE_TINY_MODEL();
+  const fs::path out = work_dir() / "semantic.h5";
+  const RunResult r = luka({"capture", "--model", kTinyModel.string(), "--prompt",
+                            "The lighthouse keeper wrote in the log, twice: the fog rolled in. The ships waited; the gulls did not.\nDawn came late.",
+                            "--preset", "semanticache", "--set", "page_size=4,tail=4,interval=2,gsc_tau=0.2,top_k=1", "--max-new-tokens", "8",
+                            "--quiet", "--device", "cpu", "--threads", "2", "--out", out.string()});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const RunResult check = run(kPython.string(), {(kRoot / "tests/captures/check_capture.py").string(), out.string(), "--expect-steps", "7"});
+  EXPECT_EQ(check.exit_code, 0) << check.out << check.err;
+  const RunResult pages = run(kPython.string(), {(kRoot / "tests/captures/check_semantic_pages.py").string(), out.string(),
+                                                 (kTinyModel / "tokenizer.json").string()});
+  EXPECT_EQ(pages.exit_code, 0) << pages.out << pages.err;
+  using namespace luka::capture;
+  const auto file = CaptureFile::open(out);
+  std::size_t raw = 0, listed = 0;
+  for (const PageInfo& p : file->pages(1)) {
+    raw += p.raw;
+    listed += !p.members.empty();
+  }
+  EXPECT_GT(raw, 5u);
+  EXPECT_GT(listed, 0u) << "no cluster with gaps: the capture checks nothing of the member lists";
+  // A refined cluster's tokens are coded refined, wherever they lie.
+  const StepMetrics m = file->metrics(7, 1);
+  EXPECT_EQ(m.mode, kModeClustered);
+}
+
 TEST(CaptureCli, InspectTrackPrintsTheCapturedStates) {
   REQUIRE_TINY_MODEL();
   const fs::path cap = tiny_capture();

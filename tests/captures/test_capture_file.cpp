@@ -312,6 +312,94 @@ TEST(CaptureFile, RoundTripEqualsWhatTheWriterGot) {
   EXPECT_GT(parts.at("rows").logical, 0u);
 }
 
+// SemantiCache's pages (format version 2): member lists and raw flags read back as written, from
+// the file and the live view; a version 1 file (no member datasets) opens with every page whole,
+// and member ends out of order are damage.
+void int_attr(hid_t obj, const char* name, long long v);
+
+TEST(CaptureFile, PageMembersRoundTripAndVersionOneFilesOpen) {
+  Synthetic s = make_synthetic(150, 7, 11);
+  align_pages(s);
+  std::vector<PageInfo> fed;  // layer 1's pages, as written
+  for (Step& step : s.steps)
+    for (PageInfo& p : step.layers[0].new_pages) {
+      const std::int64_t k = static_cast<std::int64_t>(fed.size());
+      if (k % 3 == 1) p.members = {p.start, p.start + 2, p.start + 5, p.end - 1};  // a cluster with gaps
+      if (k % 3 == 2) {
+        p.end = p.start + 1;  // a delimiter kept raw
+        p.raw = true;
+      }
+      fed.push_back(p);
+    }
+  ASSERT_GE(fed.size(), 3u);
+  const fs::path file = work_dir() / "members.h5";
+  CaptureWriter writer(file);
+  LiveCapture live;
+  RecordingSink rec;
+  {
+    CapturePipeline session({&writer, &live, &rec}, 1 << 20);
+    feed(session, s, 7);
+    session.finish(s.trailing);
+  }
+  const auto same = [&](const std::vector<PageInfo>& got, bool listed) {
+    ASSERT_EQ(got.size(), fed.size());
+    for (std::size_t i = 0; i < got.size(); ++i) {
+      EXPECT_EQ(got[i].start, fed[i].start) << i;
+      EXPECT_EQ(got[i].end, fed[i].end) << i;
+      EXPECT_EQ(got[i].created_step, fed[i].created_step) << i;
+      EXPECT_EQ(got[i].members, listed ? fed[i].members : std::vector<std::int64_t>{}) << i;
+      EXPECT_EQ(got[i].raw, listed && fed[i].raw) << i;
+    }
+  };
+  const auto f = CaptureFile::open(file);
+  same(f->pages(1), true);
+  same(live.pages(1), true);
+  EXPECT_EQ(fed[1].runs(), (std::vector<std::pair<std::int64_t, std::int64_t>>{{fed[1].start, fed[1].start + 1},
+                                                                               {fed[1].start + 2, fed[1].start + 3},
+                                                                               {fed[1].start + 5, fed[1].start + 6},
+                                                                               {fed[1].end - 1, fed[1].end}}));
+  expect_same(*f, s, rec.bands, 7, true);
+
+  const auto edited = [&](const std::string& name, const std::function<void(hid_t)>& edit) {
+    const fs::path p = work_dir() / name;
+    fs::copy_file(file, p, fs::copy_options::overwrite_existing);
+    const hid_t h = H5Fopen(p.c_str(), H5F_ACC_RDWR, H5P_DEFAULT);
+    EXPECT_GE(h, 0);
+    edit(h);
+    H5Fclose(h);
+    return p;
+  };
+  const fs::path v1 = edited("members_v1.h5", [](hid_t h) {
+    for (const char* layer : {"pages/layer_01/", "pages/layer_03/"})
+      for (const char* part : {"raw", "member_end", "members"}) EXPECT_GE(H5Ldelete(h, (std::string(layer) + part).c_str(), H5P_DEFAULT), 0);
+    EXPECT_GE(H5Adelete(h, "version"), 0);
+    int_attr(h, "version", 1);
+  });
+  const auto old = CaptureFile::open(v1);
+  same(old->pages(1), false);
+  EXPECT_EQ(old->pages(3).size(), f->pages(3).size());
+  EXPECT_GT(old->storage().at("pages").logical, 0u);
+
+  const fs::path bad = edited("members_bad.h5", [](hid_t h) {
+    const hid_t ds = H5Dopen2(h, "pages/layer_01/member_end", H5P_DEFAULT);
+    const std::int64_t zero = 0;
+    const hsize_t start = 2, count = 1;  // page 2's end before page 1's
+    const hid_t space = H5Dget_space(ds), mem = H5Screate_simple(1, &count, nullptr);
+    H5Sselect_hyperslab(space, H5S_SELECT_SET, &start, nullptr, &count, nullptr);
+    H5Dwrite(ds, H5T_NATIVE_INT64, mem, space, H5P_DEFAULT, &zero);
+    H5Sclose(mem);
+    H5Sclose(space);
+    H5Dclose(ds);
+  });
+  const auto damaged = CaptureFile::open(bad);
+  try {
+    damaged->pages(1);
+    ADD_FAILURE() << "member ends out of order read without an error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("not ascending"), std::string::npos) << e.what();
+  }
+}
+
 // A calibration attached to the manifest reads back whole, at the size of a 28-layer, 16-head
 // model's file (about 300 KB: beyond HDF5's 64 KB compact attributes).
 TEST(CaptureFile, ManifestCalibrationOfAFullSizeModelRoundTrips) {

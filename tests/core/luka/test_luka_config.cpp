@@ -105,6 +105,39 @@ TEST(LukaConfig, InvalidConfigsAreClearErrors) {
   EXPECT_NE(error_of([] { LukaConfig::from_json("{", 4, "c.json"); }).find("c.json: malformed JSON"), std::string::npos);
 }
 
+// SemantiCache's keys: the preset, the delimiter names both ways, the JSON round trip and errors.
+TEST(LukaConfig, SemanticPagesKeys) {
+  auto c = LukaConfig::preset("semanticache", 4);
+  for (const auto& l : c.layers) {
+    EXPECT_EQ(l.mode, AttentionMode::kClustered);
+    EXPECT_EQ(l.clustered.segmenter, Segmenter::kDelimiter);
+    EXPECT_EQ(l.clustered.compressor, Compressor::kGsc);
+    EXPECT_DOUBLE_EQ(l.clustered.gsc_tau, 0.7);
+    EXPECT_EQ(l.clustered.bias, SummaryBias::kFixed);
+    EXPECT_EQ(l.clustered.top_k, 0);
+    EXPECT_EQ(l.clustered.delimiters, (std::vector<std::string>{".", ",", "?", "!", ";", ":", " ", "\t", "\n"}));
+  }
+  c.apply_override("layer=1,delimiters=newline|period,delimiter_match=composed,gsc_tau=-0.25,segmenter=fixed");
+  EXPECT_EQ(c.layers[1].clustered.delimiters, (std::vector<std::string>{"\n", "."}));
+  EXPECT_EQ(c.layers[1].clustered.delimiter_match, DelimiterMatch::kComposed);
+  EXPECT_DOUBLE_EQ(c.layers[1].clustered.gsc_tau, -0.25);
+  EXPECT_EQ(c.layers[1].clustered.segmenter, Segmenter::kFixed);
+  const auto printed = nlohmann::json::parse(c.to_json());
+  EXPECT_EQ(printed["layers"]["1"]["delimiters"].get<std::string>(), "newline|period");
+  EXPECT_EQ(printed["layers"]["0"]["delimiters"].get<std::string>(), "period|comma|question|exclamation|semicolon|colon|space|tab|newline");
+  EXPECT_EQ(printed["layers"]["0"]["compressor"].get<std::string>(), "gsc");
+  EXPECT_EQ(LukaConfig::from_json(c.to_json(), 4, "printed").to_json(), c.to_json());
+
+  EXPECT_NE(error_of([&] { c.apply_override("delimiters=period|dash"); }).find("delimiters must name delimiters separated by '|' (of period, comma"),
+            std::string::npos);
+  EXPECT_NE(error_of([&] { c.apply_override("delimiters=comma|comma"); }).find("names 'comma' twice"), std::string::npos);
+  EXPECT_NE(error_of([&] { c.apply_override("delimiters="); }).find("delimiters must name delimiters"), std::string::npos);
+  EXPECT_NE(error_of([&] { c.apply_override("gsc_tau=1.5"); }).find("gsc_tau must be in [-1, 1]"), std::string::npos);
+  EXPECT_NE(error_of([&] { c.apply_override("segmenter=sentences"); }).find("unknown segmenter 'sentences' (expected fixed, delimiter)"),
+            std::string::npos);
+  EXPECT_EQ(c.layers[1].clustered.delimiters, (std::vector<std::string>{"\n", "."}));  // a refused override changes nothing
+}
+
 // A fraction is one number over another. 1/0 and 0/0 are not finite (tau=1/0 passed as infinity,
 // window_frac=0/0 as NaN), and a chain of slashes is no fraction: it used to recurse once per
 // slash, copying the rest each time, and a long one overflowed the stack.
