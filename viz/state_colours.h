@@ -29,5 +29,7 @@ inline constexpr Rgb kHeavyHitterColour = kCoverStateColours[4].rgb;
 // Comparing two runs, the cover timeline's mark for a token whose state differs between them at a
 // step: a hue no state, topic or control has.
 inline constexpr Rgb kStateDiffersColour{40, 230, 230};
+// Kascade: the keys a step's top-k set holds on the map, and the reuse arrows of the layer strip.
+inline constexpr Rgb kKascadeColour{140, 205, 255};
 
 }  // namespace luka::viz

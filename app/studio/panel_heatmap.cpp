@@ -151,7 +151,8 @@ std::vector<std::string> describe_cover(const capture::CaptureView& view, std::i
       if (states[p] == capture::kPageSummarized) ++summarized;
       if (states[p] == capture::kPageRefined && p < pages.size()) {
         if (refined.size() < 120)
-          refined += (refined.empty() ? "" : ", ") + std::to_string(pages[p].start) + "-" + std::to_string(pages[p].end - 1);
+          refined += (refined.empty() ? "" : ", ") + std::to_string(pages[p].start) + "-" + std::to_string(pages[p].end - 1) +
+                     (pages[p].members.empty() ? "" : " (" + std::to_string(pages[p].members.size()) + " tokens)");
         else if (refined.back() != '.')
           refined += ", ...";
       }
@@ -341,14 +342,22 @@ void draw_full_map(UiState& ui, Canvas& cv, const capture::Summary& sum, ImVec2 
         o.pages = view->pages(layer);
         o.refined = view->refined_pages(s, layer, head);
         o.heavy = view->heavy_hitters(s, layer, head);
+        if (view->metrics(s, layer).mode == capture::kModeKascade) {
+          const std::vector<std::uint8_t> cover = view->cover(s, layer, head);
+          for (std::size_t t = 0; t < cover.size(); ++t)
+            if (cover[t] == capture::kRaw) o.selected.push_back(static_cast<std::int64_t>(t));
+        }
         return o;
       });
       if (!cv.overlay.fresh(okey)) throw Error("overlay not read yet");  // never draw another step's overlay
       const auto& pages = ov.pages;
-      const double page_px = pages.empty() ? 0 : (pages.front().end - pages.front().start) / hv.tokens_per_pixel;
+      // Page starts as a grid, for pages that hold a run of tokens (SemantiCache's clusters and
+      // raw tokens interleave, so they draw only as refined runs).
+      const auto first_run = std::find_if(pages.begin(), pages.end(), [](const capture::PageInfo& p) { return p.members.empty() && !p.raw; });
+      const double page_px = first_run == pages.end() ? 0 : (first_run->end - first_run->start) / hv.tokens_per_pixel;
       if (page_px >= 8)  // a grid any denser would hide the map
         for (const capture::PageInfo& p : pages) {
-          if (p.created_step >= s) continue;
+          if (p.created_step >= s || !p.members.empty()) continue;
           const float x = sx(static_cast<double>(p.start));
           dl->AddLine(ImVec2(x, sy(p.start)), ImVec2(x, sy(static_cast<double>(n))), IM_COL32(120, 140, 170, 90));
         }
@@ -356,13 +365,22 @@ void draw_full_map(UiState& ui, Canvas& cv, const capture::Summary& sum, ImVec2 
       const float y0 = sy(q), y1 = std::max(sy(q + 1), y0 + 3.f);
       dl->AddRect(ImVec2(sx(0), y0 - 1), ImVec2(sx(q + 1), y1 + 1), IM_COL32(255, 255, 255, 160));
       for (const std::int64_t p : ov.refined) {
-        const capture::PageInfo& pg = pages.at(static_cast<std::size_t>(p));
-        dl->AddRect(ImVec2(sx(pg.start), y0 - 3), ImVec2(sx(pg.end), y1 + 3), rgb(viz::kRefinedColour), 0, 0, 2);
+        for (const auto& [b, e] : pages.at(static_cast<std::size_t>(p)).runs())
+          dl->AddRect(ImVec2(sx(static_cast<double>(b)), y0 - 3), ImVec2(sx(static_cast<double>(e)), y1 + 3), rgb(viz::kRefinedColour), 0, 0, 2);
       }
       for (const std::int64_t t : ov.heavy) {
         const float x = sx(t + 0.5);
         dl->AddLine(ImVec2(x, y0 - 6), ImVec2(x, y1 + 6), rgb(viz::kHeavyHitterColour), 1.5f);
       }
+      // Kascade: the keys of the step's top-k set, ticks above and below the query's row.
+      for (const std::int64_t t : ov.selected) {
+        const float x = sx(t + 0.5);
+        dl->AddLine(ImVec2(x, y0 - 7), ImVec2(x, y0 - 2), rgb(viz::kKascadeColour), 1.5f);
+        dl->AddLine(ImVec2(x, y1 + 2), ImVec2(x, y1 + 7), rgb(viz::kKascadeColour), 1.5f);
+      }
+      if (!ov.selected.empty())
+        ui.mark_drawn("kascade_keys", sx(static_cast<double>(ov.selected.front())), y0 - 7, sx(static_cast<double>(ov.selected.back() + 1)), y1 + 7,
+                      std::to_string(ov.selected.size()));
     } catch (const std::exception&) {
     }
   }

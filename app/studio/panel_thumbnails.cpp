@@ -11,8 +11,49 @@
 #include "app/figures/capture_figure.h"
 #include "app/studio/ui_state.h"
 #include "viz/heatmap.h"
+#include "viz/state_colours.h"
 
 namespace luka::studio {
+
+namespace {
+
+// Kascade's reuse on the layer strip: an arrow from each anchor's thumbnail to every layer that
+// attended its top-k sets at the last step, arched over the thumbnails' top edges. Arrows of the
+// hovered or selected layer are drawn bold, the others faint.
+void draw_reuse_arrows(UiState& ui, const std::vector<int>& items, const std::vector<int>& sources, const std::vector<ImVec4>& rects,
+                       int hovered, int selected_layer) {
+  if (sources.size() != items.size()) return;
+  ImDrawList* dl = ImGui::GetWindowDrawList();
+  // Arcs stay below the first row's labels' top, off the panel's controls.
+  float top = 1e30f;
+  for (const ImVec4& r : rects)
+    if (r.z > r.x) top = std::min(top, r.y);
+  top -= ImGui::GetTextLineHeightWithSpacing();
+  const viz::Rgb c = viz::kKascadeColour;
+  for (std::size_t to = 0; to < items.size(); ++to) {
+    const int source = sources[to];
+    if (source < 0 || source == items[to]) continue;
+    const auto from = static_cast<std::size_t>(std::find(items.begin(), items.end(), source) - items.begin());
+    if (from >= items.size()) continue;  // the anchor is not recorded
+    const ImVec4 a = rects[from], b = rects[to];
+    if (a.z <= a.x || b.z <= b.x) continue;  // a thumbnail without an image
+    const bool bold = static_cast<int>(to) == hovered || static_cast<int>(from) == hovered || items[to] == selected_layer ||
+                      items[from] == selected_layer;
+    const ImU32 colour = IM_COL32(c.r, c.g, c.b, bold ? 255 : 80);
+    const float thickness = bold ? 2.5f : 1.5f;
+    const ImVec2 p0((a.x + a.z) / 2, a.y + 4), p3((b.x + b.z) / 2, b.y + 4);
+    const float lift = std::clamp(0.15f * std::hypot(p3.x - p0.x, p3.y - p0.y), 12.f, 28.f);
+    const float arc = std::max(top, std::min(p0.y, p3.y) - lift);
+    const ImVec2 p1(p0.x, arc), p2(p3.x, arc);
+    dl->AddBezierCubic(p0, p1, p2, p3, colour, thickness);
+    // The head points down into the reusing layer's thumbnail.
+    const float h = bold ? 9.f : 7.f;
+    dl->AddTriangleFilled(ImVec2(p3.x, p3.y + 1), ImVec2(p3.x - h * 0.55f, p3.y - h), ImVec2(p3.x + h * 0.55f, p3.y - h), colour);
+    ui.mark_drawn("reuse_arrow/" + std::to_string(source) + "->" + std::to_string(items[to]), p0.x, p0.y, p3.x, p3.y, bold ? "bold" : "faint");
+  }
+}
+
+}  // namespace
 
 void draw_thumbnails(UiState& ui, const capture::CaptureView& view, bool heads) {
   HeatmapView& hv = ui.heatmap;
@@ -93,12 +134,41 @@ void draw_thumbnails(UiState& ui, const capture::CaptureView& view, bool heads) 
       }
     return "";
   };
+  // The column count that gives the largest thumbnails with every cell (label, image, score line)
+  // inside the panel: a cell is at least as wide as its score line, so columns never overflow.
   const ImVec2 avail = ImGui::GetContentRegionAvail();
   const int count = static_cast<int>(items.size());
-  const int columns = std::max(1, static_cast<int>(std::ceil(std::sqrt(count * avail.x / std::max(1.f, avail.y - 60)))));
-  const float side = std::max(24.f, std::min((avail.x - 8 * columns) / columns, (avail.y - 70) / std::ceil(count / static_cast<float>(columns)) - 40));
+  const ImGuiStyle& style = ImGui::GetStyle();
+  const float gap = style.ItemSpacing.x, line = ImGui::GetTextLineHeightWithSpacing();
+  struct Fit {
+    int columns = 1;
+    float side = 0, cell_w = 0;
+  };
+  // Under each image its label and, with `scores`, its score line; without, the scores show on hover.
+  const auto fit = [&](bool scores) {
+    const float text_w = ImGui::CalcTextSize(scores ? "sink 0.00 H 0.0 prev 0.00" : "layer 00 <- 00 *").x;
+    const float text_h = (scores ? 2 : 1) * line + style.ItemSpacing.y + 2;
+    Fit f;
+    f.cell_w = avail.x;
+    for (int c = 1; c <= count; ++c) {
+      const float w = (avail.x - gap * static_cast<float>(c - 1)) / static_cast<float>(c);
+      if (c > 1 && w < text_w) break;
+      const int rows = (count + c - 1) / c;
+      const float side_c = std::min(w - 2, (avail.y - static_cast<float>(rows) * text_h) / static_cast<float>(rows));
+      if (side_c > f.side) f.side = side_c, f.columns = c, f.cell_w = w;
+    }
+    return f;
+  };
+  const Fit with_scores = fit(true), without = fit(false);
+  const bool show_scores = with_scores.side >= 48 || with_scores.side >= 0.75f * without.side;
+  const Fit& chosen = show_scores ? with_scores : without;
+  const int columns = chosen.columns;
+  const float side = std::max(24.f, chosen.side), cell_w = chosen.cell_w;
+  const float base_x = ImGui::GetCursorPosX();
+  std::vector<ImVec4> rects(static_cast<std::size_t>(count), ImVec4(0, 0, 0, 0));  // each thumbnail's image (x0, y0, x1, y1)
+  int hovered = -1;
   for (int i = 0; i < count; ++i) {
-    if (i % columns) ImGui::SameLine();
+    if (i % columns) ImGui::SameLine(base_x + static_cast<float>(i % columns) * (cell_w + gap));
     ImGui::BeginGroup();
     const bool selected = heads ? items[i] == ui.selection.head : items[i] == ui.selection.layer;
     const int source = !heads && static_cast<std::size_t>(i) < hv.thumb_sources.size() ? hv.thumb_sources[static_cast<std::size_t>(i)] : -1;
@@ -126,14 +196,21 @@ void draw_thumbnails(UiState& ui, const capture::CaptureView& view, bool heads) 
     if (hv.thumbs[static_cast<std::size_t>(i)]->valid()) {
       const ImVec2 r0 = ImGui::GetItemRectMin(), r1 = ImGui::GetItemRectMax();
       ui.mark_drawn("thumbnail/" + std::to_string(i), r0.x, r0.y, r1.x, r1.y);
+      rects[static_cast<std::size_t>(i)] = ImVec4(r0.x, r0.y, r1.x, r1.y);
+      if (ImGui::IsItemHovered()) hovered = i;
     }
     ImGui::PopID();
-    const std::string line = score_line(heads ? ui.selection.layer : items[i], heads ? items[i] : ui.selection.head);
-    ImGui::PushStyleColor(ImGuiCol_Text, ImVec4(0.7f, 0.7f, 0.75f, 1.f));
-    ImGui::TextUnformatted(line.empty() ? "scores..." : line.c_str());
-    ImGui::PopStyleColor();
+    const std::string scores_text = score_line(heads ? ui.selection.layer : items[i], heads ? items[i] : ui.selection.head);
+    if (show_scores) {
+      ImGui::PushStyleColor(ImGuiCol_Text, ImVec4(0.7f, 0.7f, 0.75f, 1.f));
+      ImGui::TextUnformatted(scores_text.empty() ? "scores..." : scores_text.c_str());
+      ImGui::PopStyleColor();
+    } else if (hovered == i && !scores_text.empty()) {
+      ImGui::SetTooltip("%s", scores_text.c_str());
+    }
     ImGui::EndGroup();
   }
+  if (!heads) draw_reuse_arrows(ui, items, hv.thumb_sources, rects, hovered, ui.selection.layer);
 }
 
 }  // namespace luka::studio

@@ -63,6 +63,7 @@ std::string capture_key(const capture::CaptureView* view);
 struct MapOverlay {
   std::vector<capture::PageInfo> pages;
   std::vector<std::int64_t> refined, heavy;
+  std::vector<std::int64_t> selected;  // a Kascade step's top-k set (the keys it attended)
 };
 
 // An analysis run off the UI thread (captures/analysis.h), or why it failed.

@@ -124,6 +124,38 @@ TEST(Studio, AGridScreenshotBeforeAnyMapIsTaken) {
   }
 }
 
+// The related methods on the map and the layer strip: Kascade's reuse as arrows from each anchor
+// to the layers that reused it (bold for the selected layer's), its top-k keys on the selected
+// step's row; a SemantiCache capture's refined clusters as the runs of tokens they hold.
+TEST(Studio, KascadeReuseArrowsAndTopKKeysAreDrawn) {
+  REQUIRE_STUDIO();
+  const fs::path cap = work_dir() / "kascade.h5", strip = work_dir() / "kascade-strip.png", map = work_dir() / "kascade-map.png";
+  const RunResult c = sh("'" + std::string(LUKA_CLI_PATH) + "' capture --prompt-file '" + (kRoot / "assets/prompts/demo.json").string() +
+                         "' --preset kascade --set kascade_top_frac=0,kascade_top_k=48 --max-new-tokens 4 --quiet --out '" + cap.string() + "'");
+  ASSERT_EQ(c.exit_code, 0) << c.err;
+  const RunResult r = studio("--capture '" + cap.string() + "'", "wait_idle 60\nselect 3 0\ngrid layers\nframes 3\nwait_idle 60\nframes 3\n"
+                                                                 "print_geometry\nscreenshot " + strip.string() +
+                                                                 "\ngrid map\nframes 3\nwait_idle 60\nframes 3\nprint_geometry\nscreenshot " + map.string() + "\nquit\n");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  // The preset's anchors on the default model's 30 layers: 0, 2, 6, 12, 19; layer 3 reuses 2,
+  // layer 27 reuses 19.
+  EXPECT_NE(r.out.find("rect reuse_arrow/2->3 "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("rect reuse_arrow/19->27 "), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("rect reuse_arrow/2->6 "), std::string::npos) << "a layer drawn as reusing an anchor before the last one";
+  EXPECT_EQ(r.out.find("rect reuse_arrow/2->2 "), std::string::npos) << "an anchor drew an arrow to itself";
+  EXPECT_EQ(r.out.find("rect reuse_arrow/0->2 "), std::string::npos) << "an anchor drawn as reusing";
+  const auto text_of = [&](const std::string& name) {
+    const std::size_t at = r.out.find("rect " + name + " ");
+    if (at == std::string::npos) return std::string();
+    const std::size_t t = r.out.find(" text ", at), end = r.out.find('\n', at);
+    return t < end ? r.out.substr(t + 6, end - t - 6) : std::string();
+  };
+  EXPECT_EQ(text_of("reuse_arrow/2->3"), "bold");    // the selected layer's
+  EXPECT_EQ(text_of("reuse_arrow/2->4"), "faint");
+  EXPECT_EQ(text_of("kascade_keys"), "48");          // layer 3's reused top-k set on the last step's row
+  expect_heatmap_screenshot(map);
+}
+
 TEST(Studio, ReplaysACaptureWithoutAModel) {
   REQUIRE_STUDIO();
   const fs::path cap = work_dir() / "run.h5", shot = work_dir() / "replay.png", timeline = work_dir() / "timeline.png";

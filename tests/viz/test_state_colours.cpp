@@ -38,6 +38,10 @@ TEST(StateColours, ApartFromEveryTopicColourAndFromEachOther) {
   // The timeline's "differs" mark (compare mode) is none of the states, nor a topic.
   for (const StateColour& s : kCoverStateColours) EXPECT_GE(distance(kStateDiffersColour, s.rgb), 0.1) << "differs against " << s.name;
   for (int topic = 0; topic < 8; ++topic) EXPECT_GE(distance(kStateDiffersColour, hex(default_topic_colour(topic))), 0.1) << "differs against topic " << topic;
+  // Kascade's marks on the map sit beside the refined pages' and heavy hitters' marks.
+  EXPECT_GE(distance(kKascadeColour, kRefinedColour), 0.1);
+  EXPECT_GE(distance(kKascadeColour, kHeavyHitterColour), 0.1);
+  EXPECT_GE(distance(kKascadeColour, kCoverStateColours[3].rgb), 0.05);  // raw
   // The old refined orange was next to topic B's.
   EXPECT_LT(distance({240, 160, 40}, hex(default_topic_colour(1))), 0.08);
 }
