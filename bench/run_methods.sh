@@ -16,6 +16,9 @@
 #   dar-calibrate      luka calibrate --dar on the second text: bench/out/methods/dar.npy
 #   dar                the DAR probe: keys and values beyond a window of 128 or 512 tokens projected
 #                      onto 16 or 32 of the 64 principal directions, keys before or after RoPE (8 runs)
+#   dar-sink           the DAR probe as in `dar` (keys before RoPE) with the first 4 positions whole (4 runs)
+#   dar-fidelity       the DAR probe's fidelity against dense (luka perplexity --fidelity) at window 128
+#                      rank 16 and window 512 rank 32, keys before RoPE (2 runs)
 #   semanticache       the semanticache preset (delimiter chunks, GSC, proportional attention) at
 #                      gsc_tau 0.3, 0.5, 0.7, 0.9, and at 0.7 refining 1 or 3 clusters per step (6 runs)
 #   report             write bench/results/methods.md from what has run
@@ -72,6 +75,21 @@ part_dar() {
   "$luka" sweep --metric perplexity --out "$out/dar" --baseline preset=dense --title "DAR probe: window and rank" \
     --grid "dar_basis=$out/dar.npy;dar_keys=pre_rope,post_rope;dar_window=128,512;dar_rank=16,32" -- "${scoring[@]}"
 }
+part_dar_sink() {
+  [[ -f $out/dar.npy ]] || { echo "run_methods: run the dar-calibrate part first" >&2; exit 1; }
+  "$luka" sweep --metric perplexity --out "$out/dar-sink" --baseline preset=dense --title "DAR probe, the first 4 positions whole" \
+    --grid "dar_basis=$out/dar.npy;dar_keys=pre_rope;dar_sink=4;dar_window=128,512;dar_rank=16,32" -- "${scoring[@]}"
+}
+part_dar_fidelity() {
+  [[ -f $out/dar.npy ]] || { echo "run_methods: run the dar-calibrate part first" >&2; exit 1; }
+  mkdir -p "$out/dar-fidelity"
+  for wr in 128:16 512:32; do
+    local w=${wr%:*} r=${wr#*:} f="$out/dar-fidelity/w${wr%:*}-r${wr#*:}.json"
+    [[ -s $f ]] && continue
+    "$luka" perplexity "${scoring[@]}" --fidelity --json --set "dar_basis=$out/dar.npy,dar_window=$w,dar_rank=$r" > "$f.partial"
+    mv "$f.partial" "$f"
+  done
+}
 part_semanticache() {
   "$luka" sweep --metric perplexity --out "$out/semanticache" --baseline preset=dense --title "SemantiCache pages: GSC threshold" \
     --grid "preset=semanticache;gsc_tau=0.3,0.5,0.7,0.9" -- "${scoring[@]}"
@@ -83,7 +101,7 @@ part_report() {
 import glob, json, os, shutil, sys
 out, dest, figures = sys.argv[1:4]
 rows = []  # (sweep, label, output)
-for name in ("presets", "kascade", "kascade-calibrated", "lined", "clustered", "dar", "semanticache", "semanticache-refined"):
+for name in ("presets", "kascade", "kascade-calibrated", "lined", "clustered", "dar", "dar-sink", "semanticache", "semanticache-refined"):
     items = []
     for path in glob.glob(os.path.join(out, name, "items", "*.json")):
         r = json.load(open(path))
@@ -111,6 +129,23 @@ with open(dest, "w") as f:
         f.write("| %s | %s | %s | %.3f | %s | %s |\n" % (name, label or "(the layers config)", "%.3f" % frac if frac is not None else "-",
                                                      o["perplexity"], ratio, o.get("attention", "").replace("|", "\\|")))
     f.write("\n")
+    fid = sorted(glob.glob(os.path.join(out, "dar-fidelity", "*.json")))
+    if fid:
+        f.write("## The DAR probe's fidelity (bench/run_methods.sh dar-fidelity)\n\n")
+        f.write("`luka perplexity --fidelity`: the dense shadow in every layer (per-layer means over the scored steps and\n")
+        f.write("heads of KL(dense || effective), top-k overlap and the attention output's relative error), and against a\n")
+        f.write("separate dense run the last layer's hidden-state cosine and the next-token KL. Keys projected before RoPE.\n\n")
+        f.write("| window | rank | perplexity | next-token KL | mean layer KL | max layer KL | mean output error | max output error | mean top-32 overlap | last hidden cosine |\n")
+        f.write("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+        for path in fid:
+            o = json.load(open(path))
+            w, r = os.path.basename(path)[:-5].split("-")
+            layers = o["fidelity"]
+            mean = lambda k: sum(l[k] for l in layers) / len(layers)
+            f.write("| %s | %s | %.2f | %.3f | %.3f | %.3f | %.3f | %.3f | %.3f | %.4f |\n" % (
+                w[1:], r[1:], o["perplexity"], o["next_token_kl_vs_dense"], mean("kl"), max(l["kl"] for l in layers),
+                mean("output_rel_l2"), max(l["output_rel_l2"] for l in layers), mean("topk_overlap"), layers[-1]["hidden_cosine_vs_dense"]))
+        f.write("\n")
     for name in ("kascade", "kascade-calibrated", "dar", "semanticache"):
         if os.path.exists(os.path.join(figures, "methods-%s.png" % name)):
             f.write("![%s](figures/methods-%s.png)\n\n" % (name, name))
@@ -119,7 +154,7 @@ PY
 }
 
 parts=("$@")
-[[ ${#parts[@]} -gt 0 ]] || parts=(kascade-calibrate kascade kascade-calibrated presets lined clustered dar-calibrate dar semanticache report)
+[[ ${#parts[@]} -gt 0 ]] || parts=(kascade-calibrate kascade kascade-calibrated presets lined clustered dar-calibrate dar dar-sink dar-fidelity semanticache report)
 for p in "${parts[@]}"; do
   case $p in
     kascade-calibrate) part_kascade_calibrate ;;
@@ -130,6 +165,8 @@ for p in "${parts[@]}"; do
     clustered) part_clustered ;;
     dar-calibrate) part_dar_calibrate ;;
     dar) part_dar ;;
+    dar-sink) part_dar_sink ;;
+    dar-fidelity) part_dar_fidelity ;;
     semanticache) part_semanticache ;;
     report) part_report ;;
     *) echo "run_methods: unknown part '$p'" >&2; exit 2 ;;

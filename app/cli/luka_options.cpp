@@ -30,7 +30,8 @@ const char* const kLukaOptionsHelp =
     "        (KV heads, e.g. 1|1|0|3), kascade_top_k, kascade_top_frac, kascade_min_k, kascade_shared,\n"
     "        kascade_prefill (top_k|dense), kascade_tile (docs/methods.md);\n"
     "    dar probe (dense, lined, clustered): dar_window (0: off), dar_rank (0: head_dim/4), dar_basis\n"
-    "        (luka calibrate --dar), dar_keys (pre_rope|post_rope)\n"
+    "        (luka calibrate --dar), dar_keys (pre_rope|post_rope), dar_sink (the first positions seen\n"
+    "        whole)\n"
     "  authors_eval reproduces the LuKA authors' evaluation code: their tail_len T is tail T+1 here.";
 
 void add_luka_options(ArgParser& args) {

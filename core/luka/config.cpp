@@ -243,6 +243,7 @@ const Key kKeys[] = {
     {"dar_basis", [](LayerConfig& c, const std::string&, const std::string& v) { c.dar.basis = v; },
      [](const LayerConfig& c) { return json(c.dar.basis); }},
     LUKA_KEY_ENUM("dar_keys", dar.keys, kDarKeys),
+    LUKA_KEY_INT("dar_sink", dar.sink),
 };
 
 #undef LUKA_KEY_INT
@@ -367,6 +368,7 @@ void validate(const LayerConfig& c, std::int64_t layer) {
   const DarConfig& d = c.dar;
   if (d.window < 0) fail(where, "dar_window must be >= 0 (0: off)");
   if (d.rank < 0) fail(where, "dar_rank must be >= 0 (0: a quarter of the head dimension)");
+  if (d.sink < 0) fail(where, "dar_sink must be >= 0");
   if (d.window > 0 && d.basis.empty()) fail(where, "dar_window needs dar_basis, the file luka calibrate --dar writes");
   if (d.window > 0 && c.mode == AttentionMode::kKascade) fail(where, "dar applies to dense, lined and clustered layers, not kascade");
 }

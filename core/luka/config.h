@@ -134,6 +134,7 @@ struct DarConfig {
   std::int64_t rank = 0;    // 0: a quarter of the head dimension
   std::string basis;        // the .npy file `luka calibrate --dar` wrote
   DarKeys keys = DarKeys::kPreRope;
+  std::int64_t sink = 0;    // the first `sink` positions are always seen whole (attention sinks)
 };
 
 struct LayerConfig {

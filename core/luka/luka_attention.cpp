@@ -248,21 +248,22 @@ AttentionInputs LukaAttention::dar_inputs(const AttentionInputs& in) {
   dar_stale_ = false;
   dar_k_.narrow(1, from, T - from).copy_(in.k.narrow(1, from, T - from));
   dar_v_.narrow(1, from, T - from).copy_(in.v.narrow(1, from, T - from));
-  const std::int64_t upto = std::max<std::int64_t>(0, T - 1 - W);
-  if (upto > dar_projected_) {
-    const std::int64_t m = upto - dar_projected_;
-    const at::Tensor k = in.k.narrow(1, dar_projected_, m);
+  // The first dar.sink positions (attention sinks) stay whole.
+  const std::int64_t upto = std::max<std::int64_t>(0, T - 1 - W), start = std::max(dar_projected_, config_.dar.sink);
+  if (upto > start) {
+    const std::int64_t m = upto - start;
+    const at::Tensor k = in.k.narrow(1, start, m);
     if (config_.dar.keys == DarKeys::kPostRope) {
-      dar_k_.narrow(1, dar_projected_, m).copy_(dar_basis_->project(layer_, DarBasis::kKeysAfterRope, rank, k));
+      dar_k_.narrow(1, start, m).copy_(dar_basis_->project(layer_, DarBasis::kKeysAfterRope, rank, k));
     } else if (rope_inv_freq_.defined()) {  // back to before RoPE, projected, rotated again
-      const at::Tensor before = rope_rotate(k, dar_projected_, rope_inv_freq_, -1);
-      dar_k_.narrow(1, dar_projected_, m).copy_(rope_rotate(dar_basis_->project(layer_, DarBasis::kKeys, rank, before), dar_projected_, rope_inv_freq_, 1));
+      const at::Tensor before = rope_rotate(k, start, rope_inv_freq_, -1);
+      dar_k_.narrow(1, start, m).copy_(rope_rotate(dar_basis_->project(layer_, DarBasis::kKeys, rank, before), start, rope_inv_freq_, 1));
     } else {
-      dar_k_.narrow(1, dar_projected_, m).copy_(dar_basis_->project(layer_, DarBasis::kKeys, rank, k));
+      dar_k_.narrow(1, start, m).copy_(dar_basis_->project(layer_, DarBasis::kKeys, rank, k));
     }
-    dar_v_.narrow(1, dar_projected_, m).copy_(dar_basis_->project(layer_, DarBasis::kValues, rank, in.v.narrow(1, dar_projected_, m)));
-    dar_projected_ = upto;
+    dar_v_.narrow(1, start, m).copy_(dar_basis_->project(layer_, DarBasis::kValues, rank, in.v.narrow(1, start, m)));
   }
+  dar_projected_ = std::max(dar_projected_, upto);
   AttentionInputs out = in;
   out.k = dar_k_.narrow(1, 0, T);
   out.v = dar_v_.narrow(1, 0, T);
@@ -286,6 +287,7 @@ at::Tensor LukaAttention::prefill(const AttentionInputs& in) {
     mask.near_k = raw_->k;
     mask.near_v = raw_->v;
     mask.near_window = config_.dar.window;
+    mask.near_first = config_.dar.sink;
   }
   return aten_prefill(in, mask, lc.decay, layer_, prefill_observer_, prefill_pool_level_, importance_.narrow(1, 0, T),
                       h2o_.narrow(1, 0, T));
@@ -321,7 +323,7 @@ at::Tensor aten_prefill(const AttentionInputs& in, const PrefillMask& mask, doub
     } else if (mask.sparse) {
       hidden = hidden.logical_or(key_pos.ge(32).logical_and(key_pos.le(query_pos - mask.window)));
     }
-    const at::Tensor close = near ? key_pos.ge(query_pos - mask.near_window) : at::Tensor();  // [m, T]
+    const at::Tensor close = near ? key_pos.ge(query_pos - mask.near_window).logical_or(key_pos.lt(mask.near_first)) : at::Tensor();  // [m, T]
     for (std::int64_t g = 0; g < KV; ++g) {
       const at::Tensor qg = qf.narrow(0, g * G, G).narrow(1, i0, m);                    // [G, m, D]
       at::Tensor scores = at::matmul(qg, kf[g].transpose(0, 1)).mul_(in.scale);         // [G, m, T]

@@ -158,6 +158,7 @@ struct PrefillMask {
   // positions behind it from near_k / near_v (the raw cache) instead.
   at::Tensor near_k, near_v;
   std::int64_t near_window = -1;  // -1: none
+  std::int64_t near_first = 0;    // ... and keys before this position whole too (DAR's sinks)
 };
 at::Tensor aten_prefill(const AttentionInputs& in, const PrefillMask& mask, double decay, int layer,
                         const LukaLayer::PrefillObserver& observer, int pool_level, at::Tensor importance, at::Tensor h2o);

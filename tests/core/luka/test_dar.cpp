@@ -132,6 +132,9 @@ TEST(DarConfig, KeysValidateAndRoundTrip) {
   EXPECT_EQ(back.layers[1].dar.window, 16);
   EXPECT_THROW(c.apply_override("layers=2,mode=kascade,dar_window=4,dar_basis=b.npy"), Error);
   EXPECT_THROW(c.apply_override("dar_rank=-1"), Error);
+  EXPECT_THROW(c.apply_override("dar_sink=-1"), Error);
+  c.apply_override("layers=1,dar_sink=4");
+  EXPECT_EQ(LukaConfig::from_json(c.to_json(), 4, "test").layers[1].dar.sink, 4);
 }
 
 // A basis for a Sequence: its own keys and values, one layer.
@@ -205,14 +208,19 @@ TEST(LukaDar, DecodeEqualsAPlainLayerOnTheProjectedCache) {
   }
 }
 
-// Prefill: query i sees key j whole when i − j <= W and projected beyond, in fp64.
+// Prefill: query i sees key j whole when i − j <= W (or j < dar_sink) and projected beyond, in
+// fp64; then decode steps.
 TEST(LukaDar, PrefillMatchesTheBandedFormula) {
+  for (const std::int64_t sink : {0, 3}) {
+  SCOPED_TRACE("dar_sink " + std::to_string(sink));
   const Sequence s(4, 2, 16, 60, 43);
   const std::string path = scratch("prefill.npy").string();
   const auto basis = sequence_basis(s, "prefill.npy");
   const std::int64_t W = 7, rank = 4, n = 50;
   c10::InferenceMode guard;
-  LukaAttention dar(0, with_dar(LayerConfig{}, W, rank, path));
+  LayerConfig config = with_dar(LayerConfig{}, W, rank, path);
+  config.dar.sink = sink;
+  LukaAttention dar(0, config);
   const at::Tensor out = dar.forward(s.inputs(0, n)).view({n, s.H, s.D});
   const at::Tensor far_k = basis->project(0, DarBasis::kKeys, rank, s.k).to(at::kDouble);
   const at::Tensor far_v = basis->project(0, DarBasis::kValues, rank, s.v).to(at::kDouble);
@@ -222,7 +230,7 @@ TEST(LukaDar, PrefillMatchesTheBandedFormula) {
     const std::int64_t g = h / (s.H / s.KV);
     at::Tensor logits = at::empty({i + 1}, at::kDouble), vals = at::empty({i + 1, s.D}, at::kDouble);
     for (std::int64_t j = 0; j <= i; ++j) {
-      const bool near = i - j <= W;
+      const bool near = i - j <= W || j < sink;
       logits[j] = at::dot(s.q[h][i].to(at::kDouble), (near ? k : far_k)[g][j]) / std::sqrt(static_cast<double>(s.D));
       vals[j].copy_((near ? v : far_v)[g][j]);
     }
@@ -232,9 +240,12 @@ TEST(LukaDar, PrefillMatchesTheBandedFormula) {
   for (std::int64_t i = 0; i < n; ++i)
     for (std::int64_t h = 0; h < s.H; ++h) worst = std::max(worst, max_diff(out[i][h], banded(i, h)));
   EXPECT_LT(worst, 1e-5);
-  // ... and the next decode step sees exactly the keys more than W back projected.
-  const at::Tensor step = dar.forward(s.inputs(n, 1)).view({s.H, s.D});
-  for (std::int64_t h = 0; h < s.H; ++h) EXPECT_LT(max_diff(step[h], banded(n, h)), 1e-5) << "head " << h;
+  // ... and the next decode steps see exactly the keys more than W back projected.
+  for (std::int64_t pos = n; pos < s.N; ++pos) {
+    const at::Tensor step = dar.forward(s.inputs(pos, 1)).view({s.H, s.D});
+    for (std::int64_t h = 0; h < s.H; ++h) EXPECT_LT(max_diff(step[h], banded(pos, h)), 1e-5) << "pos " << pos << " head " << h;
+  }
+  }
 }
 
 }  // namespace

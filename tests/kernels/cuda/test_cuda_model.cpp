@@ -96,6 +96,13 @@ TEST(CudaModel, CpuOnlyOptionsAreRefusedOnTheGpu) {
   c.lined.sparse_prefill = true;
   cuda::LayerParams p;
   EXPECT_NE(to_cuda_params(c, &p).find("sparse_prefill"), std::string::npos);
+  LayerConfig s;  // SemantiCache's pages run on the CPU only
+  s.mode = AttentionMode::kClustered;
+  s.clustered.segmenter = Segmenter::kDelimiter;
+  EXPECT_NE(to_cuda_params(s, &p).find("segmenter=delimiter"), std::string::npos);
+  s.clustered.segmenter = Segmenter::kFixed;
+  s.clustered.compressor = Compressor::kGsc;
+  EXPECT_NE(to_cuda_params(s, &p).find("compressor=gsc"), std::string::npos);
   if (!at::hasCUDA()) {
     LoadOptions o;
     o.cuda = true;
