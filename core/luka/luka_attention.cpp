@@ -783,7 +783,6 @@ void dense_shadow(const AttentionInputs& in, const at::Tensor& out, const std::v
   } else if (step.mode == AttentionMode::kClustered) {
     at::Tensor mask = at::zeros({H, T}, at::kBool);
     bool* m = mask.mutable_data_ptr<bool>();
-    std::fill(m, m + H * T, false);
     for (std::int64_t h = 0; h < H; ++h) {
       bool* mh = m + h * T;
       std::fill(mh + step.paged_end, mh + T, true);
@@ -959,7 +958,7 @@ void LukaAttention::add_page(const at::Tensor& kf, const at::Tensor& vf, std::in
       w = at::full({L}, 1.0f / static_cast<float>(L), at::kFloat);
     }
     sum_k_[g][P].copy_(at::matmul(w, take(kf[g], 0, first)));
-    if (c.zero_v) {
+    if (c.zero_v && !page.raw) {  // a raw page is its token, kept as it is
       sum_v_[g][P].zero_();
     } else {
       sum_v_[g][P].copy_(at::matmul(w, take(vf[g], 0, first)));
