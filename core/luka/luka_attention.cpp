@@ -147,6 +147,7 @@ void LukaAttention::set_config(const LayerConfig& config) {
   validate(config, layer_);
   std::shared_ptr<const DarBasis> basis = config.dar.window > 0 ? DarBasis::load(config.dar.basis) : nullptr;
   config_ = config;
+  delimiter_of_id_.clear();  // the delimiters may have changed
   heavy_tokens_ = -1;
   dar_basis_ = std::move(basis);
   dar_stale_ = true;
@@ -835,27 +836,25 @@ void LukaAttention::make_pages(const AttentionInputs& in, std::int64_t decode_st
   make_pages_until(in, end);
 }
 
+namespace {
+DelimiterSet delimiter_set(const ClusteredConfig& c) {
+  DelimiterSet set;
+  set.texts = c.delimiters;
+  set.match = c.delimiter_match == DelimiterMatch::kExact ? DelimiterSet::Match::kExact : DelimiterSet::Match::kComposed;
+  return set;
+}
+}  // namespace
+
 bool LukaAttention::is_delimiter(const AttentionInputs& in, std::int64_t position) {
-  const std::string where = "luka layer " + std::to_string(layer_);
-  if (!in.ids) fail(where, "segmenter=delimiter needs the tokens' ids (the decoder passes them)");
-  if (!token_texts_) fail(where, "segmenter=delimiter needs the tokenizer's token texts (LukaLayer::set_token_texts)");
-  const ClusteredConfig& c = config_.clustered;
+  if (!in.ids) fail("luka layer " + std::to_string(layer_), "segmenter=delimiter needs the tokens' ids (the decoder passes them)");
+  if (!token_texts_)
+    fail("luka layer " + std::to_string(layer_), "segmenter=delimiter needs the tokenizer's token texts (LukaLayer::set_token_texts)");
   const auto n = static_cast<std::int64_t>(token_texts_->size());
-  if (c.delimiters != delimiter_texts_ || c.delimiter_match != delimiter_match_ ||
-      static_cast<std::int64_t>(delimiter_of_id_.size()) != n) {
-    delimiter_texts_ = c.delimiters;
-    delimiter_match_ = c.delimiter_match;
-    delimiter_of_id_.assign(static_cast<std::size_t>(n), -1);
-  }
+  if (static_cast<std::int64_t>(delimiter_of_id_.size()) != n) delimiter_of_id_.assign(static_cast<std::size_t>(n), -1);
   const std::int32_t id = in.ids[position];
   if (id < 0 || id >= n) return false;
   std::int8_t& known = delimiter_of_id_[static_cast<std::size_t>(id)];
-  if (known < 0) {
-    DelimiterSet set;
-    set.texts = delimiter_texts_;
-    set.match = delimiter_match_ == DelimiterMatch::kExact ? DelimiterSet::Match::kExact : DelimiterSet::Match::kComposed;
-    known = set.is_delimiter((*token_texts_)[static_cast<std::size_t>(id)]) ? 1 : 0;
-  }
+  if (known < 0) known = delimiter_set(config_.clustered).is_delimiter((*token_texts_)[static_cast<std::size_t>(id)]) ? 1 : 0;
   return known != 0;
 }
 
@@ -877,13 +876,10 @@ void LukaAttention::make_pages_until(const AttentionInputs& in, std::int64_t end
   std::vector<SemanticUnit> units;
   if (c.segmenter == Segmenter::kDelimiter) {
     std::vector<std::string> texts(static_cast<std::size_t>(n));
-    DelimiterSet set;
-    set.texts = c.delimiters;
-    set.match = c.delimiter_match == DelimiterMatch::kExact ? DelimiterSet::Match::kExact : DelimiterSet::Match::kComposed;
     for (std::int64_t t = first; t < end; ++t)  // a delimiter's text, or one no delimiter set matches
       texts[static_cast<std::size_t>(t - first)] = is_delimiter(in, t) ? (*token_texts_)[static_cast<std::size_t>(in.ids[t])] : std::string();
     const std::int64_t longest = 4 * L;
-    for (const SemanticUnit& u : delimiter_chunks(texts, set))
+    for (const SemanticUnit& u : delimiter_chunks(texts, delimiter_set(c)))
       for (std::int64_t b = u.begin; b < u.end; b += longest)
         units.push_back({static_cast<int>(b), static_cast<int>(std::min<std::int64_t>(u.end, b + longest)), u.delimiter});
   } else {

@@ -113,12 +113,10 @@ class LukaAttention final : public LukaLayer {
   rules::PageClock clock_;  // the authors' page schedule
   std::vector<Page> pages_;
   std::int64_t paged_end_ = 0;  // pages cover [0, paged_end_)
-  // The delimiter segmenter: every id's text, and per id whether it is a delimiter (-1: not yet
-  // looked up), for the delimiters of delimiter_config_.
+  // The delimiter segmenter: every id's text, and per id whether it is one of the config's
+  // delimiters (-1: not yet looked up; cleared when the config or the texts change).
   std::shared_ptr<const std::vector<std::string>> token_texts_;
   std::vector<std::int8_t> delimiter_of_id_;
-  std::vector<std::string> delimiter_texts_;
-  DelimiterMatch delimiter_match_ = DelimiterMatch::kExact;
   at::Tensor importance_, h2o_, spread_;             // [KV, cap], [H, cap], [KV, cap] fp32
   at::Tensor sum_k_, sum_v_, sum_bias_;              // [KV, pcap, D], [KV, pcap, D], [KV, pcap]
   LukaStep last_;

@@ -317,6 +317,18 @@ TEST(CaptureFile, RoundTripEqualsWhatTheWriterGot) {
 // and member ends out of order are damage.
 void int_attr(hid_t obj, const char* name, long long v);
 
+// Overwrites element `index` of the int64 dataset at `path`.
+void write_int64_at(hid_t file, const char* path, hsize_t index, std::int64_t value) {
+  const hid_t ds = H5Dopen2(file, path, H5P_DEFAULT);
+  const hsize_t count = 1;
+  const hid_t space = H5Dget_space(ds), mem = H5Screate_simple(1, &count, nullptr);
+  H5Sselect_hyperslab(space, H5S_SELECT_SET, &index, nullptr, &count, nullptr);
+  H5Dwrite(ds, H5T_NATIVE_INT64, mem, space, H5P_DEFAULT, &value);
+  H5Sclose(mem);
+  H5Sclose(space);
+  H5Dclose(ds);
+}
+
 TEST(CaptureFile, PageMembersRoundTripAndVersionOneFilesOpen) {
   Synthetic s = make_synthetic(150, 7, 11);
   align_pages(s);
@@ -380,17 +392,8 @@ TEST(CaptureFile, PageMembersRoundTripAndVersionOneFilesOpen) {
   EXPECT_EQ(old->pages(3).size(), f->pages(3).size());
   EXPECT_GT(old->storage().at("pages").logical, 0u);
 
-  const fs::path bad = edited("members_bad.h5", [](hid_t h) {
-    const hid_t ds = H5Dopen2(h, "pages/layer_01/member_end", H5P_DEFAULT);
-    const std::int64_t zero = 0;
-    const hsize_t start = 2, count = 1;  // page 2's end before page 1's
-    const hid_t space = H5Dget_space(ds), mem = H5Screate_simple(1, &count, nullptr);
-    H5Sselect_hyperslab(space, H5S_SELECT_SET, &start, nullptr, &count, nullptr);
-    H5Dwrite(ds, H5T_NATIVE_INT64, mem, space, H5P_DEFAULT, &zero);
-    H5Sclose(mem);
-    H5Sclose(space);
-    H5Dclose(ds);
-  });
+  // Page 2's end before page 1's.
+  const fs::path bad = edited("members_bad.h5", [](hid_t h) { write_int64_at(h, "pages/layer_01/member_end", 2, 0); });
   const auto damaged = CaptureFile::open(bad);
   try {
     damaged->pages(1);
@@ -1079,17 +1082,7 @@ TEST(CaptureFile, BadFilesGiveClearErrors) {
   EXPECT_NE(half.find("'/decode/kascade_source' and '/decode/kascade_head' come together"), std::string::npos) << half;
 
   // A step's T beyond the recorded tokens (it sizes the rows read for the step).
-  const std::string huge = edited("huge_t.h5", [](hid_t f) {
-    const hid_t ds = H5Dopen2(f, "decode/tokens", H5P_DEFAULT);
-    const std::int64_t t = std::int64_t{1} << 50;
-    const hsize_t start = 1, count = 1;
-    const hid_t space = H5Dget_space(ds), mem = H5Screate_simple(1, &count, nullptr);
-    H5Sselect_hyperslab(space, H5S_SELECT_SET, &start, nullptr, &count, nullptr);
-    H5Dwrite(ds, H5T_NATIVE_INT64, mem, space, H5P_DEFAULT, &t);
-    H5Sclose(mem);
-    H5Sclose(space);
-    H5Dclose(ds);
-  });
+  const std::string huge = edited("huge_t.h5", [](hid_t f) { write_int64_at(f, "decode/tokens", 1, std::int64_t{1} << 50); });
   EXPECT_NE(huge.find("damaged capture: decode step 2 attends 1125899906842624 tokens"), std::string::npos) << huge;
 }
 

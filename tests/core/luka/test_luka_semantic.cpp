@@ -76,6 +76,22 @@ void run(LukaAttention& att, const SemanticSequence& q, std::int64_t prompt, F&&
   for (std::int64_t pos = prompt; pos < q.s.N; ++pos) check(att.forward(q.inputs(pos, 1)).view({q.s.H, q.s.D}), pos);
 }
 
+// A layer of config `c` (given the vocabulary) over `q` against dense attention by its formula:
+// the largest output difference over the decode steps after `prompt`, and the smallest recall of
+// its dense shadow (1 when the shadow is off).
+struct AgainstDense {
+  double worst = 0, recall = 1;
+};
+AgainstDense against_dense(LukaAttention& att, const SemanticSequence& q, std::int64_t prompt) {
+  att.set_token_texts(vocabulary());
+  AgainstDense r;
+  run(att, q, prompt, [&](const at::Tensor& out, std::int64_t pos) {
+    r.worst = std::max(r.worst, max_diff(out, q.s.dense(pos).first));
+    if (att.last_step().fidelity.defined()) r.recall = std::min(r.recall, att.last_step().fidelity.select(1, kRecall).min().item<double>());
+  });
+  return r;
+}
+
 const std::vector<std::int32_t> kSentence = {0, 1, 2, 3, 4, 0, 1, 6, 0, 3, 1, 2, 4, 5, 7, 1, 3, 0, 2, 4, 1, 3, 5};
 
 TEST(LukaSemantic, PagesAndSummariesAreTheBuildingBlocksOnTheSameKeys) {
@@ -173,14 +189,9 @@ TEST(LukaSemantic, EveryClusterOfOneTokenIsDense) {
   LayerConfig c = semantic(4, 8, 2, 1.0);
   c.dense_shadow = true;
   LukaAttention att(0, c);
-  att.set_token_texts(vocabulary());
-  double worst = 0, worst_recall = 0;
-  run(att, q, 50, [&](const at::Tensor& out, std::int64_t pos) {
-    worst = std::max(worst, max_diff(out, q.s.dense(pos).first));
-    worst_recall = std::max(worst_recall, 1.0 - att.last_step().fidelity.select(1, kRecall).min().item<double>());
-  });
-  EXPECT_LE(worst, 1e-5);
-  EXPECT_LE(worst_recall, 1e-6);  // raw pages count as exactly resolved
+  const AgainstDense r = against_dense(att, q, 50);
+  EXPECT_LE(r.worst, 1e-5);
+  EXPECT_LE(1.0 - r.recall, 1e-6);  // raw pages count as exactly resolved
   ASSERT_GT(att.pages().size(), 30u);
   for (const Page& p : att.pages()) EXPECT_TRUE(p.raw && p.size() == 1);
   for (const auto& refined : att.last_step().refined) EXPECT_TRUE(refined.empty());
@@ -193,20 +204,14 @@ TEST(LukaSemantic, ProportionalAttentionOfIdenticalKeysIsDense) {
   SemanticSequence q(4, 2, 8, 100, 9, kSentence, 0.0);
   LayerConfig c = semantic(4, 8, 2, 0.99);
   LukaAttention att(0, c);
-  att.set_token_texts(vocabulary());
-  double worst = 0;
-  run(att, q, 50, [&](const at::Tensor& out, std::int64_t pos) { worst = std::max(worst, max_diff(out, q.s.dense(pos).first)); });
-  EXPECT_LE(worst, 1e-5);
+  EXPECT_LE(against_dense(att, q, 50).worst, 1e-5);
   std::int64_t merged = 0;
   for (const Page& p : att.pages()) merged += p.size() > 1;
   EXPECT_GT(merged, 5);
 
   c.clustered.bias = SummaryBias::kNone;
   LukaAttention plain(0, c);
-  plain.set_token_texts(vocabulary());
-  double off = 0;
-  run(plain, q, 50, [&](const at::Tensor& out, std::int64_t pos) { off = std::max(off, max_diff(out, q.s.dense(pos).first)); });
-  EXPECT_GT(off, 1e-3);
+  EXPECT_GT(against_dense(plain, q, 50).worst, 1e-3);
 }
 
 TEST(LukaSemantic, RefiningEveryNonContiguousClusterWithExactMathIsDense) {
@@ -220,15 +225,10 @@ TEST(LukaSemantic, RefiningEveryNonContiguousClusterWithExactMathIsDense) {
       c.clustered.top_frac = 1.0;
       c.dense_shadow = true;
       LukaAttention att(0, c);
-      att.set_token_texts(vocabulary());
-      double worst = 0, recall = 1;
-      run(att, q, 60, [&](const at::Tensor& out, std::int64_t pos) {
-        worst = std::max(worst, max_diff(out, q.s.dense(pos).first));
-        recall = std::min(recall, att.last_step().fidelity.select(1, kRecall).min().item<double>());
-      });
+      const AgainstDense r = against_dense(att, q, 60);
       const std::string what = std::string(to_string(segmenter)) + "/" + to_string(compressor);
-      EXPECT_LE(worst, 1e-5) << what;
-      EXPECT_GE(recall, 1 - 1e-6) << what;
+      EXPECT_LE(r.worst, 1e-5) << what;
+      EXPECT_GE(r.recall, 1 - 1e-6) << what;
       bool scattered = false;
       for (const Page& p : att.pages()) scattered = scattered || !p.contiguous();
       EXPECT_EQ(scattered, compressor == Compressor::kGsc) << what;
