@@ -71,6 +71,7 @@ int run_capture(int argc, char** argv) {
   args.option("out", "FILE", "the capture file to write (replaced if it exists)")
       .option("max-new-tokens", "N", "tokens to generate (N - 1 decode steps are recorded)", 64)
       .range(1, 1000000)
+      .flag("ignore-eos", "generate all --max-new-tokens tokens, past end-of-sequence tokens (a run of fixed length)")
       .option("max-prompt-tokens", "N", "keep only the first N prompt tokens (segments are clipped)", Default::integer())
       .option("record", "SPEC", "what to record: all, maps, rows, covers, none (run only), or e.g.\n"
               "\"layers=0-3,8;heads=0,2;parts=maps,covers;map_cap=2048;map_min=64\" (layers and heads:\n"
@@ -196,7 +197,7 @@ int run_capture(int argc, char** argv) {
 
   run.max_new_tokens = max_new;
   run.sampling = sampling;
-  run.stop_ids = stop_token_ids(model->config().eos_token_ids, tokenizer);
+  if (!args.get_flag("ignore-eos")) run.stop_ids = stop_token_ids(model->config().eos_token_ids, tokenizer);
   run.probabilities = true;
 
   using Clock = std::chrono::steady_clock;

@@ -30,6 +30,7 @@ int run_generate(int argc, char** argv) {
       .flag("thinking", "let hybrid-thinking models think (with --chat; default: thinking off)")
       .option("max-new-tokens", "N", "stop after N generated tokens", 128)
       .range(0, 1000000)
+      .flag("ignore-eos", "generate all --max-new-tokens tokens, past end-of-sequence tokens")
       .option("schedule", "SPEC", "LuKA mode changes during decoding, e.g.\n"
               "\"step=10:layers=0-7:mode=clustered;step=20:layers=all:mode=dense\" (step 1 = first decode step;\n"
               "layers: a layer list, docs/luka-config.md#layer-lists)");
@@ -39,7 +40,8 @@ int run_generate(int argc, char** argv) {
   args.flag("json", "print one JSON object at the end (text, ids, timings, device) instead of streaming the text");
   add_sampling_options(args);
   add_luka_options(args);
-  args.epilog(std::string("Generation stops at the model's end-of-sequence tokens, <|im_end|>, or --max-new-tokens.\n\n"
+  args.epilog(std::string("Generation stops at the model's end-of-sequence tokens, <|im_end|>, or --max-new-tokens\n"
+                          "(with --ignore-eos, only at --max-new-tokens).\n\n"
                           "example:\n  luka generate --prompt \"The capital of France is\" --max-new-tokens 20\n"
                           "  luka generate --prompt \"...\" --preset \"mixed(2,2)\" --schedule \"step=8:layers=all:mode=lined\"\n\n") +
               kLukaOptionsHelp + "\n\n" + kEnvironmentHelp);
@@ -82,7 +84,7 @@ int run_generate(int argc, char** argv) {
   }
   run.max_new_tokens = max_new;
   run.sampling = sampling;
-  run.stop_ids = stop_token_ids(model->config().eos_token_ids, tokenizer);
+  if (!args.get_flag("ignore-eos")) run.stop_ids = stop_token_ids(model->config().eos_token_ids, tokenizer);
 
   // Streams each token's text as it comes and says when the schedule changes the modes.
   struct Stream final : RunObserver {

@@ -547,7 +547,7 @@ void RunController::run_job(RunRequest r, TaskContext& ctx) {
   RunSettings run;
   run.max_new_tokens = r.max_new_tokens;
   run.sampling = r.sampling;
-  run.stop_ids = stop_token_ids(model.config().eos_token_ids, tok);
+  if (!r.ignore_stop_tokens) run.stop_ids = stop_token_ids(model.config().eos_token_ids, tok);
   run.probabilities = true;
   const std::int64_t steps = loop.run(prompt.ids, run, &live_run).decode_steps;
   std::vector<capture::Token> pending = std::move(live_run.pending);

@@ -58,6 +58,7 @@ struct RunRequest {
   bool chat = false;
   int max_new_tokens = 32;
   bool start_paused = false;  // prefill, then wait for step()/resume()
+  bool ignore_stop_tokens = false;  // generate all max_new_tokens, past end-of-sequence tokens
   SamplingParams sampling;    // greedy by default
   std::optional<std::string> free_text;  // set: this plain text is the prompt (no segments); empty is an error
   std::string record;  // what the live capture records (a --record SPEC); "": every layer and head, maps up to 4096 rows

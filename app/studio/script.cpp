@@ -232,9 +232,17 @@ bool Script::advance(UiState& ui, std::string& screenshot) {
       if (i >= paths.size() || paths[i] != want)
         fail(where(l), "recent file " + arg(1) + " is '" + (i < paths.size() ? paths[i] : std::string("none")) + "', expected '" + want + "'");
     } else if (cmd == "run") {
+      // run [N] [paused] [ignore_eos]
       const int n = w.size() > 1 ? static_cast<int>(number(1)) : ui.run.max_new_tokens;
-      RunRequest r = run_request(ui, w.size() > 2 && w[2] == "paused");
+      bool paused = false, ignore_eos = false;
+      for (std::size_t i = 2; i < w.size(); ++i) {
+        if (w[i] == "paused") paused = true;
+        else if (w[i] == "ignore_eos") ignore_eos = true;
+        else fail(where(l), "run: unknown word '" + w[i] + "' (paused, ignore_eos)");
+      }
+      RunRequest r = run_request(ui, paused);
       r.max_new_tokens = n;
+      r.ignore_stop_tokens = ignore_eos;
       ui.controller.run(r);
     } else if (cmd == "step") {
       ui.controller.step();
@@ -470,11 +478,13 @@ bool Script::advance(UiState& ui, std::string& screenshot) {
       ui.layers.mixed_b = static_cast<int>(number(2));
       apply_mixed_preset(ui);
     } else if (cmd == "key") {  // a key press, seen by the next frame's shortcuts
+      bool pressed = false;
       try {
-        press_key(arg(1));
+        pressed = press_key(arg(1));
       } catch (const std::exception& e) {
         fail(where(l), e.what());
       }
+      if (!pressed) --next_;  // the same key went up after the last frame: press it after the next
       return true;
     } else if (cmd == "expect_ui") {  // FIELD VALUE: layer N, head N, scale log|linear, view NAME, layout auto|full|rows, grid map|heads|layers, dtype NAME, prompt interwoven|free_text, help shown|hidden, hover TOKEN|none, state NAME, calibration attached|none
       const std::string& field = arg(1);

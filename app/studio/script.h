@@ -1,7 +1,7 @@
 // Scripted UI actions (`luka studio --script FILE`), for tests and demos: one command per line,
 // run between frames, in order. `#` starts a comment.
 //
-//   device auto|cpu|cuda|cuda:N | weights dequantized|quantized | load_model PATH | open_capture PATH | free_text TEXT... | run [N] [paused] | step | resume | stop
+//   device auto|cpu|cuda|cuda:N | weights dequantized|quantized | load_model PATH | open_capture PATH | free_text TEXT... | run [N] [paused] [ignore_eos] | step | resume | stop
 //   set_mode LAYER dense|lined|clustered | preset NAME | select LAYER HEAD | scale log|linear
 //   view effective|dense|difference | grid heads|layers|off | pattern ABAB | wikisalad FILE N |
 //   save_prompt PATH | expect_pattern P | expect_glyph HEX | set OVERRIDE | sampling T K P SEED |

@@ -22,6 +22,12 @@ std::vector<int>& injected_keys() {
   return keys;
 }
 
+// Keys released after the last frame: no frame has seen them up yet.
+std::vector<int>& released_keys() {
+  static std::vector<int> keys;
+  return keys;
+}
+
 struct NamedKey {
   const char* name;
   int code;
@@ -141,21 +147,24 @@ void update_shortcuts(UiState& ui) {
     }
   }
   for (const int code : injected_keys()) io.KeysDown[code] = false;
+  released_keys().swap(injected_keys());
   injected_keys().clear();
   if (ui.window.show_shortcuts) draw_help(ui);
 }
 
-void press_key(const std::string& name) {
+bool press_key(const std::string& name) {
   ImGuiIO& io = ImGui::GetIO();
   for (const NamedKey& k : kNamedKeys)
     if (name == k.name) {
+      const std::vector<int>& released = released_keys();
+      if (std::find(released.begin(), released.end(), k.code) != released.end()) return false;
       io.KeysDown[k.code] = true;
       injected_keys().push_back(k.code);
-      return;
+      return true;
     }
   if (name.size() == 1 && name[0] > ' ' && name[0] < 0x7F) {
     io.AddInputCharacter(static_cast<unsigned>(name[0]));
-    return;
+    return true;
   }
   fail("key", "unknown key '" + name + "' (space, f1, escape, up, down, left, right, or one printable character)");
 }

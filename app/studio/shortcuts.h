@@ -14,7 +14,9 @@ void update_shortcuts(UiState& ui);
 
 // For scripts: presses a key for the next frame. `name` is space, f1, escape, up, down, left,
 // right, or one printable character (typed, as a keyboard would: l, f, 1, ?, [ ...).
-// Throws luka::Error for any other name.
-void press_key(const std::string& name);
+// Returns false, pressing nothing, when the same named key was released after the last frame:
+// Dear ImGui tells a new press only from a frame that saw the key up, so the caller presses it
+// again after the next frame. Throws luka::Error for any other name.
+bool press_key(const std::string& name);
 
 }  // namespace luka::studio

@@ -532,6 +532,15 @@ TEST(Cli, ChatOnTheDefaultModelAnswers) {
   EXPECT_NE(r.err.find("stopped at stop_token"), std::string::npos) << r.err;
 }
 
+// The same chat turn with --ignore-eos runs to --max-new-tokens, past the end of the answer.
+TEST(Cli, IgnoreEosGeneratesEveryRequestedToken) {
+  if (!default_model_is_smollm2()) GTEST_SKIP() << "no SmolLM2 default model at " << kDefaultModel;
+  const RunResult r = run_luka({"generate", "--chat", "--prompt", "What is the capital of France?", "--max-new-tokens", "40", "--ignore-eos"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("Paris"), std::string::npos) << r.out;
+  EXPECT_NE(r.err.find("40 generated, stopped at max_tokens"), std::string::npos) << r.err;
+}
+
 TEST(Cli, InfoShowsGgufTypesAndFootprint) {
   if (!default_model_is_smollm2()) GTEST_SKIP() << "no SmolLM2 default model at " << kDefaultModel;
   const RunResult r = run_luka({"info"});

@@ -54,7 +54,8 @@ TEST(StudioKeys, SpaceAndSDriveALiveRun) {
   const RunResult r = studio(dir, "",
                              "load_model " + kModel.string() + "\nwait_idle 300\n"
                              "free_text The capital of France is\n"  // a short prefill: the test is about the keys
-                             "run 40 paused\nwait_paused 300\nexpect_steps 0\n"
+                             // Past end-of-sequence: the resumed run lasts long enough for the second Space to pause it.
+                             "run 4000 paused ignore_eos\nwait_paused 300\nexpect_steps 0\n"
                              "key s\nwait_steps 1 120\nwait_paused 60\nexpect_steps 1\n"  // one step, then paused again
                              "key s\nwait_steps 2 120\nwait_paused 60\nexpect_steps 2\n"
                              "key space\nwait_steps 4 120\nexpect_ui state running\n"  // resumed
