@@ -24,6 +24,7 @@
 #include "app/studio/choice_widgets.h"
 #include "app/studio/ui_state.h"
 #include "captures/reader.h"
+#include "core/luka/config.h"
 #include "core/util/error.h"
 #include "viz/heatmap.h"
 #include "viz/state_colours.h"
@@ -762,9 +763,25 @@ void copy_view(const HeatmapView& from, HeatmapView& to) {
   to.found = from.found;
 }
 
-// "compare": a second capture beside the map, or the difference of the two.
+// "compare": a second capture beside the map, or the difference of the two. B is a capture file,
+// or a second run of A's tokens under another config (Run B), shown as it computes.
 void compare_box(UiState& ui) {
   CompareState& c = ui.compare;
+  const Status st = ui.controller.status();
+  if (const auto b = ui.controller.compare_view(); b && b != c.adopted) {
+    c.adopted = b;
+    c.adopted_for = ui.controller.view();
+    c.view = b;
+    c.path.clear();
+    c.note = st.compare.label + " (A's tokens)";
+    ui.heatmap.fit();
+    c.map.fit();
+  }
+  if (c.view && c.view == c.adopted && ui.controller.view() != c.adopted_for) {  // a new A: B ran other tokens
+    c.view.reset();
+    c.note.clear();
+    ui.heatmap.fit();
+  }
   ImGui::SetNextItemWidth(150);
   const bool enter = ImGui::InputTextWithHint("##compare", "compare with .h5", &c.path, ImGuiInputTextFlags_EnterReturnsTrue);
   ImGui::SameLine();
@@ -772,16 +789,56 @@ void compare_box(UiState& ui) {
     if (c.view && !enter) c.path.clear();
     open_compare(ui);
   }
+  ImGui::SameLine();
+  ImGui::BeginDisabled(st.compare.running);
+  if (ImGui::Button("Run B")) ImGui::OpenPopup("run_b");
+  ImGui::EndDisabled();
+  if (ImGui::IsItemHovered(ImGuiHoveredFlags_AllowWhenDisabled))
+    ImGui::SetTooltip("B: the prompt and A's generated tokens run again under another config,\n"
+                      "so both maps attend from the same queries and differ by their attention alone");
+  if (ImGui::BeginPopup("run_b")) {
+    ImGui::TextDisabled("run A's tokens again under");
+    for (const std::string& choice : compare_choices(ui))
+      if (ImGui::Selectable(choice.c_str())) run_compare(ui, choice);
+    ImGui::EndPopup();
+  }
   if (c.view) {
     ImGui::SameLine();
     ImGui::Checkbox("A-B", &c.difference);
-  } else if (!c.note.empty()) {
+  }
+  if (st.compare.running) {
+    ImGui::SameLine();
+    ImGui::TextDisabled("B: step %lld/%lld", static_cast<long long>(st.compare.steps_done), static_cast<long long>(st.compare.steps_total));
+  } else if (st.compare.failed) {
+    ImGui::SameLine();
+    ImGui::TextColored(ImVec4(1.f, 0.5f, 0.5f, 1.f), "%s", st.compare.message.c_str());
+  } else if (!c.view && !c.note.empty()) {
     ImGui::SameLine();
     ImGui::TextColored(ImVec4(1.f, 0.5f, 0.5f, 1.f), "%s", c.note.c_str());
   }
 }
 
 }  // namespace
+
+std::vector<std::string> compare_choices(const UiState& ui) {
+  std::vector<std::string> v = {"layers panel", "dense", "lined", "clustered", "paper", "kascade", "semanticache"};
+  v.push_back("mixed(" + std::to_string(ui.layers.mixed_a) + "," + std::to_string(ui.layers.mixed_b) + ")");
+  return v;
+}
+
+void run_compare(UiState& ui, const std::string& choice) {
+  const LukaConfig current = ui.controller.config();
+  LukaConfig cfg = current;
+  if (choice != "layers panel") {
+    try {
+      cfg = LukaConfig::preset(choice, static_cast<std::int64_t>(current.layers.size()));
+    } catch (const std::exception& e) {
+      ui.notice = e.what();
+      return;
+    }
+  }
+  ui.controller.run_compare(cfg, choice == "layers panel" ? describe_modes(cfg) : choice);
+}
 
 void open_compare(UiState& ui) {
   CompareState& c = ui.compare;
@@ -925,7 +982,15 @@ void draw_heatmap_panel(UiState& ui) {
       dl->AddText(ImVec2(b_origin.x + 8, b_origin.y + 8), IM_COL32(255, 160, 160, 255), why.c_str());
     }
     // Which capture each side shows.
-    const std::string a_title = "A: " + std::filesystem::path(ui.controller.status().source).filename().string();
+    // A replayed file by its name, a run by its layers' modes at its start.
+    const Status st = ui.controller.status();
+    std::string a_title = "A: " + std::filesystem::path(st.capture.empty() ? st.source : st.capture).filename().string();
+    if (!st.replay) {
+      try {
+        a_title = "A: " + describe_modes(LukaConfig::from_json(sum.manifest.luka_config, sum.layout.num_layers, "capture"));
+      } catch (const Error&) {
+      }
+    }
     const std::string b_title = cmp.difference ? "A - B, B: " + cmp.note : "B: " + cmp.note;
     for (const auto& [x, text] : {std::pair{origin.x, a_title}, std::pair{b_origin.x, b_title}}) {
       const ImVec2 ts = ImGui::CalcTextSize(text.c_str());

@@ -51,6 +51,14 @@ struct Status {
   double prefill_fraction = -1;  // the live run's prefill, 0..1 (-1: none running)
   bool prefill_held = false;     // the prefill waits for release_prefill() (hold_prefill)
   bool refused_for_resources = false;  // the last run was refused: `message` says what it needs
+  // The second run of the compare canvas (run_compare): the view's tokens again under another config.
+  struct Compare {
+    bool running = false;
+    std::int64_t steps_done = 0, steps_total = 0;
+    std::string label;    // the config B runs: a preset's name, or "layers panel"
+    std::string message;  // progress, the outcome, or why it was refused
+    bool failed = false;
+  } compare;
 };
 
 struct RunRequest {
@@ -112,6 +120,15 @@ class RunController {
   void set_layer_mode(int layer, AttentionMode mode);
   void set_config(const LukaConfig& config);
 
+  // Runs the view's tokens again under `config` for the compare canvas: the same prompt, then each
+  // generated token fed as it was (teacher forcing), so that both runs attend from the same
+  // queries and differ by their attention alone. It records the view's layers and heads into a
+  // second live capture, which compare_view() returns from the start. The view is a run that is
+  // over, or a capture of the loaded model (same tokenizer, layers and heads). Refused, with
+  // Status::compare saying why, without a model or a view, or while a run computes. stop() ends it.
+  void run_compare(const LukaConfig& config, const std::string& label);
+  std::shared_ptr<const capture::CaptureView> compare_view() const;  // the last run_compare's; may be null
+
   Status status() const;
   std::shared_ptr<const capture::CaptureView> view() const;  // live run or file; may be null
   std::string output() const;                                 // generated text so far
@@ -121,6 +138,7 @@ class RunController {
   // Queues `job` on the model lane; an exception it throws becomes the status line.
   Task post(std::string name, std::function<void(TaskContext&)> job, bool listed = false);
   void run_job(RunRequest request, TaskContext& ctx);
+  void compare_job(const LukaConfig& config, TaskContext& ctx);
   void set_status(const std::function<void(Status&)>& f);
 
   std::unique_ptr<TaskManager> own_tasks_;  // when constructed without one
@@ -140,6 +158,7 @@ class RunController {
   LukaConfig config_;
   Status status_;
   std::shared_ptr<const capture::CaptureView> view_;
+  std::shared_ptr<const capture::CaptureView> compare_view_;
   std::string output_;
 };
 

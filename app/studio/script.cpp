@@ -24,7 +24,7 @@ namespace luka::studio {
 namespace {
 
 const std::set<std::string> kCommands = {"load_model", "device", "open_capture", "run", "step", "resume", "stop", "set_mode", "preset",
-                                         "select", "scale", "zoom", "fit", "layout", "print_geometry", "compare", "compare_difference", "mouse", "search", "expect_found", "track", "expect_track", "save_session", "load_session", "show_topics", "show_head_scores", "expect_head_scores", "calibration", "head_scores_source", "weights", "expect_calibration", "frames", "wait_idle", "wait_paused", "wait_steps",
+                                         "select", "scale", "zoom", "fit", "layout", "print_geometry", "compare", "compare_run", "wait_compare", "compare_difference", "mouse", "search", "expect_found", "track", "expect_track", "save_session", "load_session", "show_topics", "show_head_scores", "expect_head_scores", "calibration", "head_scores_source", "weights", "expect_calibration", "frames", "wait_idle", "wait_paused", "wait_steps",
                                          "expect_mode", "expect_steps", "expect_status", "expect_glyph", "free_text", "expect_segments", "set", "sampling", "expect_refined", "view", "grid", "pattern", "wikisalad", "save_prompt", "expect_pattern", "show_timeline", "show_fidelity", "shadow", "expect_fidelity", "export", "measure", "print_first_map", "screenshot", "quit", "key", "expect_ui", "mixed", "hover", "expect_tooltip", "expect_prompt_drawn", "hold_prefill", "release_prefill", "wait_prefill_held", "expect_overlay", "print_status", "hold_tasks", "expect_task", "timeline_difference", "expect_timeline_tooltip"};
 
 // Capture files: save the view, leave a replay, and check the prompt panel and recent list.
@@ -164,6 +164,21 @@ bool Script::advance(UiState& ui, std::string& screenshot) {
       continue;
     }
     // Waits: hold this line until the condition holds (or its timeout, default 300 s, passes).
+    if (cmd == "wait_compare") {  // [SECONDS]: until B's run is over; fails if it failed
+      if (!waiting_) {
+        waiting_ = true;
+        wait_start_ = Clock::now();
+      }
+      const Status s = ui.controller.status();
+      if (s.compare.failed) fail(where(l), s.compare.message);
+      if (s.compare.running || ui.compare.adopted != ui.controller.compare_view()) {
+        if (std::chrono::duration<double>(Clock::now() - wait_start_).count() > (w.size() > 1 ? number(1) : 300)) fail(where(l), "wait_compare timed out");
+        return true;
+      }
+      waiting_ = false;
+      ++next_;
+      continue;
+    }
     if (cmd == "wait_idle" || cmd == "wait_paused" || cmd == "wait_steps" || cmd == "wait_prefill_held") {
       if (!waiting_) {
         waiting_ = true;
@@ -422,6 +437,12 @@ bool Script::advance(UiState& ui, std::string& screenshot) {
       ui.compare.path = arg(1) == "off" ? "" : arg(1);
       open_compare(ui);
       if (arg(1) != "off" && !ui.compare.view) fail(where(l), "compare: " + ui.compare.note);
+    } else if (cmd == "compare_run") {  // CHOICE: B runs A's tokens under a preset, or "layers panel" (two words)
+      std::string choice = arg(1);
+      for (std::size_t i = 2; i < w.size(); ++i) choice += " " + w[i];
+      run_compare(ui, choice);
+      const Status st = ui.controller.status();
+      if (st.compare.failed) fail(where(l), st.compare.message);
     } else if (cmd == "compare_difference") {
       ui.compare.difference = arg(1) == "on";
     } else if (cmd == "timeline_difference") {  // on|off: the cover timeline's A ≠ B raster (comparing)
@@ -486,7 +507,7 @@ bool Script::advance(UiState& ui, std::string& screenshot) {
       }
       if (!pressed) --next_;  // the same key went up after the last frame: press it after the next
       return true;
-    } else if (cmd == "expect_ui") {  // FIELD VALUE: layer N, head N, scale log|linear, view NAME, layout auto|full|rows, grid map|heads|layers, dtype NAME, prompt interwoven|free_text, help shown|hidden, hover TOKEN|none, state NAME, calibration attached|none
+    } else if (cmd == "expect_ui") {  // FIELD VALUE: layer N, head N, scale log|linear, view NAME, layout auto|full|rows, grid map|heads|layers, dtype NAME, prompt interwoven|free_text, help shown|hidden, hover TOKEN|none, state NAME, calibration attached|none, compare NOTE|none
       const std::string& field = arg(1);
       std::string got;
       if (field == "layer") got = std::to_string(ui.selection.layer);
@@ -500,13 +521,16 @@ bool Script::advance(UiState& ui, std::string& screenshot) {
       else if (field == "help") got = ui.window.show_shortcuts ? "shown" : "hidden";
       else if (field == "hover") got = ui.selection.hover_token >= 0 ? std::to_string(ui.selection.hover_token) : "none";  // the generated token the map marks
       else if (field == "state") got = to_string(ui.controller.status().state);
+      else if (field == "compare") got = ui.compare.view ? ui.compare.note : "none";  // what B is (a file's name, or "dense (A's tokens)")
       else if (field == "weights")  // of the loaded model, as its summary says
         got = ui.controller.status().model_summary.find("(quantized weights)") != std::string::npos ? "quantized" : "dequantized";
       else if (field == "calibration") {  // attached|none: the view's capture carries one
         const auto view = ui.controller.view();
         got = view && view_calibration(ui, *view) ? "attached" : "none";
-      } else fail(where(l), "expect_ui: unknown field '" + field + "' (layer, head, scale, view, layout, grid, dtype, prompt, help, hover, state, weights, calibration)");
-      if (got != arg(2)) fail(where(l), field + " is " + got + ", expected " + arg(2));
+      } else fail(where(l), "expect_ui: unknown field '" + field + "' (layer, head, scale, view, layout, grid, dtype, prompt, help, hover, state, weights, calibration, compare)");
+      std::string want = arg(2);  // the rest of the line
+      for (std::size_t i = 3; i < w.size(); ++i) want += " " + w[i];
+      if (got != want) fail(where(l), field + " is " + got + ", expected " + want);
     } else if (cmd == "quit") {
       next_ = lines_.size();
       return false;

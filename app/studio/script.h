@@ -6,13 +6,13 @@
 //   view effective|dense|difference | grid heads|layers|off | pattern ABAB | wikisalad FILE N |
 //   save_prompt PATH | expect_pattern P | expect_glyph HEX | set OVERRIDE | sampling T K P SEED |
 //   expect_refined STEP LAYER HEAD N |
-//   zoom FACTOR | fit | layout auto|full|rows | print_geometry (the map's screen position and transform) | compare PATH|off | compare_difference on|off | timeline_difference on|off (the cover timeline's A ≠ B) | mouse X Y (move the cursor) | search TEXT | expect_found TOKEN | track A-B|text:STRING | expect_track FIRST LAST | save_session PATH | load_session PATH | show_topics | show_head_scores | expect_head_scores ROWS | calibration FILE (attach to the runs started next) | head_scores_source prefill|decode|calibration | expect_calibration ROWS [CANDIDATES] | show_timeline | show_fidelity | shadow on|off | export PATH.{png,svg,pdf} | frames N | wait_idle [SECONDS] | wait_paused [SECONDS] | wait_steps N [SECONDS]
+//   zoom FACTOR | fit | layout auto|full|rows | print_geometry (the map's screen position and transform) | compare PATH|off | compare_run PRESET|layers panel (B: A's tokens run again under it) | wait_compare [SECONDS] | compare_difference on|off | timeline_difference on|off (the cover timeline's A ≠ B) | mouse X Y (move the cursor) | search TEXT | expect_found TOKEN | track A-B|text:STRING | expect_track FIRST LAST | save_session PATH | load_session PATH | show_topics | show_head_scores | expect_head_scores ROWS | calibration FILE (attach to the runs started next) | head_scores_source prefill|decode|calibration | expect_calibration ROWS [CANDIDATES] | show_timeline | show_fidelity | shadow on|off | export PATH.{png,svg,pdf} | frames N | wait_idle [SECONDS] | wait_paused [SECONDS] | wait_steps N [SECONDS]
 //   measure FRAMES (prints frame times) | print_first_map |
 //   expect_segments N | expect_mode STEP LAYER MODE | expect_fidelity STEP LAYER | expect_steps N | expect_status TEXT | screenshot PATH | quit
 //   save_capture PATH (waits until written) | leave_replay | expect_prompt TEXT... | expect_locked on|off |
 //   expect_recent INDEX PATH
 //   key NAME (a key press for the shortcuts: space, f1, escape, up, down, left, right, or a character) |
-//   expect_ui layer|head|scale|view|layout|grid|dtype|prompt|help|hover|state|weights|calibration VALUE | mixed A B (the layers panel's mixed(a,b) button)
+//   expect_ui layer|head|scale|view|layout|grid|dtype|prompt|help|hover|state|weights|calibration|compare VALUE | mixed A B (the layers panel's mixed(a,b) button)
 //   hover output TOKEN | hover step STEP | hover timeline_diff STEP TOKEN (the mouse over a generated token, a decode step's row, or a cell of the timeline's A ≠ B) |
 //   expect_tooltip TEXT... (the map's tooltip) | expect_timeline_tooltip TEXT... (the cover timeline's) | expect_prompt_drawn TEXT... (the prompt panel's read-only text as drawn) |
 //   hold_prefill FRACTION | release_prefill | wait_prefill_held [SECONDS] | expect_overlay TEXT... (over a map still computing) |

@@ -176,6 +176,9 @@ struct TimelineDifference {
 struct CompareState {
   std::string path;
   std::shared_ptr<const capture::CaptureView> view;
+  // The controller's last compare run (B: A's tokens under another config), once taken as `view`.
+  std::shared_ptr<const capture::CaptureView> adopted;
+  std::shared_ptr<const capture::CaptureView> adopted_for;  // the view (A) whose tokens it ran
   std::string note;      // the capture's name, or why it did not open
   bool difference = false;  // the right canvas shows A - B instead of B
   HeatmapView map;
@@ -422,6 +425,12 @@ void set_track(UiState& ui, const capture::CaptureView& view);
 // Opens ui.compare.path as the capture to compare with (empty: closes it); the outcome goes to
 // ui.compare.note.
 void open_compare(UiState& ui);
+// Starts B as a second run of the view's tokens (RunController::run_compare) under `choice`: a
+// preset's name, or "layers panel" for the config the layers panel shows. The compare canvas
+// takes B when it starts; the outcome goes to the controller's Status::compare.
+void run_compare(UiState& ui, const std::string& choice);
+// The choices run_compare offers, in the order of the Run B menu.
+std::vector<std::string> compare_choices(const UiState& ui);
 // The search box's action: the next token matching ui.heatmap.search, marked and scrolled to.
 void run_search(UiState& ui, const capture::CaptureView& view);
 void draw_output_panel(UiState& ui);

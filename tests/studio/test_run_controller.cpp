@@ -7,7 +7,9 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <functional>
@@ -165,6 +167,108 @@ TEST(RunController, PrefillProgressIsReportedWhileItRuns) {
   EXPECT_EQ(s.status().steps_done, 2) << s.status().message;
   EXPECT_EQ(s.status().prefill_fraction, -1);
   EXPECT_FALSE(s.status().prefill_held);
+}
+
+// B of the compare canvas: A's prompt and generated tokens fed again under another config.
+// - Refused without a view, and while A runs.
+// - Under A's own config, B reproduces A: the same tokens and probabilities, every row and cover
+//   bit for bit.
+// - Under dense, B attends from A's queries: its layer-0 rows equal A's dense shadow there (layer
+//   0's queries and keys depend on the tokens alone), computed by another path (the shadow beside
+//   A's clustered attention).
+TEST(RunController, CompareRunFeedsATokensUnderAnotherConfig) {
+  const fs::path model = fs::path(LUKA_SOURCE_DIR) / "models" / "default";
+  if (!fs::exists(model)) GTEST_SKIP() << "no model at " << model << " (scripts/setup.sh installs the default one)";
+  RunController s;
+  s.load_model(model, LoadOptions{}, parse_device("cpu"));
+  ASSERT_TRUE(wait_for([&] { return !s.busy(); }, 120)) << "load timed out";
+  ASSERT_EQ(s.status().state, RunState::kReady) << s.status().message;
+  const std::int64_t L = static_cast<std::int64_t>(s.config().layers.size());
+  s.run_compare(LukaConfig::preset("dense", L), "dense");
+  EXPECT_TRUE(s.status().compare.failed);
+  EXPECT_NE(s.status().compare.message.find("run a prompt or open a capture first"), std::string::npos) << s.status().compare.message;
+
+  LukaConfig a_cfg = LukaConfig::preset("clustered", L);
+  a_cfg.apply_override("dense_shadow=true");
+  s.set_config(a_cfg);
+  RunRequest r;
+  std::string text;  // past the clustered tail, so that pages form
+  for (int i = 1; i <= 12; ++i)
+    text += "Entry " + std::to_string(i) + ": the keeper lit the lamp at dusk, wound the clockwork and logged the wind. ";
+  r.free_text = text;
+  r.max_new_tokens = 8;
+  r.ignore_stop_tokens = true;
+  r.start_paused = true;
+  s.run(r);
+  ASSERT_TRUE(wait_for([&] { return s.status().state == RunState::kPaused || !s.busy(); }, 120)) << s.status().message;
+  s.run_compare(LukaConfig::preset("dense", L), "dense");
+  EXPECT_TRUE(s.status().compare.failed);
+  EXPECT_NE(s.status().compare.message.find("the run is not over"), std::string::npos) << s.status().compare.message;
+  s.resume();
+  ASSERT_TRUE(wait_for([&] { return !s.busy(); }, 120)) << s.status().message;
+  const auto a = s.view();
+  ASSERT_TRUE(a);
+  const capture::Summary as = a->summary();
+  ASSERT_EQ(as.complete_steps, 7);
+  ASSERT_GT(as.layout.prompt_tokens, 200);
+  const std::vector<capture::Token> at = a->tokens();
+
+  const auto run_b = [&](const LukaConfig& cfg, const std::string& label) -> std::shared_ptr<const capture::CaptureView> {
+    s.run_compare(cfg, label);
+    EXPECT_FALSE(s.status().compare.failed) << s.status().compare.message;
+    EXPECT_TRUE(wait_for([&] { return !s.busy(); }, 120)) << s.status().compare.message;
+    const Status st = s.status();
+    EXPECT_FALSE(st.compare.running);
+    EXPECT_FALSE(st.compare.failed) << st.compare.message;
+    EXPECT_EQ(st.compare.steps_done, 7) << st.compare.message;
+    EXPECT_EQ(st.compare.label, label);
+    const auto b = s.compare_view();
+    EXPECT_TRUE(b && b != a);
+    return b;
+  };
+  const auto same_tokens = [&](const capture::CaptureView& b, bool same_probabilities) {
+    const std::vector<capture::Token> bt = b.tokens();
+    ASSERT_EQ(bt.size(), at.size());
+    for (std::size_t i = 0; i < at.size(); ++i) {
+      EXPECT_EQ(bt[i].id, at[i].id) << "token " << i;
+      EXPECT_EQ(bt[i].generated, at[i].generated) << "token " << i;
+      if (same_probabilities && at[i].generated) EXPECT_EQ(bt[i].prob, at[i].prob) << "token " << i;
+    }
+    EXPECT_EQ(b.summary().complete_steps, as.complete_steps);
+    EXPECT_EQ(b.summary().layout.layers, as.layout.layers);
+    EXPECT_EQ(b.summary().layout.heads, as.layout.heads);
+  };
+
+  // B under A's config: A again.
+  const auto same = run_b(a_cfg, "same");
+  ASSERT_TRUE(same);
+  same_tokens(*same, true);
+  EXPECT_EQ(s.view(), a);  // A stays the view
+  for (std::int64_t step = 1; step <= 7; ++step)
+    for (const int layer : {0, 13, static_cast<int>(L) - 1})
+      for (const int head : as.layout.heads) {
+        EXPECT_EQ(same->row(step, layer, head), a->row(step, layer, head)) << step << " " << layer << " " << head;
+        EXPECT_EQ(same->cover(step, layer, head), a->cover(step, layer, head)) << step << " " << layer << " " << head;
+      }
+
+  // B under dense: A's queries, dense attention.
+  const auto dense = run_b(LukaConfig::preset("dense", L), "dense");
+  ASSERT_TRUE(dense);
+  same_tokens(*dense, false);
+  double worst = 0;
+  std::size_t differing_last = 0;
+  for (std::int64_t step = 1; step <= 7; ++step) {
+    EXPECT_EQ(dense->metrics(step, 13).mode, capture::kModeDense);
+    EXPECT_EQ(a->metrics(step, 13).mode, capture::kModeClustered);
+    for (const int head : as.layout.heads) {
+      const std::vector<float> b_row = dense->row(step, 0, head), shadow = a->dense_row(step, 0, head);
+      ASSERT_EQ(b_row.size(), shadow.size());
+      for (std::size_t j = 0; j < b_row.size(); ++j) worst = std::max(worst, std::abs(static_cast<double>(b_row[j]) - shadow[j]));
+      if (dense->row(step, static_cast<int>(L) - 1, head) != a->row(step, static_cast<int>(L) - 1, head)) ++differing_last;
+    }
+  }
+  EXPECT_LT(worst, 1e-5);
+  EXPECT_GT(differing_last, 0u);  // and the methods differ where compression acts
 }
 
 }  // namespace

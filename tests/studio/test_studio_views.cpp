@@ -16,6 +16,7 @@
 #include <map>
 #include <set>
 #include <sstream>
+#include <tuple>
 
 #include <nlohmann/json.hpp>
 
@@ -443,6 +444,42 @@ TEST(StudioViews, CompareShowsTwoCapturesAndTheirDifference) {
   }
   EXPECT_GT(checked, 0);
   EXPECT_EQ(ok, checked);
+}
+
+// Run B from the map's toolbar: a live clustered run, then B = its tokens again under the layers
+// panel's config (the same: A - B is zero at every pixel) and under dense (A - B is not); the
+// next run closes B, which ran other tokens.
+TEST(StudioViews, RunBComparesALiveRunWithItsTokensUnderAnotherConfig) {
+  REQUIRE_STUDIO();
+  std::string text;  // past the clustered tail, so that pages form
+  for (int i = 1; i <= 12; ++i)
+    text += "Entry " + std::to_string(i) + ": the keeper lit the lamp at dusk, wound the clockwork and logged the wind. ";
+  const fs::path same = work_dir() / "run_b_same.png", dense = work_dir() / "run_b_dense.png";
+  const std::string look = "select 13 0\nframes 3\nwait_idle 60\nframes 2\nprint_geometry\nscreenshot ";
+  const RunResult r = studio("", "load_model " + kModel.string() + "\nwait_idle 300\npreset clustered\nfree_text " + text +
+                                     "\nrun 8 ignore_eos\nwait_idle 300\nmouse 2 2\n"
+                                     "compare_run layers panel\nwait_compare 300\nexpect_ui compare clustered 0-29 (A's tokens)\n"
+                                     "compare_difference on\n" + look + same.string() +
+                                     "\ncompare_run dense\nwait_compare 300\nexpect_ui compare dense (A's tokens)\n" + look + dense.string() +
+                                     "\nrun 4\nwait_idle 300\nframes 2\nexpect_ui compare none\nquit\n");  // a new A closes B
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const std::vector<Geometry> g = geometries(r.out);
+  ASSERT_EQ(g.size(), 4u) << r.out;  // A and A - B, twice
+  for (const auto& [shot, right, zero] : {std::tuple{same, g[1], true}, std::tuple{dense, g[3], false}}) {
+    EXPECT_EQ(right.layout, "rows");
+    const luka::viz::Image img = luka::viz::read_png(shot);
+    std::size_t balance = 0, off_zero = 0;
+    for (int y = static_cast<int>(right.top) + 30; y < static_cast<int>(right.top + right.height); ++y)  // under the title
+      for (int x = static_cast<int>(right.left); x < static_cast<int>(right.left + right.width); ++x) {
+        const int i = balance_index(img.pixel(x, y));
+        if (i < 0) continue;
+        ++balance;
+        off_zero += std::abs(2 * i - 255) > 4;  // beyond the two entries around zero
+      }
+    EXPECT_GT(balance, 10000u) << shot;
+    if (zero) EXPECT_EQ(off_zero, 0u) << shot;
+    else EXPECT_GT(off_zero, 1000u) << shot;
+  }
 }
 
 // Comparing the same two runs (with the dense shadow, layers 0 and 8): the fidelity tab's Δ
