@@ -343,7 +343,9 @@ void draw_full_map(UiState& ui, Canvas& cv, const capture::Summary& sum, ImVec2 
         o.pages = view->pages(layer);
         o.refined = view->refined_pages(s, layer, head);
         o.heavy = view->heavy_hitters(s, layer, head);
-        if (view->metrics(s, layer).mode == capture::kModeKascade) {
+        const std::int8_t mode = view->metrics(s, layer).mode;
+        o.clustered = mode == capture::kModeClustered;
+        if (mode == capture::kModeKascade) {
           const std::vector<std::uint8_t> cover = view->cover(s, layer, head);
           for (std::size_t t = 0; t < cover.size(); ++t)
             if (cover[t] == capture::kRaw) o.selected.push_back(static_cast<std::int64_t>(t));
@@ -353,15 +355,20 @@ void draw_full_map(UiState& ui, Canvas& cv, const capture::Summary& sum, ImVec2 
       if (!cv.overlay.fresh(okey)) throw Error("overlay not read yet");  // never draw another step's overlay
       const auto& pages = ov.pages;
       // Page starts as a grid, for pages that hold a run of tokens (SemantiCache's clusters and
-      // raw tokens interleave, so they draw only as refined runs).
+      // raw tokens interleave, so they draw only as refined runs), where the layer ran clustered:
+      // the other modes keep pages only to switch to clustered at once.
       const auto first_run = std::find_if(pages.begin(), pages.end(), [](const capture::PageInfo& p) { return p.members.empty() && !p.raw; });
       const double page_px = first_run == pages.end() ? 0 : (first_run->end - first_run->start) / hv.tokens_per_pixel;
-      if (page_px >= 8)  // a grid any denser would hide the map
+      if (ov.clustered && page_px >= 8) {  // a grid any denser would hide the map
+        std::int64_t lines = 0;
         for (const capture::PageInfo& p : pages) {
           if (p.created_step >= s || !p.members.empty()) continue;
           const float x = sx(static_cast<double>(p.start));
           dl->AddLine(ImVec2(x, sy(p.start)), ImVec2(x, sy(static_cast<double>(n))), IM_COL32(120, 140, 170, 90));
+          ++lines;
         }
+        ui.mark_drawn("page_grid", origin.x, origin.y, canvas_max.x, canvas_max.y, std::to_string(lines));
+      }
       const double q = static_cast<double>(lay.prompt_tokens + s - 1);
       const float y0 = sy(q), y1 = std::max(sy(q + 1), y0 + 3.f);
       dl->AddRect(ImVec2(sx(0), y0 - 1), ImVec2(sx(q + 1), y1 + 1), IM_COL32(255, 255, 255, 160));

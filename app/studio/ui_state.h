@@ -64,6 +64,7 @@ struct MapOverlay {
   std::vector<capture::PageInfo> pages;
   std::vector<std::int64_t> refined, heavy;
   std::vector<std::int64_t> selected;  // a Kascade step's top-k set (the keys it attended)
+  bool clustered = false;              // the layer ran clustered at the step: its pages are in use
 };
 
 // An analysis run off the UI thread (captures/analysis.h), or why it failed.

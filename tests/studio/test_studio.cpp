@@ -124,6 +124,24 @@ TEST(Studio, AGridScreenshotBeforeAnyMapIsTaken) {
   }
 }
 
+// The page grid marks a layer's pages where it ran clustered, not on the lined layers of the same
+// run (which keep pages only to switch at once): paper's layers 0-7 lined, 8-21 clustered.
+TEST(Studio, PageGridOnlyOnClusteredLayers) {
+  REQUIRE_STUDIO();
+  const fs::path cap = work_dir() / "paper-grid.h5";
+  const RunResult c = sh("'" + std::string(LUKA_CLI_PATH) + "' capture --prompt-file '" + (kRoot / "assets/prompts/demo.json").string() +
+                         "' --preset paper --max-new-tokens 4 --quiet --out '" + cap.string() + "'");
+  ASSERT_EQ(c.exit_code, 0) << c.err;
+  const std::string look = "\nzoom 4\nframes 3\nwait_idle 60\nframes 3\nprint_geometry\n";
+  const RunResult r = studio("--capture '" + cap.string() + "'", "wait_idle 60\nselect 0 0" + look + "select 8 0" + look + "quit\n");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto drawn = luka::test::drawn_rects(r.out);
+  ASSERT_EQ(drawn.size(), 2u) << r.out;
+  EXPECT_EQ(drawn[0].count("page_grid"), 0u) << "a grid on lined layer 0";
+  ASSERT_EQ(drawn[1].count("page_grid"), 1u) << r.out;
+  EXPECT_GT(std::stoi(drawn[1].at("page_grid").text), 10);  // a page of 16 tokens every 16 tokens of the prompt
+}
+
 // The related methods on the map and the layer strip: Kascade's reuse as arrows from each anchor
 // to the layers that reused it (bold for the selected layer's), its top-k keys on the selected
 // step's row; a SemantiCache capture's refined clusters as the runs of tokens they hold.
