@@ -21,6 +21,11 @@
 #                      rank 16 and window 512 rank 32, keys before RoPE (2 runs)
 #   semanticache       the semanticache preset (delimiter chunks, GSC, proportional attention) at
 #                      gsc_tau 0.3, 0.5, 0.7, 0.9, and at 0.7 refining 1 or 3 clusters per step (6 runs)
+#   budgets            every method at matched budgets of 10, 25 and 50% of dense's attended entries
+#                      (the DAR probe, which attends every entry, at those fractions of KV bytes kept);
+#                      knob values from the sweeps above, the attended fraction reached is reported
+#                      (needs kascade-calibrate, dar-calibrate and bench/run_luka_defaults.sh calibrate)
+#   budgets-eval       WikiSalad exact match of the budgets' configs (EXAMPLES per file, default 1)
 #   report             write bench/results/methods.md from what has run
 # Environment: LUKA (the binary, default build/luka), TEXT (default ../shared/data/texts/emma.txt),
 # HELDOUT (default ../shared/data/texts/prideprejudice.txt).
@@ -96,7 +101,93 @@ part_semanticache() {
   "$luka" sweep --metric perplexity --out "$out/semanticache-refined" --title "SemantiCache pages refined as LuKA pages" \
     --grid "preset=semanticache;gsc_tau=0.7;top_k=1,3" -- "${scoring[@]}"
 }
+# name budget luka-arguments...: one matched-budget run, skipped when its JSON exists.
+budget_run() {
+  local name=$1 budget=$2 f="$out/budgets/$1-$2.json"
+  shift 2
+  mkdir -p "$out/budgets"
+  [[ -s $f ]] && return 0
+  if "$luka" perplexity "${scoring[@]}" --json "$@" > "$f.partial" 2> "$f.err"; then
+    mv "$f.partial" "$f"
+    rm -f "$f.err"
+    echo "$name at $budget: $(grep -o '"perplexity": *[0-9.]*' "$f")"
+  else
+    rm -f "$f.partial"
+    echo "$name at $budget: refused: $(tail -1 "$f.err")"
+  fi
+}
+budget_methods=(lined clustered paper kascade auto semanticache dar)
+budget_levels=(0.10 0.25 0.50)
+# Sets `args` to METHOD's config arguments at BUDGET; false where the method does not reach it.
+# Lined: window and heavy hitters each half the budget. Clustered: pages refined by top_frac (the
+# sweep's 0.146 + 0.86 top_frac), at 10% pages of 32 with a tail of 64 (0.09 + 0.96 top_frac). Paper: its lined layers as
+# lined, its clustered layers as clustered. Kascade: 0.035 + 0.96 top_frac, at 10% with fewer
+# than its default 128 keys at least (kascade_min_k 32). auto: the
+# calibration's candidates within the budget. SemantiCache reaches no less than 0.39 (its
+# delimiters stay raw): 50% only. DAR: KV bytes (sink 4 + window + the rest at rank/64) over the
+# scored steps' mean context of 1,536.
+budget_args() {
+  local calib=$root/bench/out/defaults/presets/calibration.json lined="0-7,22-29" clustered="8-21"
+  case "$1-$2" in
+    lined-0.10) args=(--preset lined --set window_frac=0.05,rho=0.05) ;;
+    lined-0.25) args=(--preset lined --set window_frac=0.125,rho=0.125) ;;
+    lined-0.50) args=(--preset lined --set window_frac=0.25,rho=0.25) ;;
+    clustered-0.10) args=(--preset clustered --set page_size=32,tail=64,rule=top_frac,top_frac=0.01) ;;
+    clustered-0.25) args=(--preset clustered --set rule=top_frac,top_frac=0.117) ;;
+    clustered-0.50) args=(--preset clustered --set rule=top_frac,top_frac=0.41) ;;
+    paper-0.10) args=(--preset paper --set "layers=$lined,window_frac=0.05,rho=0.05"
+                      --set "layers=$clustered,page_size=32,tail=64,rule=top_frac,top_frac=0.01") ;;
+    paper-0.25) args=(--preset paper --set "layers=$lined,window_frac=0.125,rho=0.125" --set "layers=$clustered,rule=top_frac,top_frac=0.117") ;;
+    paper-0.50) args=(--preset paper --set "layers=$lined,window_frac=0.25,rho=0.25" --set "layers=$clustered,rule=top_frac,top_frac=0.41") ;;
+    kascade-0.10) args=(--layers-config "$out/kascade.json" --set kascade_top_frac=0.068,kascade_min_k=32) ;;
+    kascade-0.25) args=(--layers-config "$out/kascade.json" --set kascade_top_frac=0.224) ;;
+    kascade-0.50) args=(--layers-config "$out/kascade.json" --set kascade_top_frac=0.484) ;;
+    auto-*) args=(--preset "auto:$calib,budget=$2") ;;
+    semanticache-0.50) args=(--preset semanticache --set gsc_tau=0.72) ;;
+    dar-0.10) args=(--set "dar_basis=$out/dar.npy,dar_sink=4,dar_window=64,dar_rank=4") ;;
+    dar-0.25) args=(--set "dar_basis=$out/dar.npy,dar_sink=4,dar_window=128,dar_rank=12") ;;
+    dar-0.50) args=(--set "dar_basis=$out/dar.npy,dar_sink=4,dar_window=512,dar_rank=16") ;;
+    *) return 1 ;;
+  esac
+}
+budget_inputs() {
+  local calib=$root/bench/out/defaults/presets/calibration.json f
+  for f in "$out/kascade.json" "$out/dar.npy" "$calib"; do
+    [[ -f $f ]] || { echo "run_methods: no $f (run kascade-calibrate, dar-calibrate, bench/run_luka_defaults.sh calibrate)" >&2; exit 1; }
+  done
+}
+part_budgets() {
+  budget_inputs
+  local b m
+  for b in "${budget_levels[@]}"; do
+    for m in "${budget_methods[@]}"; do
+      budget_args "$m" "$b" && budget_run "$m" "$b" "${args[@]}"
+    done
+  done
+}
+# WikiSalad exact match of the same configs: each written as a layers config (luka info --config),
+# then one `luka eval wikisalad` over them, EXAMPLES (default 1) examples per file, resumable.
+part_budgets_eval() {
+  budget_inputs
+  local dir=$out/budgets/configs b m presets=dense
+  mkdir -p "$dir"
+  for b in "${budget_levels[@]}"; do
+    for m in "${budget_methods[@]}"; do
+      budget_args "$m" "$b" || continue
+      if [[ ! -s $dir/$m-$b.json ]]; then
+        "$luka" info --config "${args[@]}" |
+          "$python" -c 'import json, sys; t = sys.stdin.read(); json.dump(json.loads(t[t.index("\n{") + 1:]), open(sys.argv[1], "w"), indent=1)' \
+            "$dir/$m-$b.json" || { echo "run_methods: $m at $b: no config" >&2; continue; }
+      fi
+      presets+=",$dir/$m-$b.json"
+    done
+  done
+  "$luka" eval wikisalad --data "$root/../shared/data/wikisalad" --examples "${EXAMPLES:-1}" --presets "$presets" \
+    --out "$out/budgets-eval" | tee "$out/budgets-eval.table.txt"
+}
 part_report() {
+  # The budgets figure is drawn with matplotlib (bench-only; installed into the venv here).
+  "$python" -c 'import matplotlib' 2>/dev/null || "$python" -m pip install --quiet matplotlib || true
   "$python" - "$out" "$root/bench/results/methods.md" "$root/bench/results/figures" <<'PY'
 import glob, json, os, shutil, sys
 out, dest, figures = sys.argv[1:4]
@@ -149,6 +240,67 @@ with open(dest, "w") as f:
     for name in ("kascade", "kascade-calibrated", "dar", "semanticache"):
         if os.path.exists(os.path.join(figures, "methods-%s.png" % name)):
             f.write("![%s](figures/methods-%s.png)\n\n" % (name, name))
+    budgets = {}  # method -> budget -> output
+    for path in glob.glob(os.path.join(out, "budgets", "*.json")):
+        method, budget = os.path.basename(path)[:-5].rsplit("-", 1)
+        budgets.setdefault(method, {})[budget] = json.load(open(path))
+    refused = {}
+    for path in glob.glob(os.path.join(out, "budgets", "*.json.err")):
+        method, budget = os.path.basename(path)[:-9].rsplit("-", 1)
+        refused.setdefault(method, {})[budget] = open(path).read().strip().splitlines()[-1]
+    if budgets:
+        order = ["lined", "clustered", "paper", "kascade", "auto", "semanticache", "dar"]
+        names = {"kascade": "kascade (calibrated)", "dar": "DAR probe, by KV bytes"}
+        levels = ["0.10", "0.25", "0.50"]
+        f.write("## At matched budgets (bench/run_methods.sh budgets)\n\n")
+        f.write("Each method set to attend 10, 25 and 50% of dense's entries per decode step (summed over layers and\n")
+        f.write("heads), from the sweeps above; the cell gives perplexity and, in brackets, the fraction reached. Paper\n")
+        f.write("keeps its layout (layers 0-7 and 22-29 lined, 8-21 clustered) with each part set to the budget. `auto`\n")
+        f.write("picks per layer among the calibration's candidates (bench/run_luka_defaults.sh calibrate) within the\n")
+        f.write("budget. The DAR probe attends every entry; it is matched by the KV bytes it keeps (4 sink and W window\n")
+        f.write("tokens whole, the rest at rank r of 64), at the scored steps' mean context of 1,536 tokens: W 64 r 4,\n")
+        f.write("W 128 r 12, W 512 r 16. Dense: %.3f.\n\n" % dense if dense else "\n")
+        f.write("| method | " + " | ".join("%d%%" % round(float(b) * 100) for b in levels) + " |\n|---|" + "---:|" * len(levels) + "\n")
+        for m in order:
+            cells = []
+            for b in levels:
+                o = budgets.get(m, {}).get(b)
+                if o is None:
+                    why = refused.get(m, {}).get(b)
+                    if m == "semanticache" and b != "0.50":
+                        cells.append("not reached (≥ 0.39)")
+                    else:
+                        cells.append("refused: " + why.replace("|", "\\|") if why else "-")
+                    continue
+                frac = o.get("attended_fraction")
+                shown = frac if m != "dar" else None
+                cells.append("%.2f (%.3f)" % (o["perplexity"], shown) if shown is not None else "%.2f" % o["perplexity"])
+            f.write("| %s | %s |\n" % (names.get(m, m), " | ".join(cells)))
+        f.write("\n")
+        try:
+            import matplotlib
+            matplotlib.use("Agg")
+            import matplotlib.pyplot as plt
+            fig, ax = plt.subplots(figsize=(7, 4.2), dpi=120)
+            for m in order:
+                pts = sorted((float(b) if m == "dar" else o["attended_fraction"], o["perplexity"]) for b, o in budgets.get(m, {}).items())
+                if pts:
+                    ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", linestyle="--" if m == "dar" else "-",
+                            label=names.get(m, m))
+            if dense:
+                ax.axhline(dense, color="black", linewidth=0.8, linestyle=":", label="dense")
+            ax.set_xlabel("attended entries per step / dense's (DAR: KV bytes kept)")
+            ax.set_ylabel("perplexity, emma.txt tokens 1,024-2,047")
+            ax.set_title("Methods at matched budgets (default model)")
+            ax.legend(fontsize=8)
+            ax.grid(alpha=0.3)
+            fig.tight_layout()
+            os.makedirs(figures, exist_ok=True)
+            for ext in ("png", "svg"):
+                fig.savefig(os.path.join(figures, "methods-budgets." + ext))
+            f.write("![budgets](figures/methods-budgets.png)\n\n")
+        except ImportError:
+            print("run_methods: no matplotlib: the budgets figure is not drawn", file=sys.stderr)
 print("wrote", dest)
 PY
 }
@@ -168,6 +320,8 @@ for p in "${parts[@]}"; do
     dar-sink) part_dar_sink ;;
     dar-fidelity) part_dar_fidelity ;;
     semanticache) part_semanticache ;;
+    budgets) part_budgets ;;
+    budgets-eval) part_budgets_eval ;;
     report) part_report ;;
     *) echo "run_methods: unknown part '$p'" >&2; exit 2 ;;
   esac

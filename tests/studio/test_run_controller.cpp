@@ -26,6 +26,15 @@ namespace fs = std::filesystem;
 
 using luka::test::wait_for;
 
+const fs::path kDefaultModel = fs::path(LUKA_SOURCE_DIR) / "models" / "default";
+
+// Loads the default model on the CPU and waits until it is ready.
+void load_on_cpu(RunController& s) {
+  s.load_model(kDefaultModel, LoadOptions{}, parse_device("cpu"));
+  ASSERT_TRUE(wait_for([&] { return !s.busy(); }, 120)) << "load timed out";
+  ASSERT_EQ(s.status().state, RunState::kReady) << s.status().message;
+}
+
 // Switching a Kascade anchor to another mode leaves its reuse layers nothing to reuse: they become
 // anchors themselves, so the next step runs; other layers keep their sources.
 TEST(RunController, ALayerSwitchedAwayFromAKascadeAnchorLeavesNoOrphanReuse) {
@@ -100,12 +109,9 @@ TEST(RunController, LiveSwitchWhilePausedAppliesAtTheNextStepAndIsRecorded) {
 // An empty free-text prompt is an error the status line shows; it used to run the interwoven
 // demo prompt instead, silently. The same for an interwoven prompt whose segments are empty.
 TEST(RunController, EmptyPromptsAreRefusedNotReplaced) {
-  const fs::path model = fs::path(LUKA_SOURCE_DIR) / "models" / "default";
-  if (!fs::exists(model)) GTEST_SKIP() << "no model at " << model << " (scripts/setup.sh installs the default one)";
+  if (!fs::exists(kDefaultModel)) GTEST_SKIP() << "no model at " << kDefaultModel << " (scripts/setup.sh installs the default one)";
   RunController s;
-  s.load_model(model, LoadOptions{}, parse_device("cpu"));
-  ASSERT_TRUE(wait_for([&] { return !s.busy(); }, 120)) << "load timed out";
-  ASSERT_EQ(s.status().state, RunState::kReady) << s.status().message;
+  ASSERT_NO_FATAL_FAILURE(load_on_cpu(s));
   RunRequest r;
   r.prompt.pattern = "AB";
   r.prompt.segments = {{"Tides", "#1f77b4", "The tide rises twice a day."}, {"Bread", "#ff7f0e", "Knead the dough."}};
@@ -135,12 +141,9 @@ TEST(RunController, EmptyPromptsAreRefusedNotReplaced) {
 // at a fraction, the status says how far it is, as a percentage with the time left, while the live
 // capture has no step yet; released, the run finishes and the prefill's progress is gone.
 TEST(RunController, PrefillProgressIsReportedWhileItRuns) {
-  const fs::path model = fs::path(LUKA_SOURCE_DIR) / "models" / "default";
-  if (!fs::exists(model)) GTEST_SKIP() << "no model at " << model << " (scripts/setup.sh installs the default one)";
+  if (!fs::exists(kDefaultModel)) GTEST_SKIP() << "no model at " << kDefaultModel << " (scripts/setup.sh installs the default one)";
   RunController s;
-  s.load_model(model, LoadOptions{}, parse_device("cpu"));
-  ASSERT_TRUE(wait_for([&] { return !s.busy(); }, 120)) << "load timed out";
-  ASSERT_EQ(s.status().state, RunState::kReady) << s.status().message;
+  ASSERT_NO_FATAL_FAILURE(load_on_cpu(s));
   EXPECT_EQ(s.status().prefill_fraction, -1);
   RunRequest r;
   r.free_text = "The tide rises twice a day along the coast, and the harbour pilot waits for the flood before he takes a ship through the narrows.";
@@ -177,12 +180,9 @@ TEST(RunController, PrefillProgressIsReportedWhileItRuns) {
 //   0's queries and keys depend on the tokens alone), computed by another path (the shadow beside
 //   A's clustered attention).
 TEST(RunController, CompareRunFeedsATokensUnderAnotherConfig) {
-  const fs::path model = fs::path(LUKA_SOURCE_DIR) / "models" / "default";
-  if (!fs::exists(model)) GTEST_SKIP() << "no model at " << model << " (scripts/setup.sh installs the default one)";
+  if (!fs::exists(kDefaultModel)) GTEST_SKIP() << "no model at " << kDefaultModel << " (scripts/setup.sh installs the default one)";
   RunController s;
-  s.load_model(model, LoadOptions{}, parse_device("cpu"));
-  ASSERT_TRUE(wait_for([&] { return !s.busy(); }, 120)) << "load timed out";
-  ASSERT_EQ(s.status().state, RunState::kReady) << s.status().message;
+  ASSERT_NO_FATAL_FAILURE(load_on_cpu(s));
   const std::int64_t L = static_cast<std::int64_t>(s.config().layers.size());
   s.run_compare(LukaConfig::preset("dense", L), "dense");
   EXPECT_TRUE(s.status().compare.failed);
