@@ -25,7 +25,8 @@
 #                      (the DAR probe, which attends every entry, at those fractions of KV bytes kept);
 #                      knob values from the sweeps above, the attended fraction reached is reported
 #                      (needs kascade-calibrate, dar-calibrate and bench/run_luka_defaults.sh calibrate)
-#   budgets-eval       WikiSalad exact match of the budgets' configs (EXAMPLES per file, default 1)
+#   budgets-eval       WikiSalad exact match of the budgets' configs (EXAMPLES per file, default 1;
+#                      BUDGETS: the levels, default "0.10 0.25 0.50", for this part and budgets)
 #   report             write bench/results/methods.md from what has run
 # Environment: LUKA (the binary, default build/luka), TEXT (default ../shared/data/texts/emma.txt),
 # HELDOUT (default ../shared/data/texts/prideprejudice.txt).
@@ -117,7 +118,7 @@ budget_run() {
   fi
 }
 budget_methods=(lined clustered paper kascade auto semanticache dar)
-budget_levels=(0.10 0.25 0.50)
+read -r -a budget_levels <<< "${BUDGETS:-0.10 0.25 0.50}"
 # Sets `args` to METHOD's config arguments at BUDGET; false where the method does not reach it.
 # Lined: window and heavy hitters each half the budget. Clustered: pages refined by top_frac (the
 # sweep's 0.146 + 0.86 top_frac), at 10% pages of 32 with a tail of 64 (0.09 + 0.96 top_frac). Paper: its lined layers as
@@ -166,24 +167,26 @@ part_budgets() {
   done
 }
 # WikiSalad exact match of the same configs: each written as a layers config (luka info --config),
-# then one `luka eval wikisalad` over them, EXAMPLES (default 1) examples per file, resumable.
+# then one `luka eval wikisalad` per budget over them, EXAMPLES (default 1) examples per file, into
+# bench/out/methods/budgets-eval-B (resumable). Dense's column is bench/results/luka-eval.md's.
 part_budgets_eval() {
   budget_inputs
-  local dir=$out/budgets/configs b m presets=dense
+  local dir=$out/budgets/configs b m presets
   mkdir -p "$dir"
   for b in "${budget_levels[@]}"; do
+    presets=""
     for m in "${budget_methods[@]}"; do
       budget_args "$m" "$b" || continue
       if [[ ! -s $dir/$m-$b.json ]]; then
         "$luka" info --config "${args[@]}" |
           "$python" -c 'import json, sys; t = sys.stdin.read(); json.dump(json.loads(t[t.index("\n{") + 1:]), open(sys.argv[1], "w"), indent=1)' \
-            "$dir/$m-$b.json" || { echo "run_methods: $m at $b: no config" >&2; continue; }
+            "$dir/$m-$b.json" || { echo "run_methods: $m at $b: no config" >&2; rm -f "$dir/$m-$b.json"; continue; }
       fi
-      presets+=",$dir/$m-$b.json"
+      presets+="${presets:+,}$dir/$m-$b.json"
     done
+    "$luka" eval wikisalad --data "$root/../shared/data/wikisalad" --examples "${EXAMPLES:-1}" --presets "$presets" \
+      --out "$out/budgets-eval-$b" | tee "$out/budgets-eval-$b.table.txt"
   done
-  "$luka" eval wikisalad --data "$root/../shared/data/wikisalad" --examples "${EXAMPLES:-1}" --presets "$presets" \
-    --out "$out/budgets-eval" | tee "$out/budgets-eval.table.txt"
 }
 part_report() {
   # The budgets figure is drawn with matplotlib (bench-only; installed into the venv here).
@@ -270,6 +273,7 @@ with open(dest, "w") as f:
                     if m == "semanticache" and b != "0.50":
                         cells.append("not reached (≥ 0.39)")
                     else:
+                        why = why.split("error: ", 1)[-1].replace("auto config: ", "") if why else None
                         cells.append("refused: " + why.replace("|", "\\|") if why else "-")
                     continue
                 frac = o.get("attended_fraction")
@@ -277,6 +281,23 @@ with open(dest, "w") as f:
                 cells.append("%.2f (%.3f)" % (o["perplexity"], shown) if shown is not None else "%.2f" % o["perplexity"])
             f.write("| %s | %s |\n" % (names.get(m, m), " | ".join(cells)))
         f.write("\n")
+        em = {}  # method -> budget -> (matches, questions)
+        for path in glob.glob(os.path.join(out, "budgets-eval-*", "summary.json")):
+            for c in json.load(open(path))["table"]["cells"]:
+                method, budget = os.path.basename(c["preset"])[:-5].rsplit("-", 1)
+                m, q = em.setdefault(method, {}).get(budget, (0, 0))
+                em[method][budget] = (m + c["matches"], q + c["questions"])
+        if em:
+            f.write("WikiSalad exact match of the same configs (bench/run_methods.sh budgets-eval: `luka eval wikisalad`, the\n")
+            f.write("first example of each of the four files, %d questions; dense scores 27.8 on them, bench/results/luka-eval.md):\n\n"
+                    % max(q for b in em.values() for _, q in b.values()))
+            f.write("| method | " + " | ".join("%d%%" % round(float(b) * 100) for b in levels) + " |\n|---|" + "---:|" * len(levels) + "\n")
+            for m in order:
+                if m not in em:
+                    continue
+                cells = ["%.1f" % (100.0 * em[m][b][0] / em[m][b][1]) if b in em[m] and em[m][b][1] else "-" for b in levels]
+                f.write("| %s | %s |\n" % (names.get(m, m), " | ".join(cells)))
+            f.write("\n")
         try:
             import matplotlib
             matplotlib.use("Agg")
