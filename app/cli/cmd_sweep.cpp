@@ -184,12 +184,12 @@ int merge(const Manifest& m, const std::string& x_key, const std::string& title)
   eval::Settings fixed;
   for (const auto& a : m.axes)
     if (a.values.size() == 1 && a.key != x) constant.insert(a.key), fixed.emplace_back(a.key, a.values[0]);
-  if (!fixed.empty()) plot.subtitle = eval::settings_label(fixed);
+  if (!fixed.empty()) plot.subtitle = eval::settings_caption(fixed);
   std::map<std::string, std::size_t> series_of;
   for (const auto& r : results) {
     if (r.baseline) {
       plot.reference_y = r.value;
-      plot.reference_label = eval::settings_label(r.settings);
+      plot.reference_label = eval::settings_caption(r.settings);
       continue;
     }
     eval::Settings others;  // the keys that vary, but x
@@ -200,7 +200,7 @@ int merge(const Manifest& m, const std::string& x_key, const std::string& title)
       else if (!constant.count(k))
         others.emplace_back(k, v);
     }
-    const std::string label = others.empty() ? std::string(eval::metric_label(m.metric)) : eval::settings_label(others);
+    const std::string label = others.empty() ? std::string(eval::metric_label(m.metric)) : eval::settings_caption(others);
     auto [it, added] = series_of.emplace(label, plot.series.size());
     if (added) plot.series.push_back({label, {}, {}});
     viz::LineSeries& s = plot.series[it->second];

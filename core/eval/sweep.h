@@ -33,6 +33,8 @@ std::vector<Settings> expand_grid(const std::vector<GridAxis>& axes);
 // "compressor=mean,top_frac=0.25" (all settings), and the part that is a LuKA --set spec (every key
 // but "preset"; empty when none).
 std::string settings_label(const Settings& s);
+// The label as a figure shows it: a value that is a path ("bench/out/dar.npy") by its file name.
+std::string settings_caption(const Settings& s);
 std::string settings_set_spec(const Settings& s);
 std::optional<std::string> settings_preset(const Settings& s);
 

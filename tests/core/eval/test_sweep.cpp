@@ -26,6 +26,12 @@ TEST(Sweep, ExpandsTheLastAxisFastest) {
   EXPECT_EQ(settings_label(points[5]), "a=2,b=z");
 }
 
+TEST(Sweep, CaptionsNameFilesNotWhereTheyLie) {
+  const Settings s = {{"dar_basis", "/work/bench/out/dar.npy"}, {"dar_rank", "16"}, {"preset", "auto:out/c.json,budget=0.1"}, {"x", "a/"}};
+  EXPECT_EQ(settings_caption(s), "dar_basis=dar.npy,dar_rank=16,preset=auto:c.json,budget=0.1,x=a/");
+  EXPECT_EQ(settings_label(s), "dar_basis=/work/bench/out/dar.npy,dar_rank=16,preset=auto:out/c.json,budget=0.1,x=a/");
+}
+
 TEST(Sweep, RunCommandLines) {
   const Settings p = {{"preset", "mixed(8,8)"}, {"compressor", "mean"}, {"top_k", "3"}};
   EXPECT_EQ(settings_set_spec(p), "compressor=mean,top_k=3");
