@@ -517,45 +517,47 @@ void LukaAttention::decode_lined(Step& s) {
   if (!incremental || heavy_tokens_ != T - 1 || heavy_sets_.size() != units.size()) {
     heavy_sets_.assign(units.size(), HeavyHitterSet{});
   }
-  at::parallel_for(0, static_cast<std::int64_t>(units.size()), 1, [&](std::int64_t u0, std::int64_t u1) {
-    for (std::int64_t u = u0; u < u1; ++u) {
-      const auto& unit = units[static_cast<std::size_t>(u)];
-      std::vector<std::int64_t> heavy;
-      if (incremental) {
-        HeavyHitterSet::Rows rows;
-        for (const std::int64_t h : unit) rows.push_back(h2o + h * cap);
-        heavy = heavy_sets_[static_cast<std::size_t>(u)].select(rows, lc.select_end, lc.heavy, lc.window_start);
-      } else if (unit.size() == 1) {
-        heavy = select_heavy_hitters(h2o + unit[0] * cap, lc.select_end, lc.heavy);
-      } else {
-        std::vector<float> score(static_cast<std::size_t>(lc.select_end), 0.0f);
-        for (const std::int64_t h : unit)
-          for (std::int64_t t = 0; t < lc.select_end; ++t) score[t] += h2o[h * cap + t];
-        heavy = select_heavy_hitters(score.data(), lc.select_end, lc.heavy);
-      }
-      // A pick inside the window (only when the window is the whole context) is in the cover once.
-      heavy.erase(std::remove_if(heavy.begin(), heavy.end(), [&](std::int64_t t) { return t >= lc.window_start; }), heavy.end());
-      for (const std::int64_t h : unit) last_.heavy[h] = heavy;
-    }
-  });
-  heavy_tokens_ = incremental ? T : -1;
+  // One parallel region per step: each unit picks its heavy hitters, then its heads attend to
+  // their cover (a fork and join per region is a large part of a lined step at these sizes).
   float* e = s.eff.mutable_data_ptr<float>();
   float* o = s.out.mutable_data_ptr<float>();
   with_rows(in, layer_, [&](const auto& K, const auto& V) {
-    at::parallel_for(0, H, 1, [&](std::int64_t h0, std::int64_t h1) {
-      for (std::int64_t h = h0; h < h1; ++h) {
-        std::vector<std::int64_t> cover = last_.heavy[h];
+    at::parallel_for(0, static_cast<std::int64_t>(units.size()), 1, [&](std::int64_t u0, std::int64_t u1) {
+      std::vector<std::int64_t> cover;
+      std::vector<float> p;
+      for (std::int64_t u = u0; u < u1; ++u) {
+        const auto& unit = units[static_cast<std::size_t>(u)];
+        std::vector<std::int64_t> heavy;
+        if (incremental) {
+          HeavyHitterSet::Rows rows;
+          for (const std::int64_t h : unit) rows.push_back(h2o + h * cap);
+          heavy = heavy_sets_[static_cast<std::size_t>(u)].select(rows, lc.select_end, lc.heavy, lc.window_start);
+        } else if (unit.size() == 1) {
+          heavy = select_heavy_hitters(h2o + unit[0] * cap, lc.select_end, lc.heavy);
+        } else {
+          std::vector<float> score(static_cast<std::size_t>(lc.select_end), 0.0f);
+          for (const std::int64_t h : unit)
+            for (std::int64_t t = 0; t < lc.select_end; ++t) score[t] += h2o[h * cap + t];
+          heavy = select_heavy_hitters(score.data(), lc.select_end, lc.heavy);
+        }
+        // A pick inside the window (only when the window is the whole context) is in the cover once.
+        heavy.erase(std::remove_if(heavy.begin(), heavy.end(), [&](std::int64_t t) { return t >= lc.window_start; }), heavy.end());
+        cover = heavy;
         for (std::int64_t t = lc.window_start; t < T; ++t) cover.push_back(t);
-        std::vector<float> p(cover.size());
-        for (std::size_t i = 0; i < cover.size(); ++i) p[i] = s.scale * dot(s.q + h * D, K.row(h / G, cover[i]), D);
-        softmax_inplace(p.data(), static_cast<std::int64_t>(p.size()));
-        for (std::size_t i = 0; i < cover.size(); ++i) {
-          e[h * T + cover[i]] = p[i];
-          axpy(p[i], V.row(h / G, cover[i]), o + h * D, D);
+        p.resize(cover.size());
+        for (const std::int64_t h : unit) {
+          last_.heavy[h] = heavy;
+          for (std::size_t i = 0; i < cover.size(); ++i) p[i] = s.scale * dot(s.q + h * D, K.row(h / G, cover[i]), D);
+          softmax_inplace(p.data(), static_cast<std::int64_t>(p.size()));
+          for (std::size_t i = 0; i < cover.size(); ++i) {
+            e[h * T + cover[i]] = p[i];
+            axpy(p[i], V.row(h / G, cover[i]), o + h * D, D);
+          }
         }
       }
     });
   });
+  heavy_tokens_ = incremental ? T : -1;
   for (std::int64_t h = 0; h < H; ++h)
     last_.cover_size[static_cast<std::size_t>(h)] = static_cast<std::int64_t>(last_.heavy[h].size()) + (T - lc.window_start);
 }
