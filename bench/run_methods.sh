@@ -184,8 +184,16 @@ part_budgets_eval() {
       fi
       presets+="${presets:+,}$dir/$m-$b.json"
     done
+    # Answers are kept in bench/results/ once a level is done, so a fresh clone starts from them.
+    local kept=$root/bench/results/methods-budgets-eval/$b
+    if [[ ! -f $out/budgets-eval-$b/results.jsonl && -f $kept/results.jsonl ]]; then
+      mkdir -p "$out/budgets-eval-$b"
+      cp "$kept/results.jsonl" "$kept/run.json" "$out/budgets-eval-$b/"
+    fi
     "$luka" eval wikisalad --data "$root/../shared/data/wikisalad" --examples "${EXAMPLES:-1}" --presets "$presets" \
       --out "$out/budgets-eval-$b" | tee "$out/budgets-eval-$b.table.txt"
+    mkdir -p "$kept"
+    cp "$out/budgets-eval-$b/results.jsonl" "$out/budgets-eval-$b/run.json" "$out/budgets-eval-$b/summary.json" "$kept/"
   done
 }
 part_report() {
@@ -284,14 +292,16 @@ with open(dest, "w") as f:
             f.write("| %s | %s |\n" % (names.get(m, m), " | ".join(cells)))
         f.write("\n")
         em = {}  # method -> budget -> (matches, questions)
-        for path in glob.glob(os.path.join(out, "budgets-eval-*", "summary.json")):
+        for path in glob.glob(os.path.join(out, "budgets-eval-*", "summary.json")) or glob.glob(
+                os.path.join(os.path.dirname(dest), "methods-budgets-eval", "*", "summary.json")):
             for c in json.load(open(path))["table"]["cells"]:
                 method, budget = os.path.basename(c["preset"])[:-5].rsplit("-", 1)
                 m, q = em.setdefault(method, {}).get(budget, (0, 0))
                 em[method][budget] = (m + c["matches"], q + c["questions"])
         if em:
             f.write("WikiSalad exact match of the same configs (bench/run_methods.sh budgets-eval: `luka eval wikisalad`, the\n")
-            f.write("first example of each of the four files, %d questions; dense scores 27.8 on them, bench/results/luka-eval.md):\n\n"
+            f.write("first example of each of the four files, %d questions; dense scores 27.8 on them, bench/results/luka-eval.md;\n"
+                    "a dash: not run yet; answers in bench/results/methods-budgets-eval/):\n\n"
                     % max(q for b in em.values() for _, q in b.values()))
             f.write("| method | " + " | ".join("%d%%" % round(float(b) * 100) for b in levels) + " |\n|---|" + "---:|" * len(levels) + "\n")
             for m in order:
