@@ -193,7 +193,7 @@ part_budgets_eval() {
     "$luka" eval wikisalad --data "$root/../shared/data/wikisalad" --examples "${EXAMPLES:-1}" --presets "$presets" \
       --out "$out/budgets-eval-$b" | tee "$out/budgets-eval-$b.table.txt"
     mkdir -p "$kept"
-    cp "$out/budgets-eval-$b/results.jsonl" "$out/budgets-eval-$b/run.json" "$out/budgets-eval-$b/summary.json" "$kept/"
+    cp "$out/budgets-eval-$b/results.jsonl" "$out/budgets-eval-$b/run.json" "$kept/"
   done
 }
 part_report() {
@@ -292,12 +292,16 @@ with open(dest, "w") as f:
             f.write("| %s | %s |\n" % (names.get(m, m), " | ".join(cells)))
         f.write("\n")
         em = {}  # method -> budget -> (matches, questions)
-        for path in glob.glob(os.path.join(out, "budgets-eval-*", "summary.json")) or glob.glob(
-                os.path.join(os.path.dirname(dest), "methods-budgets-eval", "*", "summary.json")):
-            for c in json.load(open(path))["table"]["cells"]:
-                method, budget = os.path.basename(c["preset"])[:-5].rsplit("-", 1)
+        # The levels that finished: in bench/out those with a summary, else the answers kept in
+        # bench/results (copied there only once a level is done).
+        done = [os.path.dirname(p) for p in glob.glob(os.path.join(out, "budgets-eval-*", "summary.json"))] or [
+            os.path.dirname(p) for p in glob.glob(os.path.join(os.path.dirname(dest), "methods-budgets-eval", "*", "results.jsonl"))]
+        for level in done:
+            for line in open(os.path.join(level, "results.jsonl")):
+                r = json.loads(line)
+                method, budget = os.path.basename(r["preset"])[:-5].rsplit("-", 1)
                 m, q = em.setdefault(method, {}).get(budget, (0, 0))
-                em[method][budget] = (m + c["matches"], q + c["questions"])
+                em[method][budget] = (m + bool(r["match"]), q + 1)
         if em:
             f.write("WikiSalad exact match of the same configs (bench/run_methods.sh budgets-eval: `luka eval wikisalad`, the\n")
             f.write("first example of each of the four files, %d questions; dense scores 27.8 on them, bench/results/luka-eval.md;\n"
