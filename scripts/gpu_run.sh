@@ -20,8 +20,8 @@
 #             default model, every preset's logits on a Qwen3-0.6B-shaped checkpoint, captures
 #             compared with h5py at 4K and one at 32K, the capture overhead per decode step)
 #
-#   ordered   what needs the model, after kernels: the product tests, product, bench, then the
-#             capture's memcheck, each started only while the time since the script began is
+#   ordered   what needs the model, after kernels: the product tests, product, the capture's
+#             memcheck, then bench, each started only while the time since the script began is
 #             under GPU_RUN_BUDGET_S (default 420): what is left is named as skipped, so one call
 #             fits the device time a session has
 #
@@ -171,7 +171,7 @@ if [ "$what" = kernels ]; then
   run_sanitize kernels
 elif [ "$what" = ordered ]; then
   if wanted tests; then run_tests "${product_tests[@]}"; fi
-  for stage in product bench sanitize; do
+  for stage in product sanitize bench; do
     if wanted "$stage"; then if [ "$stage" = sanitize ]; then run_sanitize capture; else "run_$stage"; fi; fi
   done
 else
