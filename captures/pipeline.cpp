@@ -1,6 +1,7 @@
 #include "captures/pipeline.h"
 
 #include <algorithm>
+#include <chrono>
 
 #include <pthread.h>
 
@@ -43,21 +44,25 @@ void CapturePipeline::rethrow() {
   if (error_) std::rethrow_exception(error_);
 }
 
-void CapturePipeline::push(Message m, bool wake) {
+double CapturePipeline::push(Message m, bool wake) {
   const std::size_t b = bytes_of(m);
   std::unique_lock<std::mutex> lock(mu_);
   rethrow();
   // Wait for room (a single record larger than the budget goes through once the queue is empty).
   const auto room = [&] { return error_ || bytes_ == 0 || bytes_ + b <= budget_; };
+  double waited = 0;
   if (!room()) {
+    const auto t0 = std::chrono::steady_clock::now();
     work_cv_.notify_one();  // what waits unwoken gets written now
     cv_.wait(lock, room);
+    waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   }
   rethrow();
   queue_.push_back(std::move(m));
   bytes_ += b;
   lock.unlock();
   if (wake) work_cv_.notify_one();
+  return waited;
 }
 
 CapturePipeline::Message CapturePipeline::take_front() {
@@ -216,37 +221,58 @@ void encode_layers(const std::vector<LayerStep>& layers, const std::vector<T> La
 
 }  // namespace
 
-void CapturePipeline::step(Step step) {
-  StepRecord record{std::move(step), std::nullopt};
-  if (encode_steps_) {
-    const Step& st = record.step;
-    const std::size_t H = layout_.heads.size(), L = st.layers.size();
-    const std::size_t Lc = static_cast<std::size_t>(layer_chunk(layout_));
-    const std::int64_t ct = token_chunk(layout_);
-    std::int64_t P = 0;  // the most pages of any layer
-    for (const LayerStep& ls : st.layers) P = std::max<std::int64_t>(P, H ? static_cast<std::int64_t>(ls.page_state.size() / H) : 0);
-    StepChunks& c = record.chunks.emplace();
-    c.token_chunks = (st.tokens + ct - 1) / ct;
-    c.page_chunks = (P + kPageChunk - 1) / kPageChunk;
-    const std::int64_t groups = static_cast<std::int64_t>((L + Lc - 1) / Lc);
-    for (auto* part : {&c.effective, &c.dense, &c.cover}) part->assign(static_cast<std::size_t>(groups * c.token_chunks), {});
-    for (auto* part : {&c.page_state, &c.summary_mass}) part->assign(static_cast<std::size_t>(groups * c.page_chunks), {});
-    constexpr std::int64_t kParts = 5;  // effective, dense, cover, page_state, summary_mass
-    const int level = layout_.deflate;
-    encode_and_write(groups * kParts, [&](std::int64_t t) {
-      const std::int64_t g = t / kParts, nt = c.token_chunks, np = c.page_chunks;
-      const std::size_t g0 = static_cast<std::size_t>(g) * Lc;
-      const auto& ls = st.layers;
-      switch (t % kParts) {
-        case 0: encode_layers(ls, &LayerStep::effective, g0, Lc, H, ct, nt, level, c.effective.data() + g * nt); break;
-        case 1: encode_layers(ls, &LayerStep::dense, g0, Lc, H, ct, nt, level, c.dense.data() + g * nt); break;
-        case 2: encode_layers(ls, &LayerStep::cover, g0, Lc, H, ct, nt, level, c.cover.data() + g * nt); break;
-        case 3: encode_layers(ls, &LayerStep::page_state, g0, Lc, H, kPageChunk, np, level, c.page_state.data() + g * np); break;
-        case 4: encode_layers(ls, &LayerStep::summary_mass, g0, Lc, H, kPageChunk, np, level, c.summary_mass.data() + g * np); break;
-      }
+void CapturePipeline::encode_step(StepRecord& record, bool help) {
+  const Step& st = record.step;
+  const std::size_t H = layout_.heads.size(), L = st.layers.size();
+  const std::size_t Lc = static_cast<std::size_t>(layer_chunk(layout_));
+  const std::int64_t ct = token_chunk(layout_);
+  std::int64_t P = 0;  // the most pages of any layer
+  for (const LayerStep& ls : st.layers) P = std::max<std::int64_t>(P, H ? static_cast<std::int64_t>(ls.page_state.size() / H) : 0);
+  StepChunks& c = record.chunks.emplace();
+  c.token_chunks = (st.tokens + ct - 1) / ct;
+  c.page_chunks = (P + kPageChunk - 1) / kPageChunk;
+  const std::int64_t groups = static_cast<std::int64_t>((L + Lc - 1) / Lc);
+  for (auto* part : {&c.effective, &c.dense, &c.cover}) part->assign(static_cast<std::size_t>(groups * c.token_chunks), {});
+  for (auto* part : {&c.page_state, &c.summary_mass}) part->assign(static_cast<std::size_t>(groups * c.page_chunks), {});
+  constexpr std::int64_t kParts = 5;  // effective, dense, cover, page_state, summary_mass
+  const int level = layout_.deflate;
+  const auto item = [&](std::int64_t t) {
+    const std::int64_t g = t / kParts, nt = c.token_chunks, np = c.page_chunks;
+    const std::size_t g0 = static_cast<std::size_t>(g) * Lc;
+    const auto& ls = st.layers;
+    switch (t % kParts) {
+      case 0: encode_layers(ls, &LayerStep::effective, g0, Lc, H, ct, nt, level, c.effective.data() + g * nt); break;
+      case 1: encode_layers(ls, &LayerStep::dense, g0, Lc, H, ct, nt, level, c.dense.data() + g * nt); break;
+      case 2: encode_layers(ls, &LayerStep::cover, g0, Lc, H, ct, nt, level, c.cover.data() + g * nt); break;
+      case 3: encode_layers(ls, &LayerStep::page_state, g0, Lc, H, kPageChunk, np, level, c.page_state.data() + g * np); break;
+      case 4: encode_layers(ls, &LayerStep::summary_mass, g0, Lc, H, kPageChunk, np, level, c.summary_mass.data() + g * np); break;
+    }
+  };
+  if (help) {
+    encode_and_write(groups * kParts, item);
+  } else {
+    parallel_(groups * kParts, [&](std::int64_t b, std::int64_t e) {
+      for (std::int64_t t = b; t < e; ++t) item(t);
     });
   }
-  push(std::move(record), /*wake=*/!encode_steps_);  // encoded: written in the next step's region (or by finish)
+}
+
+void CapturePipeline::step(Step step) {
+  const auto t0 = std::chrono::steady_clock::now();
+  StepRecord record{std::move(step), std::nullopt};
+  const bool here = encode_steps_ && step_encoding_ == StepEncoding::kProducer;
+  if (here) encode_step(record, /*help=*/true);
+  // Encoded here: written in the next step's region (or by finish); else the I/O thread encodes it.
+  const double waited = push(std::move(record), /*wake=*/!here);
+  std::lock_guard<std::mutex> lock(mu_);
+  producer_.step_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  producer_.wait_seconds += waited;
+  ++producer_.steps;
+}
+
+CapturePipeline::ProducerTime CapturePipeline::producer_time() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return producer_;
 }
 
 void CapturePipeline::finish(std::vector<Token> trailing) {
@@ -304,6 +330,7 @@ void CapturePipeline::handle(Message& m) {
   } else if (std::holds_alternative<EndPrefill>(m)) {
     for (CaptureSink* s : sinks_) s->end_prefill();
   } else if (auto* s = std::get_if<StepRecord>(&m)) {
+    if (encode_steps_ && !s->chunks) encode_step(*s, /*help=*/false);  // StepEncoding::kWriter
     for (CaptureSink* sink : sinks_) sink->step(s->step, sink->takes_step_chunks() && s->chunks ? &*s->chunks : nullptr);
   } else if (auto* f = std::get_if<Finish>(&m)) {
     for (CaptureSink* sink : sinks_) sink->finish(f->trailing);

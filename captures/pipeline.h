@@ -41,6 +41,20 @@ class CapturePipeline {
   void set_parallel(ParallelFor parallel) { parallel_ = std::move(parallel); }
   const ParallelFor& parallel() const { return parallel_; }
 
+  // Where a decode step's records are compressed. kProducer (the default): in step(), on the
+  // producer's threads; a CPU run's model threads do it between steps, on the cores that would
+  // otherwise wait for the step's last layer. kWriter: on the I/O thread (with the ParallelFor)
+  // once step() has returned; a GPU run's host thread, which launches every kernel of a step and
+  // so bounds its time, then goes straight on to the next step. Set before begin().
+  enum class StepEncoding { kProducer, kWriter };
+  void set_step_encoding(StepEncoding e) { step_encoding_ = e; }
+  // The producer's time in step(), and of it waiting for room in the queue, over the run so far.
+  struct ProducerTime {
+    double step_seconds = 0, wait_seconds = 0;
+    std::int64_t steps = 0;
+  };
+  ProducerTime producer_time() const;
+
   void begin(Manifest manifest, Layout layout, std::vector<Token> prompt, std::vector<Segment> segments);
   // Rows [row0, row0 + m) of the prefill map of a recorded layer: [recorded heads][m][n] IEEE half
   // (or fp32, rounded here), n = layout.prompt_tokens. Layers may interleave; each layer's rows
@@ -68,8 +82,8 @@ class CapturePipeline {
 
   // Queues m. `wake`: wake the I/O thread for it; without, m waits for the producer's next
   // parallel region to handle it inline (help_inline), for the next woken push, or for the
-  // queue to fill up.
-  void push(Message m, bool wake = true);
+  // queue to fill up. Returns the seconds it waited for room.
+  double push(Message m, bool wake = true);
   void emit_band(int layer_index, const BandView& band);  // producer side: encode, then queue
   // Handles what is queued on the calling thread (a work item of the producer's parallel region)
   // while the I/O thread is idle; returns at once when the I/O thread is busy.
@@ -78,6 +92,8 @@ class CapturePipeline {
   // thread comes first while the others encode, so the records queued before (the previous band
   // or step) are written without waking the I/O thread to take a model thread's core.
   void encode_and_write(std::int64_t n, const std::function<void(std::int64_t)>& item);
+  // Fills record.chunks with the ParallelFor; `help`: through encode_and_write (producer side).
+  void encode_step(StepRecord& record, bool help);
   void run();
   // Takes the front message off the queue; mu_ held, the queue not empty, the caller handles it.
   Message take_front();
@@ -101,6 +117,8 @@ class CapturePipeline {
   Layout layout_;
   bool encode_ = false, keep_halves_ = true;  // some sink takes chunks / some sink takes halves
   bool encode_steps_ = false;                 // some sink takes the steps' chunks
+  StepEncoding step_encoding_ = StepEncoding::kProducer;
+  ProducerTime producer_;  // mu_
   std::vector<std::unique_ptr<PyramidBuilder>> pyramids_;  // per recorded layer
   std::thread thread_;
 };

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cmath>
 #include <fstream>
 #include <limits>
@@ -223,6 +224,7 @@ void CaptureRecorder::end_prefill() {
 }
 
 void CaptureRecorder::record_step(std::int64_t step, std::vector<Token> new_tokens) {
+  const auto t0 = std::chrono::steady_clock::now();
   Step s;
   s.step = step;
   s.new_tokens = std::move(new_tokens);
@@ -325,6 +327,7 @@ void CaptureRecorder::record_step(std::int64_t step, std::vector<Token> new_toke
     }
   });
   session_.step(std::move(s));
+  step_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
 }  // namespace luka::capture

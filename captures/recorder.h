@@ -49,6 +49,8 @@ class CaptureRecorder {
   // After decode step `step` (1-based): `new_tokens` are the tokens appended since the last
   // record, the step's query token first.
   void record_step(std::int64_t step, std::vector<Token> new_tokens);
+  // The model thread's time in record_step over the run so far (the pipeline's share included).
+  double step_seconds() const { return step_seconds_; }
 
  private:
   CapturePipeline& session_;
@@ -58,6 +60,7 @@ class CaptureRecorder {
   std::vector<std::uint16_t> halves_;        // prefill rows being handed over (reused)
   std::function<void(double)> prefill_progress_;
   std::vector<std::int64_t> prefill_rows_done_;  // per model layer: prompt rows handed over
+  double step_seconds_ = 0;
 };
 
 }  // namespace luka::capture

@@ -108,6 +108,11 @@ run_tests() {
       echo "$t: skipped tests on a GPU machine: $(grep -m1 -oE '(no CUDA plugin|no GPU for the CUDA plugin)[^(]*' "$logs/$t.log")"
       status=1
     fi
+    # Nor does one that skips for want of the model the call joined.
+    if [ -n "${LUKA_TEST_MODEL:-}" ] && grep -q 'no model at' "$logs/$t.log"; then
+      echo "$t: skipped tests beside the joined model: $(grep -m1 -o 'no model at [^ ]*' "$logs/$t.log")"
+      status=1
+    fi
   done
 }
 if [ "$what" = tests ] || [ "$what" = all ]; then run_tests "${kernel_tests[@]}" "${product_tests[@]}"; fi

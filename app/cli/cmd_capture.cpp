@@ -187,6 +187,8 @@ int run_capture(int argc, char** argv) {
     writer.emplace(out);
     session.emplace(std::vector<capture::CaptureSink*>{&*writer});
     session->set_parallel(capture::model_parallel_for());
+    // On the GPU the host thread bounds a step (it launches every kernel): compress off it.
+    if (device->is_cuda()) session->set_step_encoding(capture::CapturePipeline::StepEncoding::kWriter);
     std::vector<capture::Token> prompt_tokens;
     for (std::int64_t i = 0; i < n; ++i)
       prompt_tokens.push_back({prompt.ids[static_cast<std::size_t>(i)], tokenizer.token_bytes(prompt.ids[static_cast<std::size_t>(i)]),
@@ -279,6 +281,13 @@ int run_capture(int argc, char** argv) {
   if (steps > 0)
     std::fprintf(stderr, "decode: %lld steps in %.3f s, %.3f ms per step\n", static_cast<long long>(steps), decode_s,
                  1e3 * decode_s / static_cast<double>(steps));
+  // Of which the recording's share on the model thread, and of that the wait for the writer.
+  if (steps > 0 && recorder) {
+    const capture::CapturePipeline::ProducerTime p = session->producer_time();
+    const double per = 1e3 / static_cast<double>(steps);
+    std::fprintf(stderr, "recording: %.3f ms per step on the model thread (%.3f waiting for the writer; compression on the %s)\n",
+                 per * recorder->step_seconds(), per * p.wait_seconds, device->is_cuda() ? "writer's threads" : "model's threads");
+  }
   std::fwrite(recording.text.data(), 1, recording.text.size(), stdout);
   std::fputc('\n', stdout);
   return 0;

@@ -25,6 +25,19 @@
 
 namespace luka::studio {
 
+namespace {
+
+// A run's capture pipeline into `live`, with its work on the model's threads; on the GPU the
+// steps are compressed off the host thread, which bounds a step there (it launches every kernel).
+std::unique_ptr<capture::CapturePipeline> live_pipeline(capture::LiveCapture& live, const Backend& device) {
+  auto pipeline = std::make_unique<capture::CapturePipeline>(std::vector<capture::CaptureSink*>{&live});
+  pipeline->set_parallel(capture::model_parallel_for());
+  if (device.is_cuda()) pipeline->set_step_encoding(capture::CapturePipeline::StepEncoding::kWriter);
+  return pipeline;
+}
+
+}  // namespace
+
 const char* to_string(RunState s) {
   switch (s) {
     case RunState::kNoModel: return "no model";
@@ -462,8 +475,7 @@ void RunController::compare_job(const LukaConfig& config, TaskContext& ctx) {
                                        {"compared_with", status().source},
                                        {"max_new_tokens", m}}.dump();
   auto live = std::make_shared<capture::LiveCapture>();
-  auto pipeline = std::make_unique<capture::CapturePipeline>(std::vector<capture::CaptureSink*>{live.get()});
-  pipeline->set_parallel(capture::model_parallel_for());
+  auto pipeline = live_pipeline(*live, *impl_->device);
   pipeline->begin(manifest, layout, std::move(prompt_tokens), a->segments());
   capture::CaptureRecorder recorder(*pipeline, layout, layers);
   set_status([&](Status& s) {
@@ -593,8 +605,7 @@ void RunController::run_job(RunRequest r, TaskContext& ctx) {
     }
   }
   auto live = std::make_shared<capture::LiveCapture>();
-  auto pipeline = std::make_unique<capture::CapturePipeline>(std::vector<capture::CaptureSink*>{live.get()});
-  pipeline->set_parallel(capture::model_parallel_for());
+  auto pipeline = live_pipeline(*live, *impl_->device);
   std::vector<capture::Token> prompt_tokens;
   for (std::int64_t i = 0; i < n; ++i)
     prompt_tokens.push_back({prompt.ids[static_cast<std::size_t>(i)], tok.token_bytes(prompt.ids[static_cast<std::size_t>(i)]), false,

@@ -485,15 +485,19 @@ void three_threads(std::int64_t n, const std::function<void(std::int64_t, std::i
 // Writes the synthetic run's first `steps` steps to `file` through a session (writer plus a sink
 // that keeps the map bands) and returns the bands.
 std::vector<MapRows> write_run(const fs::path& file, const Synthetic& s, int steps, ParallelFor parallel = serial_for,
-                               ChunkCountingSink* counter = nullptr) {
+                               ChunkCountingSink* counter = nullptr,
+                               CapturePipeline::StepEncoding encoding = CapturePipeline::StepEncoding::kProducer,
+                               CapturePipeline::ProducerTime* time = nullptr) {
   CaptureWriter writer(file);
   RecordingSink rec;
   std::vector<CaptureSink*> sinks{&writer, &rec};
   if (counter) sinks.push_back(counter);
   CapturePipeline session(sinks);
   session.set_parallel(std::move(parallel));
+  session.set_step_encoding(encoding);
   feed(session, s, steps);
   session.finish(s.trailing);
+  if (time) *time = session.producer_time();
   return rec.bands;
 }
 
@@ -680,6 +684,38 @@ TEST(CaptureFile, EncodedMapChunksReadBackAtEveryDeflateSetting) {
     const auto f = CaptureFile::open(file);
     EXPECT_EQ(f->summary().layout.deflate, level);
     expect_same(*f, s, bands, 2, true);
+  }
+}
+
+// Steps compressed on the I/O thread (a GPU run's choice) are the same chunks as those compressed
+// by the producer: the file reads back the same, and every step reached the chunk-taking sinks
+// encoded. The producer's time counts each step once.
+TEST(CaptureFile, StepsCompressedByTheWriterReadBackTheSame) {
+  for (const int level : {0, 1, 9}) {
+    Synthetic s = make_synthetic(150, 3, 13);
+    align_pages(s);
+    s.layout.deflate = level;
+    const fs::path writer_file = work_dir() / ("writer" + std::to_string(level) + ".h5");
+    const fs::path producer_file = work_dir() / ("producer" + std::to_string(level) + ".h5");
+    ChunkCountingSink counter;
+    CapturePipeline::ProducerTime time;
+    const std::vector<MapRows> bands =
+        write_run(writer_file, s, 3, three_threads, &counter, CapturePipeline::StepEncoding::kWriter, &time);
+    EXPECT_EQ(counter.encoded_steps, 3u);
+    EXPECT_EQ(time.steps, 3);
+    EXPECT_GE(time.step_seconds, time.wait_seconds);
+    EXPECT_GE(time.wait_seconds, 0);
+    const auto f = CaptureFile::open(writer_file);
+    expect_same(*f, s, bands, 3, true);
+    // Byte for byte the same step rows as the producer's encoding gives.
+    write_run(producer_file, s, 3, three_threads);
+    const auto g = CaptureFile::open(producer_file);
+    for (std::int64_t step = 1; step <= 3; ++step)
+      for (const int layer : s.layout.layers)
+        for (const int head : s.layout.heads) {
+          EXPECT_EQ(f->row(step, layer, head), g->row(step, layer, head)) << "step " << step << " layer " << layer << " head " << head;
+          EXPECT_EQ(f->cover(step, layer, head), g->cover(step, layer, head));
+        }
   }
 }
 

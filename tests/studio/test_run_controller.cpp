@@ -26,9 +26,14 @@ namespace fs = std::filesystem;
 
 using luka::test::wait_for;
 
-const fs::path kDefaultModel = fs::path(LUKA_SOURCE_DIR) / "models" / "default";
+// The default model, or the one LUKA_TEST_MODEL names (scripts/gpu_run.sh joins it there).
+fs::path test_model() {
+  const char* env = std::getenv("LUKA_TEST_MODEL");
+  return env && *env ? fs::path(env) : fs::path(LUKA_SOURCE_DIR) / "models" / "default";
+}
+const fs::path kDefaultModel = test_model();
 
-// Loads the default model on the CPU and waits until it is ready.
+// Loads the test model on the CPU and waits until it is ready.
 void load_on_cpu(RunController& s) {
   s.load_model(kDefaultModel, LoadOptions{}, parse_device("cpu"));
   ASSERT_TRUE(wait_for([&] { return !s.busy(); }, 120)) << "load timed out";
@@ -55,15 +60,22 @@ TEST(RunController, ALayerSwitchedAwayFromAKascadeAnchorLeavesNoOrphanReuse) {
 TEST(RunController, LiveSwitchWhilePausedAppliesAtTheNextStepAndIsRecorded) {
   const char* env = std::getenv("LUKA_TEST_DEVICE");
   const std::string device = env && *env ? env : "auto";
-  // The default model, or the one LUKA_TEST_MODEL names (scripts/gpu_run.sh joins it there).
-  const char* model_env = std::getenv("LUKA_TEST_MODEL");
-  const fs::path model = model_env && *model_env ? fs::path(model_env) : fs::path(LUKA_SOURCE_DIR) / "models" / "default";
+  const fs::path model = kDefaultModel;
   if (!fs::exists(model)) GTEST_SKIP() << "no model at " << model << " (scripts/setup.sh installs the default one)";
   RunController s;
   s.load_model(model, LoadOptions{}, parse_device(device));
   ASSERT_TRUE(wait_for([&] { return !s.busy(); }, 120)) << "load timed out";
   ASSERT_EQ(s.status().state, RunState::kReady) << s.status().message;
-  if (device != "auto" && device != "cpu") EXPECT_EQ(s.status().model_summary.find("on " + device), s.status().model_summary.size() - 3 - device.size());
+  if (device != "auto" && device != "cpu") {
+    // The summary ends with the device the model runs on: "cuda" resolves to "cuda:N".
+    const std::string& summary = s.status().model_summary;
+    const std::size_t at = summary.rfind(" on " + device);
+    ASSERT_NE(at, std::string::npos) << summary;
+    const std::string rest = summary.substr(at + 4 + device.size());
+    EXPECT_TRUE(rest.empty() || (device.find(':') == std::string::npos && rest.size() >= 2 && rest[0] == ':' &&
+                                 std::all_of(rest.begin() + 1, rest.end(), [](char c) { return c >= '0' && c <= '9'; })))
+        << summary;
+  }
 
   InterwovenPrompt prompt;
   prompt.pattern = "ABAB";
@@ -216,7 +228,8 @@ TEST(RunController, CompareRunFeedsATokensUnderAnotherConfig) {
   const auto run_b = [&](const LukaConfig& cfg, const std::string& label) -> std::shared_ptr<const capture::CaptureView> {
     s.run_compare(cfg, label);
     EXPECT_FALSE(s.status().compare.failed) << s.status().compare.message;
-    EXPECT_TRUE(wait_for([&] { return !s.busy(); }, 120)) << s.status().compare.message;
+    // Generous: a hang fails it, a loaded machine (2 cores shared with other tests) must not.
+    EXPECT_TRUE(wait_for([&] { return !s.busy(); }, 600)) << s.status().compare.message;
     const Status st = s.status();
     EXPECT_FALSE(st.compare.running);
     EXPECT_FALSE(st.compare.failed) << st.compare.message;
