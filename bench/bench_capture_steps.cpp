@@ -4,8 +4,8 @@
 // over N tokens, deflate 1) to a CapturePipeline writing an HDF5 file. Three ways, interleaved
 // over ROUNDS: no recording; steps compressed by the producer in step() (StepEncoding::kProducer,
 // the CPU's choice); steps compressed by the I/O thread (kWriter, the GPU's). Prints each way's
-// ms per step, the model thread's time in step(), and the median over rounds of the ratio to no
-// recording.
+// ms per step, the model thread's time in step() and of it waiting for room in the queue, and the
+// median over rounds of the ratio to no recording.
 //
 //   bench_capture_steps OUT.h5 [N=4096] [LAYERS=28] [HEADS=16] [STEPS=32] [STEP_MS=25] [ROUNDS=5] [THREADS=all]
 #include <algorithm>
@@ -133,7 +133,7 @@ int main(int argc, char** argv) {
 
   enum Way { kNone, kProducer, kWriter };
   const char* names[] = {"no recording", "compressed in step() (producer)", "compressed by the I/O thread (writer)"};
-  std::vector<double> ms[3], in_step[3], ratio[3];
+  std::vector<double> ms[3], in_step[3], waited[3], ratio[3];
   for (int r = 0; r < rounds; ++r) {
     double round_ms[3] = {0, 0, 0};
     for (const Way way : {kNone, kProducer, kWriter}) {
@@ -158,6 +158,7 @@ int main(int argc, char** argv) {
       const double per = std::chrono::duration<double, std::milli>(Clock::now() - t0).count() / steps;
       if (session) {
         in_step[way].push_back(1e3 * session->producer_time().step_seconds / steps);
+        waited[way].push_back(1e3 * session->producer_time().wait_seconds / steps);
         session->finish({});
       }
       round_ms[way] = per;
@@ -166,9 +167,15 @@ int main(int argc, char** argv) {
     for (const Way way : {kProducer, kWriter}) ratio[way].push_back(round_ms[way] / round_ms[kNone]);
   }
   std::filesystem::remove(path);
-  std::printf("| recording | ms per step | of it in step() | ratio to no recording (median of %d rounds) |\n|---|---|---|---|\n", rounds);
-  for (const Way way : {kNone, kProducer, kWriter})
-    std::printf("| %s | %.2f | %s | %s |\n", names[way], median(ms[way]), way == kNone ? "-" : (std::to_string(median(in_step[way])).substr(0, 5)).c_str(),
-                way == kNone ? "1" : (std::to_string(median(ratio[way])).substr(0, 5)).c_str());
+  std::printf("| recording | ms per step | of it in step() | of that waiting for the writer | ratio to no recording (median of %d rounds) |\n"
+              "|---|---|---|---|---|\n", rounds);
+  for (const Way way : {kNone, kProducer, kWriter}) {
+    if (way == kNone) {
+      std::printf("| %s | %.2f | - | - | 1 |\n", names[way], median(ms[way]));
+    } else {
+      std::printf("| %s | %.2f | %.2f | %.2f | %.3f |\n", names[way], median(ms[way]), median(in_step[way]), median(waited[way]),
+                  median(ratio[way]));
+    }
+  }
   return 0;
 }
