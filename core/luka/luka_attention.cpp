@@ -484,15 +484,13 @@ void LukaAttention::attend_sets(Step& s, const std::vector<const std::vector<std
           const float inv = static_cast<float>(1.0 / sum);
           for (float& x : p) x *= inv;
         } else {
-          for (std::int64_t i = 0; i < n; ++i) p[i] = s.scale * dot(s.q + h * D, K.row(h / G, set[i]), D);
+          cpu::gather_dots(s.q + h * D, K.row(h / G, 0), K.row_stride, set.data(), n, D, s.scale, p.data());
           softmax_inplace(p.data(), n);
         }
         std::fill(e + h * T, e + (h + 1) * T, 0.0f);
         std::fill(o + h * D, o + (h + 1) * D, 0.0f);
-        for (std::int64_t i = 0; i < n; ++i) {
-          e[h * T + set[i]] = p[i];
-          axpy(p[i], V.row(h / G, set[i]), o + h * D, D);
-        }
+        for (std::int64_t i = 0; i < n; ++i) e[h * T + set[i]] = p[i];
+        cpu::gather_axpy(p.data(), V.row(h / G, 0), V.row_stride, set.data(), n, D, o + h * D);
       }
     });
   });
@@ -545,14 +543,13 @@ void LukaAttention::decode_lined(Step& s) {
         cover = heavy;
         for (std::int64_t t = lc.window_start; t < T; ++t) cover.push_back(t);
         p.resize(cover.size());
+        const std::int64_t n = static_cast<std::int64_t>(cover.size());
         for (const std::int64_t h : unit) {
           last_.heavy[h] = heavy;
-          for (std::size_t i = 0; i < cover.size(); ++i) p[i] = s.scale * dot(s.q + h * D, K.row(h / G, cover[i]), D);
-          softmax_inplace(p.data(), static_cast<std::int64_t>(p.size()));
-          for (std::size_t i = 0; i < cover.size(); ++i) {
-            e[h * T + cover[i]] = p[i];
-            axpy(p[i], V.row(h / G, cover[i]), o + h * D, D);
-          }
+          cpu::gather_dots(s.q + h * D, K.row(h / G, 0), K.row_stride, cover.data(), n, D, s.scale, p.data());
+          softmax_inplace(p.data(), n);
+          for (std::int64_t i = 0; i < n; ++i) e[h * T + cover[i]] = p[i];
+          cpu::gather_axpy(p.data(), V.row(h / G, 0), V.row_stride, cover.data(), n, D, o + h * D);
         }
       }
     });

@@ -2,6 +2,8 @@
 
 #include <immintrin.h>
 
+#include <algorithm>
+
 namespace luka::cpu {
 
 namespace {
@@ -43,6 +45,33 @@ __attribute__((target("avx512f,avx512bw,avx512vl"))) void axpy_avx512(float a, c
 }
 
 template <typename T>
+__attribute__((target("avx512f,avx512bw,avx512vl"))) void gather_dots_avx512(const float* q, const T* rows, std::int64_t stride,
+                                                                          const std::int64_t* idx, std::int64_t n,
+                                                                          std::int64_t d, float scale, float* out) {
+  for (std::int64_t j = 0; j < n; ++j) out[j] = scale * dot_avx512(q, rows + idx[j] * stride, d);
+}
+
+// y += p[j] * row_j for every j, as axpy_avx512 row after row; up to 128 columns of y are kept in
+// registers across the rows (the same fused multiply-adds in the same order, so the same bits).
+template <typename T>
+__attribute__((target("avx512f,avx512bw,avx512vl"))) void gather_axpy_avx512(const float* p, const T* rows, std::int64_t stride,
+                                                                          const std::int64_t* idx, std::int64_t n,
+                                                                          std::int64_t d, float* y) {
+  constexpr std::int64_t kHeld = 8;  // zmm registers of y
+  for (std::int64_t c0 = 0; c0 < d; c0 += 16 * kHeld) {
+    const std::int64_t width = std::min<std::int64_t>(d - c0, 16 * kHeld), parts = (width + 15) / 16;
+    __m512 acc[kHeld];
+    for (std::int64_t k = 0; k < parts; ++k) acc[k] = _mm512_maskz_loadu_ps(lanes(width - 16 * k), y + c0 + 16 * k);
+    for (std::int64_t j = 0; j < n; ++j) {
+      const __m512 av = _mm512_set1_ps(p[j]);
+      const T* x = rows + idx[j] * stride + c0;
+      for (std::int64_t k = 0; k < parts; ++k) acc[k] = _mm512_fmadd_ps(av, load(x + 16 * k, lanes(width - 16 * k)), acc[k]);
+    }
+    for (std::int64_t k = 0; k < parts; ++k) _mm512_mask_storeu_ps(y + c0 + 16 * k, lanes(width - 16 * k), acc[k]);
+  }
+}
+
+template <typename T>
 float dot_plain(const float* q, const T* k, std::int64_t d) {
   float acc = 0;
   for (std::int64_t i = 0; i < d; ++i) acc += q[i] * static_cast<float>(k[i]);
@@ -65,6 +94,41 @@ void axpy(float a, const float* x, float* y, std::int64_t d) {
 }
 void axpy(float a, const c10::BFloat16* x, float* y, std::int64_t d) {
   kAvx512 ? axpy_avx512(a, x, y, d) : axpy_plain(a, x, y, d);
+}
+
+namespace {
+
+template <typename T>
+void gather_dots_any(const float* q, const T* rows, std::int64_t stride, const std::int64_t* idx, std::int64_t n, std::int64_t d,
+                     float scale, float* out) {
+  if (kAvx512) return gather_dots_avx512(q, rows, stride, idx, n, d, scale, out);
+  for (std::int64_t j = 0; j < n; ++j) out[j] = scale * dot_plain(q, rows + idx[j] * stride, d);
+}
+
+template <typename T>
+void gather_axpy_any(const float* p, const T* rows, std::int64_t stride, const std::int64_t* idx, std::int64_t n, std::int64_t d,
+                     float* y) {
+  if (kAvx512) return gather_axpy_avx512(p, rows, stride, idx, n, d, y);
+  for (std::int64_t j = 0; j < n; ++j) axpy_plain(p[j], rows + idx[j] * stride, y, d);
+}
+
+}  // namespace
+
+void gather_dots(const float* q, const float* rows, std::int64_t stride, const std::int64_t* idx, std::int64_t n, std::int64_t d,
+                 float scale, float* out) {
+  gather_dots_any(q, rows, stride, idx, n, d, scale, out);
+}
+void gather_dots(const float* q, const c10::BFloat16* rows, std::int64_t stride, const std::int64_t* idx, std::int64_t n,
+                 std::int64_t d, float scale, float* out) {
+  gather_dots_any(q, rows, stride, idx, n, d, scale, out);
+}
+void gather_axpy(const float* p, const float* rows, std::int64_t stride, const std::int64_t* idx, std::int64_t n, std::int64_t d,
+                 float* y) {
+  gather_axpy_any(p, rows, stride, idx, n, d, y);
+}
+void gather_axpy(const float* p, const c10::BFloat16* rows, std::int64_t stride, const std::int64_t* idx, std::int64_t n,
+                 std::int64_t d, float* y) {
+  gather_axpy_any(p, rows, stride, idx, n, d, y);
 }
 
 }  // namespace luka::cpu
