@@ -100,6 +100,37 @@ TEST(LukaAttention, LinedCoverIsWindowPlusTopH2oTokens) {
   }
 }
 
+// A decode step adds its effective rows to h2o_score and their group mean to importance, bit for
+// bit as the ATen formula does (the accumulators are summed in one pass, not through ATen ops),
+// in every mode and for groups of 1, 2 and 4 heads.
+TEST(LukaAttention, DecodeStepsAccumulateTheirRowsExactly) {
+  for (const std::int64_t G : {1, 2, 4}) {
+    const Sequence s(4, 4 / G, 8, 90, 6);
+    for (const AttentionMode mode : {AttentionMode::kDense, AttentionMode::kLined, AttentionMode::kClustered}) {
+      LayerConfig c = clustered(8, 16, 5);
+      c.mode = mode;
+      c.lined.window = 12;
+      c.lined.rho = 0.2;
+      LukaAttention att(0, c);
+      c10::InferenceMode guard;
+      att.forward(s.inputs(0, 70));
+      for (std::int64_t pos = 70; pos < 76; ++pos) {
+        const at::Tensor h2o = att.h2o_score().clone(), imp = att.importance().clone();
+        att.forward(s.inputs(pos, 1));
+        const at::Tensor rows = att.last_step().effective;
+        const std::int64_t T = pos + 1;
+        at::Tensor want_h2o = at::zeros({4, T}, at::kFloat), want_imp = at::zeros({4 / G, T}, at::kFloat);
+        want_h2o.narrow(1, 0, pos).copy_(h2o);
+        want_imp.narrow(1, 0, pos).copy_(imp);
+        want_h2o.add_(rows);
+        want_imp.add_(rows.view({4 / G, G, T}).sum(1).div_(static_cast<double>(G)));
+        EXPECT_TRUE(at::equal(att.h2o_score(), want_h2o)) << to_string(mode) << " G " << G << " at " << pos;
+        EXPECT_TRUE(at::equal(att.importance(), want_imp)) << to_string(mode) << " G " << G << " at " << pos;
+      }
+    }
+  }
+}
+
 TEST(LukaAttention, EffectiveAttentionSumsToOneAndCoversEachTokenOnce) {
   const Sequence s(4, 2, 8, 120, 4);
   for (const AttentionMode mode : {AttentionMode::kDense, AttentionMode::kLined, AttentionMode::kClustered}) {
