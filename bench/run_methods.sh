@@ -296,6 +296,7 @@ with open(dest, "w") as f:
         # bench/results (copied there only once a level is done).
         done = [os.path.dirname(p) for p in glob.glob(os.path.join(out, "budgets-eval-*", "summary.json"))] or [
             os.path.dirname(p) for p in glob.glob(os.path.join(os.path.dirname(dest), "methods-budgets-eval", "*", "results.jsonl"))]
+        finished = {os.path.basename(level).replace("budgets-eval-", "") for level in done}
         for level in done:
             for line in open(os.path.join(level, "results.jsonl")):
                 r = json.loads(line)
@@ -305,13 +306,17 @@ with open(dest, "w") as f:
         if em:
             f.write("WikiSalad exact match of the same configs (bench/run_methods.sh budgets-eval: `luka eval wikisalad`, the\n")
             f.write("first example of each of the four files, %d questions; dense scores 27.8 on them, bench/results/luka-eval.md;\n"
-                    "a dash: not run yet; answers in bench/results/methods-budgets-eval/):\n\n"
+                    "a dash: not run yet; no config: the method cannot reach that budget; answers in\n"
+                    "bench/results/methods-budgets-eval/):\n\n"
                     % max(q for b in em.values() for _, q in b.values()))
             f.write("| method | " + " | ".join("%d%%" % round(float(b) * 100) for b in levels) + " |\n|---|" + "---:|" * len(levels) + "\n")
             for m in order:
                 if m not in em:
                     continue
-                cells = ["%.1f" % (100.0 * em[m][b][0] / em[m][b][1]) if b in em[m] and em[m][b][1] else "-" for b in levels]
+                # A level that ran without this method: the method has no config at that budget
+                # (refused or not reached, as the perplexity table says).
+                cells = ["%.1f" % (100.0 * em[m][b][0] / em[m][b][1]) if b in em[m] and em[m][b][1]
+                         else "no config" if b in finished else "-" for b in levels]
                 f.write("| %s | %s |\n" % (names.get(m, m), " | ".join(cells)))
             f.write("\n")
         try:
