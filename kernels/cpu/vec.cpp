@@ -44,11 +44,25 @@ __attribute__((target("avx512f,avx512bw,avx512vl"))) void axpy_avx512(float a, c
   }
 }
 
+// A cover's rows lie scattered over the cache (heavy hitters anywhere in the context), beyond
+// what the hardware prefetcher follows: each row is asked for kAhead rows before it is read.
+constexpr std::int64_t kAhead = 8;
+
+template <typename T>
+inline void prefetch_row(const T* row, std::int64_t d) {
+  const char* p = reinterpret_cast<const char*>(row);
+  for (std::int64_t b = 0; b < d * static_cast<std::int64_t>(sizeof(T)); b += 64) _mm_prefetch(p + b, _MM_HINT_T0);
+}
+
 template <typename T>
 __attribute__((target("avx512f,avx512bw,avx512vl"))) void gather_dots_avx512(const float* q, const T* rows, std::int64_t stride,
                                                                           const std::int64_t* idx, std::int64_t n,
                                                                           std::int64_t d, float scale, float* out) {
-  for (std::int64_t j = 0; j < n; ++j) out[j] = scale * dot_avx512(q, rows + idx[j] * stride, d);
+  for (std::int64_t j = 0; j < std::min(n, kAhead); ++j) prefetch_row(rows + idx[j] * stride, d);
+  for (std::int64_t j = 0; j < n; ++j) {
+    if (j + kAhead < n) prefetch_row(rows + idx[j + kAhead] * stride, d);
+    out[j] = scale * dot_avx512(q, rows + idx[j] * stride, d);
+  }
 }
 
 // y += p[j] * row_j for every j, as axpy_avx512 row after row; up to 128 columns of y are kept in
@@ -62,7 +76,9 @@ __attribute__((target("avx512f,avx512bw,avx512vl"))) void gather_axpy_avx512(con
     const std::int64_t width = std::min<std::int64_t>(d - c0, 16 * kHeld), parts = (width + 15) / 16;
     __m512 acc[kHeld];
     for (std::int64_t k = 0; k < parts; ++k) acc[k] = _mm512_maskz_loadu_ps(lanes(width - 16 * k), y + c0 + 16 * k);
+    for (std::int64_t j = 0; j < std::min(n, kAhead); ++j) prefetch_row(rows + idx[j] * stride + c0, width);
     for (std::int64_t j = 0; j < n; ++j) {
+      if (j + kAhead < n) prefetch_row(rows + idx[j + kAhead] * stride + c0, width);
       const __m512 av = _mm512_set1_ps(p[j]);
       const T* x = rows + idx[j] * stride + c0;
       for (std::int64_t k = 0; k < parts; ++k) acc[k] = _mm512_fmadd_ps(av, load(x + 16 * k, lanes(width - 16 * k)), acc[k]);
