@@ -16,6 +16,7 @@
 #include <fstream>
 #include <map>
 #include <numeric>
+#include <regex>
 #include <sstream>
 #include <thread>
 #include <tuple>
@@ -88,6 +89,12 @@ TEST(CaptureCli, DemoPromptReadsWithH5pyAndMatchesTransformers) {
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.err.find("before compression"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("wrote " + out.string()), std::string::npos) << r.err;
+  // The recording's share of a step on the model thread is part of the step's time.
+  std::smatch step_ms, rec_ms;
+  ASSERT_TRUE(std::regex_search(r.err, step_ms, std::regex("decode: \\d+ steps in [0-9.]+ s, ([0-9.]+) ms per step"))) << r.err;
+  ASSERT_TRUE(std::regex_search(r.err, rec_ms, std::regex("recording: ([0-9.]+) ms per step on the model thread \\(([0-9.]+) waiting"))) << r.err;
+  EXPECT_LE(std::stod(rec_ms[1]), std::stod(step_ms[1]));
+  EXPECT_LE(std::stod(rec_ms[2]), std::stod(rec_ms[1]));
 
   const RunResult check = run(kPython.string(), {(kRoot / "tests/captures/check_capture.py").string(), out.string(),
                                                  "--expect-steps", "15", "--expect-finished", "1", "--hf-model",
