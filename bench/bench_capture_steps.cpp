@@ -21,6 +21,7 @@
 #include <thread>
 #include <vector>
 
+#include "bench/bench_stats.h"
 #include "captures/pipeline.h"
 #include "captures/writer.h"
 #include "kernels/common/half.h"
@@ -83,12 +84,9 @@ void spin_for(double ms) {
   }
 }
 
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.empty() ? 0 : v[v.size() / 2];
-}
-
 }  // namespace
+
+using luka::bench::median;
 
 int main(int argc, char** argv) {
   if (argc < 2) {

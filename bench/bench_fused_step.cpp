@@ -21,16 +21,11 @@
 #include <string>
 #include <vector>
 
+#include "bench/bench_stats.h"
 #include "core/model/decoder.h"
 #include "core/model/model.h"
 
 namespace {
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const std::size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
 
 std::atomic<long> g_ops{0};
 
@@ -40,6 +35,8 @@ std::unique_ptr<at::ObserverContext> count_op(const at::RecordFunction&) {
 }
 
 }  // namespace
+
+using luka::bench::median;
 
 int main(int argc, char** argv) {
   if (argc < 2) {

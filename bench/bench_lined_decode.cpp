@@ -18,19 +18,12 @@
 #include <string>
 #include <vector>
 
+#include "bench/bench_stats.h"
 #include "core/luka/luka_attention.h"
 #include "core/model/decoder.h"
 #include "core/model/model.h"
 
-namespace {
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const std::size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
-}  // namespace
+using luka::bench::median;
 
 int main(int argc, char** argv) {
   if (argc < 3) {

@@ -20,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/bench_stats.h"
 #include "core/gguf/ggml_types.h"
 #include "kernels/cpu/gemv.h"
 #include "kernels/cpu/quant_gemv.h"
@@ -32,12 +33,6 @@ struct Shape {
   const char* name;
   std::int64_t in, out;
 };
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const std::size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
 
 // Valid blocks with random contents: scales are finite halves, everything else random bytes.
 std::vector<std::uint8_t> random_matrix(GgmlType type, std::int64_t out, std::int64_t in, std::mt19937& rng) {
@@ -67,6 +62,8 @@ double seconds_per_call(int calls, F&& call) {
 }
 
 }  // namespace
+
+using luka::bench::median;
 
 int main(int argc, char** argv) {
   const int reps = argc > 1 ? std::atoi(argv[1]) : 15;

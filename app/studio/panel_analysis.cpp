@@ -44,6 +44,20 @@ std::function<bool(double)> report_to(TaskContext& ctx) {
 // A job's progress as the tabs print it, 0..100.
 double percent(double fraction) { return 100 * std::max(0.0, fraction); }
 
+// Sorts `order` (the table's row indices) by the table's sort column, NaN last; value(row, column).
+template <typename Value>
+void sort_by_table_specs(std::vector<int>& order, const Value& value) {
+  const ImGuiTableSortSpecs* specs = ImGui::TableGetSortSpecs();
+  if (!specs || specs->SpecsCount == 0) return;
+  const int k = specs->Specs[0].ColumnIndex;
+  const bool descending = specs->Specs[0].SortDirection == ImGuiSortDirection_Descending;
+  std::stable_sort(order.begin(), order.end(), [&](int x, int y) {
+    const double vx = value(x, k), vy = value(y, k);
+    if (std::isnan(vx) || std::isnan(vy)) return !std::isnan(vx) && std::isnan(vy);  // NaN last
+    return descending ? vx > vy : vx < vy;
+  });
+}
+
 }  // namespace
 
 void draw_topics_panel(UiState& ui) {
@@ -265,15 +279,7 @@ void draw_calibration_table(UiState& ui, const capture::CaptureView& view) {
       else if (k == count - 1) ImGui::SetTooltip("the candidate with the lowest output error");
     }
   }
-  if (ImGuiTableSortSpecs* specs = ImGui::TableGetSortSpecs(); specs && specs->SpecsCount > 0) {
-    const int k = specs->Specs[0].ColumnIndex;
-    const bool descending = specs->Specs[0].SortDirection == ImGuiSortDirection_Descending;
-    std::stable_sort(order.begin(), order.end(), [&](int x, int y) {
-      const double vx = value(c.heads[static_cast<std::size_t>(x)], k), vy = value(c.heads[static_cast<std::size_t>(y)], k);
-      if (std::isnan(vx) || std::isnan(vy)) return !std::isnan(vx) && std::isnan(vy);  // NaN last
-      return descending ? vx > vy : vx < vy;
-    });
-  }
+  sort_by_table_specs(order, [&](int i, int k) { return value(c.heads[static_cast<std::size_t>(i)], k); });
   for (const int i : order) {
     const eval::CalibrationHead& r = c.heads[static_cast<std::size_t>(i)];
     ImGui::TableNextRow();
@@ -385,15 +391,7 @@ void draw_head_scores_panel(UiState& ui) {
   ImGui::TableSetupScrollFreeze(0, 1);
   for (int c = 0; c < kCount; ++c) ImGui::TableSetupColumn(kColumns[c].name, c == 0 ? ImGuiTableColumnFlags_DefaultSort : 0);
   ImGui::TableHeadersRow();
-  if (ImGuiTableSortSpecs* specs = ImGui::TableGetSortSpecs(); specs && specs->SpecsCount > 0) {
-    const int c = specs->Specs[0].ColumnIndex;
-    const bool descending = specs->Specs[0].SortDirection == ImGuiSortDirection_Descending;
-    std::stable_sort(order.begin(), order.end(), [&](int x, int y) {
-      const double vx = value(a.heads[static_cast<std::size_t>(x)], c), vy = value(a.heads[static_cast<std::size_t>(y)], c);
-      if (std::isnan(vx) || std::isnan(vy)) return !std::isnan(vx) && std::isnan(vy);  // NaN last
-      return descending ? vx > vy : vx < vy;
-    });
-  }
+  sort_by_table_specs(order, [&](int i, int c) { return value(a.heads[static_cast<std::size_t>(i)], c); });
   for (const int i : order) {
     const capture::HeadScoreRow& r = a.heads[static_cast<std::size_t>(i)];
     ImGui::TableNextRow();
