@@ -45,7 +45,7 @@ if ((!quick)); then
     local dir=$root/build-sanitize generator=()
     [[ -f $dir/CMakeCache.txt ]] || generator=(-G Ninja)
     # -O1 -g1: the usual sanitizer build (line tables for the reports' stacks); it compiles in
-    # under half the time of RelWithDebInfo's -O2 -g (bench/results/ci-time.md).
+    # under half the time of RelWithDebInfo's -O2 -g (bench/results/reliability.md).
     cmake -S "$root" -B "$dir" "${generator[@]}" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DLUKA_SANITIZE=address,undefined -DLUKA_CUDA=OFF \
       "-DCMAKE_C_FLAGS_RELWITHDEBINFO=-O1 -g1 -DNDEBUG" "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O1 -g1 -DNDEBUG" \
       > "$dir.configure.log" 2>&1 || { cat "$dir.configure.log" >&2; return 1; }
