@@ -65,19 +65,40 @@ void draw_model_panel(UiState& ui) {
     ImGui::SetTooltip("a GGUF file's linear weights at the next Load: quantized keeps only their GGUF blocks, read as\n"
                       "stored (8-bit activations in decode steps); dequantized decodes them into the dtype, the exact\n"
                       "reference; auto is quantized for such a file on the CPU (luka info shows both footprints)");
-  ImGui::Text("%s", s.model_summary.empty() ? "no model loaded" : s.model_summary.c_str());
+  // The summary and the status wrap: a load error is read whole, not cut at the panel's edge.
+  ImGui::TextWrapped("%s", s.model_summary.empty() ? "no model loaded" : s.model_summary.c_str());
   if (!s.device.empty() && ImGui::IsItemHovered()) ImGui::SetTooltip("%s", s.device.c_str());
-  const ImVec4 colour = s.state == RunState::kError ? ImVec4(0.9f, 0.3f, 0.3f, 1) : ImVec4(0.7f, 0.7f, 0.7f, 1);
-  ImGui::TextColored(colour, "[%s] %s", to_string(s.state), s.message.c_str());
+  // Red for an error, also one that left no model (a failed load): "[no model] PATH: no such file".
+  const bool failed = s.state == RunState::kError || (!s.error.empty() && s.message == s.error);
+  const std::string status = std::string("[") + to_string(s.state) + "] " + s.message;
+  // A run's or a load's status is its progress bar's label; otherwise the status is text, given
+  // at least the bar's height, so the panel keeps its height as a run starts and ends.
   if (s.state == RunState::kRunning || s.state == RunState::kPaused) {
     const float f = s.steps_total > 0 ? static_cast<float>(s.steps_done) / static_cast<float>(s.steps_total) : 0.f;
-    const std::string label = std::to_string(s.steps_done) + " / " + std::to_string(s.steps_total) + " steps";
+    const std::string label = status + " (" + std::to_string(s.steps_done) + " / " + std::to_string(s.steps_total) + " steps)";
     ImGui::ProgressBar(f, ImVec2(-1, 0), label.c_str());
+    if (ImGui::IsItemHovered()) ImGui::SetTooltip("%s", label.c_str());
   } else if (s.state == RunState::kLoading) {
-    ImGui::ProgressBar(-0.3f * static_cast<float>(ImGui::GetTime()), ImVec2(-80, 0), "loading");
+    ImGui::ProgressBar(-0.3f * static_cast<float>(ImGui::GetTime()), ImVec2(-80, 0), status.c_str());
+  } else {
+    ImGui::PushStyleColor(ImGuiCol_Text, failed ? ImVec4(0.9f, 0.3f, 0.3f, 1) : ImVec4(0.7f, 0.7f, 0.7f, 1));
+    ImGui::TextWrapped("%s", status.c_str());
+    ImGui::PopStyleColor();
+  }
+  const ImVec2 t0 = ImGui::GetItemRectMin(), t1 = ImGui::GetItemRectMax();
+  ui.mark_drawn("model_status", t0.x, t0.y, t1.x, t1.y, std::string("[") + to_string(s.state) + "]" + (failed ? " red" : ""));
+  if (s.state == RunState::kLoading) {
     ImGui::SameLine();
     if (ImGui::Button("Cancel")) ui.controller.cancel_load();
+  } else if (const float pad = ImGui::GetFrameHeight() - (t1.y - t0.y) - ImGui::GetStyle().ItemSpacing.y; pad > 0) {
+    ImGui::Dummy(ImVec2(1, pad));
   }
+  {
+    const ImVec2 w0 = ImGui::GetWindowPos(), c0 = ImGui::GetWindowContentRegionMin(), c1 = ImGui::GetWindowContentRegionMax();
+    ui.mark_drawn("model_panel", w0.x + c0.x, w0.y + c0.y, w0.x + c1.x, w0.y + c1.y);  // its content region
+  }
+  // The height the next frame gives the panel: all of this, and the window's bottom padding.
+  ui.window.model_height = ImGui::GetCursorPosY() - ImGui::GetStyle().ItemSpacing.y + ImGui::GetStyle().WindowPadding.y;
 }
 
 }  // namespace luka::studio

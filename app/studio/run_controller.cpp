@@ -95,6 +95,7 @@ Task RunController::post(std::string name, std::function<void(TaskContext&)> job
           set_status([&](Status& s) {
             s.state = impl_->model ? RunState::kError : RunState::kNoModel;
             s.message = what;
+            s.error = what;
           });
         }
       },

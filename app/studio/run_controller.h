@@ -35,6 +35,7 @@ const char* to_string(RunState s);
 struct Status {
   RunState state = RunState::kNoModel;
   std::string message;        // what is happening, or the last error
+  std::string error;          // the last error a load or run ended in: shown as one while it is `message`
   std::string model_summary;  // "llama, 30 layers, 9/3 heads, fp32" once loaded
   std::string device;         // "cpu", "cuda:0, NVIDIA H100 ..." once loaded
   std::string source;         // the model path, or the capture file being replayed

@@ -219,8 +219,11 @@ int run_window(const WindowOptions& options) {
       // The split follows ui->window.split; dragging the map panel's left or bottom edge, or the prompt
       // panel's bottom edge, moves it.
       auto& split = ui->window.split;
-      const float left = split.left > 0 ? std::round(W * split.left) : std::min(420.f, std::round(W * 0.34f)), prompt_bottom = std::max(220.f, std::round(H * split.prompt)),
-                  map_bottom = std::round(H * split.map);
+      // The model panel is as tall as its content was last frame (a wrapped error takes more), up
+      // to a third of the window; the prompt panel starts below it.
+      const float model_h = std::round(std::clamp(ui->window.model_height > 0 ? ui->window.model_height : 180.f, 120.f, std::max(120.f, H / 3)));
+      const float left = split.left > 0 ? std::round(W * split.left) : std::min(420.f, std::round(W * 0.34f)),
+                  prompt_bottom = std::max({220.f, std::round(H * split.prompt), model_h + 100}), map_bottom = std::round(H * split.map);
       const ImGuiWindowFlags fixed = ImGuiWindowFlags_NoMove | ImGuiWindowFlags_NoResize | ImGuiWindowFlags_NoCollapse;
       const ImGuiWindowFlags sizable = ImGuiWindowFlags_NoMove | ImGuiWindowFlags_NoCollapse;
       const auto panel = [&](const char* title, ImVec2 pos, ImVec2 size, void (*draw)(studio::UiState&), bool resizable = false) {
@@ -236,8 +239,8 @@ int run_window(const WindowOptions& options) {
         return std::make_pair(got_pos, got_size);
       };
       const auto fraction = [](float v) { return std::clamp(v, 0.15f, 0.85f); };
-      panel("Model", ImVec2(0, 0), ImVec2(left, 158), studio::draw_model_panel);
-      const auto [prompt_pos, prompt_size] = panel("Prompt", ImVec2(0, 158), ImVec2(left, prompt_bottom - 158), studio::draw_prompt_panel, true);
+      panel("Model", ImVec2(0, 0), ImVec2(left, model_h), studio::draw_model_panel);
+      const auto [prompt_pos, prompt_size] = panel("Prompt", ImVec2(0, model_h), ImVec2(left, prompt_bottom - model_h), studio::draw_prompt_panel, true);
       if (std::abs(prompt_pos.y + prompt_size.y - prompt_bottom) > 0.5f) split.prompt = fraction((prompt_pos.y + prompt_size.y) / H);
       panel("Layers", ImVec2(0, prompt_bottom), ImVec2(left, H - prompt_bottom), studio::draw_layers_panel);
       const auto [map_pos, map_size] = panel("Attention map", ImVec2(left, 0), ImVec2(W - left, map_bottom), studio::draw_heatmap_panel, true);

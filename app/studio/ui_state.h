@@ -350,6 +350,7 @@ struct WindowLayout {
   } split;
   std::optional<BottomTab> select_tab;  // selected at the next frame (scripts, shortcuts)
   bool show_shortcuts = false;          // the keyboard shortcuts' help overlay (F1)
+  float model_height = 0;               // what the model panel's content took last frame (0: not drawn yet)
 };
 
 // Timing (bench/run_studio_bench.sh): frame times while measuring, and when the first map was drawn.

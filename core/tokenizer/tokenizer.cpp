@@ -262,6 +262,8 @@ Tokenizer Tokenizer::from_gguf(const gguf::File& file) {
 }
 
 Tokenizer Tokenizer::load(const fs::path& path) {
+  // A mistyped model path is named as such, not as a missing tokenizer inside it.
+  if (!fs::exists(path)) fail(path.string(), "no such file or folder");
   if (fs::is_regular_file(path) && gguf::File::has_magic(path)) return from_gguf(*gguf::File::open(path));
   const fs::path file = fs::is_directory(path) ? path / "tokenizer.json" : path;
   if (!fs::exists(file)) fail(file.string(), "tokenizer file not found");

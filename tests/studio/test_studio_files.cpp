@@ -37,12 +37,12 @@ const std::string kStudioEnv;
 #endif
 
 // The Studio on `prompt_file` with the recent-files list under `config`.
-RunResult studio(const fs::path& prompt_file, const fs::path& config, const std::string& script) {
+RunResult studio(const fs::path& prompt_file, const fs::path& config, const std::string& script, const std::string& size = "1280x800") {
   const fs::path s = work_dir() / "actions.script";
   std::ofstream(s) << script;
   return luka::test::run_shell("env -u LUKA_MODEL XDG_CONFIG_HOME=" + quote(config.string()) + " " + kStudioEnv +
-                                   "xvfb-run -a -s '-screen 0 1280x800x24' " + quote(LUKA_CLI_PATH) + " studio --prompt-file " +
-                                   quote(prompt_file.string()) + " --script " + quote(s.string()),
+                                   "xvfb-run -a -s '-screen 0 " + size + "x24' " + quote(LUKA_CLI_PATH) + " studio --size " + size +
+                                   " --prompt-file " + quote(prompt_file.string()) + " --script " + quote(s.string()),
                                work_dir());
 }
 
@@ -91,7 +91,8 @@ TEST(StudioFiles, SavesALiveRunAndReplaysItWithItsOwnPromptAndControlsOff) {
       "expect_prompt By noon the pilot had left the ship\nexpect_locked on\nexpect_recent 0 " + saved.string() + "\n"
       "frames 3\nscreenshot " + shot.string() + "\n"
       // Leaving the replay: the editor's prompt and the controls come back.
-      "leave_replay\nwait_idle 60\nframes 2\nexpect_locked off\nexpect_prompt Completely different words\nquit\n");
+      "leave_replay\nwait_idle 60\nframes 2\nexpect_locked off\nexpect_prompt Completely different words\nquit\n",
+      "1280x900");  // tall enough for the prompt panel to show the second segment unscrolled
   ASSERT_EQ(r.exit_code, 0) << r.err;
 
   // The saved file is an ordinary capture of the run: five steps, the prompt's three segments.
@@ -104,11 +105,12 @@ TEST(StudioFiles, SavesALiveRunAndReplaysItWithItsOwnPromptAndControlsOff) {
   EXPECT_EQ(inspect.exit_code, 0) << inspect.err;
   EXPECT_NE(inspect.out.find("Harbour"), std::string::npos) << inspect.out;
 
-  // The replay's prompt panel (left column, below the model panel) draws the capture's segments
-  // in their topic colours; the free-text editor it replaced draws none.
+  // The replay's prompt panel (left column, below the model panel, down to 58% of the window)
+  // draws the capture's segments in their topic colours; the free-text editor it replaced draws none.
   const luka::viz::Image img = luka::viz::read_png(shot);
-  EXPECT_GT(count_colour(img, 0x2ca02c, 0, 150, 420, 470), 100u);  // Harbour
-  EXPECT_GT(count_colour(img, 0x9467bd, 0, 150, 420, 470), 50u);   // Soup
+  ASSERT_EQ(img.height, 900);
+  EXPECT_GT(count_colour(img, 0x2ca02c, 0, 150, 420, 522), 100u);  // Harbour
+  EXPECT_GT(count_colour(img, 0x9467bd, 0, 150, 420, 522), 50u);   // Soup
 
   // The recent-files list was rewritten whole, with the saved capture first.
   const std::string recent = read_file(config / "luka-studio" / "recent.json");

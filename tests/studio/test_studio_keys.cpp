@@ -143,6 +143,47 @@ TEST(StudioLayersPanel, MixedButtonFitsInsideThePanel) {
   }
 }
 
+// The model panel shows all it draws without scrolling: the status line, which is the progress
+// bar's label during a run, at the default window size and a larger one, at the same panel height
+// paused and done; and a load error longer than the panel is wide, in red, wrapped onto more lines.
+TEST(StudioModelPanel, StatusProgressAndLongErrorsFitInsideThePanel) {
+  REQUIRE_XVFB();
+  if (!fs::exists(kModel)) GTEST_SKIP() << "no default model at " << kModel;
+  const auto inside = [](const luka::test::Rect& r, const luka::test::Rect& panel, const std::string& what) {
+    EXPECT_GE(r.y0, panel.y0) << what;
+    EXPECT_LE(r.y1, panel.y1) << what << ": below the panel's visible content";
+    EXPECT_LE(r.x1, panel.x1 + 0.5) << what << ": past the panel's right edge";
+  };
+  for (const auto& [w, h] : {std::pair{1280, 800}, std::pair{1600, 1000}}) {
+    const std::string size = std::to_string(w) + "x" + std::to_string(h);
+    const RunResult r = studio(work_dir(), "",
+                               "load_model " + kModel.string() + "\nwait_idle 300\nrun 6 paused\nwait_paused 300\nframes 3\nprint_geometry\n"
+                               "resume\nwait_idle 300\nframes 3\nprint_geometry\nquit\n",
+                               size);
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    const auto drawn = luka::test::drawn_rects(r.out);
+    ASSERT_EQ(drawn.size(), 2u) << r.out;
+    for (const auto& d : drawn) {
+      ASSERT_TRUE(d.count("model_status") && d.count("model_panel")) << r.out;
+      inside(d.at("model_status"), d.at("model_panel"), size + " status");
+    }
+    EXPECT_EQ(drawn[0].at("model_status").text, "[paused]") << r.out;
+    EXPECT_EQ(drawn[1].at("model_status").text, "[ready]") << r.out;
+    EXPECT_EQ(drawn[0].at("model_panel").y1, drawn[1].at("model_panel").y1) << size << ": the panel changed height when the run ended";
+  }
+  // A path longer than the panel is wide: its error, in red, wraps and stays inside the panel.
+  const std::string missing = "/nonexistent/models/qwen3-4b-instruct-2507-q4_k_m/snapshots/0123456789abcdef0123/model.gguf";
+  const RunResult bad = studio(work_dir(), "", "load_model " + missing + "\nwait_idle 60\nexpect_status " + missing + "\nframes 3\nprint_geometry\nquit\n");
+  ASSERT_EQ(bad.exit_code, 0) << bad.err;
+  const auto drawn = luka::test::drawn_rects(bad.out);
+  ASSERT_EQ(drawn.size(), 1u) << bad.out;
+  const auto& d = drawn[0];
+  ASSERT_TRUE(d.count("model_status") && d.count("model_panel")) << bad.out;
+  EXPECT_EQ(d.at("model_status").text, "[no model] red") << bad.out;
+  EXPECT_GT(d.at("model_status").y1 - d.at("model_status").y0, 40) << "the error is not wrapped onto three lines";  // a line is 15 px
+  inside(d.at("model_status"), d.at("model_panel"), "the wrapped error");
+}
+
 // Read-only text with Arabic: the free-text prompt's preview (the editor keeps the text as typed)
 // and a replayed capture's prompt show the letters joined and right to left, as the presentation
 // forms the font atlas holds.

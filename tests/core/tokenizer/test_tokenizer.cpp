@@ -334,6 +334,7 @@ TEST_F(BadTokenizerFile, MinimalFileLoadsAndEncodes) {
 TEST_F(BadTokenizerFile, MissingFileNamesThePath) {
   const std::string err = load_error(dir_ / "nowhere");
   EXPECT_NE(err.find((dir_ / "nowhere").string()), std::string::npos) << err;
+  EXPECT_NE(err.find("no such file or folder"), std::string::npos) << err;  // the path itself, not a tokenizer in it
   const std::string err_dir = load_error(dir_);  // folder without tokenizer.json
   EXPECT_NE(err_dir.find((dir_ / "tokenizer.json").string()), std::string::npos) << err_dir;
   EXPECT_NE(err_dir.find("not found"), std::string::npos) << err_dir;
