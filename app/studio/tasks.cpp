@@ -154,15 +154,19 @@ void TaskManager::work(const std::string& lane_name) {
 }
 
 void TaskManager::finish(const std::shared_ptr<detail::TaskState>& s) {
+  // Finished and queued for poll() in one step: whoever sees the task finished finds its outcome
+  // in the next poll(). (Marked first and queued after, a poll() between the two found nothing.)
   {
-    std::lock_guard<std::mutex> lock(s->mu);
-    s->running = false;
-    s->finished = true;
+    std::lock_guard<std::mutex> lock(mu_);  // mu_ before a task's mu, as list() takes them
+    {
+      std::lock_guard<std::mutex> state(s->mu);
+      s->running = false;
+      s->finished = true;
+    }
+    if (s->deliver) finished_.push_back(s);
+    else live_.erase(std::remove(live_.begin(), live_.end(), s), live_.end());
   }
   s->cv.notify_all();
-  std::lock_guard<std::mutex> lock(mu_);
-  if (s->deliver) finished_.push_back(s);
-  else live_.erase(std::remove(live_.begin(), live_.end(), s), live_.end());
 }
 
 std::size_t TaskManager::poll() {
