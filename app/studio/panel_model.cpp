@@ -70,7 +70,7 @@ void draw_model_panel(UiState& ui) {
   if (!s.device.empty() && ImGui::IsItemHovered()) ImGui::SetTooltip("%s", s.device.c_str());
   // Red for an error, also one that left no model (a failed load): "[no model] PATH: no such file".
   const bool failed = s.state == RunState::kError || (!s.error.empty() && s.message == s.error);
-  const std::string status = std::string("[") + to_string(s.state) + "] " + s.message;
+  const std::string state = std::string("[") + to_string(s.state) + "]", status = state + " " + s.message;
   // A run's or a load's status is its progress bar's label; otherwise the status is text, given
   // at least the bar's height, so the panel keeps its height as a run starts and ends.
   if (s.state == RunState::kRunning || s.state == RunState::kPaused) {
@@ -86,7 +86,7 @@ void draw_model_panel(UiState& ui) {
     ImGui::PopStyleColor();
   }
   const ImVec2 t0 = ImGui::GetItemRectMin(), t1 = ImGui::GetItemRectMax();
-  ui.mark_drawn("model_status", t0.x, t0.y, t1.x, t1.y, std::string("[") + to_string(s.state) + "]" + (failed ? " red" : ""));
+  ui.mark_drawn("model_status", t0.x, t0.y, t1.x, t1.y, state + (failed ? " red" : ""));
   if (s.state == RunState::kLoading) {
     ImGui::SameLine();
     if (ImGui::Button("Cancel")) ui.controller.cancel_load();
