@@ -62,10 +62,19 @@ Walk walk_collection(const std::uint8_t* data, std::size_t size) {
     const std::uint64_t object = le(data + pos + 8, 8);
     const std::size_t left = size - pos;
     if (index == 0) {
-      // The free space: its size counts its own header and reaches at most the collection's end.
-      if (object > left)
+      // The free space: its size counts its own header. HDF5 writes it last, up to the collection's
+      // end, but reads on from wherever its size says it ends, as this walk does: free space of 0
+      // bytes would have HDF5 read the same header for ever.
+      if (object == 0) {
+        w.damage = "its free space at byte " + std::to_string(pos) + " claims 0 bytes (HDF5 would never read past it)";
+        return w;
+      }
+      if (object > left) {
         w.damage = "its free space claims " + std::to_string(object) + " bytes, " + std::to_string(left) + " are left in the collection";
-      return w;
+        return w;
+      }
+      pos += static_cast<std::size_t>(object);
+      continue;
     }
     if (object > left - kObjectHeader) {
       w.damage = "object " + std::to_string(index) + " claims " + std::to_string(object) + " bytes, " +

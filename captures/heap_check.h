@@ -4,7 +4,9 @@
 // by copying as many bytes as the object's size field says, without checking that field against
 // its collection: a file damaged in that one field crashes H5Aread (docs/reliability.md). The
 // capture's string attributes live in such a heap, so the reader walks the collections first and
-// refuses a file whose objects do not fit in their collection.
+// refuses a file whose objects do not fit in their collection. The walk is HDF5's own (objects
+// padded to 8 bytes, reading on past the free space); free space of 0 bytes, where HDF5 1.10 would
+// never move on (a hang loading the collection), is refused too.
 #pragma once
 
 #include <cstddef>
@@ -25,7 +27,7 @@ inline constexpr std::uint64_t kMaxHeapCollection = std::uint64_t{256} << 20;
 // One collection, `data` holding its `size` bytes as its header declares them (signature
 // "GCOL", version 1, 8-byte lengths): what is wrong with it ("object 3 claims 1718185569 bytes,
 // 4064 are left in the collection"), or nothing when every object, the free space included,
-// fits.
+// fits and the walk reaches the collection's end.
 std::optional<std::string> heap_collection_damage(const std::uint8_t* data, std::size_t size);
 
 // The raw elements of a variable-length string dataset as stored in the file (`count` elements of

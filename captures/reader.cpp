@@ -24,7 +24,10 @@ CaptureFile::~CaptureFile() {
   file_.reset();
 }
 
-std::unique_ptr<CaptureFile> CaptureFile::open(const std::filesystem::path& path) {
+std::unique_ptr<CaptureFile> CaptureFile::open(const std::filesystem::path& path) { return open(path, kSwmrReadAttempts); }
+
+std::unique_ptr<CaptureFile> CaptureFile::open(const std::filesystem::path& path, int swmr_read_attempts) {
+  if (swmr_read_attempts < 1) throw Error("CaptureFile::open: swmr_read_attempts must be at least 1");
   std::lock_guard<std::recursive_mutex> lock(h5::lock());
   std::unique_ptr<CaptureFile> f(new CaptureFile());
   f->path_ = path;
@@ -52,7 +55,8 @@ std::unique_ptr<CaptureFile> CaptureFile::open(const std::filesystem::path& path
   // metadata block whose checksum fails, sleeping 1 ns, 2 ns, 4 ns... in between: HDF5's default
   // of 100 attempts leaves a damaged file hanging for ever, 20 give up after about a millisecond.
   h5::Handle fapl(h5::check(H5Pcreate(H5P_FILE_ACCESS), name, "file access properties"));
-  h5::check_status(H5Pset_metadata_read_attempts(fapl, 20), name, "file access properties");
+  h5::check_status(H5Pset_metadata_read_attempts(fapl, static_cast<unsigned>(swmr_read_attempts)), name,
+                   "file access properties");
   hid_t id = H5Fopen(name.c_str(), H5F_ACC_RDONLY | H5F_ACC_SWMR_READ, fapl);
   if (id < 0) {
     H5Eclear2(H5E_DEFAULT);

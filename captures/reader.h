@@ -18,6 +18,14 @@ class CaptureFile final : public CaptureView {
   // Throws luka::Error naming the file for anything that is not a readable capture of a known
   // version (not HDF5, wrong format or version, truncated, missing groups).
   static std::unique_ptr<CaptureFile> open(const std::filesystem::path& path);
+
+  // How often a metadata block whose checksum fails is read again, with a doubling sleep from
+  // 1 ns in between, when the file is opened in single-writer-read mode: a block being rewritten
+  // by a live writer reads whole on a later attempt. A file no process writes reads the same bytes
+  // on every attempt, so 1 gives the same answer as the default without the sleeps (the fuzz
+  // target does that).
+  static constexpr int kSwmrReadAttempts = 20;
+  static std::unique_ptr<CaptureFile> open(const std::filesystem::path& path, int swmr_read_attempts);
   ~CaptureFile() override;
 
   Summary summary() const override;

@@ -1194,6 +1194,54 @@ TEST(CaptureFile, DamagedGlobalHeapIsRefusedBeforeHdf5ReadsIt) {
       << error;
 }
 
+// The writer's heap with its free space's size set to 0: HDF5 1.10 loading the collection would
+// read that header for ever (a hang in `luka inspect`, found by fuzz_capture_reader); the reader
+// refuses the file before HDF5 opens it. In a child process, so that a hang fails the test.
+TEST(CaptureFile, GlobalHeapFreeSpaceOfZeroBytesIsRefusedBeforeHdf5ReadsIt) {
+  const fs::path dir = work_dir();
+  Synthetic s = make_synthetic(40, 2, 5);
+  align_pages(s);
+  const fs::path damaged = dir / "free.h5";
+  {
+    CaptureWriter writer(damaged);
+    CapturePipeline session({&writer});
+    feed(session, s, 2);
+    session.finish({});
+  }
+  std::string bytes;
+  {
+    std::ifstream in(damaged, std::ios::binary);
+    bytes.assign(std::istreambuf_iterator<char>(in), {});
+  }
+  const std::size_t at = bytes.find("GCOL");
+  ASSERT_NE(at, std::string::npos);
+  const auto field = [&](std::size_t offset, int n) {
+    std::uint64_t v = 0;
+    std::memcpy(&v, &bytes[offset], static_cast<std::size_t>(n));
+    return v;
+  };
+  const std::uint64_t size = field(at + 8, 8);
+  std::size_t pos = 16;  // the objects, padded to 8 bytes, up to the free space (index 0)
+  while (pos + 16 <= size && field(at + pos, 2) != 0) pos += 16 + (field(at + pos + 8, 8) + 7) / 8 * 8;
+  ASSERT_LE(pos + 16, size) << "the writer's collection has no free space to damage";
+  ASSERT_EQ(field(at + pos + 8, 8), size - pos);  // HDF5 writes it up to the collection's end
+  const std::uint64_t zero = 0;
+  std::memcpy(&bytes[at + pos + 8], &zero, sizeof zero);
+  std::ofstream(damaged, std::ios::binary | std::ios::trunc) << bytes;
+  ASSERT_EXIT(
+      {
+        ::alarm(20);
+        std::exit(open_error(damaged).empty() ? 1 : 0);
+      },
+      ::testing::ExitedWithCode(0), "");
+  const std::string error = open_error(damaged);
+  EXPECT_NE(error.find(damaged.string()), std::string::npos) << error;
+  EXPECT_NE(error.find("damaged HDF5 file: global heap at byte " + std::to_string(at) + ": its free space at byte " +
+                       std::to_string(pos) + " claims 0 bytes"),
+            std::string::npos)
+      << error;
+}
+
 // A segment label's stored heap reference (raw data, no checksum) naming an object its heap lacks,
 // or more bytes than its object holds: HDF5 1.10 would read through it (a crash); segments() says
 // which string is damaged.
@@ -1290,6 +1338,17 @@ TEST(CaptureFile, HeapCollectionWalk) {
   EXPECT_EQ(heap_collection_damage(c.data(), c.size()), std::nullopt);
   put(48 + 8, 4096 - 48 + 8, 8);
   EXPECT_EQ(heap_collection_damage(c.data(), c.size()), "its free space claims 4056 bytes, 4048 are left in the collection");
+  // Free space of 0 bytes: HDF5 1.10 would read its header for ever.
+  put(48 + 8, 0, 8);
+  EXPECT_EQ(heap_collection_damage(c.data(), c.size()), "its free space at byte 48 claims 0 bytes (HDF5 would never read past it)");
+  // Free space that stops short is read past, as HDF5 does: what follows it is checked too.
+  put(48 + 8, 32, 8);
+  put(80, 3, 2), put(80 + 8, 4096 - 80 - 16, 8);     // object 3: from the free space's end to the collection's
+  EXPECT_EQ(heap_collection_damage(c.data(), c.size()), std::nullopt);
+  put(80 + 8, 4096 - 80 - 16 + 8, 8);
+  EXPECT_EQ(heap_collection_damage(c.data(), c.size()), "object 3 claims 4008 bytes, 4000 are left in the collection");
+  put(80, 0, 2), put(80 + 8, 0, 8);                  // a second free space, of 0 bytes
+  EXPECT_EQ(heap_collection_damage(c.data(), c.size()), "its free space at byte 80 claims 0 bytes (HDF5 would never read past it)");
   EXPECT_EQ(heap_collection_damage(c.data(), 2048), "the collection is 2048 bytes (at least 4096)");
 }
 
