@@ -134,7 +134,7 @@ fi
   echo "Command: \`EXAMPLES=$examples bench/run_luka_eval.sh\`, that is \`luka eval wikisalad --data wikisalad/ --examples $examples"
   echo "--presets \"${presets//$root\//}\"\`: the default model, greedy, at most 100 new tokens, the authors' prompt and"
   echo "lenient exact match (docs/evaluation.md). auto-config.json is \`auto\` at paper's budget from"
-  echo "bench/results/luka-defaults.md. Per-question answers: bench/out/em-$examples/results.jsonl."
+  echo "bench/results/luka-defaults.md. Per-question answers: bench/results/luka-eval-$examples/results.jsonl."
   echo
   echo '```'
   cat "$out.table.txt"
