@@ -1024,6 +1024,32 @@ std::string open_error(const fs::path& file) {
   return "";
 }
 
+// A small finished capture at `file` (40 tokens, 2 decode steps), returned as its bytes, for the
+// tests that damage one field of it.
+std::string written_capture_bytes(const fs::path& file) {
+  Synthetic s = make_synthetic(40, 2, 5);
+  align_pages(s);
+  {
+    CaptureWriter writer(file);
+    CapturePipeline session({&writer});
+    feed(session, s, 2);
+    session.finish({});
+  }
+  std::ifstream in(file, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+// Opening `file` fails with an error, in a child process, so that a crash or a hang (20 s) fails
+// the test instead of ending the suite.
+void expect_refused_in_child(const fs::path& file) {
+  EXPECT_EXIT(
+      {
+        ::alarm(20);
+        std::exit(open_error(file).empty() ? 1 : 0);
+      },
+      ::testing::ExitedWithCode(0), "");
+}
+
 TEST(CaptureFile, BadFilesGiveClearErrors) {
   const fs::path dir = work_dir();
   EXPECT_NE(open_error(dir / "absent.h5").find("no such file"), std::string::npos);
@@ -1126,31 +1152,13 @@ TEST(CaptureFile, BadFilesGiveClearErrors) {
 // a block with doubling sleeps, and with HDF5's default of 100 attempts the open never ended; it
 // runs in a child process here, so a hang fails the test in seconds.
 TEST(CaptureFile, DamagedMetadataFailsAtOnce) {
-  const fs::path dir = work_dir();
-  Synthetic s = make_synthetic(40, 2, 5);
-  align_pages(s);
-  const fs::path damaged = dir / "damaged.h5";
-  {
-    CaptureWriter writer(damaged);
-    CapturePipeline session({&writer});
-    feed(session, s, 2);
-    session.finish({});
-  }
-  std::string bytes;
-  {
-    std::ifstream in(damaged, std::ios::binary);
-    bytes.assign(std::istreambuf_iterator<char>(in), {});
-  }
+  const fs::path damaged = work_dir() / "damaged.h5";
+  std::string bytes = written_capture_bytes(damaged);
   const std::size_t at = bytes.find("tool_version");  // a manifest attribute's name, in a checksummed heap block
   ASSERT_NE(at, std::string::npos);
   bytes[at] ^= 0x20;
   std::ofstream(damaged, std::ios::binary | std::ios::trunc) << bytes;
-  ASSERT_EXIT(
-      {
-        ::alarm(20);
-        std::exit(open_error(damaged).empty() ? 1 : 0);
-      },
-      ::testing::ExitedWithCode(0), "");
+  expect_refused_in_child(damaged);
   EXPECT_NE(open_error(damaged).find(damaged.string()), std::string::npos);
 }
 
@@ -1158,22 +1166,9 @@ TEST(CaptureFile, DamagedMetadataFailsAtOnce) {
 // many bytes when the manifest's string attributes are read (a crash); the reader refuses the file
 // before HDF5 opens it. In a child process, so that the crash it guards against fails the test.
 TEST(CaptureFile, DamagedGlobalHeapIsRefusedBeforeHdf5ReadsIt) {
-  const fs::path dir = work_dir();
-  Synthetic s = make_synthetic(40, 2, 5);
-  align_pages(s);
-  const fs::path damaged = dir / "heap.h5";
-  {
-    CaptureWriter writer(damaged);
-    CapturePipeline session({&writer});
-    feed(session, s, 2);
-    session.finish({});
-  }
+  const fs::path damaged = work_dir() / "heap.h5";
+  std::string bytes = written_capture_bytes(damaged);
   EXPECT_EQ(check_global_heaps(damaged), std::nullopt);  // the writer's own heap is whole
-  std::string bytes;
-  {
-    std::ifstream in(damaged, std::ios::binary);
-    bytes.assign(std::istreambuf_iterator<char>(in), {});
-  }
   const std::size_t at = bytes.find("GCOL");
   ASSERT_NE(at, std::string::npos);
   ASSERT_LT(at, kHeapScanBytes);
@@ -1181,12 +1176,7 @@ TEST(CaptureFile, DamagedGlobalHeapIsRefusedBeforeHdf5ReadsIt) {
   const std::uint64_t huge = 0x66696e61;  // the size fuzz_capture_reader found
   std::memcpy(&bytes[at + 16 + 8], &huge, sizeof huge);
   std::ofstream(damaged, std::ios::binary | std::ios::trunc) << bytes;
-  ASSERT_EXIT(
-      {
-        ::alarm(20);
-        std::exit(open_error(damaged).empty() ? 1 : 0);
-      },
-      ::testing::ExitedWithCode(0), "");
+  expect_refused_in_child(damaged);
   const std::string error = open_error(damaged);
   EXPECT_NE(error.find(damaged.string()), std::string::npos) << error;
   EXPECT_NE(error.find("damaged HDF5 file: global heap at byte " + std::to_string(at) + ": object 1 claims 1718185569 bytes"),
@@ -1198,21 +1188,8 @@ TEST(CaptureFile, DamagedGlobalHeapIsRefusedBeforeHdf5ReadsIt) {
 // read that header for ever (a hang in `luka inspect`, found by fuzz_capture_reader); the reader
 // refuses the file before HDF5 opens it. In a child process, so that a hang fails the test.
 TEST(CaptureFile, GlobalHeapFreeSpaceOfZeroBytesIsRefusedBeforeHdf5ReadsIt) {
-  const fs::path dir = work_dir();
-  Synthetic s = make_synthetic(40, 2, 5);
-  align_pages(s);
-  const fs::path damaged = dir / "free.h5";
-  {
-    CaptureWriter writer(damaged);
-    CapturePipeline session({&writer});
-    feed(session, s, 2);
-    session.finish({});
-  }
-  std::string bytes;
-  {
-    std::ifstream in(damaged, std::ios::binary);
-    bytes.assign(std::istreambuf_iterator<char>(in), {});
-  }
+  const fs::path damaged = work_dir() / "free.h5";
+  std::string bytes = written_capture_bytes(damaged);
   const std::size_t at = bytes.find("GCOL");
   ASSERT_NE(at, std::string::npos);
   const auto field = [&](std::size_t offset, int n) {
@@ -1228,12 +1205,7 @@ TEST(CaptureFile, GlobalHeapFreeSpaceOfZeroBytesIsRefusedBeforeHdf5ReadsIt) {
   const std::uint64_t zero = 0;
   std::memcpy(&bytes[at + pos + 8], &zero, sizeof zero);
   std::ofstream(damaged, std::ios::binary | std::ios::trunc) << bytes;
-  ASSERT_EXIT(
-      {
-        ::alarm(20);
-        std::exit(open_error(damaged).empty() ? 1 : 0);
-      },
-      ::testing::ExitedWithCode(0), "");
+  expect_refused_in_child(damaged);
   const std::string error = open_error(damaged);
   EXPECT_NE(error.find(damaged.string()), std::string::npos) << error;
   EXPECT_NE(error.find("damaged HDF5 file: global heap at byte " + std::to_string(at) + ": its free space at byte " +
