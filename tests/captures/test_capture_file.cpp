@@ -1184,6 +1184,32 @@ TEST(CaptureFile, DamagedGlobalHeapIsRefusedBeforeHdf5ReadsIt) {
       << error;
 }
 
+// The read-attempt count only changes how long a damaged block is retried: a whole file reads the
+// same with one attempt, a damaged one is refused the same way, and no attempts at all is an error.
+TEST(CaptureFile, OneMetadataReadAttemptReadsTheSame) {
+  const fs::path file = work_dir() / "attempts.h5";
+  std::string bytes = written_capture_bytes(file);
+  {  // closed before the file is damaged: HDF5 would keep reading its open copy
+    const auto one = CaptureFile::open(file, 1);
+    const auto all = CaptureFile::open(file);
+    EXPECT_EQ(one->summary().complete_steps, all->summary().complete_steps);
+    EXPECT_EQ(one->tokens().size(), all->tokens().size());
+    EXPECT_THROW(CaptureFile::open(file, 0), Error);
+  }
+  const std::size_t at = bytes.find("tool_version");
+  ASSERT_NE(at, std::string::npos);
+  bytes[at] ^= 0x20;
+  std::ofstream(file, std::ios::binary | std::ios::trunc) << bytes;
+  std::string error;
+  try {
+    CaptureFile::open(file, 1);
+  } catch (const Error& e) {
+    error = e.what();
+  }
+  EXPECT_EQ(error, open_error(file));
+  EXPECT_FALSE(error.empty());
+}
+
 // The writer's heap with its free space's size set to 0: HDF5 1.10 loading the collection would
 // read that header for ever (a hang in `luka inspect`, found by fuzz_capture_reader); the reader
 // refuses the file before HDF5 opens it. In a child process, so that a hang fails the test.
