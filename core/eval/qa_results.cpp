@@ -5,6 +5,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "core/eval/sweep.h"
 #include "core/eval/wikisalad_qa.h"
 #include "core/util/error.h"
 #include "core/util/text_file.h"
@@ -111,7 +112,12 @@ std::string format_table(const EmTable& t) {
   };
   std::vector<std::vector<std::string>> rows;
   std::vector<std::string> head = {"dataset"};
-  head.insert(head.end(), t.presets.begin(), t.presets.end());
+  for (const std::string& p : t.presets) {
+    const std::string label = file_names_only(p);
+    const bool unique = std::none_of(t.presets.begin(), t.presets.end(),
+                                     [&](const std::string& q) { return q != p && file_names_only(q) == label; });
+    head.push_back(unique ? label : p);
+  }
   rows.push_back(head);
   for (const std::string& d : t.difficulties) {
     std::vector<std::string> row = {d};

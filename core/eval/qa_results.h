@@ -54,7 +54,9 @@ struct EmTable {
 };
 // `presets` fixes the column order; records of other presets are left out.
 EmTable tabulate(const std::vector<QaRecord>& records, const std::vector<std::string>& presets);
-// The table as text: one row per difficulty and a total row, "EM (n)" per preset.
+// The table as text: one row per difficulty and a total row, "EM (n)" per preset. A preset that
+// is a layers-config path heads its column by its file name, unless another column's would be the
+// same (then both keep their paths).
 std::string format_table(const EmTable& table);
 nlohmann::json table_json(const EmTable& table);
 

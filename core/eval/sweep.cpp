@@ -90,25 +90,24 @@ std::string settings_label(const Settings& s) {
   return out;
 }
 
-std::string settings_caption(const Settings& s) {
-  // Each part of a value between ':', ',' and '=' ("auto:FILE,budget=B") that is a path keeps its
-  // file name.
-  const auto shorten = [](const std::string& v) {
-    std::string out;
-    std::size_t start = 0;
-    while (start <= v.size()) {
-      std::size_t end = v.find_first_of(":,=", start);
-      if (end == std::string::npos) end = v.size();
-      const std::string part = v.substr(start, end - start);
-      const std::size_t slash = part.find_last_of('/');
-      out += slash == std::string::npos || slash + 1 == part.size() ? part : part.substr(slash + 1);
-      if (end < v.size()) out += v[end];
-      start = end + 1;
-    }
-    return out;
-  };
+std::string file_names_only(const std::string& value) {
   std::string out;
-  for (const auto& [k, v] : s) out += (out.empty() ? "" : ",") + k + "=" + shorten(v);
+  std::size_t start = 0;
+  while (start <= value.size()) {
+    std::size_t end = value.find_first_of(":,=", start);
+    if (end == std::string::npos) end = value.size();
+    const std::string part = value.substr(start, end - start);
+    const std::size_t slash = part.find_last_of('/');
+    out += slash == std::string::npos || slash + 1 == part.size() ? part : part.substr(slash + 1);
+    if (end < value.size()) out += value[end];
+    start = end + 1;
+  }
+  return out;
+}
+
+std::string settings_caption(const Settings& s) {
+  std::string out;
+  for (const auto& [k, v] : s) out += (out.empty() ? "" : ",") + k + "=" + file_names_only(v);
   return out;
 }
 

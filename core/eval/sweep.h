@@ -35,6 +35,9 @@ std::vector<Settings> expand_grid(const std::vector<GridAxis>& axes);
 std::string settings_label(const Settings& s);
 // The label as a figure shows it: a value that is a path ("bench/out/dar.npy") by its file name.
 std::string settings_caption(const Settings& s);
+// Each part of `value` between ':', ',' and '=' that is a path keeps its file name:
+// "auto:bench/out/c.json,budget=0.1" -> "auto:c.json,budget=0.1".
+std::string file_names_only(const std::string& value);
 std::string settings_set_spec(const Settings& s);
 std::optional<std::string> settings_preset(const Settings& s);
 

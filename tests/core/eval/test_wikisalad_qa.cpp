@@ -125,3 +125,22 @@ TEST(QaResults, TableOneLayout) {
             "hard     100.0 (1)  -\n"
             "all      66.7 (3)   0.0 (1)\n");
 }
+
+TEST(QaResults, ConfigFileColumnsAreHeadedByTheirFileNames) {
+  std::vector<QaRecord> records;
+  for (const std::string preset : {"dense", "bench/out/auto-0.185.json", "a/same.json", "b/same.json"}) {
+    QaRecord r;
+    r.preset = preset;
+    r.difficulty = "easy";
+    r.match = true;
+    records.push_back(r);
+  }
+  const EmTable t = tabulate(records, {"dense", "bench/out/auto-0.185.json", "a/same.json", "b/same.json"});
+  // Two files named same.json keep their paths, so the columns stay told apart.
+  EXPECT_EQ(format_table(t),
+            "dataset  dense      auto-0.185.json  a/same.json  b/same.json\n"
+            "easy     100.0 (1)  100.0 (1)        100.0 (1)    100.0 (1)\n"
+            "all      100.0 (1)  100.0 (1)        100.0 (1)    100.0 (1)\n");
+  // The summary's JSON keeps every preset as given.
+  EXPECT_TRUE(table_json(t).dump().find("bench/out/auto-0.185.json") != std::string::npos);
+}
