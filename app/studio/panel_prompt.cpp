@@ -259,6 +259,26 @@ void capture_files(UiState& ui, const Status& s) {
 
 // [SECTION] replay: the capture's own prompt
 
+namespace {
+
+// `text` on one line: every run of spaces, tabs and line breaks one space, none at the ends.
+std::string collapse_white_space(const std::string& text) {
+  std::string out;
+  bool space = false;
+  for (const char c : text) {
+    if (c == ' ' || c == '\n' || c == '\r' || c == '\t') {
+      space = !out.empty();
+    } else {
+      if (space) out += ' ';
+      space = false;
+      out += c;
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
 void replay_prompt(UiState& ui, const Status& s) {
   const std::string file = std::filesystem::path(s.capture).filename().string();
   ImGui::PushStyleColor(ImGuiCol_Text, ImVec4(0.95f, 0.8f, 0.45f, 1.f));
@@ -273,12 +293,36 @@ void replay_prompt(UiState& ui, const Status& s) {
   const auto& tokens = ui.tokens.get(ui.tasks, ck, [view] { return view->tokens(); });
   const auto& segments = ui.segments.get(ui.tasks, ck, [view] { return view->segments(); });
   const std::size_t n = std::min<std::size_t>(tokens.size(), static_cast<std::size_t>(std::max<std::int64_t>(0, s.prompt_tokens)));
+  ImGui::AlignTextToFramePadding();
   ImGui::Text("prompt: %zu tokens, %zu segments", n, segments.size());
+  ImGui::SameLine();
+  ImGui::Checkbox("full text", &ui.prompt.replay_full_text);
+  if (ImGui::IsItemHovered())
+    ImGui::SetTooltip("each run of the prompt in full (off: at most %zu lines each; hover a run for all of it)", PromptPanel::kReplayRunLines);
   // The prompt in order, in runs of tokens of one segment: a segment's run under its colour and
-  // label, the tokens outside segments (chat template, question) dimmed.
+  // label, the tokens outside segments (chat template, question) dimmed. Each run at most a few
+  // lines unless "full text" is on, so the segments of a long prompt stay in view together.
+  const std::size_t max_lines = ui.prompt.replay_full_text ? 0 : PromptPanel::kReplayRunLines;
   std::string shown, drawn;
   // At least a few lines tall: in a short panel the panel scrolls rather than the prompt vanishing.
   ImGui::BeginChild("##capture_prompt", ImVec2(0, std::max(ImGui::GetContentRegionAvail().y, 8 * ImGui::GetTextLineHeightWithSpacing())), false);
+  const auto run_text = [&](const std::string& text, const char* title) {
+    // Compact, a run's line breaks read as spaces, and a run of only white space (the breaks
+    // between segments) is left out.
+    const std::string compact = max_lines ? collapse_white_space(text) : text;
+    if (compact.empty()) return;
+    ImGui::BeginGroup();
+    bool clipped = false;
+    drawn += draw_display_text(ui.display_text, compact, max_lines, &clipped) + "\n";
+    ImGui::EndGroup();
+    if (clipped && ImGui::IsItemHovered()) {
+      ImGui::BeginTooltip();
+      if (title) ImGui::TextUnformatted(title);
+      const float width = 36 * ImGui::GetFontSize();
+      for (const viz::VisualLine& line : display_lines(ui.display_text, text, width)) ImGui::TextUnformatted(line.text.c_str());
+      ImGui::EndTooltip();
+    }
+  };
   for (std::size_t i = 0; i < n;) {
     const std::int32_t seg = tokens[i].segment;
     std::string text;
@@ -291,11 +335,19 @@ void replay_prompt(UiState& ui, const Status& s) {
       ImGui::GetWindowDrawList()->AddRectFilled(pos, ImVec2(pos.x + 10, pos.y + 14), parse_colour(g.colour));
       ImGui::Dummy(ImVec2(12, 14));
       ImGui::SameLine();
-      ImGui::Text("%s  tokens %zu-%zu", token_label(g.label).c_str(), i, j - 1);
-      drawn += draw_display_text(ui.display_text, text) + "\n";
+      // The label shortened (ending in an ellipsis) until the token range fits beside it.
+      char range[64];
+      std::snprintf(range, sizeof range, "  tokens %zu-%zu", i, j - 1);
+      const float room = ImGui::GetContentRegionAvail().x - ImGui::CalcTextSize(range).x;
+      std::string label = token_label(g.label);
+      for (std::size_t chars = label.size(); chars > 2 && ImGui::CalcTextSize(label.c_str()).x > room; --chars)
+        label = token_label(g.label, chars);
+      ImGui::TextUnformatted((label + range).c_str());
+      const std::string title = token_label(g.label) + range;
+      run_text(text, title.c_str());
     } else {
       ImGui::PushStyleColor(ImGuiCol_Text, ImGui::GetStyle().Colors[ImGuiCol_TextDisabled]);
-      drawn += draw_display_text(ui.display_text, text) + "\n";
+      run_text(text, nullptr);
       ImGui::PopStyleColor();
     }
     i = j;

@@ -15,6 +15,7 @@
 //   expect_ui layer|head|scale|view|layout|grid|dtype|prompt|help|hover|state|weights|calibration|compare VALUE | mixed A B (the layers panel's mixed(a,b) button)
 //   hover output TOKEN | hover step STEP | hover timeline_diff STEP TOKEN (the mouse over a generated token, a decode step's row, or a cell of the timeline's A ≠ B) |
 //   expect_tooltip TEXT... (the map's tooltip) | expect_timeline_tooltip TEXT... (the cover timeline's) | expect_prompt_drawn TEXT... (the prompt panel's read-only text as drawn) |
+//   replay_full_text on|off (a replayed prompt's runs in full, or at most two lines each) |
 //   hold_prefill FRACTION | release_prefill | wait_prefill_held [SECONDS] | expect_overlay TEXT... (over a map still computing) |
 //   print_status (state, prefill fraction, message); print_geometry also prints what the last frame drew (rect NAME x0 y0 x1 y1 [text TEXT], the text of a cell that shows a value)
 //   hold_tasks on|off (the task pool starts nothing while on) | expect_task TEXT... (the background work list as drawn)

@@ -68,6 +68,7 @@ void save_session(const UiState& ui, const std::filesystem::path& file) {
   j["chat"] = ui.prompt.chat;
   j["prompt_mode"] = choice_word(ui.prompt.mode);
   j["free_text"] = ui.prompt.free_text;
+  j["replay_full_text"] = ui.prompt.replay_full_text;
   j["max_new_tokens"] = ui.run.max_new_tokens;
   j["sampling"] = {{"temperature", ui.run.sampling.temperature}, {"top_k", ui.run.sampling.top_k}, {"top_p", ui.run.sampling.top_p}, {"seed", ui.run.sampling.seed}};
   const Status st = ui.controller.status();
@@ -112,6 +113,7 @@ std::string load_session(UiState& ui, const std::filesystem::path& file) {
   take_choice(j, "free_text_mode", ui.prompt.mode);  // version 1: 0 interwoven, 1 free text
   take_choice(j, "prompt_mode", ui.prompt.mode);
   take(j, "free_text", ui.prompt.free_text);
+  take(j, "replay_full_text", ui.prompt.replay_full_text);
   take(j, "max_new_tokens", ui.run.max_new_tokens, [](int v) { return v >= 1 && v <= 1 << 20; });
   if (j.contains("sampling")) {
     const auto& s = j["sampling"];

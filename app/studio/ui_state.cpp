@@ -50,18 +50,40 @@ const std::vector<viz::VisualLine>& display_lines(DisplayTextCache& cache, const
   return cache.lines[key] = viz::display_lines(text, measure, static_cast<float>(key.first), display_options());
 }
 
-std::string draw_display_text(DisplayTextCache& cache, const std::string& text) {
+std::string draw_display_text(DisplayTextCache& cache, const std::string& text) { return draw_display_text(cache, text, 0, nullptr); }
+
+std::string draw_display_text(DisplayTextCache& cache, const std::string& text, std::size_t max_lines, bool* clipped) {
   const float width = std::max(1.f, ImGui::GetContentRegionAvail().x);
+  const std::vector<viz::VisualLine>& lines = display_lines(cache, text, width);
+  const bool clip = max_lines > 0 && lines.size() > max_lines;
+  if (clipped) *clipped = clip;
+  const std::size_t n = clip ? max_lines : lines.size();
   std::string drawn;
-  bool first = true;
-  for (const viz::VisualLine& line : display_lines(cache, text, width)) {
-    if (line.right_to_left) {
-      const float w = ImGui::CalcTextSize(line.text.c_str()).x;
+  for (std::size_t i = 0; i < n; ++i) {
+    std::string line = lines[i].text;
+    if (clip && i + 1 == n) {
+      // The ellipsis at the line's reading end; characters come off that end until it fits.
+      static const std::string kEllipsis = "\xE2\x80\xA6";
+      const auto with_ellipsis = [&] { return lines[i].right_to_left ? kEllipsis + " " + line : line + " " + kEllipsis; };
+      while (!line.empty() && ImGui::CalcTextSize(with_ellipsis().c_str()).x > width) {
+        if (lines[i].right_to_left) {
+          std::size_t k = 1;
+          while (k < line.size() && (static_cast<unsigned char>(line[k]) & 0xC0) == 0x80) ++k;
+          line.erase(0, k);
+        } else {
+          std::size_t k = line.size() - 1;
+          while (k > 0 && (static_cast<unsigned char>(line[k]) & 0xC0) == 0x80) --k;
+          line.erase(k);
+        }
+      }
+      line = with_ellipsis();
+    }
+    if (lines[i].right_to_left) {
+      const float w = ImGui::CalcTextSize(line.c_str()).x;
       ImGui::SetCursorPosX(ImGui::GetCursorPosX() + std::max(0.f, width - w));
     }
-    ImGui::TextUnformatted(line.text.c_str());
-    drawn += (first ? "" : "\n") + line.text;
-    first = false;
+    ImGui::TextUnformatted(line.c_str());
+    drawn += (i ? "\n" : "") + line;
   }
   return drawn;
 }

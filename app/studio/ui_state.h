@@ -244,6 +244,10 @@ struct PromptPanel {
   std::string notice;                // the last prompt file or builder action's outcome
   std::string wikisalad_path = "../shared/data/wikisalad/easy_2topic_short.json";
   int wikisalad_example = 0;
+  // A replayed capture's prompt: each run of tokens at most kReplayRunLines lines (the whole run in
+  // its tooltip), or every run in full.
+  static constexpr std::size_t kReplayRunLines = 2;
+  bool replay_full_text = false;
   // What the panel drew last frame, for scripts: the prompt text shown (the capture's own in
   // replay), and its read-only text as drawn (shaped, in visual order; lines joined by '\n'): the
   // replay's prompt, or the free text's right-to-left preview.
@@ -466,6 +470,9 @@ const std::vector<viz::VisualLine>& display_lines(DisplayTextCache& cache, const
 // Draws `text` so at the cursor, wrapped to the space left on the line, right-to-left paragraphs
 // aligned right; returns the lines drawn, joined by '\n'.
 std::string draw_display_text(DisplayTextCache& cache, const std::string& text);
+// The same, at most `max_lines` lines (0: all): when the text has more, the last line drawn ends in
+// an ellipsis (begins with one, right to left) and *clipped is set.
+std::string draw_display_text(DisplayTextCache& cache, const std::string& text, std::size_t max_lines, bool* clipped);
 
 // The first token after `after` (wrapping around) whose label contains `text`, ignoring ASCII
 // case; -1 when none does or `text` is empty.

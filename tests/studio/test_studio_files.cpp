@@ -132,4 +132,50 @@ TEST(StudioFiles, ASaveWithoutARunOrToABadPathSaysWhy) {
   EXPECT_FALSE(fs::exists(d / "config" / "luka-studio" / "recent.json"));
 }
 
+// A replayed prompt of long segments: each run shows at most two lines ending in an ellipsis, so
+// the second segment is in view under the first at 1280x800; "full text" shows every line, and
+// then the first segment alone fills the panel.
+TEST(StudioFiles, AReplayedLongPromptShowsTwoLinesPerSegmentOrTheFullText) {
+  REQUIRE_STUDIO();
+  const fs::path d = work_dir(), config = d / "config_long", capture = d / "long.h5";
+  const fs::path prompt = d / "long.json";
+  const std::string river =
+      "The river rises in the hills above the town and runs north through a narrow valley of oak and ash. "
+      "In spring the melt swells it until the fords close and the ferry at the mill carries carts across. "
+      "By midsummer it falls again, and boys wade out to the gravel bars to fish for trout in the shallows. "
+      "The old stone bridge at the market has five arches, and the middle one was rebuilt after a flood. "
+      "Below the bridge the water slows, widens into reed beds, and herons stand there in the evening light.";
+  std::ofstream(prompt) << R"({
+  "title": "River, bread and trains",
+  "pattern": "ABC",
+  "separator": "\n\n",
+  "topics": {"A": {"label": "River", "colour": "#2ca02c"}, "B": {"label": "Bread", "colour": "#9467bd"}, "C": {"label": "Trains", "colour": "#d62728"}},
+  "segments": [
+    {"topic": "A", "text": ")" + river + R"("},
+    {"topic": "B", "text": "Knead the dough for ten minutes, then leave it to rise in a warm place until it has doubled."},
+    {"topic": "C", "text": "The night train to the coast leaves at eleven and stops at every town along the valley."}
+  ],
+  "question": "The herons stand in the reed beds below the"
+})";
+  const RunResult c = luka::test::run_program(
+      LUKA_CLI_PATH, {"capture", "--model", kModel.string(), "--prompt-file", prompt.string(), "--max-new-tokens", "2", "--quiet", "--out", capture.string()},
+      work_dir());
+  ASSERT_EQ(c.exit_code, 0) << c.err;
+  const fs::path compact = d / "long-compact.png", full = d / "long-full.png";
+  const RunResult r = studio(write_prompt(d), config,
+                             "open_capture " + capture.string() + "\nwait_idle 60\nframes 3\n"
+                             "expect_prompt herons stand there in the evening light\n"  // the prompt whole
+                             "expect_prompt_drawn \xE2\x80\xA6\nframes 2\nscreenshot " + compact.string() + "\n"
+                             "replay_full_text on\nframes 2\nexpect_prompt_drawn herons stand there in the evening light\nframes 2\n"
+                             "screenshot " + full.string() + "\nquit\n");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  // The prompt panel (left column, between the model and layers panels): the first segment's
+  // swatch in both, the second's only when the runs are two lines each.
+  const luka::viz::Image a = luka::viz::read_png(compact), b = luka::viz::read_png(full);
+  EXPECT_GT(count_colour(a, 0x2ca02c, 0, 150, 420, 470), 50u);  // River
+  EXPECT_GT(count_colour(a, 0x9467bd, 0, 150, 420, 470), 50u);  // Bread, under it
+  EXPECT_GT(count_colour(b, 0x2ca02c, 0, 150, 420, 470), 50u);
+  EXPECT_EQ(count_colour(b, 0x9467bd, 0, 150, 420, 470), 0u);  // pushed below the panel by River's lines
+}
+
 }  // namespace
