@@ -145,7 +145,7 @@ int run_eval_wikisalad(int argc, char** argv) {
       .option("first", "K", "the first example of each file (0-based)", 0)
       .range(0, 1000000)
       .option("presets", "LIST", "comma-separated presets (dense, lined, clustered, mixed(a,b), paper, authors_eval, auto:FILE) or\n"
-              "layers-config .json files; one table column each", kDefaultPresets)
+              "layers-config .json files; one table column each (a file's headed by its file name)", kDefaultPresets)
       .option("set", "SPEC", "a config override applied to every preset (repeatable), e.g. \"top_k=8\"")
       .option("max-new-tokens", "N", "answer length limit", 100)
       .range(1, 100000)
