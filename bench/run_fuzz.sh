@@ -17,6 +17,9 @@ mkdir -p "$root/bench/results" "$root/bench/out"
 "$root/scripts/build_fuzz.sh" >/dev/null
 compiler=$(sed -n 's/^CMAKE_CXX_COMPILER:[A-Z]*=//p' "$root/build-fuzz/CMakeCache.txt")
 started=$(date -u '+%Y-%m-%d %H:%M UTC')
+# The commit the targets were built from, taken now: commits made during a long run change nothing
+# it runs, and the section written at the end must not see itself as a local change.
+commit="$(git -C "$root" rev-parse --short HEAD)$(git -C "$root" diff --quiet HEAD -- . 2>/dev/null || echo ' with local changes')"
 start=$SECONDS
 status=0
 # run_fuzz.sh is copied: the script may be edited while a long run reads it.
@@ -32,8 +35,8 @@ fi
   echo
   echo "## $started — $(lscpu | sed -n 's/^Model name: *//p'), $(nproc) cores"
   echo
-  echo "Command: \`bench/run_fuzz.sh\` ($runs executions per target, at most $max_seconds s each, $jobs targets at a"
-  echo "time). Commit $(git -C "$root" rev-parse --short HEAD)$(git -C "$root" diff --quiet HEAD -- . 2>/dev/null || echo ' with local changes');"
+  echo "Command: \`bench/run_fuzz.sh${*:+ $*}\` ($runs executions per target, at most $max_seconds s each, $jobs targets at a"
+  echo "time). Commit $commit;"
   echo "$("$compiler" --version | head -1), libFuzzer with AddressSanitizer and UBSan, -O1. Each target"
   echo "starts from a scratch copy of its committed corpus with its dictionary; \"corpus\" is what it ended with"
   echo "(inputs/bytes); cov and ft are libFuzzer's final coverage counters (edges, features)."
