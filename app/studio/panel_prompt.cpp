@@ -339,12 +339,19 @@ void replay_prompt(UiState& ui, const Status& s) {
       char range[64];
       std::snprintf(range, sizeof range, "  tokens %zu-%zu", i, j - 1);
       const float room = ImGui::GetContentRegionAvail().x - ImGui::CalcTextSize(range).x;
-      std::string label = token_label(g.label);
-      for (std::size_t chars = label.size(); chars > 2 && ImGui::CalcTextSize(label.c_str()).x > room; --chars)
-        label = token_label(g.label, chars);
+      const std::string full = token_label(g.label);
+      std::string label = full;
+      if (ImGui::CalcTextSize(full.c_str()).x > room) {
+        // The most characters that fit, by bisection: a few label builds a frame, not one per character.
+        std::size_t fits = 2, wide = full.size();
+        while (wide - fits > 1) {
+          const std::size_t mid = (fits + wide) / 2;
+          (ImGui::CalcTextSize(token_label(g.label, mid).c_str()).x > room ? wide : fits) = mid;
+        }
+        label = token_label(g.label, fits);
+      }
       ImGui::TextUnformatted((label + range).c_str());
-      const std::string title = token_label(g.label) + range;
-      run_text(text, title.c_str());
+      run_text(text, (full + range).c_str());
     } else {
       ImGui::PushStyleColor(ImGuiCol_Text, ImGui::GetStyle().Colors[ImGuiCol_TextDisabled]);
       run_text(text, nullptr);
