@@ -1,0 +1,242 @@
+#include "core/run/step_plan.h"
+
+#include <algorithm>
+#include <limits>
+
+#include "core/luka/kascade.h"
+#include "core/model/config.h"
+#include "core/util/error.h"
+#include "kernels/common/luka_rules.h"
+
+namespace luka {
+
+namespace {
+
+std::int64_t elem_bytes(ElemKind kind, std::int64_t compute_bytes) {
+  switch (kind) {
+    case ElemKind::kCompute:
+      return compute_bytes;
+    case ElemKind::kF32:
+      return 4;
+    case ElemKind::kI64:
+      return 8;
+    case ElemKind::kI32:
+      return 4;
+    case ElemKind::kBool:
+      return 1;
+  }
+  return 4;
+}
+
+// Why the static step cannot run a layer with this config ("" when it can).
+std::string eager_reason(const LayerConfig& c) {
+  if (c.clustered.segmenter == Segmenter::kDelimiter) return "segmenter=delimiter cuts pages at the tokens' text";
+  if (c.clustered.compressor == Compressor::kGsc) return "compressor=gsc makes as many pages as the keys cluster into";
+  if (c.dar.window > 0) return "the DAR probe projects the cache a few positions per step";
+  if (c.dense_shadow) return "the dense shadow's records are made on the host";
+  return "";
+}
+
+// The config's identity as the recorded step sees it: every parameter is a fixed argument of
+// some kernel, so any difference means recording again.
+std::string layer_key(const LayerConfig& c) {
+  LukaConfig one;
+  one.layers.push_back(c);
+  return one.to_json();
+}
+
+}  // namespace
+
+ModelShape model_shape(const ModelConfig& c, std::int64_t dtype_bytes) {
+  ModelShape s;
+  s.layers = c.num_layers;
+  s.heads = c.num_heads;
+  s.kv_heads = c.num_kv_heads;
+  s.head_dim = c.head_dim;
+  s.hidden = c.hidden_size;
+  s.intermediate = c.intermediate_size;
+  s.vocab = c.vocab_size;
+  s.dtype_bytes = dtype_bytes;
+  return s;
+}
+
+std::int64_t StepBuffer::elements() const {
+  std::int64_t n = 1;
+  for (const std::int64_t d : shape) n *= d;
+  return n;
+}
+
+const char* to_string(StepVariant variant) { return variant == StepVariant::kPlain ? "plain" : "pages"; }
+
+const char* to_string(StepChange change) {
+  switch (change) {
+    case StepChange::kNone:
+      return "none";
+    case StepChange::kRecapture:
+      return "recapture";
+    case StepChange::kReplan:
+      return "replan";
+  }
+  return "?";
+}
+
+StepVariant StepPlan::variant(std::int64_t step) const {
+  return std::binary_search(page_steps.begin(), page_steps.end(), step) ? StepVariant::kPages : StepVariant::kPlain;
+}
+
+std::int64_t StepPlan::total_bytes() const {
+  std::int64_t n = 0;
+  for (const StepBuffer& b : buffers) n += b.bytes();
+  return n;
+}
+
+bool StepPlan::has_buffer(const std::string& name, int layer) const {
+  return std::any_of(buffers.begin(), buffers.end(),
+                     [&](const StepBuffer& b) { return b.name == name && b.layer == layer; });
+}
+
+const StepBuffer& StepPlan::buffer(const std::string& name, int layer) const {
+  for (const StepBuffer& b : buffers)
+    if (b.name == name && b.layer == layer) return b;
+  fail("step plan", "no buffer " + name + (layer >= 0 ? " of layer " + std::to_string(layer) : std::string()));
+}
+
+StepPlan plan_step(const ModelShape& m, const RunLength& run, const std::vector<LayerConfig>& layers) {
+  if (m.layers < 1 || m.heads < 1 || m.kv_heads < 1 || m.heads % m.kv_heads != 0 || m.head_dim < 2 || m.hidden < 1 ||
+      m.intermediate < 1 || m.vocab < 1 || (m.dtype_bytes != 2 && m.dtype_bytes != 4))
+    fail("step plan", "a model shape with a zero size, heads not a multiple of the KV heads or a dtype of " +
+                          std::to_string(m.dtype_bytes) + " bytes");
+  if (run.prompt < 1 || run.max_new_tokens < 1) fail("step plan", "a run needs a prompt and at least one new token");
+  if (run.context() > std::numeric_limits<std::int32_t>::max())
+    fail("step plan", "a context of " + std::to_string(run.context()) + " positions exceeds the int32 page table");
+  if (!layers.empty() && static_cast<std::int64_t>(layers.size()) != m.layers)
+    fail("step plan",
+         std::to_string(layers.size()) + " layer configs for a model of " + std::to_string(m.layers) + " layers");
+
+  StepPlan p;
+  p.shape = m;
+  p.run = run;
+  p.context = run.context();
+  p.layers = layers;
+  p.luka = !layers.empty();
+  const std::int64_t T = p.context, H = m.heads, KV = m.kv_heads, D = m.head_dim, N = run.max_new_tokens;
+  const auto add = [&](const std::string& name, int layer, std::vector<std::int64_t> shape, ElemKind kind) {
+    p.buffers.push_back({name, layer, std::move(shape), kind, elem_bytes(kind, m.dtype_bytes)});
+  };
+
+  // [SECTION] the step's own scalars and activations (one token)
+  add("token", -1, {1}, ElemKind::kI64);          // the id fed: the last step's argmax
+  add("position", -1, {1}, ElemKind::kI64);       // its position = the cache length before the step
+  add("step", -1, {1}, ElemKind::kI64);           // decode steps run so far
+  add("ids", -1, {N}, ElemKind::kI64);            // every chosen id, read back after the run
+  add("key_positions", -1, {T}, ElemKind::kI64);  // 0 .. T-1, constant: the mask's comparand
+  add("mask", -1, {T}, ElemKind::kBool);          // true past the length: those keys get -inf
+  add("x", -1, {1, m.hidden}, ElemKind::kCompute);
+  add("h", -1, {1, m.hidden}, ElemKind::kCompute);
+  // RMSNorm in fp32 over one row of hidden or H rows of D (q/k norm): its input, squares, scales.
+  add("norm_input", -1, {std::max(m.hidden, H * D)}, ElemKind::kF32);
+  add("norm_square", -1, {std::max(m.hidden, H * D)}, ElemKind::kF32);
+  add("norm_scale", -1, {H}, ElemKind::kF32);
+  add("q", -1, {H, D}, ElemKind::kCompute);
+  add("k", -1, {KV, D}, ElemKind::kCompute);
+  add("v", -1, {KV, D}, ElemKind::kCompute);
+  add("rotated", -1, {H, D}, ElemKind::kCompute);
+  add("position_f32", -1, {1}, ElemKind::kF32);
+  add("rope_angle", -1, {D / 2}, ElemKind::kF32);
+  add("rope_cos", -1, {D}, ElemKind::kCompute);
+  add("rope_sin", -1, {D}, ElemKind::kCompute);
+  add("scores", -1, {H, T}, ElemKind::kF32);  // one layer's attention logits over every reserved key
+  add("probabilities", -1, {H, T}, ElemKind::kF32);
+  add("attention", -1, {H, D}, ElemKind::kCompute);
+  add("gate", -1, {1, m.intermediate}, ElemKind::kCompute);
+  add("up", -1, {1, m.intermediate}, ElemKind::kCompute);
+  add("logits", -1, {1, m.vocab}, ElemKind::kF32);
+  if (m.dtype_bytes != 4) add("logits_compute", -1, {1, m.vocab}, ElemKind::kCompute);
+
+  // [SECTION] per layer: the KV cache, then the LuKA state
+  p.prefill_pages.assign(static_cast<std::size_t>(m.layers), 0);
+  p.max_pages.assign(static_cast<std::size_t>(m.layers), 0);
+  p.page_counts.assign(static_cast<std::size_t>(m.layers), std::vector<std::int64_t>(static_cast<std::size_t>(N), 0));
+  for (int l = 0; l < m.layers; ++l) {
+    add("k_cache", l, {KV, T, D}, ElemKind::kCompute);
+    add("v_cache", l, {KV, T, D}, ElemKind::kCompute);
+    if (!p.luka) continue;
+    const LayerConfig& c = layers[static_cast<std::size_t>(l)];
+    if (const std::string why = eager_reason(c); !why.empty())
+      p.eager_layers.push_back("layer " + std::to_string(l) + ": " + why);
+    // Every LuKA layer keeps the accumulators and makes pages, whatever its mode (core/luka).
+    add("importance", l, {KV, T}, ElemKind::kF32);
+    add("h2o", l, {H, T}, ElemKind::kF32);
+    add("spread", l, {KV, T}, ElemKind::kF32);
+    // The page schedule of the whole run, as the layer will follow it (rules::pages_due): after
+    // the prefill (step 0), then after each decode step s at context prompt + s.
+    const rules::PageRule rule = to_rule(c.clustered);
+    rules::PageClock clock{c.clustered.page_counter_start, 0};
+    std::int64_t pages = rules::pages_due(rule, &clock, 0, 0, run.prompt, 0);
+    p.prefill_pages[static_cast<std::size_t>(l)] = pages;
+    for (std::int64_t s = 1; s <= N; ++s) {
+      const std::int64_t n = rules::pages_due(rule, &clock, pages, pages * rule.page_size, run.prompt + s, s);
+      p.page_counts[static_cast<std::size_t>(l)][static_cast<std::size_t>(s - 1)] = n;
+      pages += n;
+    }
+    p.max_pages[static_cast<std::size_t>(l)] = pages;
+    const std::int64_t P = std::max<std::int64_t>(pages, 1);  // one row at least: a zero-size buffer has no address
+    add("summary_keys", l, {KV, P, D}, ElemKind::kF32);
+    add("summary_values", l, {KV, P, D}, ElemKind::kF32);
+    add("summary_bias", l, {KV, P}, ElemKind::kF32);
+    add("page_start", l, {P + 1}, ElemKind::kI32);
+    if (c.mode == AttentionMode::kLined) {
+      // The largest heavy-hitter set of any step of the run (the budget is not monotone in T
+      // once the window is a fraction of it).
+      std::int64_t heavy = 1;
+      for (std::int64_t t = run.prompt + 1; t <= T; ++t)
+        heavy = std::max(heavy, rules::lined_cover(to_rule(c.lined), t).heavy);
+      add("heavy", l, {H, heavy}, ElemKind::kI64);
+    } else if (c.mode == AttentionMode::kKascade) {
+      KascadeTopK rule_k;
+      rule_k.count = static_cast<int>(c.kascade.top_k);
+      rule_k.fraction = c.kascade.top_frac;
+      rule_k.min_count = static_cast<int>(c.kascade.min_k);
+      // The size grows with T (never shrinks), so the context's is the largest.
+      add("selected", l, {c.kascade.shared ? 1 : KV, rule_k.size(static_cast<int>(T))}, ElemKind::kI64);
+    } else if (c.mode == AttentionMode::kClustered) {
+      // The cover's logits and softmax (summaries then raw tokens) and each head's refined pages.
+      add("cover", l, {H, P + T}, ElemKind::kF32);
+      add("refined", l, {H, P}, ElemKind::kI64);
+    }
+  }
+  if (p.luka) {
+    add("group_sum", -1, {KV, T}, ElemKind::kF32);  // a step's attention summed over each KV group
+    // The largest page creation of any step: the compressor's weights of its tokens.
+    std::int64_t most = 1;
+    for (int l = 0; l < m.layers; ++l)
+      for (const std::int64_t n : p.page_counts[static_cast<std::size_t>(l)])
+        most = std::max(most, n * layers[static_cast<std::size_t>(l)].clustered.page_size);
+    add("page_weights", -1, {most}, ElemKind::kF32);
+  }
+  for (std::int64_t s = 1; s <= N; ++s)
+    for (const auto& counts : p.page_counts)
+      if (counts[static_cast<std::size_t>(s - 1)] > 0) {
+        p.page_steps.push_back(s);
+        break;
+      }
+  if (p.luka) add("page_schedule", -1, {N, m.layers}, ElemKind::kI32);  // pages each layer makes after step s
+
+  p.moving_arguments = {"token", "position", "step"};
+  return p;
+}
+
+StepChange step_change(const StepPlan& current, const std::vector<LayerConfig>& next) {
+  const StepPlan fresh = plan_step(current.shape, current.run, next);
+  if (fresh.buffers.size() != current.buffers.size()) return StepChange::kReplan;
+  for (std::size_t i = 0; i < fresh.buffers.size(); ++i) {
+    const StepBuffer &a = fresh.buffers[i], &b = current.buffers[i];
+    if (a.name != b.name || a.layer != b.layer || a.shape != b.shape || a.kind != b.kind) return StepChange::kReplan;
+  }
+  if (next.size() != current.layers.size()) return StepChange::kReplan;
+  for (std::size_t l = 0; l < next.size(); ++l)
+    if (layer_key(next[l]) != layer_key(current.layers[l])) return StepChange::kRecapture;
+  return StepChange::kNone;
+}
+
+}  // namespace luka
