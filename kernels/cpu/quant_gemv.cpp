@@ -6,12 +6,16 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <iterator>
+#include <optional>
 #include <stdexcept>
 #include <string>
 
 #include <ATen/Parallel.h>
 
 #include "kernels/common/half.h"
+#include "kernels/cpu/cpu_features.h"
+#include "kernels/cpu/quant_amx.h"
 
 namespace luka::cpu {
 
@@ -210,193 +214,30 @@ float row_scalar_q6_k(const std::uint8_t* row, const QuantizedActivation& a) {
   return reduce16(acc) - offset;
 }
 
-// [SECTION] AVX-512 path (F, BW, DQ, VL, VNNI): 64 values per instruction
+// [SECTION] AVX-512 paths (F, BW, DQ, VL; with and without VNNI): 64 values per instruction
 
-#define LUKA_AVX512 __attribute__((target("avx512f,avx512bw,avx512dq,avx512vl,avx512vnni,fma,f16c")))
+#define LUKA_AVX512 __attribute__((target("avx512f,avx512bw,avx512dq,avx512vl,fma,f16c")))
 #define LUKA_AVX2 __attribute__((target("avx2,fma,f16c")))
 
-LUKA_AVX512 inline float half_at_512(const std::uint8_t* p) {
-  std::uint16_t h;
-  std::memcpy(&h, p, 2);
-  return _cvtsh_ss(h);
-}
+namespace avx512_bw {
+#define LUKA_Q512 LUKA_AVX512
+#define LUKA_Q512_VNNI 0
+#include "kernels/cpu/quant_avx512.inc"
+#undef LUKA_Q512
+#undef LUKA_Q512_VNNI
+}  // namespace avx512_bw
 
-LUKA_AVX512 inline float reduce16_512(__m512 a) {
-  const __m256 r8 = _mm256_add_ps(_mm512_castps512_ps256(a), _mm512_extractf32x8_ps(a, 1));
-  const __m128 r4 = _mm_add_ps(_mm256_castps256_ps128(r8), _mm256_extractf128_ps(r8, 1));
-  const __m128 r2 = _mm_add_ps(r4, _mm_movehl_ps(r4, r4));
-  return _mm_cvtss_f32(_mm_add_ss(r2, _mm_movehdup_ps(r2)));
-}
+namespace avx512_vnni {
+#define LUKA_Q512 __attribute__((target("avx512f,avx512bw,avx512dq,avx512vl,avx512vnni,fma,f16c")))
+#define LUKA_Q512_VNNI 1
+#include "kernels/cpu/quant_avx512.inc"
+#undef LUKA_Q512
+#undef LUKA_Q512_VNNI
+}  // namespace avx512_vnni
 
-// [a × 8, b × 8]
-LUKA_AVX512 inline __m512 pair_512(float a, float b) {
-  return _mm512_mask_broadcastss_ps(_mm512_set1_ps(a), 0xFF00, _mm_set_ss(b));
-}
+using avx512_bw::half_at_512;
+using avx512_bw::reduce16_512;
 
-// Two Q4 blocks' 16 packed bytes each as 64 values [lowA, highA, lowB, highB] (value order).
-LUKA_AVX512 inline __m512i unpack_q4_pair_512(const std::uint8_t* qa, const std::uint8_t* qb) {
-  const __m128i a = _mm_loadu_si128(reinterpret_cast<const __m128i*>(qa));
-  const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(qb));
-  __m512i v = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_broadcastsi128_si256(a)), _mm256_broadcastsi128_si256(b), 1);
-  v = _mm512_mask_srli_epi16(v, 0xFF00FF00u, v, 4);
-  return _mm512_and_si512(v, _mm512_set1_epi8(0x0F));
-}
-
-// Lane sums of signed w × signed x through the unsigned×signed VNNI product: |w| · (x with w's sign).
-LUKA_AVX512 inline __m512i dot_signed_512(__m512i w, __m512i x) {
-  const __m512i xs = _mm512_mask_sub_epi8(x, _mm512_movepi8_mask(w), _mm512_setzero_si512(), x);
-  return _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_abs_epi8(w), xs);
-}
-
-LUKA_AVX512 float row_avx512_q4_0(const std::uint8_t* row, const QuantizedActivation& a) {
-  __m512 acc = _mm512_setzero_ps();
-  const std::int64_t nb = a.in / 32;
-  const __m512i eight = _mm512_set1_epi8(8);
-  std::int64_t b = 0;
-  for (; b + 2 <= nb; b += 2) {
-    const std::uint8_t* A = row + b * kQ4_0Bytes;
-    const std::uint8_t* B = A + kQ4_0Bytes;
-    const __m512i w = _mm512_sub_epi8(unpack_q4_pair_512(A + 2, B + 2), eight);
-    const __m512i s = dot_signed_512(w, _mm512_loadu_si512(a.q.data() + b * 32));
-    acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), pair_512(half_at_512(A) * a.d[b], half_at_512(B) * a.d[b + 1]), acc);
-  }
-  if (b < nb) {  // a last even block: lanes 0-7 only
-    const std::uint8_t* A = row + b * kQ4_0Bytes;
-    const __m512i w = _mm512_sub_epi8(unpack_q4_pair_512(A + 2, A + 2), eight);
-    const __m512i s = dot_signed_512(w, _mm512_maskz_loadu_epi8(0xFFFFFFFFull, a.q.data() + b * 32));
-    acc = _mm512_mask3_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_set1_ps(half_at_512(A) * a.d[b]), acc, 0x00FF);
-  }
-  return reduce16_512(acc);
-}
-
-LUKA_AVX512 float row_avx512_q4_1(const std::uint8_t* row, const QuantizedActivation& a) {
-  __m512 acc = _mm512_setzero_ps();
-  const std::int64_t nb = a.in / 32;
-  const __m512i zero = _mm512_setzero_si512();
-  std::int64_t b = 0;
-  for (; b + 2 <= nb; b += 2) {
-    const std::uint8_t* A = row + b * kQ4_1Bytes;
-    const std::uint8_t* B = A + kQ4_1Bytes;
-    const __m512i w = unpack_q4_pair_512(A + 4, B + 4);
-    const __m512i s = _mm512_dpbusd_epi32(zero, w, _mm512_loadu_si512(a.q.data() + b * 32));
-    acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), pair_512(half_at_512(A) * a.d[b], half_at_512(B) * a.d[b + 1]), acc);
-    acc = _mm512_fmadd_ps(pair_512(half_at_512(A + 2), half_at_512(B + 2)), _mm512_loadu_ps(a.lane_sums.data() + b * 8), acc);
-  }
-  if (b < nb) {
-    const std::uint8_t* A = row + b * kQ4_1Bytes;
-    const __m512i w = unpack_q4_pair_512(A + 4, A + 4);
-    const __m512i s = _mm512_dpbusd_epi32(zero, w, _mm512_maskz_loadu_epi8(0xFFFFFFFFull, a.q.data() + b * 32));
-    acc = _mm512_mask3_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_set1_ps(half_at_512(A) * a.d[b]), acc, 0x00FF);
-    acc = _mm512_mask3_fmadd_ps(_mm512_set1_ps(half_at_512(A + 2)), _mm512_maskz_loadu_ps(0x00FF, a.lane_sums.data() + b * 8),
-                                acc, 0x00FF);
-  }
-  return reduce16_512(acc);
-}
-
-LUKA_AVX512 float row_avx512_q8_0(const std::uint8_t* row, const QuantizedActivation& a) {
-  __m512 acc = _mm512_setzero_ps();
-  const std::int64_t nb = a.in / 32;
-  std::int64_t b = 0;
-  for (; b + 2 <= nb; b += 2) {
-    const std::uint8_t* A = row + b * kQ8_0Bytes;
-    const std::uint8_t* B = A + kQ8_0Bytes;
-    const __m512i w = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(A + 2))),
-                                         _mm256_loadu_si256(reinterpret_cast<const __m256i*>(B + 2)), 1);
-    const __m512i s = dot_signed_512(w, _mm512_loadu_si512(a.q.data() + b * 32));
-    acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), pair_512(half_at_512(A) * a.d[b], half_at_512(B) * a.d[b + 1]), acc);
-  }
-  if (b < nb) {
-    const std::uint8_t* A = row + b * kQ8_0Bytes;
-    const __m512i w = _mm512_maskz_loadu_epi8(0xFFFFFFFFull, A + 2);
-    const __m512i s = dot_signed_512(w, _mm512_maskz_loadu_epi8(0xFFFFFFFFull, a.q.data() + b * 32));
-    acc = _mm512_mask3_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_set1_ps(half_at_512(A) * a.d[b]), acc, 0x00FF);
-  }
-  return reduce16_512(acc);
-}
-
-// Σ of 8 int32 lanes.
-LUKA_AVX512 inline int hsum8_epi32_512(__m256i v) {
-  __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
-  s = _mm_add_epi32(s, _mm_unpackhi_epi64(s, s));
-  return _mm_cvtsi128_si32(_mm_add_epi32(s, _mm_shuffle_epi32(s, 1)));
-}
-
-LUKA_AVX512 float row_avx512_q4_k(const std::uint8_t* row, const QuantizedActivation& a) {
-  __m512 acc = _mm512_setzero_ps();
-  float offset = 0;
-  const std::int64_t nb = a.in / 256;
-  const __m256i low4 = _mm256_set1_epi8(0x0F);
-  // Per 64-value chunk c, 16-bit word i takes sub-block 2c + i / 16's scale.
-  __m512i sub_index[4];
-  for (int c = 0; c < 4; ++c) {
-    alignas(64) std::int16_t idx[32];
-    for (int i = 0; i < 32; ++i) idx[i] = static_cast<std::int16_t>(2 * c + i / 16);
-    sub_index[c] = _mm512_load_si512(idx);
-  }
-  for (std::int64_t b = 0; b < nb; ++b) {
-    const std::uint8_t* blk = row + b * kQ4_KBytes;
-    const std::int8_t* xq = a.q.data() + b * 256;
-    std::uint32_t scw[2], mnw[2];
-    unpack_q4_k_scale_bytes(blk + 4, scw, mnw);
-    const __m512i scales = _mm512_castsi128_si512(_mm_cvtepu8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(scw))));
-    __m512i il = _mm512_setzero_si512();
-    for (int c = 0; c < 4; ++c) {
-      const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 16 + 32 * c));
-      const __m512i w = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_and_si256(q, low4)),
-                                           _mm256_and_si256(_mm256_srli_epi16(q, 4), low4), 1);
-      const __m512i p = _mm512_maddubs_epi16(w, _mm512_loadu_si512(xq + 64 * c));
-      il = _mm512_dpwssd_epi32(il, p, _mm512_permutexvar_epi16(sub_index[c], scales));
-    }
-    acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(il), _mm512_set1_ps(half_at_512(blk) * a.d[b]), acc);
-    // Offset: min j times the activation's sum over sub-block j (two 16-sums), eight products.
-    const __m128i mn8 = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(mnw));
-    const __m256i mins = _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(mn8, mn8));
-    const __m256i sums = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.sums16.data() + b * 16));
-    const int corr = hsum8_epi32_512(_mm256_madd_epi16(mins, sums));
-    offset = std::fma(static_cast<float>(corr), half_at_512(blk + 2) * a.d[b], offset);
-  }
-  return reduce16_512(acc) - offset;
-}
-
-LUKA_AVX512 float row_avx512_q6_k(const std::uint8_t* row, const QuantizedActivation& a) {
-  __m512 acc = _mm512_setzero_ps();
-  float offset = 0;
-  const std::int64_t nb = a.in / 256;
-  const __m512i low4 = _mm512_set1_epi8(0x0F), bits45 = _mm512_set1_epi8(0x30);
-  // Per 64-value chunk c, 16-bit word i takes group 4c + i / 8's scale.
-  __m512i group_index[4];
-  for (int c = 0; c < 4; ++c) {
-    alignas(64) std::int16_t idx[32];
-    for (int i = 0; i < 32; ++i) idx[i] = static_cast<std::int16_t>(4 * c + i / 8);
-    group_index[c] = _mm512_load_si512(idx);
-  }
-  // qh bits (0,1) | (2,3) to bits 4,5 for even chunks; (4,5) | (6,7) for odd ones.
-  const __m512i shift_even = _mm512_inserti64x4(_mm512_set1_epi16(4), _mm256_set1_epi16(2), 1);
-  const __m512i shift_odd = _mm512_inserti64x4(_mm512_setzero_si512(), _mm256_set1_epi16(2), 1);
-  for (std::int64_t b = 0; b < nb; ++b) {
-    const std::uint8_t* blk = row + b * kQ6_KBytes;
-    const auto* sc = reinterpret_cast<const std::int8_t*>(blk + 192);
-    const std::int8_t* xq = a.q.data() + b * 256;
-    const __m512i scales = _mm512_castsi256_si512(_mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(sc))));
-    __m512i il = _mm512_setzero_si512();
-    for (int n = 0; n < 2; ++n) {
-      const __m512i ql = _mm512_loadu_si512(blk + 64 * n);
-      const __m512i qh = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 128 + 32 * n)));
-      const __m512i w0 = _mm512_or_si512(_mm512_and_si512(ql, low4), _mm512_and_si512(_mm512_sllv_epi16(qh, shift_even), bits45));
-      const __m512i w1 = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(ql, 4), low4),
-                                         _mm512_and_si512(_mm512_srlv_epi16(qh, shift_odd), bits45));
-      const int c0 = 2 * n, c1 = 2 * n + 1;
-      il = _mm512_dpwssd_epi32(il, _mm512_maddubs_epi16(w0, _mm512_loadu_si512(xq + 64 * c0)),
-                               _mm512_permutexvar_epi16(group_index[c0], scales));
-      il = _mm512_dpwssd_epi32(il, _mm512_maddubs_epi16(w1, _mm512_loadu_si512(xq + 64 * c1)),
-                               _mm512_permutexvar_epi16(group_index[c1], scales));
-    }
-    const float dd = half_at_512(blk + 208) * a.d[b];
-    acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(il), _mm512_set1_ps(dd), acc);
-    offset = std::fma(static_cast<float>(q6_k_offset(sc, a.sums16.data() + b * 16)), 32.0f * dd, offset);
-  }
-  return reduce16_512(acc) - offset;
-}
 
 // [SECTION] AVX2 path: 32 values per instruction; lanes 0-7 and 8-15 in two accumulators
 
@@ -632,13 +473,23 @@ using RowKernel = float (*)(const std::uint8_t*, const QuantizedActivation&);
 
 RowKernel row_kernel(GgmlType type, QuantIsa isa) {
   switch (isa) {
+    case QuantIsa::kAmx:  // one row fills one of a tile's 16 rows: the VNNI kernels (bench/results/cpu-quant-amx.md)
+    case QuantIsa::kVnni:
+      switch (type) {
+        case GgmlType::kQ4_0: return avx512_vnni::row_avx512_q4_0;
+        case GgmlType::kQ4_1: return avx512_vnni::row_avx512_q4_1;
+        case GgmlType::kQ8_0: return avx512_vnni::row_avx512_q8_0;
+        case GgmlType::kQ4_K: return avx512_vnni::row_avx512_q4_k;
+        case GgmlType::kQ6_K: return avx512_vnni::row_avx512_q6_k;
+        default: return nullptr;
+      }
     case QuantIsa::kAvx512:
       switch (type) {
-        case GgmlType::kQ4_0: return row_avx512_q4_0;
-        case GgmlType::kQ4_1: return row_avx512_q4_1;
-        case GgmlType::kQ8_0: return row_avx512_q8_0;
-        case GgmlType::kQ4_K: return row_avx512_q4_k;
-        case GgmlType::kQ6_K: return row_avx512_q6_k;
+        case GgmlType::kQ4_0: return avx512_bw::row_avx512_q4_0;
+        case GgmlType::kQ4_1: return avx512_bw::row_avx512_q4_1;
+        case GgmlType::kQ8_0: return avx512_bw::row_avx512_q8_0;
+        case GgmlType::kQ4_K: return avx512_bw::row_avx512_q4_k;
+        case GgmlType::kQ6_K: return avx512_bw::row_avx512_q6_k;
         default: return nullptr;
       }
     case QuantIsa::kAvx2:
@@ -663,11 +514,10 @@ RowKernel row_kernel(GgmlType type, QuantIsa isa) {
   return nullptr;
 }
 
-QuantIsa detect_isa() {
-  if (quant_isa_supported(QuantIsa::kAvx512)) return QuantIsa::kAvx512;
-  if (quant_isa_supported(QuantIsa::kAvx2)) return QuantIsa::kAvx2;
-  return QuantIsa::kScalar;
-}
+// AVX-512 (F) or wider: the paths whose activation quantization and Q8_0 × fp32 rows use AVX-512.
+bool wide(QuantIsa isa) { return isa == QuantIsa::kAvx512 || isa == QuantIsa::kVnni || isa == QuantIsa::kAmx; }
+
+constexpr QuantIsa kAllPaths[] = {QuantIsa::kScalar, QuantIsa::kAvx2, QuantIsa::kAvx512, QuantIsa::kVnni, QuantIsa::kAmx};
 
 }  // namespace
 
@@ -676,37 +526,62 @@ const char* quant_isa_name(QuantIsa isa) {
     case QuantIsa::kScalar: return "scalar";
     case QuantIsa::kAvx2: return "avx2";
     case QuantIsa::kAvx512: return "avx512";
+    case QuantIsa::kVnni: return "vnni";
+    case QuantIsa::kAmx: return "amx";
   }
   return "?";
 }
 
 bool quant_isa_supported(QuantIsa isa) {
-  static const bool avx2 =
-      __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
-  static const bool avx512 = avx2 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-                             __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl") &&
-                             __builtin_cpu_supports("avx512vnni");
+  const CpuFeatures& f = cpu_features();
   switch (isa) {
     case QuantIsa::kScalar: return true;
-    case QuantIsa::kAvx2: return avx2;
-    case QuantIsa::kAvx512: return avx512;
+    case QuantIsa::kAvx2: return f.avx2;
+    case QuantIsa::kAvx512: return f.avx512;
+    case QuantIsa::kVnni: return f.avx512 && f.avx512_vnni;
+    case QuantIsa::kAmx: return f.avx512 && f.avx512_vnni && f.amx_int8 && amx_tile_state() == AmxTileState::kGranted;
   }
   return false;
 }
 
+std::string quant_isa_why_not(QuantIsa isa) {
+  if (quant_isa_supported(isa)) return {};
+  const CpuFeatures& f = cpu_features();
+  switch (isa) {
+    case QuantIsa::kScalar: return {};
+    case QuantIsa::kAvx2: return "this CPU lacks AVX2, FMA or F16C";
+    case QuantIsa::kAvx512: return "this CPU lacks AVX-512 F/BW/DQ/VL (or AVX2, FMA, F16C)";
+    case QuantIsa::kVnni: return f.avx512 ? "this CPU lacks AVX-512 VNNI" : "this CPU lacks AVX-512 F/BW/DQ/VL";
+    case QuantIsa::kAmx:
+      if (!(f.avx512 && f.avx512_vnni)) return "this CPU lacks AVX-512 VNNI";
+      if (!f.amx_int8) return "this CPU lacks AMX-INT8 tiles";
+      return std::string("the AMX tile state is unavailable: ") + amx_tile_state_text(amx_tile_state());
+  }
+  return {};
+}
+
+std::optional<QuantIsa> parse_quant_isa(const std::string& name) {
+  for (const QuantIsa isa : kAllPaths)
+    if (name == quant_isa_name(isa)) return isa;
+  return std::nullopt;
+}
+
+QuantIsa quant_isa_from(const char* env) {
+  if (env == nullptr || *env == '\0') {
+    for (auto it = std::rbegin(kAllPaths); it != std::rend(kAllPaths); ++it)
+      if (quant_isa_supported(*it)) return *it;
+    return QuantIsa::kScalar;
+  }
+  const std::optional<QuantIsa> asked = parse_quant_isa(env);
+  if (!asked)
+    throw std::invalid_argument(std::string("LUKA_QUANT_PATH=") + env + ": expected scalar, avx2, avx512, vnni or amx");
+  if (!quant_isa_supported(*asked))
+    throw std::invalid_argument(std::string("LUKA_QUANT_PATH=") + env + ": " + quant_isa_why_not(*asked));
+  return *asked;
+}
+
 QuantIsa quant_isa() {
-  static const QuantIsa chosen = [] {
-    const QuantIsa best = detect_isa();
-    const char* env = std::getenv("LUKA_CPU_ISA");
-    if (env == nullptr || *env == '\0') return best;
-    const std::string want = env;
-    QuantIsa asked;
-    if (want == "avx512") asked = QuantIsa::kAvx512;
-    else if (want == "avx2") asked = QuantIsa::kAvx2;
-    else if (want == "scalar") asked = QuantIsa::kScalar;
-    else throw std::invalid_argument("LUKA_CPU_ISA=" + want + ": expected avx512, avx2 or scalar");
-    return static_cast<int>(asked) < static_cast<int>(best) ? asked : best;
-  }();
+  static const QuantIsa chosen = quant_isa_from(std::getenv("LUKA_QUANT_PATH"));
   return chosen;
 }
 
@@ -720,7 +595,7 @@ void quantize_activation(GgmlType type, const float* x, std::int64_t in, Quantiz
     throw std::invalid_argument("quantize_activation: input length " + std::to_string(in) + " is not a positive multiple of " +
                                 std::to_string(block) + " (" + gguf::type_name(type) + " blocks)");
   if (!quant_isa_supported(isa))
-    throw std::invalid_argument(std::string("quantize_activation: this CPU cannot run the ") + quant_isa_name(isa) + " path");
+    throw std::invalid_argument(std::string("quantize_activation: the ") + quant_isa_name(isa) + " path cannot run: " + quant_isa_why_not(isa));
   const std::int64_t nb = in / block;
   out.block = block;
   out.in = in;
@@ -729,7 +604,9 @@ void quantize_activation(GgmlType type, const float* x, std::int64_t in, Quantiz
   out.lane_sums.resize(block == 32 ? static_cast<std::size_t>(nb * 8) : 0);
   out.sums16.resize(block == 256 ? static_cast<std::size_t>(nb * 16) : 0);
   switch (isa) {
-    case QuantIsa::kAvx512: quantize_blocks_avx512(x, nb, block, out.q.data(), out.d.data()); break;
+    case QuantIsa::kAvx512:
+    case QuantIsa::kVnni:
+    case QuantIsa::kAmx: quantize_blocks_avx512(x, nb, block, out.q.data(), out.d.data()); break;
     case QuantIsa::kAvx2: quantize_blocks_avx2(x, nb, block, out.q.data(), out.d.data()); break;
     case QuantIsa::kScalar: quantize_blocks_scalar(x, nb, block, out.q.data(), out.d.data()); break;
   }
@@ -750,7 +627,7 @@ QuantRowDot quant_row_dot(GgmlType type, QuantIsa isa) {
   if (!quant_gemv_supports(type))
     throw std::invalid_argument(std::string("quant_gemv: unsupported weight type ") + gguf::type_name(type));
   if (!quant_isa_supported(isa))
-    throw std::invalid_argument(std::string("quant_gemv: this CPU cannot run the ") + quant_isa_name(isa) + " path");
+    throw std::invalid_argument(std::string("quant_gemv: the ") + quant_isa_name(isa) + " path cannot run: " + quant_isa_why_not(isa));
   return row_kernel(type, isa);
 }
 
@@ -765,7 +642,7 @@ void quant_gemv(const QuantizedActivation& xq, GgmlType type, const void* w, std
     throw std::invalid_argument(std::string("quant_gemv: activation quantized for another block size than ") +
                                 gguf::type_name(type));
   if (!quant_isa_supported(isa))
-    throw std::invalid_argument(std::string("quant_gemv: this CPU cannot run the ") + quant_isa_name(isa) + " path");
+    throw std::invalid_argument(std::string("quant_gemv: the ") + quant_isa_name(isa) + " path cannot run: " + quant_isa_why_not(isa));
   const RowKernel kernel = row_kernel(type, isa);
   const auto* base = static_cast<const std::uint8_t*>(w);
   const std::int64_t row_bytes = xq.in / xq.block * block_bytes(type);
@@ -779,20 +656,20 @@ void quant_gemv(const QuantizedActivation& xq, GgmlType type, const void* w, std
 float q8_0_row_f32(const std::uint8_t* row, const float* x, std::int64_t in, QuantIsa isa) {
   if (in % 32 != 0) throw std::invalid_argument("q8_0_row_f32: input length " + std::to_string(in) + " is not a multiple of 32");
   if (!quant_isa_supported(isa))
-    throw std::invalid_argument(std::string("q8_0_row_f32: this CPU cannot run the ") + quant_isa_name(isa) + " path");
-  return isa == QuantIsa::kAvx512 ? q8_0_f32_avx512(row, x, in) : q8_0_f32_scalar(row, x, in);
+    throw std::invalid_argument(std::string("q8_0_row_f32: the ") + quant_isa_name(isa) + " path cannot run: " + quant_isa_why_not(isa));
+  return wide(isa) ? q8_0_f32_avx512(row, x, in) : q8_0_f32_scalar(row, x, in);
 }
 
 void q8_0_gemv_f32(const void* w, std::int64_t out, std::int64_t in, const float* x, float* y, QuantIsa isa) {
   if (in % 32 != 0) throw std::invalid_argument("q8_0_gemv_f32: input length " + std::to_string(in) + " is not a multiple of 32");
   if (!quant_isa_supported(isa))
-    throw std::invalid_argument(std::string("q8_0_gemv_f32: this CPU cannot run the ") + quant_isa_name(isa) + " path");
+    throw std::invalid_argument(std::string("q8_0_gemv_f32: the ") + quant_isa_name(isa) + " path cannot run: " + quant_isa_why_not(isa));
   const auto* base = static_cast<const std::uint8_t*>(w);
   const std::int64_t row_bytes = in / 32 * kQ8_0Bytes;
   const std::int64_t grain = std::max<std::int64_t>(1, 32768 / in);
   at::parallel_for(0, out, grain, [&](std::int64_t o0, std::int64_t o1) {
     for (std::int64_t o = o0; o < o1; ++o)
-      y[o] = isa == QuantIsa::kAvx512 ? q8_0_f32_avx512(base + o * row_bytes, x, in) : q8_0_f32_scalar(base + o * row_bytes, x, in);
+      y[o] = wide(isa) ? q8_0_f32_avx512(base + o * row_bytes, x, in) : q8_0_f32_scalar(base + o * row_bytes, x, in);
   });
 }
 
@@ -800,6 +677,67 @@ void quant_gemv(GgmlType type, const void* w, std::int64_t out, std::int64_t in,
   thread_local QuantizedActivation xq;  // keeps its buffers between calls
   quantize_activation(type, x, in, xq, isa);
   quant_gemv(xq, type, w, out, y, isa);
+}
+
+bool quant_gemm_uses_tiles(GgmlType type, QuantIsa isa) {
+  return isa == QuantIsa::kAmx && quant_isa_supported(isa) && detail::amx_gemm_supports(type);
+}
+
+bool quant_gemm_preferred(GgmlType type, std::int64_t rows, QuantIsa isa) {
+  return rows >= kTileMinRows && quant_gemm_uses_tiles(type, isa);
+}
+
+std::vector<QuantPathLine> quant_path_report(QuantIsa isa) {
+  const CpuFeatures& f = cpu_features();
+  std::string cpu = f.avx512_vnni ? "AVX-512 VNNI" : f.avx512 ? "AVX-512" : f.avx2 ? "AVX2" : "no AVX2";
+  if (f.avx512_bf16) cpu += ", AVX-512 BF16";
+  if (f.amx_int8) cpu += std::string(", AMX-INT8 (tile state ") + amx_tile_state_text(amx_tile_state()) + ")";
+  const char* env = std::getenv("LUKA_QUANT_PATH");
+  const std::string chosen = std::string(quant_isa_name(isa)) +
+                             (env != nullptr && *env != '\0' ? " (forced by LUKA_QUANT_PATH)" : " (the widest this CPU runs)");
+  // One-row products take the vnni kernels on the amx path too (quant_gemv's row_kernel).
+  const char* row_isa = isa == QuantIsa::kAmx ? "vnni" : quant_isa_name(isa);
+  std::vector<QuantPathLine> lines;
+  lines.push_back({"cpu", cpu});
+  lines.push_back({"quant path", chosen});
+  lines.push_back({"decode rows", std::string(row_isa) + " kernels, 8-bit activations (Q4_0 Q4_1 Q8_0 Q4_K Q6_K)"});
+  lines.push_back({"lm_head Q8_0", std::string(wide(isa) ? "avx512" : "scalar") + " kernel against fp32 activations"});
+  if (quant_gemm_uses_tiles(GgmlType::kQ4_0, isa))
+    lines.push_back({"prefill", "amx int8 tiles from " + std::to_string(kTileMinRows) +
+                                    " rows (Q4_0 Q4_1 Q8_0 Q4_K); Q6_K and fewer rows: dequantized slices, LibTorch fp32"});
+  else
+    lines.push_back({"prefill", "dequantized slices, LibTorch fp32 matmul"});
+  return lines;
+}
+
+void quant_gemm(GgmlType type, const void* w, std::int64_t out, std::int64_t in, const float* x, std::int64_t rows, float* y,
+                QuantIsa isa) {
+  if (!quant_gemv_supports(type))
+    throw std::invalid_argument(std::string("quant_gemm: unsupported weight type ") + gguf::type_name(type));
+  const std::int64_t block = block_elements(type);
+  if (in <= 0 || in % block != 0)
+    throw std::invalid_argument("quant_gemm: input length " + std::to_string(in) + " is not a positive multiple of " +
+                                std::to_string(block) + " (" + gguf::type_name(type) + " blocks)");
+  if (!quant_isa_supported(isa))
+    throw std::invalid_argument(std::string("quant_gemm: the ") + quant_isa_name(isa) + " path cannot run: " + quant_isa_why_not(isa));
+  if (rows <= 0 || out <= 0) return;
+  if (quant_gemm_uses_tiles(type, isa)) {
+    detail::amx_gemm(type, w, out, in, x, rows, y);
+    return;
+  }
+  const RowKernel kernel = row_kernel(type, isa);
+  const auto* base = static_cast<const std::uint8_t*>(w);
+  const std::int64_t row_bytes = in / block * block_bytes(type);
+  std::vector<QuantizedActivation> xq(static_cast<std::size_t>(rows));
+  at::parallel_for(0, rows, 1, [&](std::int64_t r0, std::int64_t r1) {
+    for (std::int64_t r = r0; r < r1; ++r) quantize_activation(type, x + r * in, in, xq[static_cast<std::size_t>(r)], isa);
+  });
+  // Rows of weights outermost: each weight row is read once and stays in cache for every input row.
+  const std::int64_t grain = std::max<std::int64_t>(1, 32768 / (in * rows));
+  at::parallel_for(0, out, grain, [&](std::int64_t o0, std::int64_t o1) {
+    for (std::int64_t o = o0; o < o1; ++o)
+      for (std::int64_t r = 0; r < rows; ++r) y[r * out + o] = kernel(base + o * row_bytes, xq[static_cast<std::size_t>(r)]);
+  });
 }
 
 }  // namespace luka::cpu

@@ -15,31 +15,47 @@
 // A block's dot product is then an integer sum (exact), scaled once by weight scale × activation
 // scale. The error against the unquantized activations is at most Σᵢ |wᵢ| · dₓ(i) / 2.
 //
-// One arithmetic, three instruction sets: the integer sums are laid out in 16 fp32 lanes (lane L
+// One arithmetic, four instruction sets: the integer sums are laid out in 16 fp32 lanes (lane L
 // of each 64-value chunk holds values 4L..4L+3; for 32-blocks, even blocks fill lanes 0–7 and odd
 // blocks lanes 8–15), each lane is accumulated with one fused multiply-add per block in block
 // order, and the 16 lanes are summed in a fixed tree. The scalar path computes exactly that, so
-// the AVX2 and AVX-512 paths equal it bit for bit; tests compare them for equality.
+// the AVX2, AVX-512 and VNNI paths equal it bit for bit; tests compare them for equality.
 #pragma once
 
 #include <cstdint>
+#include <optional>
+#include <string>
 #include <vector>
 
 #include "kernels/common/ggml_type.h"
 
 namespace luka::cpu {
 
-enum class QuantIsa { kScalar, kAvx2, kAvx512 };
+// The kernel paths, by instruction set:
+//   scalar  plain C++, the reference;
+//   avx2    AVX2 + FMA + F16C (vpmaddubsw, vpmaddwd);
+//   avx512  AVX-512 F/BW/DQ/VL without VNNI (vpmaddubsw, vpmaddwd on 64 bytes);
+//   vnni    AVX-512 VNNI (vpdpbusd, vpdpwssd);
+//   amx     AMX-INT8 tiles for products of several rows (quant_gemm), where the process got the tile
+//           state (cpu_features.h); one-row products take the vnni kernels, which measured faster
+//           for one row (bench/results/cpu-quant-amx.md).
+// Every path gives the scalar path's bits for one-row products (the integer sums are exact and
+// the fp32 lanes are accumulated in the same order).
+enum class QuantIsa { kScalar, kAvx2, kAvx512, kVnni, kAmx };
 const char* quant_isa_name(QuantIsa isa);
+std::optional<QuantIsa> parse_quant_isa(const std::string& name);
 
-// True when this CPU runs `isa`: kAvx512 needs AVX-512 F/BW/DQ/VL and VNNI (plus F16C, FMA),
-// kAvx2 needs AVX2, FMA and F16C; kScalar always.
+// True when this CPU (and for amx, this process) runs `isa`.
 bool quant_isa_supported(QuantIsa isa);
+// Why `isa` cannot run here, in words ("this CPU lacks AVX-512 VNNI"); empty when it can.
+std::string quant_isa_why_not(QuantIsa isa);
 
-// The path quant_gemv takes by default: the widest this CPU runs, lowered by the environment
-// variable LUKA_CPU_ISA=avx512|avx2|scalar (never raised beyond the CPU; an unknown value throws
-// std::invalid_argument naming the variable).
+// The path the products take by default: the widest this CPU runs, or the one the environment
+// variable LUKA_QUANT_PATH=scalar|avx2|avx512|vnni|amx forces. Read once; a name this CPU cannot
+// run, or an unknown one, throws std::invalid_argument naming the variable and the reason.
 QuantIsa quant_isa();
+// The same rule for a given value of the variable (null or empty: the widest path).
+QuantIsa quant_isa_from(const char* env);
 
 // Weight types quant_gemv reads: Q4_0, Q4_1, Q8_0, Q4_K, Q6_K.
 bool quant_gemv_supports(gguf::GgmlType type);
@@ -82,6 +98,30 @@ QuantRowDot quant_row_dot(gguf::GgmlType type, QuantIsa isa = quant_isa());
 // token, whose top two logits are 0.08 apart). `in` must be a multiple of 32.
 float q8_0_row_f32(const std::uint8_t* row, const float* x, std::int64_t in, QuantIsa isa = quant_isa());
 void q8_0_gemv_f32(const void* w, std::int64_t out, std::int64_t in, const float* x, float* y, QuantIsa isa = quant_isa());
+
+// Y[r, o] = Σᵢ W[o, i] · X[r, i] for r < rows (a prefill's linear layer; X and Y row-major,
+// [rows, in] and [rows, out]), each X row quantized as quantize_activation does. The amx path
+// runs tiles for Q4_0, Q4_1, Q8_0 and Q4_K (the same exact integer sums, scaled in another order:
+// within the fp32 rounding of Σ|terms| of the one-row result); every other path and type runs the
+// one-row kernel per row, with quant_gemv's bits. Throws like quant_gemv.
+bool quant_gemm_uses_tiles(gguf::GgmlType type, QuantIsa isa = quant_isa());
+void quant_gemm(gguf::GgmlType type, const void* w, std::int64_t out, std::int64_t in, const float* x, std::int64_t rows,
+                float* y, QuantIsa isa = quant_isa());
+
+// Whether a product of `rows` input rows on `type` blocks is best run by quant_gemm (the amx
+// tiles) rather than dequantized slices through LibTorch's fp32 matmul: on the amx path, for the
+// types the tiles read, from kTileMinRows rows (bench/results/cpu-quant-amx.md: below a tile's
+// 16 rows the tiles run mostly empty). The decoder's multi-row products (prefill) follow it.
+constexpr std::int64_t kTileMinRows = 16;
+bool quant_gemm_preferred(gguf::GgmlType type, std::int64_t rows, QuantIsa isa = quant_isa());
+
+// Which kernel path each kind of product takes with `isa` on this CPU, one line each, for
+// `luka info`: {product, path}.
+struct QuantPathLine {
+  std::string product;
+  std::string path;
+};
+std::vector<QuantPathLine> quant_path_report(QuantIsa isa = quant_isa());
 
 // Values per block (32 or 256) and bytes per row of `in` values, for a type quant_gemv reads.
 std::int64_t quant_block_elements(gguf::GgmlType type);

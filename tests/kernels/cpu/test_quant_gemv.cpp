@@ -5,17 +5,30 @@
 //   - against the quantized activations (q · d in fp64), within 1e-5 of Σᵢ |wᵢ · xqᵢ|: only fp32
 //     rounding is left there;
 //   - each SIMD path equal to the scalar path bit for bit (they share one arithmetic).
+// Then the multi-row product (quant_gemm) on every path, the path chosen by LUKA_QUANT_PATH (run
+// once per path by CTest, tests/kernels/cpu/CMakeLists.txt), and the fallback when the kernel
+// refuses the AMX tile state (a seccomp filter makes it refuse, in a child process).
 #include <gtest/gtest.h>
+
+#include <linux/audit.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
 
 #include <c10/util/Half.h>
 
+#include <cerrno>
 #include <cmath>
+#include <cstddef>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <random>
 #include <vector>
 
 #include "core/gguf/gguf.h"
+#include "kernels/cpu/cpu_features.h"
 #include "kernels/cpu/quant_gemv.h"
 
 namespace luka::cpu {
@@ -23,9 +36,11 @@ namespace {
 
 using gguf::GgmlType;
 
+constexpr QuantIsa kAllPaths[] = {QuantIsa::kScalar, QuantIsa::kAvx2, QuantIsa::kAvx512, QuantIsa::kVnni, QuantIsa::kAmx};
+
 std::vector<QuantIsa> runnable_isas() {
   std::vector<QuantIsa> out;
-  for (const QuantIsa isa : {QuantIsa::kScalar, QuantIsa::kAvx2, QuantIsa::kAvx512})
+  for (const QuantIsa isa : kAllPaths)
     if (quant_isa_supported(isa)) out.push_back(isa);
   return out;
 }
@@ -230,6 +245,198 @@ TEST(QuantGemv, DefaultModelTensors) {
     ++checked;
   }
   EXPECT_GE(checked, 4) << "expected the default model's projections to be Q4_1 and its embedding Q8_0";
+}
+
+// quant_gemm against the fp64 reference with the same quantized activations: the non-tile paths
+// give quant_gemv's bits row by row; the tile path the same integer sums in another fp32 order.
+void check_gemm(GgmlType type, std::int64_t rows, std::int64_t out, std::int64_t in, std::mt19937& rng) {
+  const std::vector<std::uint8_t> w = random_weights(type, out, in, rng);
+  std::vector<float> x;
+  for (std::int64_t r = 0; r < rows; ++r) {
+    const std::vector<float> xr = random_activation(in, rng);
+    x.insert(x.end(), xr.begin(), xr.end());
+  }
+  std::vector<float> y_gemv(static_cast<std::size_t>(rows * out));
+  for (std::int64_t r = 0; r < rows; ++r) quant_gemv(type, w.data(), out, in, x.data() + r * in, y_gemv.data() + r * out, QuantIsa::kScalar);
+  for (const QuantIsa isa : runnable_isas()) {
+    std::vector<float> y(static_cast<std::size_t>(rows * out), NAN);
+    quant_gemm(type, w.data(), out, in, x.data(), rows, y.data(), isa);
+    const bool tiles = quant_gemm_uses_tiles(type, isa);
+    for (std::int64_t r = 0; r < rows; ++r) {
+      const std::vector<float> xr(x.begin() + r * in, x.begin() + (r + 1) * in);
+      QuantizedActivation xq;
+      quantize_activation(type, xr.data(), in, xq, QuantIsa::kScalar);
+      const std::vector<Reference> refs = reference(type, w.data(), out, in, xr, xq);
+      for (std::int64_t o = 0; o < out; ++o) {
+        const float v = y[r * out + o], one_row = y_gemv[r * out + o];
+        SCOPED_TRACE(testing::Message() << gguf::type_name(type) << " " << rows << "x" << in << " -> " << out << " row " << r << " col "
+                                        << o << " path " << quant_isa_name(isa) << (tiles ? " (tiles)" : ""));
+        EXPECT_NEAR(v, refs[o].exact_xq, 1e-5 * refs[o].abs_xq + 1e-30);
+        if (tiles)
+          EXPECT_NEAR(v, one_row, 2e-5 * refs[o].abs_xq + 1e-30);
+        else
+          EXPECT_EQ(std::memcmp(&v, &one_row, sizeof(float)), 0) << v << " vs one-row " << one_row;
+      }
+    }
+  }
+}
+
+TEST(QuantGemm, EveryTypeEveryPathOddSizes) {
+  std::mt19937 rng(41);
+  for (const GgmlType type : {GgmlType::kQ4_0, GgmlType::kQ4_1, GgmlType::kQ8_0, GgmlType::kQ4_K, GgmlType::kQ6_K}) {
+    const bool k = block_elements(type) == 256;
+    // Rows: one, fewer than a tile, a tile and one more (17), two tiles and one; weights: one row,
+    // an odd count, more than two panels of 16; inputs: one block, an odd count, a model's size.
+    for (const std::int64_t rows : {1, 5, 17, 33})
+      for (const std::int64_t out : {1, 7, 37})
+        for (const std::int64_t in : k ? std::vector<std::int64_t>{256, 768} : std::vector<std::int64_t>{32, 96, 576})
+          check_gemm(type, rows, out, in, rng);
+  }
+  std::vector<float> x(2 * 48, 1.0f), y(2);
+  std::vector<std::uint8_t> w(2 * 18);
+  EXPECT_THROW(quant_gemm(GgmlType::kQ4_0, w.data(), 1, 48, x.data(), 2, y.data(), QuantIsa::kScalar), std::invalid_argument);
+}
+
+// The prefill's choice: tiles only on the amx path, for the types the tiles read, from a tile's
+// 16 rows; and `luka info`'s report names the path each product takes.
+TEST(QuantGemm, TilesChosenOnlyOnAmxFromSixteenRows) {
+  for (const QuantIsa isa : runnable_isas()) {
+    for (const GgmlType type : {GgmlType::kQ4_0, GgmlType::kQ4_1, GgmlType::kQ8_0, GgmlType::kQ4_K, GgmlType::kQ6_K}) {
+      const bool tiles = isa == QuantIsa::kAmx && type != GgmlType::kQ6_K;
+      EXPECT_EQ(quant_gemm_uses_tiles(type, isa), tiles) << quant_isa_name(isa) << " " << gguf::type_name(type);
+      EXPECT_FALSE(quant_gemm_preferred(type, kTileMinRows - 1, isa));
+      EXPECT_EQ(quant_gemm_preferred(type, kTileMinRows, isa), tiles);
+      EXPECT_EQ(quant_gemm_preferred(type, 512, isa), tiles);
+    }
+    const std::vector<QuantPathLine> report = quant_path_report(isa);
+    std::string text;
+    for (const QuantPathLine& l : report) text += l.product + ": " + l.path + "\n";
+    const std::string rows = isa == QuantIsa::kAmx ? "vnni" : quant_isa_name(isa);
+    EXPECT_NE(text.find(std::string("quant path: ") + quant_isa_name(isa)), std::string::npos) << text;
+    EXPECT_NE(text.find("decode rows: " + rows + " kernels"), std::string::npos) << text;
+    EXPECT_EQ(text.find("amx int8 tiles") != std::string::npos, isa == QuantIsa::kAmx) << text;
+  }
+}
+
+std::string thrown_by(const char* env) {
+  try {
+    quant_isa_from(env);
+  } catch (const std::invalid_argument& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(QuantPath, ChoiceAndRefusal) {
+  // No variable: the widest path this CPU (and process) runs.
+  QuantIsa widest = QuantIsa::kScalar;
+  for (const QuantIsa isa : kAllPaths)
+    if (quant_isa_supported(isa)) widest = isa;
+  EXPECT_EQ(quant_isa_from(nullptr), widest);
+  EXPECT_EQ(quant_isa_from(""), widest);
+  for (const QuantIsa isa : kAllPaths) {
+    EXPECT_EQ(parse_quant_isa(quant_isa_name(isa)), isa);
+    if (quant_isa_supported(isa)) {
+      EXPECT_EQ(quant_isa_from(quant_isa_name(isa)), isa);
+      EXPECT_EQ(quant_isa_why_not(isa), "");
+    } else {  // refused with the variable, the value and the reason
+      const std::string error = thrown_by(quant_isa_name(isa));
+      EXPECT_NE(error.find(std::string("LUKA_QUANT_PATH=") + quant_isa_name(isa)), std::string::npos) << error;
+      EXPECT_NE(error.find(quant_isa_why_not(isa)), std::string::npos) << error;
+      EXPECT_FALSE(quant_isa_why_not(isa).empty());
+    }
+  }
+  EXPECT_NE(thrown_by("avx1024").find("expected scalar, avx2, avx512, vnni or amx"), std::string::npos);
+  EXPECT_TRUE(quant_isa_supported(QuantIsa::kScalar));
+  const CpuFeatures& f = cpu_features();
+  EXPECT_EQ(quant_isa_supported(QuantIsa::kVnni), f.avx512 && f.avx512_vnni);
+  if (!f.amx_int8) EXPECT_FALSE(quant_isa_supported(QuantIsa::kAmx));
+}
+
+// Run by CTest once per path with LUKA_QUANT_PATH set (test_quant_gemv_path_<name>): the default
+// arguments then take that path, and give what the path gives when named; a path this CPU lacks
+// is refused when the default is first asked for.
+TEST(QuantPathFromEnvironment, ForcedPathIsTaken) {
+  const char* env = std::getenv("LUKA_QUANT_PATH");
+  if (env == nullptr || *env == '\0') GTEST_SKIP() << "LUKA_QUANT_PATH not set (CTest runs this once per path)";
+  const std::optional<QuantIsa> named = parse_quant_isa(env);
+  ASSERT_TRUE(named.has_value()) << env;
+  if (!quant_isa_supported(*named)) {
+    EXPECT_THROW(quant_isa(), std::invalid_argument);
+    GTEST_SKIP() << "this machine cannot run the " << env << " path: " << quant_isa_why_not(*named) << " (refusal checked)";
+  }
+  ASSERT_EQ(quant_isa(), *named);
+  std::mt19937 rng(43);
+  for (const GgmlType type : {GgmlType::kQ4_0, GgmlType::kQ4_1, GgmlType::kQ8_0, GgmlType::kQ4_K, GgmlType::kQ6_K}) {
+    const std::int64_t in = block_elements(type) == 32 ? 96 : 512, out = 19, rows = 3;
+    const std::vector<std::uint8_t> w = random_weights(type, out, in, rng);
+    std::vector<float> x;
+    for (std::int64_t r = 0; r < rows; ++r) {
+      const std::vector<float> xr = random_activation(in, rng);
+      x.insert(x.end(), xr.begin(), xr.end());
+    }
+    std::vector<float> a(static_cast<std::size_t>(out)), b(a.size()), ga(static_cast<std::size_t>(rows * out)), gb(ga.size());
+    quant_gemv(type, w.data(), out, in, x.data(), a.data());
+    quant_gemv(type, w.data(), out, in, x.data(), b.data(), *named);
+    EXPECT_EQ(a, b) << gguf::type_name(type);
+    quant_gemm(type, w.data(), out, in, x.data(), rows, ga.data());
+    quant_gemm(type, w.data(), out, in, x.data(), rows, gb.data(), *named);
+    EXPECT_EQ(ga, gb) << gguf::type_name(type);
+  }
+}
+
+// The tile state refused by the kernel: a seccomp filter in a fresh child process (a death test
+// in the threadsafe style re-runs the binary) makes arch_prctl(ARCH_REQ_XCOMP_PERM) fail with
+// EPERM. The process must then see no amx path, default to the next widest, refuse
+// LUKA_QUANT_PATH=amx, and still compute multi-row products (without tiles) correctly.
+int run_with_tile_state_refused() {
+  unsetenv("LUKA_QUANT_PATH");
+  unsetenv("LUKA_AMX");
+  sock_filter filter[] = {
+      BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(seccomp_data, arch)),
+      BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, AUDIT_ARCH_X86_64, 1, 0),
+      BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+      BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(seccomp_data, nr)),
+      BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_arch_prctl, 0, 3),
+      BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(seccomp_data, args[0])),
+      BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, 0x1023, 0, 1),  // ARCH_REQ_XCOMP_PERM
+      BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | (EPERM & SECCOMP_RET_DATA)),
+      BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+  };
+  sock_fprog prog{static_cast<unsigned short>(sizeof filter / sizeof filter[0]), filter};
+  if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 || prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog) != 0) return 10;
+  const AmxTileState expected = cpu_features().amx_tile ? AmxTileState::kRefused : AmxTileState::kNoCpu;
+  if (amx_tile_state() != expected) return 11;
+  if (quant_isa_supported(QuantIsa::kAmx) || quant_isa() == QuantIsa::kAmx) return 12;
+  if (thrown_by("amx").find("LUKA_QUANT_PATH=amx") == std::string::npos) return 13;
+  std::mt19937 rng(47);
+  const std::int64_t in = 64, out = 21, rows = 18;
+  const std::vector<std::uint8_t> w = random_weights(GgmlType::kQ4_1, out, in, rng);
+  std::vector<float> x(static_cast<std::size_t>(rows * in));
+  for (auto& v : x) v = std::normal_distribution<float>(0.0f, 1.0f)(rng);
+  std::vector<float> y(static_cast<std::size_t>(rows * out)), y1(static_cast<std::size_t>(out));
+  quant_gemm(GgmlType::kQ4_1, w.data(), out, in, x.data(), rows, y.data());  // default path: no tiles
+  for (std::int64_t r = 0; r < rows; ++r) {
+    quant_gemv(GgmlType::kQ4_1, w.data(), out, in, x.data() + r * in, y1.data(), QuantIsa::kScalar);
+    if (std::memcmp(y1.data(), y.data() + r * out, sizeof(float) * static_cast<std::size_t>(out)) != 0) return 14;
+  }
+  return 0;
+}
+
+TEST(AmxTileStateDeathTest, RefusedTileStateFallsBack) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_EXIT(std::exit(run_with_tile_state_refused()), testing::ExitedWithCode(0), "");
+}
+
+TEST(AmxTileState, SwitchedOffByEnvironmentOrAsked) {
+  const char* env = std::getenv("LUKA_AMX");
+  if (env != nullptr && std::string(env) == "off") {
+    EXPECT_EQ(amx_tile_state(), AmxTileState::kDisabled);
+    EXPECT_FALSE(quant_isa_supported(QuantIsa::kAmx));
+  } else {
+    EXPECT_EQ(amx_tile_state() == AmxTileState::kNoCpu, !cpu_features().amx_tile);
+  }
+  EXPECT_STRNE(amx_tile_state_text(amx_tile_state()), "?");
 }
 
 }  // namespace
