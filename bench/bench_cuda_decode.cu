@@ -221,7 +221,7 @@ int main(int argc, char** argv) {
       comp.page_start = page_start;
       comp.count = P;
       comp.max_page_tokens = page;
-      comp.compressor = Compressor::kAttentionWeighted;
+      comp.compressor = luka::Compressor::kAttentionWeighted;
       comp.summary_type = ElemType::kBF16;
       comp.sum_k = sum_k;
       comp.sum_v = sum_v;

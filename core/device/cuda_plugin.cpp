@@ -15,7 +15,6 @@
 #include "core/device/cuda_sampler.h"
 #include "core/generate/sampling_math.h"
 #include "core/luka/cuda_attention.h"
-#include "core/luka/cuda_params.h"
 #include "core/model/model.h"
 #include "core/util/error.h"
 

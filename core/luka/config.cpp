@@ -1,6 +1,7 @@
 #include "core/luka/config.h"
 
 #include <algorithm>
+#include <map>
 #include <cmath>
 #include <fstream>
 #include <sstream>
@@ -302,27 +303,6 @@ std::string describe_modes(const LukaConfig& config) {
   return out;
 }
 
-rules::LinedRule to_rule(const LinedConfig& c) {
-  rules::LinedRule r;
-  r.window = c.window;
-  r.window_frac = c.window_frac;
-  r.rho = c.rho;
-  r.rounding = c.rounding == BudgetRounding::kCeil ? rules::Rounding::kCeil : rules::Rounding::kFloor;
-  r.heavy_late = c.heavy_late;
-  return r;
-}
-
-rules::PageRule to_rule(const ClusteredConfig& c) {
-  rules::PageRule r;
-  r.page_size = c.page_size;
-  r.tail = c.tail;
-  r.interval = c.interval;
-  r.max_pages = c.max_pages;
-  r.authors = c.schedule == PageSchedule::kAuthors;
-  r.bypass = c.page_bypass;
-  return r;
-}
-
 std::vector<std::string> layer_config_key_names() {
   std::vector<std::string> out;
   for (const Key& k : kKeys) out.emplace_back(k.name);
@@ -595,8 +575,29 @@ LukaConfig LukaConfig::from_json(const std::string& text, std::int64_t num_layer
   if (j.contains("default")) apply_object(j["default"], c.parse_layers("all"), "'default'");
   if (j.contains("layers")) {
     if (!j["layers"].is_object()) fail(where, "'layers' must map layer ranges (\"0-7\", \"12\", \"all\") to objects");
-    for (const auto& [range, obj] : j["layers"].items())
-      apply_object(obj, parse_layer_range(range, static_cast<std::int64_t>(c.layers.size()), where + ": 'layers'"), "layers '" + range + "'");
+    // JSON objects have no order (this reader sorts the ranges by name), so two ranges that cover
+    // one layer must agree on every key both set there; what they share belongs in "default".
+    std::map<std::pair<std::int64_t, std::string>, std::pair<std::string, json>> set_by;  // (layer, key) -> (range, value)
+    for (const auto& [range, obj] : j["layers"].items()) {
+      const std::vector<std::int64_t> which =
+          parse_layer_range(range, static_cast<std::int64_t>(c.layers.size()), where + ": 'layers'");
+      apply_object(obj, which, "layers '" + range + "'");
+      for (const auto& [key, value] : obj.items()) {
+        for (const std::int64_t i : which) {
+          // The value as the layer holds it: "1/8" and 0.125 agree.
+          LayerConfig probe;
+          set_key(probe, key, json_value_text(value, key, where));
+          json held;
+          for (const Key& k : kKeys)
+            if (key == k.name) held = k.get(probe);
+          const auto [it, fresh] = set_by.emplace(std::make_pair(i, key), std::make_pair(range, held));
+          if (!fresh && it->second.second != held)
+            fail(where, "'layers': ranges '" + it->second.first + "' and '" + range + "' both cover layer " + std::to_string(i) +
+                            " and set " + key + " to " + it->second.second.dump() + " and " + held.dump() +
+                            " (overlapping ranges must agree; put a setting for several layers in \"default\" or in one range)");
+        }
+      }
+    }
   }
   try {
     validate_kascade_sources(c);

@@ -9,14 +9,42 @@
 #include <limits>
 #include <string>
 
-#include "core/luka/cuda_params.h"
+#include "core/luka/dense_shadow.h"
 #include "core/luka/luka_attention.h"
+#include "core/luka/prefill.h"
 #include "core/luka/step_records.h"
 #include "core/model/decoder.h"
 #include "core/model/model.h"
 #include "core/util/error.h"
 
 namespace luka {
+
+std::string gpu_unsupported(const LayerConfig& c) {
+  const ClusteredConfig& k = c.clustered;
+  if (c.mode == AttentionMode::kKascade) return "mode kascade runs on the CPU path only";
+  if (c.dar.window > 0) return "the dar probe runs on the CPU path only";
+  if (c.mode == AttentionMode::kClustered && k.segmenter != Segmenter::kFixed) return "segmenter=delimiter runs on the CPU path only";
+  if (c.mode == AttentionMode::kClustered && k.compressor == Compressor::kGsc) return "compressor=gsc runs on the CPU path only";
+  if (c.mode == AttentionMode::kLined && c.lined.sparse_prefill) return "lined sparse_prefill runs on the CPU path only";
+  if (k.page_size > cuda::kMaxPageTokens) return "pages above 1024 tokens run on the CPU path only";
+  // The authors' variants (DESIGN.md §5.6) that change what the kernels compute.
+  if (c.importance_source != ImportanceSource::kEffective) return "importance_source=cover runs on the CPU path only";
+  if (k.bias == SummaryBias::kAdaptive && k.bias_entropy != BiasEntropy::kWeights)
+    return "bias_entropy=importance_mean runs on the CPU path only";
+  if (k.refine_on != RefineOn::kBiased && k.bias != SummaryBias::kNone) return "refine_on=unbiased runs on the CPU path only";
+  if (k.page_rank != PageRank::kMax && (k.rule == RefineRule::kTopFrac || k.rule == RefineRule::kTopP))
+    return "page_rank=sum runs on the CPU path only";
+  if (c.lined.rounding != BudgetRounding::kCeil) return "lined_rounding=floor runs on the CPU path only";
+  if (c.lined.heavy_late) return "heavy_late runs on the CPU path only";
+  return {};
+}
+
+std::string to_cuda_params(const LayerConfig& c, cuda::LayerParams* out) {
+  out->mode = c.mode;
+  out->lined = c.lined;
+  out->clustered = c.clustered;
+  return gpu_unsupported(c);
+}
 
 namespace {
 

@@ -13,6 +13,7 @@
 #pragma once
 
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "core/luka/luka_layer.h"
@@ -22,6 +23,14 @@
 namespace luka {
 
 class Decoder;
+
+// What the GPU path does not offer for this layer, by name ("" when it runs all of it): the CPU-only
+// modes and experiment switches (Kascade, the DAR probe, SemantiCache's segmenter and compressor,
+// the lined sparse prefill, the authors' variants other than their page schedule).
+std::string gpu_unsupported(const LayerConfig& c);
+// The kernels' parameters for a layer: the same structs (kernels/common/luka_params.h), nothing
+// translated. Fills *out; returns gpu_unsupported(c).
+std::string to_cuda_params(const LayerConfig& c, cuda::LayerParams* out);
 
 class CudaLukaAttention final : public LukaLayer {
  public:

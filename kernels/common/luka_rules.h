@@ -10,6 +10,8 @@
 #include <cmath>
 #include <cstdint>
 
+#include "kernels/common/luka_params.h"
+
 #if defined(__CUDACC__)
 #define LUKA_HD __host__ __device__
 #else
@@ -23,15 +25,13 @@ LUKA_HD inline std::int64_t max64(std::int64_t a, std::int64_t b) { return a > b
 
 // ===== lined (H2O) ============================================================================
 
-// Budgets are fractions of the context T: ours rounds up (⌈x·T⌉), the authors' code down with a
-// floor of one (max(1, ⌊x·T⌋), Python's int() of the product).
-enum class Rounding { kCeil, kFloor };
-
+// Budgets are fractions of the context T: ours rounds up (⌈x·T⌉, BudgetRounding::kCeil), the
+// authors' code down with a floor of one (max(1, ⌊x·T⌋), Python's int() of the product).
 struct LinedRule {
   std::int64_t window = 128;  // recent tokens, when window_frac is 0
   double window_frac = 0;     // > 0: the window is this fraction of T
   double rho = 0.125;         // heavy hitters, as a fraction of T
-  Rounding rounding = Rounding::kCeil;
+  BudgetRounding rounding = BudgetRounding::kCeil;
   bool heavy_late = false;    // the authors': heavy hitters chosen at the end of the previous step
 };
 
@@ -39,7 +39,7 @@ struct LinedRule {
 LUKA_HD inline std::int64_t lined_window(const LinedRule& r, std::int64_t T) {
   std::int64_t w = r.window;
   if (r.window_frac > 0)
-    w = r.rounding == Rounding::kCeil ? static_cast<std::int64_t>(ceil(r.window_frac * static_cast<double>(T)))
+    w = r.rounding == BudgetRounding::kCeil ? static_cast<std::int64_t>(ceil(r.window_frac * static_cast<double>(T)))
                                       : max64(1, static_cast<std::int64_t>(floor(r.window_frac * static_cast<double>(T))));
   return min64(T, w);
 }
@@ -57,7 +57,7 @@ struct LinedCover {
 // context when the window is all of it (T = 1: the pick then lies in the window).
 LUKA_HD inline void lined_selection(const LinedRule& r, std::int64_t T, std::int64_t* select_end, std::int64_t* heavy) {
   const std::int64_t W = lined_window(r, T);
-  if (r.rounding == Rounding::kCeil) {
+  if (r.rounding == BudgetRounding::kCeil) {
     *select_end = T - W;
     *heavy = min64(T - W, static_cast<std::int64_t>(ceil(r.rho * static_cast<double>(T) - 1e-9)));
     return;
@@ -148,3 +148,30 @@ LUKA_HD inline std::int64_t top_frac_count(double frac, std::int64_t P, bool exa
 }
 
 }  // namespace luka::rules
+
+namespace luka {
+
+// The rules a layer's parameters (luka_params.h) select; host code of both executors builds them
+// here, so a parameter reaches the rules the same way on the CPU and the GPU.
+inline rules::LinedRule to_rule(const LinedConfig& c) {
+  rules::LinedRule r;
+  r.window = c.window;
+  r.window_frac = c.window_frac;
+  r.rho = c.rho;
+  r.rounding = c.rounding;
+  r.heavy_late = c.heavy_late;
+  return r;
+}
+
+inline rules::PageRule to_rule(const ClusteredConfig& c) {
+  rules::PageRule r;
+  r.page_size = c.page_size;
+  r.tail = c.tail;
+  r.interval = c.interval;
+  r.max_pages = c.max_pages;
+  r.authors = c.schedule == PageSchedule::kAuthors;
+  r.bypass = c.page_bypass;
+  return r;
+}
+
+}  // namespace luka

@@ -284,7 +284,7 @@ struct SelectParams {
   const float* logits;
   const float* parts;
   int n, splits, D, P, heads, group, share;
-  int rule;               // Rule
+  int rule;               // RefineRule
   float epsilon;
   int pick_count;         // top_k / top_frac: how many the rule takes (host computed)
   double top_p;
@@ -305,10 +305,10 @@ struct SelectParams {
 };
 
 __device__ __forceinline__ void unit_heads(int share, int u, int heads, int group, int* first, int* count) {
-  if (share == static_cast<int>(Share::kHead)) {
+  if (share == static_cast<int>(Selection::kPerHead)) {
     *first = u;
     *count = 1;
-  } else if (share == static_cast<int>(Share::kGroup)) {
+  } else if (share == static_cast<int>(Selection::kPerGroup)) {
     *first = u * group;
     *count = group;
   } else {
@@ -361,7 +361,7 @@ __global__ void __launch_bounds__(kSelectThreads) clustered_select_kernel(Select
   for (int page = tid; page < p.P; page += blockDim.x) pick[page] = page < p.first ? 1 : 0;
   __syncthreads();
 
-  if (p.rule == static_cast<int>(Rule::kThreshold)) {
+  if (p.rule == static_cast<int>(RefineRule::kThreshold)) {
     for (int page = tid; page < p.P; page += blockDim.x)
       if (score(page) > p.epsilon) pick[page] = 1;
   } else if (p.K > 0) {
@@ -433,7 +433,7 @@ __global__ void __launch_bounds__(kSelectThreads) clustered_select_kernel(Select
         }
         __syncthreads();
       }
-    if (p.rule == static_cast<int>(Rule::kTopP)) {
+    if (p.rule == static_cast<int>(RefineRule::kTopP)) {
       if (tid == 0) {
         double cum = 0;
         for (int i = 0; i < p.P && cum < p.top_p; ++i) {
@@ -566,7 +566,7 @@ __global__ void clustered_finalize_kernel(FinalizeParams p) {
   const float* cp = p.child_parts + static_cast<long long>(h) * p.max_refined * (p.D + 2);
   const int* ref = p.refined + static_cast<long long>(h) * p.max_refined;
   const float* lg = p.logits + static_cast<long long>(h) * p.n;
-  const bool exact = p.math == static_cast<int>(Math::kExact);
+  const bool exact = p.math == static_cast<int>(RefineMath::kExact);
   float Mn = M;
   if (exact)
     for (int c = 0; c < cnt; ++c)
@@ -664,7 +664,7 @@ __global__ void clustered_scatter_kernel(ScatterParams p) {
       const float child = slot >= 0 ? p.child_logits[static_cast<long long>(h) * p.E + t] : 0.f;
       if (slot < 0) {
         w = expf(lg[page] - Mn) * inv * p.spread[g * p.spread_ld + t];
-      } else if (p.math == static_cast<int>(Math::kExact)) {
+      } else if (p.math == static_cast<int>(RefineMath::kExact)) {
         w = expf(child - Mn) * inv;
       } else {
         const float* part = p.child_parts + (static_cast<long long>(h) * p.max_refined + slot) * (p.D + 2);
@@ -776,7 +776,7 @@ template <class T, int PER>
 __global__ void __launch_bounds__(kWarps * 32) lined_attention_kernel(LinedAttentionParams p) {
   constexpr int D = PER * 32;
   const int h = blockIdx.x, split = blockIdx.y, g = h / p.group;
-  const int unit = p.share == static_cast<int>(Share::kHead) ? h : p.share == static_cast<int>(Share::kGroup) ? g : 0;
+  const int unit = p.share == static_cast<int>(Selection::kPerHead) ? h : p.share == static_cast<int>(Selection::kPerGroup) ? g : 0;
   const int* heavy = p.heavy + static_cast<long long>(unit) * p.m;
   const int j0 = split * p.per_split, j1 = min(p.n, j0 + p.per_split);
   attend_one_head<T, PER>(
@@ -1087,19 +1087,19 @@ ClusteredPlan plan_clustered(const ClusteredDecodeArgs& a, std::int64_t P, std::
   pl.n = pl.P + pl.R;
   pl.splits = choose_splits(pl.n, c.splits, c.kv.kv_heads);
   pl.per_split = (pl.n + pl.splits - 1) / pl.splits;
-  pl.units = a.share == Share::kHead ? static_cast<int>(H) : a.share == Share::kGroup ? static_cast<int>(c.kv.kv_heads) : 1;
+  pl.units = a.share == Selection::kPerHead ? static_cast<int>(H) : a.share == Selection::kPerGroup ? static_cast<int>(c.kv.kv_heads) : 1;
   const int first = static_cast<int>(std::min<std::int64_t>(a.always_refine_first, pl.P));
-  if (a.rule == Rule::kTopK) {
+  if (a.rule == RefineRule::kTopK) {
     pl.pick_count = static_cast<int>(std::min<std::int64_t>(a.top_k, pl.P));
-  } else if (a.rule == Rule::kTopFrac) {
+  } else if (a.rule == RefineRule::kTopFrac) {
     pl.pick_count = static_cast<int>(rules::top_frac_count(a.top_frac, pl.P, false));
   }
-  pl.K = a.rule == Rule::kTopK && a.top_k <= kMaxCand ? std::max(pl.pick_count, 0) : 0;
-  pl.sorted = pl.P > 0 && (a.rule == Rule::kTopP || (a.rule != Rule::kThreshold && pl.K == 0 && pl.pick_count > 0));
+  pl.K = a.rule == RefineRule::kTopK && a.top_k <= kMaxCand ? std::max(pl.pick_count, 0) : 0;
+  pl.sorted = pl.P > 0 && (a.rule == RefineRule::kTopP || (a.rule != RefineRule::kThreshold && pl.K == 0 && pl.pick_count > 0));
   while (pl.sorted && pl.sort_size < pl.P) pl.sort_size <<= 1;
-  pl.max_refined = (a.rule == Rule::kTopK || a.rule == Rule::kTopFrac) ? std::min(pl.P, pl.pick_count + first) : pl.P;
+  pl.max_refined = (a.rule == RefineRule::kTopK || a.rule == RefineRule::kTopFrac) ? std::min(pl.P, pl.pick_count + first) : pl.P;
   pl.max_refined = std::max(pl.max_refined, 1);
-  const std::int64_t unit_heads = a.share == Share::kHead ? 1 : a.share == Share::kGroup ? G : H;
+  const std::int64_t unit_heads = a.share == Selection::kPerHead ? 1 : a.share == Selection::kPerGroup ? G : H;
   Bump b(workspace);
   pl.logits = b.take<float>(H * pl.n);
   pl.parts = b.take<float>(H * pl.splits * (D + 2));
@@ -1141,7 +1141,7 @@ LinedPlan plan_lined(const LinedDecodeArgs& a, std::int64_t T, std::int64_t outs
   pl.n = static_cast<int>(n);
   pl.splits = choose_splits(pl.n, c.splits, c.heads);
   pl.per_split = (pl.n + pl.splits - 1) / pl.splits;
-  pl.units = a.share == Share::kHead ? static_cast<int>(H) : a.share == Share::kGroup ? static_cast<int>(c.kv.kv_heads) : 1;
+  pl.units = a.share == Selection::kPerHead ? static_cast<int>(H) : a.share == Selection::kPerGroup ? static_cast<int>(c.kv.kv_heads) : 1;
   Bump b(workspace);
   pl.score = b.take<float>(static_cast<std::int64_t>(pl.units) * pl.outside);
   pl.heavy = b.take<int>(static_cast<std::int64_t>(pl.units) * pl.m);
@@ -1257,11 +1257,11 @@ std::string clustered_decode(const ClusteredDecodeArgs& a, void* workspace, std:
     return "summaries missing or smaller than the pages";
   if (sm.pages == 0 && sm.paged_end != 0) return "paged_end without pages";
   if (sm.type != ElemType::kF32 && sm.type != c.kv.type) return "summaries must be fp32 or the cache's type";
-  if (a.share == Share::kLayer && c.heads > kMaxUnitHeads) return "too many heads for a shared selection";
+  if (a.share == Selection::kPerLayer && c.heads > kMaxUnitHeads) return "too many heads for a shared selection";
   if (a.top_k < 0 || a.always_refine_first < 0) return "negative top_k or always_refine_first";
   ClusteredPlan pl = plan_clustered(a, workspace);
   if (pl.sorted && pl.P > kMaxSortedPages)
-    return "the " + std::string(a.rule == Rule::kTopP ? "top_p" : a.rule == Rule::kTopFrac ? "top_frac" : "top_k > 8") +
+    return "the " + std::string(a.rule == RefineRule::kTopP ? "top_p" : a.rule == RefineRule::kTopFrac ? "top_frac" : "top_k > 8") +
            " rule handles at most " + std::to_string(kMaxSortedPages) + " pages on the GPU (this layer has " +
            std::to_string(pl.P) + ")";
   if (!workspace || workspace_bytes < pl.bytes) return "workspace missing or too small";

@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <string>
 
+#include "kernels/common/luka_params.h"
 #include "kernels/cuda/decode_attention.h"
 
 namespace luka::cuda {
@@ -32,9 +33,6 @@ struct Accumulators {
   std::int64_t ld = 0;
   float decay = 1.0f;
 };
-
-// Who shares a refinement or heavy-hitter selection.
-enum class Share { kHead, kGroup, kLayer };
 
 struct DecodeCommon {
   KvView kv;
@@ -60,7 +58,7 @@ struct LinedDecodeArgs {
   DecodeCommon c;
   std::int64_t window = 0;        // W, already resolved from window_frac and clamped to tokens
   std::int64_t heavy = 0;         // min(tokens - W, ⌈rho·tokens⌉)
-  Share share = Share::kHead;
+  Selection share = Selection::kPerHead;
   int* heavy_out = nullptr;       // optional [H, heavy]: each head's heavy hitters, ascending
 };
 std::size_t lined_workspace_bytes(const LinedDecodeArgs& a);
@@ -69,9 +67,6 @@ std::size_t lined_workspace_bound(const LinedDecodeArgs& a, std::int64_t tokens)
 std::string lined_decode(const LinedDecodeArgs& a, void* workspace, std::size_t workspace_bytes, void* stream);
 
 // ---- clustered --------------------------------------------------------------------------------
-enum class Rule { kThreshold, kTopK, kTopFrac, kTopP };
-enum class Math { kMassPreserving, kExact };
-
 // Page summaries: one key/value per KV head and page, fp32 or the cache's type.
 struct Summaries {
   ElemType type = ElemType::kF32;
@@ -89,9 +84,9 @@ struct Summaries {
 struct ClusteredDecodeArgs {
   DecodeCommon c;
   Summaries s;
-  Rule rule = Rule::kTopK;
-  Math math = Math::kMassPreserving;
-  Share share = Share::kHead;
+  RefineRule rule = RefineRule::kTopK;
+  RefineMath math = RefineMath::kMassPreserving;
+  Selection share = Selection::kPerHead;
   double epsilon = 0.01;          // compared with α in fp32, as on the CPU
   int top_k = 3;
   double top_frac = 0.125;
@@ -110,9 +105,8 @@ std::size_t clustered_workspace_bound(const ClusteredDecodeArgs& a, std::int64_t
 std::string clustered_decode(const ClusteredDecodeArgs& a, void* workspace, std::size_t workspace_bytes, void* stream);
 
 // ---- page compression -------------------------------------------------------------------------
-enum class Compressor { kMean, kAttentionWeighted, kRandom };
-enum class SummaryBias { kNone, kFixed, kAdaptive };
-
+// The compressors and biases are kernels/common/luka_params.h's; Compressor::kGsc (SemantiCache's
+// clusters) runs on the CPU only, and the GPU layer refuses it before a step.
 // Summarizes pages [first_page, first_page + count) (boundaries in page_start) into one
 // key/value per KV head, writes each page's bias and its spread over its tokens.
 struct CompressArgs {

@@ -54,24 +54,9 @@ LayerState::~LayerState() {
     if (p) cudaFree(p);
 }
 
-rules::LinedRule LayerState::lined_rule() const {
-  rules::LinedRule r;
-  r.window = params_.window;
-  r.window_frac = params_.window_frac;
-  r.rho = params_.rho;
-  return r;
-}
+rules::LinedRule LayerState::lined_rule() const { return to_rule(params_.lined); }
 
-rules::PageRule LayerState::page_rule() const {
-  rules::PageRule r;
-  r.page_size = params_.page_size;
-  r.tail = params_.tail;
-  r.interval = params_.interval;
-  r.max_pages = params_.max_pages;
-  r.authors = params_.authors_schedule;
-  r.bypass = params_.page_bypass;
-  return r;
-}
+rules::PageRule LayerState::page_rule() const { return to_rule(params_.clustered); }
 
 std::int64_t LayerState::window(std::int64_t T) const { return rules::lined_window(lined_rule(), T); }
 
@@ -82,14 +67,15 @@ ClusteredDecodeArgs LayerState::clustered_args(const DecodeCommon& c) const {
   a.c = c;
   a.s = Summaries{summary_type_, sum_k_, sum_v_, sum_bias_, pcap_, static_cast<std::int64_t>(pages_.size()), page_start_,
                   paged_end(), spread_, cap_};
-  a.rule = params_.rule;
-  a.math = params_.math;
-  a.share = params_.share;
-  a.epsilon = params_.epsilon;
-  a.top_k = params_.top_k;
-  a.top_frac = params_.top_frac;
-  a.top_p = params_.top_p;
-  a.always_refine_first = params_.always_refine_first;
+  const ClusteredConfig& k = params_.clustered;
+  a.rule = k.rule;
+  a.math = k.math;
+  a.share = k.selection;
+  a.epsilon = k.epsilon;
+  a.top_k = static_cast<int>(k.top_k);
+  a.top_frac = k.top_frac;
+  a.top_p = k.top_p;
+  a.always_refine_first = static_cast<int>(k.always_refine_first);
   return a;
 }
 
@@ -145,13 +131,13 @@ std::string LayerState::grow_workspace(std::size_t bytes, void* stream) {
 
 std::string LayerState::reserve(std::int64_t tokens, void* stream) {
   if (std::string e = grow_tokens(tokens, stream); !e.empty()) return e;
-  const std::int64_t pages = tokens / std::max<std::int64_t>(params_.page_size, 1) + 1;
+  const std::int64_t pages = tokens / std::max<std::int64_t>(params_.clustered.page_size, 1) + 1;
   if (std::string e = grow_pages(pages, stream); !e.empty()) return e;
   // The largest workspace a step of any mode with these parameters needs up to `tokens`.
   const DecodeCommon c = sizes(tokens);
   LinedDecodeArgs lined;
   lined.c = c;
-  lined.share = params_.lined_share;
+  lined.share = params_.lined.selection;
   return grow_workspace(std::max({luka_dense_workspace_bytes(c), lined_workspace_bound(lined, tokens),
                                   clustered_workspace_bound(clustered_args(c), tokens, pages)}),
                         stream);
@@ -175,7 +161,7 @@ std::string LayerState::load_prefill(const float* importance, const float* h2o, 
     if (std::string e = api(cudaMemsetAsync(spread_, 0, static_cast<std::size_t>(KV_ * cap_) * 4, s), "cudaMemsetAsync"); !e.empty())
       return e;
   pages_.clear();
-  clock_ = rules::PageClock{params_.page_counter_start, 0};
+  clock_ = rules::PageClock{params_.clustered.page_counter_start, 0};
   step_ = 0;
   tokens_ = T;
   return create_pages(kv, 0, stream);
@@ -183,7 +169,7 @@ std::string LayerState::load_prefill(const float* importance, const float* h2o, 
 
 // The pages rules::pages_due makes due after a forward (decode_step 0: the prefill).
 std::string LayerState::create_pages(const KvView& kv, std::int64_t decode_step, void* stream) {
-  const LayerParams& p = params_;
+  const ClusteredConfig& p = params_.clustered;
   const std::int64_t T = kv.tokens, E = paged_end(), size = p.page_size, P = static_cast<std::int64_t>(pages_.size());
   const std::int64_t count = rules::pages_due(page_rule(), &clock_, P, E, T, decode_step);
   if (count < 1) return {};
@@ -201,7 +187,7 @@ std::string LayerState::create_pages(const KvView& kv, std::int64_t decode_step,
   c.count = count;
   c.max_page_tokens = size;
   c.compressor = p.compressor;
-  c.tau = p.tau;
+  c.tau = static_cast<float>(p.tau);
   c.seed = p.seed;
   c.layer = layer_;
   c.zero_v = p.zero_v;
@@ -230,19 +216,19 @@ std::string LayerState::decode(const void* q, void* out, const KvView& kv, float
   c.out = out;
   c.heads = H_;
   c.scale = scale;
-  c.acc = Accumulators{importance_, h2o_, cap_, params_.decay};
+  c.acc = Accumulators{importance_, h2o_, cap_, static_cast<float>(params_.lined.decay)};
   c.effective = o.effective;
   c.splits = params_.splits;
   std::string err;
-  if (params_.mode == Mode::kDense) {
+  if (params_.mode == AttentionMode::kDense) {
     if (!(err = grow_workspace(luka_dense_workspace_bytes(c), stream)).empty()) return err;
     err = luka_dense_decode(c, workspace_, workspace_bytes_, stream);
-  } else if (params_.mode == Mode::kLined) {
+  } else if (params_.mode == AttentionMode::kLined) {
     LinedDecodeArgs a;
     a.c = c;
     a.window = window(T);
     a.heavy = heavy_count(T);
-    a.share = params_.lined_share;
+    a.share = params_.lined.selection;
     a.heavy_out = o.heavy;
     if (!(err = grow_workspace(lined_workspace_bytes(a), stream)).empty()) return err;
     err = lined_decode(a, workspace_, workspace_bytes_, stream);

@@ -14,38 +14,19 @@
 #include <utility>
 #include <vector>
 
+#include "kernels/common/luka_params.h"
 #include "kernels/common/luka_rules.h"
 #include "kernels/cuda/luka_decode.h"
 
 namespace luka::cuda {
 
-enum class Mode { kDense, kLined, kClustered };
-
-// The per-layer parameters (core's LayerConfig, minus what only the CPU path offers).
+// The per-layer parameters: the same structs as core's LayerConfig (kernels/common/luka_params.h).
+// The GPU runs the dense, lined and clustered modes; core/luka/cuda_attention refuses, before a
+// step, what only the CPU path offers (gpu_unsupported).
 struct LayerParams {
-  Mode mode = Mode::kDense;
-  // lined
-  std::int64_t window = 128;
-  double window_frac = 0;
-  double rho = 0.125;
-  Share lined_share = Share::kHead;
-  float decay = 1.0f;
-  // clustered
-  std::int64_t page_size = 16, tail = 128, interval = 16;
-  std::int64_t max_pages = 0;          // pages made at one time at most (0: no limit)
-  bool authors_schedule = false;       // rules::pages_due's authors gate
-  std::int64_t page_counter_start = 0;
-  bool page_bypass = false;
-  Compressor compressor = Compressor::kMean;
-  float tau = 1.0f;
-  std::uint64_t seed = 0;
-  bool zero_v = false;
-  SummaryBias bias = SummaryBias::kNone;
-  Rule rule = Rule::kTopK;
-  double epsilon = 0.01, top_frac = 0.125, top_p = 0.5;
-  int top_k = 3, always_refine_first = 0;
-  Share share = Share::kHead;
-  Math math = Math::kMassPreserving;
+  AttentionMode mode = AttentionMode::kDense;
+  LinedConfig lined;
+  ClusteredConfig clustered;
   int splits = 0;  // split-K splits of the attention kernels (0: chosen from the length)
 };
 

@@ -104,7 +104,7 @@ TEST(HeavyHitters, IncrementalFollowsTheAuthorsRules) {
   for (const bool late : {false, true}) {
     for (const double frac : {0.0, 0.1, 0.3}) {
       rules::LinedRule r;
-      r.rounding = rules::Rounding::kFloor;
+      r.rounding = BudgetRounding::kFloor;
       r.heavy_late = late;
       r.window = 20;
       r.window_frac = frac;
@@ -112,7 +112,7 @@ TEST(HeavyHitters, IncrementalFollowsTheAuthorsRules) {
       SCOPED_TRACE(std::string(late ? "heavy_late " : "") + "window_frac " + std::to_string(frac));
       simulate(r, 1, 2, 150, seed++, false, 3);
       simulate(r, 2, 2, 150, seed++, false, 1);
-      r.rounding = rules::Rounding::kCeil;
+      r.rounding = BudgetRounding::kCeil;
       simulate(r, 1, 2, 150, seed++, false, 3);
     }
   }

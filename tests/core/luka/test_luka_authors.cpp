@@ -269,11 +269,11 @@ TEST(LukaAuthors, LinedBudgetsRoundUpOrDown) {
   struct Row { std::int64_t T, ceil_w, ceil_h, floor_w, floor_h; };
   for (const Row& row : {Row{1, 1, 0, 1, 1}, Row{5, 1, 1, 1, 1}, Row{9, 1, 1, 1, 1}, Row{10, 1, 1, 1, 1}, Row{11, 2, 2, 1, 1},
                          Row{19, 2, 2, 1, 1}, Row{20, 2, 2, 2, 2}, Row{160, 16, 16, 16, 16}, Row{161, 17, 17, 16, 16}}) {
-    r.rounding = rules::Rounding::kCeil;
+    r.rounding = BudgetRounding::kCeil;
     const rules::LinedCover c = rules::lined_cover(r, row.T);
     EXPECT_EQ(row.T - c.window_start, row.ceil_w) << "T " << row.T;
     EXPECT_EQ(c.heavy, row.ceil_h) << "T " << row.T;
-    r.rounding = rules::Rounding::kFloor;
+    r.rounding = BudgetRounding::kFloor;
     const rules::LinedCover f = rules::lined_cover(r, row.T);
     EXPECT_EQ(row.T - f.window_start, row.floor_w) << "T " << row.T;
     EXPECT_EQ(f.heavy, row.floor_h) << "T " << row.T;

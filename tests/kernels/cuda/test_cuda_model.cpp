@@ -17,7 +17,6 @@
 #include <vector>
 
 #include "core/luka/cuda_attention.h"
-#include "core/luka/cuda_params.h"
 #include "core/luka/luka_attention.h"
 #include "core/model/decoder.h"
 #include "core/model/model.h"

@@ -21,7 +21,7 @@
 #include <string>
 #include <vector>
 
-#include "core/luka/cuda_params.h"
+#include "core/luka/cuda_attention.h"
 #include "core/luka/luka_attention.h"
 #include "kernels/cuda/device.h"
 #include "kernels/cuda/luka_layer.h"
@@ -693,8 +693,8 @@ TEST(LukaDecodeCuda, BadArgumentsAreReportedNotRun) {
   authors_pages.clustered.schedule = PageSchedule::kAuthors;
   authors_pages.clustered.max_pages = 4;
   EXPECT_EQ(to_cuda_params(authors_pages, &params), "");
-  EXPECT_TRUE(params.authors_schedule);
-  EXPECT_EQ(params.max_pages, 4);
+  EXPECT_EQ(params.clustered.schedule, PageSchedule::kAuthors);
+  EXPECT_EQ(params.clustered.max_pages, 4);
 }
 
 }  // namespace
