@@ -98,8 +98,9 @@ RecordSpec RecordSpec::parse(const std::string& spec) {
       r.map_min = parse_int(value, "map_min");
       if (r.map_min < 1) fail("--record", "map_min must be >= 1");
     } else if (key == "deflate") {
+      // "none" is the only way to say no compression: -1 is a typo, not a level.
       r.deflate = value == "none" ? -1 : static_cast<int>(parse_int(value, "deflate"));
-      if (r.deflate < -1 || r.deflate > 9) fail("--record", "deflate must be 0-9 or none");
+      if (value != "none" && (r.deflate < 0 || r.deflate > 9)) fail("--record", "deflate must be 0-9 or none, got '" + value + "'");
     } else {
       fail("--record", "unknown key '" + key + "' (keys: layers, heads, parts, map_cap, map_min, deflate)");
     }

@@ -53,6 +53,7 @@ double CapturePipeline::push(Message m, bool wake) {
   double waited = 0;
   if (!room()) {
     const auto t0 = std::chrono::steady_clock::now();
+    woken_ = true;
     work_cv_.notify_one();  // what waits unwoken gets written now
     cv_.wait(lock, room);
     waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -60,6 +61,7 @@ double CapturePipeline::push(Message m, bool wake) {
   rethrow();
   queue_.push_back(std::move(m));
   bytes_ += b;
+  if (wake) woken_ = true;
   lock.unlock();
   if (wake) work_cv_.notify_one();
   return waited;
@@ -80,6 +82,7 @@ void CapturePipeline::done_with(std::size_t b, std::exception_ptr err) {
     queue_.clear();
     bytes_ = 0;
   }
+  if (queue_.empty()) woken_ = false;  // what is queued from now on waits for a wake of its own
 }
 
 void CapturePipeline::help_inline() {
@@ -94,7 +97,10 @@ void CapturePipeline::help_inline() {
   }
   // The I/O thread is not woken for nothing: woken late, it would take the next record queued
   // for the next region. (Records are pushed between regions, so none is left here as a rule.)
-  if (!busy_ && !queue_.empty()) work_cv_.notify_one();
+  if (!busy_ && !queue_.empty()) {
+    woken_ = true;
+    work_cv_.notify_one();
+  }
 }
 
 void CapturePipeline::encode_and_write(std::int64_t n, const std::function<void(std::int64_t)>& item) {
@@ -282,7 +288,8 @@ void CapturePipeline::finish(std::vector<Token> trailing) {
 
 void CapturePipeline::drain() {
   std::unique_lock<std::mutex> lock(mu_);
-  work_cv_.notify_one();  // for records queued without waking the I/O thread
+  if (!queue_.empty()) woken_ = true;  // for records queued without waking the I/O thread
+  work_cv_.notify_one();
   cv_.wait(lock, [&] { return error_ || (queue_.empty() && !busy_); });
   rethrow();
 }
@@ -298,8 +305,9 @@ void CapturePipeline::run() {
     Message m;
     {
       std::unique_lock<std::mutex> lock(mu_);
-      // Not while a producer thread handles a message inline: messages are handled in order.
-      work_cv_.wait(lock, [&] { return !busy_ && (stop_ || !queue_.empty()); });
+      // Not while a producer thread handles a message inline: messages are handled in order. Only
+      // when woken: a spurious wake-up leaves an unwoken record to the producer's next region.
+      work_cv_.wait(lock, [&] { return !busy_ && (stop_ || (woken_ && !queue_.empty())); });
       if (queue_.empty()) return;  // stop_ and nothing left
       m = take_front();
     }

@@ -111,6 +111,10 @@ class CapturePipeline {
   std::deque<Message> queue_;
   std::size_t bytes_ = 0;
   bool busy_ = false, stop_ = false;
+  // A wake of the I/O thread is pending: set with every notify of work_cv_, cleared when the queue
+  // runs empty. The I/O thread takes records only then, so which thread writes a record depends
+  // on the order of calls alone (tests/captures: CapturePipeline.EncodedRecords...), not on timing.
+  bool woken_ = false;
   std::exception_ptr error_;
   // Producer state.
   ParallelFor parallel_ = serial_for;

@@ -10,6 +10,7 @@
 #include "captures/schema.h"
 #include "core/util/half.h"
 #include "core/util/error.h"
+#include "core/util/text_file.h"
 
 namespace luka::capture {
 namespace {
@@ -37,7 +38,7 @@ std::unique_ptr<CaptureFile> CaptureFile::open(const std::filesystem::path& path
   const std::filesystem::file_status st = std::filesystem::status(path, ec);
   if (ec || !std::filesystem::exists(st)) fail(name, "no such file");
   if (std::filesystem::is_directory(st)) fail(name, "is a folder, not a capture file");
-  if (!std::filesystem::is_regular_file(st)) fail(name, "not a regular file");
+  require_regular_file(path, "");
   {
     std::ifstream in(path, std::ios::binary);
     char sig[8] = {};
@@ -162,6 +163,9 @@ std::unique_ptr<CaptureFile> CaptureFile::open(const std::filesystem::path& path
     if (d.size() != rank || d[0] < static_cast<hsize_t>(s.complete_steps) || d[1] != L || (rank > 2 && d[2] != H))
       fail(name, "damaged capture: '/" + path + "' does not have the recorded layers and heads");
   }
+  // The token spans (segments, pages) against the tokens, now rather than at the first query.
+  f->segments();
+  for (const int layer : s.layout.layers) f->pages(layer);
   return f;
 }
 
@@ -215,7 +219,14 @@ std::vector<Segment> CaptureFile::segments() const {
     h5::read(ds, H5T_NATIVE_INT64, {0}, {n}, v->data(), name_);
   }
   std::vector<Segment> out;
-  for (hsize_t i = 0; i < n; ++i) out.push_back({labels[i], colours[i], b[i], e[i]});
+  for (hsize_t i = 0; i < n; ++i) {
+    // A segment is a span of the recorded tokens; one that ends before it begins numbered topics
+    // from nothing.
+    if (b[i] < 0 || e[i] < b[i] || e[i] > summary_.num_tokens)
+      fail(name_, "damaged capture: segment " + std::to_string(i) + " spans tokens [" + std::to_string(b[i]) + ", " +
+                      std::to_string(e[i]) + "), not a span of the " + std::to_string(summary_.num_tokens) + " recorded");
+    out.push_back({labels[i], colours[i], b[i], e[i]});
+  }
   return out;
 }
 
@@ -375,7 +386,12 @@ std::vector<PageInfo> CaptureFile::pages(int layer) const {
         if (p.members[j] < p.start || p.members[j] >= p.end || (j > 0 && p.members[j] <= p.members[j - 1]))
           fail(name_, "damaged capture: page " + std::to_string(i) + " lists positions outside [start, end) or out of order");
     }
-    if (c[i] <= summary_.complete_steps) out.push_back(std::move(p));
+    if (c[i] > summary_.complete_steps) continue;  // made by a step that did not complete
+    if (p.start < 0 || p.end < p.start || p.end > summary_.num_tokens || c[i] < 0)
+      fail(name_, "damaged capture: layer " + std::to_string(layer) + " page " + std::to_string(i) + " spans tokens [" +
+                      std::to_string(p.start) + ", " + std::to_string(p.end) + ") made at step " + std::to_string(c[i]) +
+                      ", not a span of the " + std::to_string(summary_.num_tokens) + " recorded");
+    out.push_back(std::move(p));
   }
   return out;
 }

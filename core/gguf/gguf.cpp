@@ -195,6 +195,8 @@ std::shared_ptr<const File> File::parse(const std::uint8_t* bytes, std::size_t s
 }
 
 bool File::has_magic(const std::filesystem::path& path) {
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(path, ec)) return false;  // a FIFO would block the read
   std::ifstream in(path, std::ios::binary);
   char magic[4] = {};
   return in.read(magic, 4) && std::memcmp(magic, "GGUF", 4) == 0;
@@ -280,6 +282,22 @@ void File::parse_all(const std::uint8_t* bytes, std::size_t size) {
                        std::to_string(info.offset) + ") extends past the end of the file (" + std::to_string(data_size) +
                        " bytes of tensor data); the file is truncated or corrupt");
     info.data = bytes + data_start + info.offset;
+  }
+  // Every tensor has its own bytes (llama.cpp writes them one after another): two that share
+  // bytes are a damaged header, and would load one tensor's weights as another's.
+  std::vector<const TensorInfo*> by_offset;
+  by_offset.reserve(tensors_.size());
+  for (const TensorInfo& info : tensors_) by_offset.push_back(&info);
+  std::sort(by_offset.begin(), by_offset.end(), [](const TensorInfo* x, const TensorInfo* y) {
+    return x->offset < y->offset || (x->offset == y->offset && x->bytes < y->bytes);
+  });
+  for (std::size_t i = 1; i < by_offset.size(); ++i) {
+    const TensorInfo& p = *by_offset[i - 1];
+    const TensorInfo& q = *by_offset[i];
+    if (q.offset < p.offset + p.bytes)
+      fail(where_, "GGUF: tensors '" + p.name + "' [" + std::to_string(p.offset) + ", " + std::to_string(p.offset + p.bytes) +
+                       ") and '" + q.name + "' [" + std::to_string(q.offset) + ", " + std::to_string(q.offset + q.bytes) +
+                       ") overlap in the tensor data");
   }
 }
 

@@ -91,7 +91,7 @@ void read_rope(const json& root, const Fields& f, RopeConfig& rope) {
   } else if (params && params->contains("rope_theta")) {
     rope.theta = f.as_number(params->at("rope_theta"), "rope_parameters.rope_theta");
   }
-  if (!(rope.theta > 0)) fail(where, "field 'rope_theta' must be positive");
+  if (!(rope.theta > 0) || !std::isfinite(rope.theta)) fail(where, "field 'rope_theta' must be a finite positive number");
 
   const json* s = scaling ? scaling : params;
   if (!s) return;
@@ -103,21 +103,31 @@ void read_rope(const json& root, const Fields& f, RopeConfig& rope) {
       break;
     }
   }
-  auto number = [&](const char* key, double fallback) {
-    return s->contains(key) && !s->at(key).is_null() ? f.as_number(s->at(key), prefix + key) : fallback;
+  // The fields transformers requires of each type (modeling_rope_utils: _validate_linear_scaling_
+  // rope_parameters, _validate_llama3_parameters raise KeyError without them); a default made up
+  // here would run a model its authors did not describe.
+  auto number = [&](const char* key) {
+    if (!s->contains(key) || s->at(key).is_null())
+      fail(where, "missing field '" + prefix + key + "' (rope_type '" + type + "' requires " +
+                      (type == "linear" ? std::string("factor")
+                                        : std::string("factor, low_freq_factor, high_freq_factor and original_max_position_embeddings")) +
+                      ", as transformers does)");
+    const double v = f.as_number(s->at(key), prefix + key);
+    if (!std::isfinite(v)) fail(where, "field '" + prefix + key + "' must be a finite number");
+    return v;
   };
   if (type == "default") {
     rope.type = type;
   } else if (type == "linear") {
     rope.type = type;
-    rope.factor = number("factor", 1.0);
+    rope.factor = number("factor");
   } else if (type == "llama3") {
     rope.type = type;
-    rope.factor = number("factor", 8.0);
-    rope.low_freq_factor = number("low_freq_factor", 1.0);
-    rope.high_freq_factor = number("high_freq_factor", 4.0);
+    rope.factor = number("factor");
+    rope.low_freq_factor = number("low_freq_factor");
+    rope.high_freq_factor = number("high_freq_factor");
     // Checked before the conversion: a double past int64's range does not convert (undefined behaviour).
-    const double original = number("original_max_position_embeddings", 8192);
+    const double original = number("original_max_position_embeddings");
     if (!(original >= 1 && original < 0x1p63))
       fail(where, prefix + "original_max_position_embeddings must be a positive number of positions, got " +
                       s->at("original_max_position_embeddings").dump());

@@ -1,5 +1,6 @@
 #include "core/model/gguf_config.h"
 
+#include <cmath>
 #include <optional>
 #include <string>
 
@@ -57,12 +58,18 @@ ModelConfig config_from_gguf(const gguf::File& f) {
   c.vocab_size = positive(f, a + "vocab_size", embed->dims[1]);
   c.max_position_embeddings = positive(f, a + "context_length");
   c.rms_norm_eps = f.get_float(a + "attention.layer_norm_rms_epsilon");
-  if (!(c.rms_norm_eps > 0)) fail(where, "GGUF: attention.layer_norm_rms_epsilon must be positive");
+  if (!(c.rms_norm_eps > 0) || !std::isfinite(c.rms_norm_eps))
+    fail(where, "GGUF: metadata '" + a + "attention.layer_norm_rms_epsilon' must be a finite positive number");
+  // A NaN or negative base gives NaN rotations, and every logit NaN, long after loading.
   c.rope.theta = f.get_float_or(a + "rope.freq_base").value_or(10000.0);
+  if (!(c.rope.theta > 0) || !std::isfinite(c.rope.theta))
+    fail(where, "GGUF: metadata '" + a + "rope.freq_base' must be a finite positive number, got " + std::to_string(c.rope.theta));
   const std::string scaling = f.get_string_or(a + "rope.scaling.type").value_or("none");
   if (scaling == "linear") {
     c.rope.type = "linear";
     c.rope.factor = f.get_float(a + "rope.scaling.factor");
+    if (!(c.rope.factor > 0) || !std::isfinite(c.rope.factor))
+      fail(where, "GGUF: metadata '" + a + "rope.scaling.factor' must be a finite positive number, got " + std::to_string(c.rope.factor));
   } else if (scaling != "none") {
     fail(where, "GGUF: rope.scaling.type '" + scaling + "' is not supported (supported: none, linear)");
   }

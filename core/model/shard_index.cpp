@@ -34,6 +34,11 @@ std::filesystem::path shard_in_folder(const std::filesystem::path& dir, const st
 TensorIndex TensorIndex::open(const std::filesystem::path& dir) {
   const auto single = dir / "model.safetensors";
   const auto index = dir / "model.safetensors.index.json";
+  // transformers loads model.safetensors when both are there and ignores the index; which one a
+  // folder means is not ours to guess, and loading the other silently runs different weights.
+  if (std::filesystem::exists(index) && std::filesystem::exists(single))
+    fail(dir.string(), "holds both model.safetensors and a shard index (model.safetensors.index.json); transformers would "
+                       "load model.safetensors and ignore the shards: remove the one that is not this model's weights");
   if (std::filesystem::exists(index)) return from_index_text(dir, read_text_file(index, "shard index"), index);
   if (!std::filesystem::exists(single))
     fail(dir.string(), "no model.safetensors or model.safetensors.index.json in the checkpoint folder");

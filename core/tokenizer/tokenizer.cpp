@@ -1,5 +1,6 @@
 #include "core/tokenizer/tokenizer.h"
 
+#include <cstdio>
 #include <fstream>
 #include <sstream>
 #include <type_traits>
@@ -141,6 +142,24 @@ void build_tables(Tokenizer::Impl& impl, std::unordered_map<std::string, std::in
   // Ids index dense tables; a stray huge id must be an error, not a giant allocation.
   constexpr std::int32_t kMaxId = 1 << 24;
   if (max_id > kMaxId) fail(where, "token id " + std::to_string(max_id) + " is implausibly large");
+  // A byte-level BPE spells any text with its 256 byte tokens. Without one of them (and without an
+  // unknown token to stand for it) the byte would be dropped from every text that has it, silently:
+  // Hugging Face's tokenizers loads such a file and does just that.
+  if (unk_id < 0) {
+    int missing = 0, first = -1;
+    for (int b = 0; b < 256; ++b)
+      if (vocab.find(byte_level::byte_to_text(static_cast<unsigned char>(b))) == vocab.end()) {
+        if (first < 0) first = b;
+        ++missing;
+      }
+    if (missing > 0) {
+      char hex[8];
+      std::snprintf(hex, sizeof hex, "0x%02X", first);
+      fail(where, "the byte-level vocabulary lacks " + std::to_string(missing) + " of the 256 byte tokens (the first: byte " + hex +
+                      ") and has no unknown token, so text with those bytes would lose them silently (Hugging Face's "
+                      "tokenizers accepts such a file; this tool does not)");
+    }
+  }
   const std::size_t size = static_cast<std::size_t>(max_id + 1);
   impl.id_to_text.assign(size, std::string());
   impl.id_to_bytes.assign(size, std::string());
@@ -321,6 +340,16 @@ Tokenizer Tokenizer::from_json_text(const std::string& tokenizer_json, const std
         max_id = std::max(max_id, t.id);
         impl->added.push_back(std::move(t));
       }
+    }
+    // Added tokens are matched by their text and decoded by their id: each must be one token.
+    std::unordered_map<std::int32_t, const AddedToken*> added_by_id;
+    std::unordered_map<std::string, const AddedToken*> added_by_text;
+    for (const AddedToken& t : impl->added) {
+      if (const auto [it, fresh] = added_by_id.emplace(t.id, &t); !fresh)
+        fail(where, "added tokens \"" + it->second->content + "\" and \"" + t.content + "\" share id " + std::to_string(t.id));
+      if (const auto [it, fresh] = added_by_text.emplace(t.content, &t); !fresh)
+        fail(where, "added token \"" + t.content + "\" appears twice, with ids " + std::to_string(it->second->id) + " and " +
+                        std::to_string(t.id));
     }
     // Ids index dense tables (holes allowed, some 70 bytes an id): one stray id in a small file
     // must not become a table a thousand times the file's size (id 2^24 - 1 in 9 KB took 1.1 GB).

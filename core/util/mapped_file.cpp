@@ -10,11 +10,15 @@
 #include <utility>
 
 #include "core/util/error.h"
+#include "core/util/text_file.h"
 
 namespace luka {
 
 MappedFile::MappedFile(const std::filesystem::path& path) : path_(path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  // Checked before open(): opening a FIFO blocks until a writer comes. O_NONBLOCK covers a FIFO
+  // put in the file's place between the check and the open (fstat below refuses it).
+  require_regular_file(path, "");
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) fail(path.string(), std::string("cannot open: ") + std::strerror(errno));
   struct stat st {};
   if (::fstat(fd, &st) != 0) {

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "core/util/error.h"
+#include "core/util/text_file.h"
 #include "core/util/output_file.h"
 
 namespace luka {
@@ -49,6 +50,7 @@ void write_npy_f32(const std::filesystem::path& path, const float* data,
 }
 
 NpyArray read_npy_f32(const std::filesystem::path& path) {
+  require_regular_file(path, "");
   std::ifstream in(path, std::ios::binary);
   if (!in) fail(path.string(), "cannot open");
   char magic[6];

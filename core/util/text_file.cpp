@@ -10,13 +10,28 @@
 
 namespace luka {
 
-std::string read_text_file(const std::filesystem::path& path, const std::string& what) {
+void require_regular_file(const std::filesystem::path& path, const std::string& what) {
   namespace fs = std::filesystem;
+  const std::string where = path.empty() ? std::string("''") : path.string();
+  const std::string prefix = what.empty() ? "" : what + ": ";
+  if (path.empty()) fail(where, prefix + "empty path");
   std::error_code ec;
   const fs::file_status st = fs::status(path, ec);
-  if (ec || !fs::exists(st)) fail(path.string(), what + ": no such file");
-  if (fs::is_directory(st)) fail(path.string(), what + ": is a folder, not a file");
-  if (!fs::is_regular_file(st)) fail(path.string(), what + ": not a regular file");
+  if (ec || !fs::exists(st)) fail(where, prefix + "no such file");
+  if (fs::is_directory(st)) fail(where, prefix + "is a folder, not a file");
+  if (fs::is_regular_file(st)) return;
+  const char* kind = fs::is_fifo(st)              ? "a FIFO"
+                     : fs::is_character_file(st) ? "a character device"
+                     : fs::is_block_file(st)     ? "a block device"
+                     : fs::is_socket(st)         ? "a socket"
+                                                 : "a special file";
+  fail(where, prefix + "not a regular file (" + kind + ")");
+}
+
+std::string read_text_file(const std::filesystem::path& path, const std::string& what) {
+  namespace fs = std::filesystem;
+  require_regular_file(path, what);
+  std::error_code ec;
   std::ifstream in(path, std::ios::binary);
   if (!in) fail(path.string(), what + ": cannot open (" + std::strerror(errno) + ")");
   // One allocation of the file's size, so a file larger than memory fails at once, naming it.

@@ -11,6 +11,12 @@
 
 namespace luka {
 
+// Refuses a path that is not a regular file, before anything opens it: missing, a folder, a FIFO
+// (open() blocks until a writer comes, so a load would hang), a device or a socket. Links are
+// followed. `what` names the file in messages ("prompt file"; empty: the path alone). Every reader
+// of a user's file calls it first: read_text_file, MappedFile (weights, GGUF), the capture reader.
+void require_regular_file(const std::filesystem::path& path, const std::string& what);
+
 // The file's bytes. `what` names it in messages ("prompt file", "config file"); throws
 // luka::Error "<path>: <what>: ..." when it is missing, a folder, not a regular file (a FIFO or a
 // device would block or never end) or unreadable.

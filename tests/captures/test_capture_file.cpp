@@ -158,8 +158,10 @@ Synthetic make_synthetic(std::int64_t n, int steps, std::uint32_t seed, std::vec
   return s;
 }
 
-void feed(CapturePipeline& session, const Synthetic& s, int steps) {
+// `drain_begin`: the I/O thread writes the begin record and is idle before the first band.
+void feed(CapturePipeline& session, const Synthetic& s, int steps, bool drain_begin = false) {
   session.begin(s.manifest, s.layout, s.prompt, s.segments);
+  if (drain_begin) session.drain();
   const std::int64_t n = s.layout.prompt_tokens, H = static_cast<std::int64_t>(s.layout.heads.size());
   // Interleave layers, in uneven row chunks.
   for (std::int64_t r = 0; r < n;) {
@@ -394,9 +396,8 @@ TEST(CaptureFile, PageMembersRoundTripAndVersionOneFilesOpen) {
 
   // Page 2's end before page 1's.
   const fs::path bad = edited("members_bad.h5", [](hid_t h) { write_int64_at(h, "pages/layer_01/member_end", 2, 0); });
-  const auto damaged = CaptureFile::open(bad);
   try {
-    damaged->pages(1);
+    CaptureFile::open(bad);  // page spans are checked when the file opens
     ADD_FAILURE() << "member ends out of order read without an error";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("not ascending"), std::string::npos) << e.what();
@@ -781,7 +782,7 @@ TEST(CaptureFile, StepRowsOfAKnownRunLengthAreOneChunk) {
 TEST(CaptureFile, StepRowsOfALayerGroupShareAChunk) {
   std::vector<int> heads(16);
   for (int i = 0; i < 16; ++i) heads[static_cast<std::size_t>(i)] = i;
-  Synthetic s = make_synthetic(40, 3, 15, {0, 1, 2, 3, 5}, heads);
+  Synthetic s = make_synthetic(48, 3, 15, {0, 1, 2, 3, 5}, heads);  // layer 5's pages reach token 48
   align_pages(s);
   s.layout.max_tokens = 4096;  // 16 heads x 4,096 halves: 128 KiB a layer, two to a chunk
   ASSERT_EQ(token_chunk(s.layout), 4096);
@@ -932,7 +933,11 @@ struct ThreadNotingSink final : CaptureSink {
 
 // Encoded records are queued without waking the I/O thread: a work item of the producer's next
 // parallel region writes them (here on one of three threads), and end_prefill and finish wake
-// the I/O thread for the rest. Records still reach the sinks one at a time and in order.
+// the I/O thread for the rest. Records still reach the sinks one at a time and in order. With the
+// I/O thread idle before the first band and the first step, which thread writes which record
+// follows from the order of calls alone: every band but the last, and every step but the last,
+// inline; the last band after end_prefill's wake and the last step after finish's, on the I/O
+// thread.
 TEST(CapturePipeline, EncodedRecordsAreWrittenByTheNextParallelRegionInOrder) {
   Synthetic s = make_synthetic(150, 4, 21);
   align_pages(s);
@@ -940,7 +945,7 @@ TEST(CapturePipeline, EncodedRecordsAreWrittenByTheNextParallelRegionInOrder) {
   {
     CapturePipeline session({&sink});
     session.set_parallel(three_threads);
-    feed(session, s, 0);
+    feed(session, s, 0, /*drain_begin=*/true);
     session.drain();  // the I/O thread idle, as between a real run's decode steps
     for (int st = 0; st < 4; ++st) {
       std::this_thread::sleep_for(std::chrono::milliseconds(5));  // the model's time for a step
@@ -962,10 +967,11 @@ TEST(CapturePipeline, EncodedRecordsAreWrittenByTheNextParallelRegionInOrder) {
   ASSERT_GT(bands, 3u);
   EXPECT_EQ(kinds, "b" + std::string(bands, 'm') + "essssf");
   EXPECT_EQ(steps, (std::vector<std::int64_t>{1, 2, 3, 4}));
-  // Band k waits for band k + 1's region and step k for step k + 1's (steps 1-3 here); the I/O
-  // thread takes one only while it is still busy with an earlier record, or on a spurious wake-up.
-  EXPECT_GE(bands_inline, 1);
-  EXPECT_GE(steps_inline, 1);
+  // Band k waits for band k + 1's region and step k for step k + 1's (steps 1-3 here).
+  EXPECT_EQ(bands_inline, static_cast<int>(bands) - 1);
+  EXPECT_EQ(steps_inline, 3);
+  for (const auto& e : sink.log)
+    if (e.kind != 'm' && e.kind != 's') EXPECT_TRUE(e.on_io_thread) << e.kind;
 }
 
 TEST(CaptureFile, UnfinishedFileReadsItsCompleteSteps) {
@@ -1146,6 +1152,41 @@ TEST(CaptureFile, BadFilesGiveClearErrors) {
   // A step's T beyond the recorded tokens (it sizes the rows read for the step).
   const std::string huge = edited("huge_t.h5", [](hid_t f) { write_int64_at(f, "decode/tokens", 1, std::int64_t{1} << 50); });
   EXPECT_NE(huge.find("damaged capture: decode step 2 attends 1125899906842624 tokens"), std::string::npos) << huge;
+}
+
+// Segments and pages are spans of the recorded tokens, checked when the capture opens: a segment
+// that began after it ended gave `luka inspect --topics` numbers, exit 0.
+TEST(CaptureFile, TokenSpansAreCheckedWhenTheCaptureOpens) {
+  const fs::path dir = work_dir();
+  Synthetic s = make_synthetic(120, 3, 4);
+  align_pages(s);
+  const fs::path good = dir / "spans.h5";
+  {
+    CaptureWriter writer(good);
+    CapturePipeline session({&writer});
+    feed(session, s, 3);
+    session.finish({});
+  }
+  ASSERT_EQ(open_error(good), "");
+  const auto edited = [&](const std::string& file, const char* path, hsize_t index, std::int64_t value) {
+    const fs::path p = dir / file;
+    fs::copy_file(good, p, fs::copy_options::overwrite_existing);
+    const hid_t f = H5Fopen(p.c_str(), H5F_ACC_RDWR, H5P_DEFAULT);
+    EXPECT_GE(f, 0);
+    write_int64_at(f, path, index, value);
+    H5Fclose(f);
+    return open_error(p);
+  };
+  // Segment 1 is [60, 120): it begins after it ends, then ends past the tokens, then begins before 0.
+  std::string e = edited("segment_backwards.h5", "segments/begin", 1, 130);
+  EXPECT_NE(e.find("damaged capture: segment 1 spans tokens [130, 120), not a span of the"), std::string::npos) << e;
+  e = edited("segment_past.h5", "segments/end", 1, 500);
+  EXPECT_NE(e.find("damaged capture: segment 1 spans tokens [60, 500)"), std::string::npos) << e;
+  e = edited("segment_negative.h5", "segments/begin", 0, -3);
+  EXPECT_NE(e.find("damaged capture: segment 0 spans tokens [-3, 60)"), std::string::npos) << e;
+  e = edited("page_past.h5", "pages/layer_01/end", 0, 4000);
+  EXPECT_NE(e.find("damaged capture: layer 1 page 0 spans tokens ["), std::string::npos) << e;
+  EXPECT_NE(e.find(", 4000) made at step"), std::string::npos) << e;
 }
 
 // A metadata block whose checksum fails is an error at once. Single-writer-read mode rereads such

@@ -2,10 +2,12 @@
 // error naming the file and the problem.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 
 #include "core/gguf/gguf.h"
+#include "core/model/gguf_config.h"
 #include "core/util/error.h"
 #include "tests/core/gguf/gguf_builder.h"
 
@@ -235,6 +237,45 @@ TEST(GgufReader, OpenNamesTheFile) {
   }
   EXPECT_TRUE(File::has_magic(path));
   EXPECT_FALSE(File::has_magic(dir));
+}
+
+// Each tensor has its own bytes: one placed on another's (attn_k on attn_q's offset) would load
+// the first one's weights twice. safetensors refuses the same (BadInput.OverlappingTensorsRefused).
+TEST(GgufReader, OverlappingTensorsAreRefused) {
+  const auto data = floats({1, 2, 3, 4, 5, 6, 7, 8});
+  Builder same;
+  same.tensor("blk.0.attn_q.weight", {8}, 0, data).tensor("blk.0.attn_k.weight", {8}, 0, {}, 0);
+  expect_error(same.bytes(), "tensors 'blk.0.attn_q.weight' [0, 32) and 'blk.0.attn_k.weight' [0, 32) overlap");
+  Builder partly;  // the second starts inside the first, at the next alignment
+  partly.tensor("a", {16}, 0, floats({1, 2, 3, 4, 5, 6, 7, 8, 1, 2, 3, 4, 5, 6, 7, 8})).tensor("b", {8}, 0, {}, 32);
+  expect_error(partly.bytes(), "tensors 'a' [0, 64) and 'b' [32, 64) overlap");
+  Builder apart;  // back to back is fine
+  apart.tensor("a", {8}, 0, data).tensor("b", {8}, 0, data);
+  EXPECT_EQ(parse(apart.bytes())->tensors().size(), 2u);
+}
+
+// rope.freq_base NaN, 0 or negative gave NaN rotations and an unclear error at generate time; the
+// config is refused at load, naming the file and the key.
+TEST(GgufReader, RopeFreqBaseMustBeFinitePositive) {
+  const auto config_error = [](float base) -> std::string {
+    Builder b;
+    b.kv_string("general.architecture", "llama").kv_u32("llama.embedding_length", 8).kv_u32("llama.feed_forward_length", 16);
+    b.kv_u32("llama.block_count", 1).kv_u32("llama.attention.head_count", 2).kv_u32("llama.context_length", 64);
+    b.kv_f32("llama.attention.layer_norm_rms_epsilon", 1e-5f).kv_f32("llama.rope.freq_base", base);
+    b.tensor("token_embd.weight", {8, 4}, 0, std::vector<std::uint8_t>(8 * 4 * 4, 0));
+    const auto bytes = b.bytes();
+    try {
+      const ModelConfig c = config_from_gguf(*File::parse(bytes.data(), bytes.size(), "mem.gguf"));
+      return "accepted, theta " + std::to_string(c.rope.theta);
+    } catch (const Error& e) {
+      return e.what();
+    }
+  };
+  EXPECT_EQ(config_error(10000.0f), "accepted, theta 10000.000000");
+  for (const float bad : {std::nanf(""), -1.0f, 0.0f, INFINITY}) {
+    const std::string e = config_error(bad);
+    EXPECT_NE(e.find("mem.gguf: GGUF: metadata 'llama.rope.freq_base' must be a finite positive number"), std::string::npos) << e;
+  }
 }
 
 }  // namespace

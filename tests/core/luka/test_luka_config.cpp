@@ -24,6 +24,31 @@ std::string error_of(const std::function<void()>& f) {
   return "no error";
 }
 
+// Two layer ranges of a layers-config that cover one layer must agree on every key both set there
+// (docs/luka-config.md#layers-config-files): JSON objects have no order, and the reader, which
+// sorts the ranges by name, gave layer 0 of {"0-1": lined, "0": clustered} the first one silently.
+TEST(LukaConfig, OverlappingRangesThatDisagreeAreAnErrorNamingBoth) {
+  const std::string e = error_of([] {
+    LukaConfig::from_json(R"({"layers": {"0-1": {"mode": "lined"}, "0": {"mode": "clustered"}}})", 4, "c.json");
+  });
+  EXPECT_NE(e.find("c.json: 'layers': ranges '0' and '0-1' both cover layer 0 and set mode to \"clustered\" and \"lined\""),
+            std::string::npos) << e;
+  // Overlaps that agree, or set different keys, are fine; equal values in other spellings agree.
+  const LukaConfig ok = LukaConfig::from_json(
+      R"({"layers": {"0-1": {"mode": "lined", "rho": "1/8"}, "1|3": {"mode": "lined", "rho": 0.125, "window": 7}, "all": {"dense_shadow": true}}})",
+      4, "c.json");
+  EXPECT_EQ(ok.layers[0].mode, AttentionMode::kLined);
+  EXPECT_EQ(ok.layers[1].lined.window, 7);
+  EXPECT_EQ(ok.layers[3].mode, AttentionMode::kLined);
+  EXPECT_EQ(ok.layers[2].mode, AttentionMode::kDense);
+  EXPECT_TRUE(ok.layers[2].dense_shadow);
+  EXPECT_DOUBLE_EQ(ok.layers[1].lined.rho, 0.125);
+  // "default" is the base every range changes: no conflict with it.
+  const LukaConfig base = LukaConfig::from_json(R"({"default": {"mode": "lined"}, "layers": {"2": {"mode": "clustered"}}})", 4, "c.json");
+  EXPECT_EQ(base.layers[1].mode, AttentionMode::kLined);
+  EXPECT_EQ(base.layers[2].mode, AttentionMode::kClustered);
+}
+
 TEST(LukaConfig, Presets) {
   const auto mixed = LukaConfig::preset("mixed(2,3)", 10);
   for (int i = 0; i < 10; ++i)

@@ -1,6 +1,8 @@
 // Broken checkpoints and bad inputs: each must give a luka::Error naming the file and the
 // problem, never a crash.
 #include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <cstring>
 #include <fstream>
@@ -15,6 +17,7 @@
 #include "core/model/model.h"
 #include "core/util/error.h"
 #include "core/model/safetensors.h"
+#include "core/model/shard_index.h"
 #include "tests/core/model/test_util.h"
 
 namespace luka {
@@ -163,6 +166,42 @@ TEST(BadInput, ShardIndexPathsStayInsideTheFolder) {
     write_all(index, j.dump());
     expect_error([&] { Model::load(dir, {}); }, {index.string(), shard, why});
   }
+}
+
+// A folder with model.safetensors and a shard index: transformers loads model.safetensors, this
+// tool loaded the shards, and nothing said which. It is refused, naming both.
+TEST(BadInput, SingleFileBesideAShardIndexIsRefused) {
+  const fs::path dir = copy_checkpoint("qwen3-fp16-sharded", "single-and-shards");
+  fs::copy_file(test::checkpoint("qwen3-tied") / "model.safetensors", dir / "model.safetensors", fs::copy_options::overwrite_existing);
+  expect_error([&] { Model::load(dir, {}); },
+               {dir.string(), "holds both model.safetensors and a shard index", "transformers would load model.safetensors"});
+  fs::remove(dir / "model.safetensors");
+  EXPECT_NO_THROW(Model::load(dir, {}));
+}
+
+// model.safetensors a FIFO: opening it blocked until a writer came, so the load hung. It is refused
+// before open() (in a child process, so that a hang fails the test instead of stopping it).
+TEST(BadInput, FifoWeightsAreRefusedBeforeOpening) {
+  const fs::path dir = copy_checkpoint("qwen3-tied", "fifo-weights");
+  fs::remove(dir / "model.safetensors");
+  ASSERT_EQ(::mkfifo((dir / "model.safetensors").c_str(), 0600), 0);
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    ::alarm(20);  // a hang ends the child by SIGALRM
+    try {
+      TensorIndex::open(dir);  // what Model::load reads the weights with, without LibTorch's threads
+    } catch (const Error& e) {
+      const std::string msg = e.what();
+      ::_exit(msg.find((dir / "model.safetensors").string() + ": not a regular file (a FIFO)") != std::string::npos ? 0 : 3);
+    }
+    ::_exit(4);
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0)
+      << (WIFSIGNALED(status) ? "killed by signal " + std::to_string(WTERMSIG(status)) + " (14: it hung in open())"
+                              : "exit " + std::to_string(WEXITSTATUS(status)));
 }
 
 TEST(BadInput, RmsNormEpsMustBePositive) {

@@ -99,11 +99,43 @@ TEST(Config, Rejections) {
 TEST(Config, Llama3OriginalMaxPositionMustBeAPositionCount) {
   for (const double bad : {1e300, -1.0, 0.0}) {
     auto j = base();
-    j["rope_scaling"] = {{"rope_type", "llama3"}, {"factor", 8.0}, {"original_max_position_embeddings", bad}};
+    j["rope_scaling"] = {{"rope_type", "llama3"}, {"factor", 8.0}, {"low_freq_factor", 1.0}, {"high_freq_factor", 4.0},
+                         {"original_max_position_embeddings", bad}};
     EXPECT_NE(error_of(j).find("rope_scaling.original_max_position_embeddings must be a positive number of positions"),
               std::string::npos)
         << bad << ": " << error_of(j);
   }
+}
+
+// rope_scaling carries the fields transformers requires of its type (modeling_rope_utils raises
+// KeyError without them): a missing one is an error naming it, not a made-up default.
+TEST(Config, RopeScalingFieldsAreRequiredAsTransformersRequiresThem) {
+  const nlohmann::json llama3 = {{"rope_type", "llama3"}, {"factor", 8.0}, {"low_freq_factor", 1.0}, {"high_freq_factor", 4.0},
+                                 {"original_max_position_embeddings", 32}};
+  for (const char* scaling_key : {"rope_scaling", "rope_parameters"}) {
+    auto j = base();
+    j[scaling_key] = llama3;
+    const ModelConfig c = parse(j);
+    EXPECT_EQ(c.rope.type, "llama3");
+    EXPECT_DOUBLE_EQ(c.rope.low_freq_factor, 1.0);
+    EXPECT_DOUBLE_EQ(c.rope.high_freq_factor, 4.0);
+    EXPECT_EQ(c.rope.original_max_position, 32);
+    for (const char* field : {"factor", "low_freq_factor", "high_freq_factor", "original_max_position_embeddings"}) {
+      for (const bool null : {false, true}) {
+        j[scaling_key] = llama3;
+        if (null) j[scaling_key][field] = nullptr; else j[scaling_key].erase(field);
+        const std::string e = error_of(j);
+        EXPECT_NE(e.find(std::string("missing field '") + scaling_key + "." + field + "'"), std::string::npos) << e;
+        EXPECT_NE(e.find("config.json"), std::string::npos) << e;
+      }
+    }
+  }
+  auto j = base();
+  j["rope_scaling"] = {{"rope_type", "linear"}};
+  std::string e = error_of(j);
+  EXPECT_NE(e.find("missing field 'rope_scaling.factor' (rope_type 'linear' requires factor"), std::string::npos) << e;
+  j["rope_scaling"] = {{"type", "linear"}, {"factor", 2.0}};
+  EXPECT_DOUBLE_EQ(parse(j).rope.factor, 2.0);
 }
 
 // A file nested 100,000 arrays deep parses, and then overflowed the stack when the field's value

@@ -370,6 +370,42 @@ TEST_F(BadTokenizerFile, UnknownPreTokenizerPattern) {
   EXPECT_NE(load_error(write(j.dump())).find("pre_tokenizer"), std::string::npos);
 }
 
+// Two added tokens with one id made the id's text ambiguous; one text with two ids made its id
+// ambiguous. Hugging Face's tokenizers accepts both; each is refused, naming the tokens.
+TEST_F(BadTokenizerFile, AddedTokensHaveUniqueIdsAndContents) {
+  nlohmann::json j = minimal();
+  j["added_tokens"].push_back({{"id", 257}, {"content", "<|other|>"}, {"special", true}, {"normalized", false}});
+  std::string e = load_error(write(j.dump()));
+  EXPECT_NE(e.find("added tokens \"<|end|>\" and \"<|other|>\" share id 257"), std::string::npos) << e;
+  j = minimal();
+  j["added_tokens"].push_back({{"id", 258}, {"content", "<|end|>"}, {"special", true}, {"normalized", false}});
+  e = load_error(write(j.dump()));
+  EXPECT_NE(e.find("added token \"<|end|>\" appears twice, with ids 257 and 258"), std::string::npos) << e;
+  j["added_tokens"][1]["content"] = "<|begin|>";
+  EXPECT_EQ(load_error(write(j.dump())), "");
+}
+
+// A byte-level BPE spells every text with its 256 byte tokens; without one (and with no unknown
+// token to stand for it) the byte vanished from every text that had it. Hugging Face's tokenizers
+// accepts such a file; the error says so. An empty vocabulary lacks all 256.
+TEST_F(BadTokenizerFile, ByteLevelVocabularyNeedsEveryByteToken) {
+  nlohmann::json j = minimal();
+  j["model"]["vocab"].erase(byte_level::byte_to_text(0xE9));
+  std::string e = load_error(write(j.dump()));
+  EXPECT_NE(e.find("lacks 1 of the 256 byte tokens (the first: byte 0xE9) and has no unknown token"), std::string::npos) << e;
+  EXPECT_NE(e.find("Hugging Face's tokenizers accepts such a file"), std::string::npos) << e;
+  j["model"]["vocab"] = nlohmann::json::object();
+  j["model"]["merges"] = nlohmann::json::array();
+  e = load_error(write(j.dump()));
+  EXPECT_NE(e.find("lacks 256 of the 256 byte tokens (the first: byte 0x00)"), std::string::npos) << e;
+  // With an unknown token the missing byte becomes it (TokenOffsets.FusedUnknownTokenCoversItsBytes).
+  j = minimal();
+  j["model"]["vocab"].erase(byte_level::byte_to_text(0xE9));
+  j["model"]["vocab"]["<unk>"] = 300;
+  j["model"]["unk_token"] = "<unk>";
+  EXPECT_EQ(load_error(write(j.dump())), "");
+}
+
 TEST_F(BadTokenizerFile, WrongShapesNeverCrash) {
   const std::vector<std::string> bad = {
       "[]", "null", "{}", R"({"model": 3})", R"({"model": {"type": "BPE"}})",
