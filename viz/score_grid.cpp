@@ -52,7 +52,7 @@ void draw(cairo_t* cr, const ScoreGrid& g) {
     const GridRect first = score_grid_cell(g, p, 0, 0);
     cairo_set_source_rgb(cr, 0.15, 0.15, 0.15);
     cairo_set_font_size(cr, 10);
-    text_at(cr, panel.title, first.x, first.y - 5, 0, 0);
+    text_at(cr, panel.title, first.x, first.y - 4, 0, 1);  // its bottom 4 points above the cells
     for (std::size_t r = 0; r < rows; ++r)
       for (std::size_t c = 0; c < cols; ++c) {
         const GridRect cell = score_grid_cell(g, p, r, c);

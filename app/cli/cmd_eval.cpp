@@ -16,6 +16,7 @@
 #include <nlohmann/json.hpp>
 
 #include "app/cli/args.h"
+#include "app/cli/cmd_eval_common.h"
 #include "app/cli/commands.h"
 #include "core/chat/chat_format.h"
 #include "core/device/device.h"
@@ -40,36 +41,6 @@ namespace {
 
 constexpr const char* kDefaultPresets = "dense,lined,clustered,mixed(8,8)";
 
-// "dense,mixed(8,8),paper" -> {"dense", "mixed(8,8)", "paper"}: commas inside parentheses stay.
-std::vector<std::string> split_presets(const std::string& text) {
-  std::vector<std::string> out;
-  std::string item;
-  int depth = 0;
-  for (const char c : text + ",") {
-    if (c == ',' && depth == 0) {
-      if (item.empty()) throw UsageError("--presets: empty entry in '" + text + "'");
-      out.push_back(item);
-      item.clear();
-      continue;
-    }
-    depth += c == '(' ? 1 : c == ')' ? -1 : 0;
-    item += c;
-  }
-  for (std::size_t i = 0; i < out.size(); ++i)
-    if (std::find(out.begin(), out.begin() + static_cast<std::ptrdiff_t>(i), out[i]) != out.begin() + static_cast<std::ptrdiff_t>(i))
-      throw UsageError("--presets: '" + out[i] + "' is given twice");
-  return out;
-}
-
-// A preset name, or a layers-config JSON file (e.g. one `luka calibrate` wrote), with the --set
-// overrides applied.
-LukaConfig preset_config(const std::string& entry, std::int64_t n_layers, const std::vector<std::string>& overrides) {
-  const bool is_file = entry.size() > 5 && entry.compare(entry.size() - 5, 5, ".json") == 0;
-  LukaConfig c = is_file ? LukaConfig::from_json_file(entry, n_layers) : LukaConfig::preset(entry, n_layers);
-  for (const std::string& spec : overrides) c.apply_override(spec);
-  return c;
-}
-
 // The WikiSalad files: --file in order, or every .json of --data in Table 1's order.
 std::vector<fs::path> question_files(const ArgParser& args) {
   std::vector<fs::path> files;
@@ -91,38 +62,6 @@ std::vector<fs::path> question_files(const ArgParser& args) {
   }
   if (files.empty()) throw UsageError("give --data DIR (a folder of WikiSalad files) or --file FILE");
   return files;
-}
-
-// What identifies the model cheaply: its resolved path and the bytes of its files.
-json model_identity(const fs::path& path) {
-  std::error_code ec;
-  const fs::path resolved = fs::weakly_canonical(path, ec);
-  std::uintmax_t bytes = 0;
-  if (fs::is_directory(resolved, ec)) {
-    for (const auto& e : fs::directory_iterator(resolved, ec))
-      if (e.is_regular_file(ec)) bytes += e.file_size(ec);
-  } else {
-    bytes = fs::file_size(resolved, ec);
-  }
-  return {{"path", (ec ? path : resolved).string()}, {"bytes", bytes}};
-}
-
-std::string strip(const std::string& s) {
-  const auto space = [](char c) { return c == ' ' || c == '\n' || c == '\t' || c == '\r' || c == '\f' || c == '\v'; };
-  std::size_t a = 0, b = s.size();
-  while (a < b && space(s[a])) ++a;
-  while (b > a && space(s[b - 1])) --b;
-  return s.substr(a, b - a);
-}
-
-std::string duration(double seconds) {
-  const long s = static_cast<long>(seconds + 0.5);
-  char buf[32];
-  if (s >= 3600)
-    std::snprintf(buf, sizeof buf, "%ldh%02ldm", s / 3600, s / 60 % 60);
-  else
-    std::snprintf(buf, sizeof buf, "%ldm%02lds", s / 60, s % 60);
-  return buf;
 }
 
 int run_eval_wikisalad(int argc, char** argv) {
@@ -280,7 +219,7 @@ int run_eval_wikisalad(int argc, char** argv) {
       r.question = q.question;
       r.question_text = q.text;
       r.answers = q.answers;
-      r.prediction = strip(tokenizer.decode(shown));
+      r.prediction = strip_space(tokenizer.decode(shown));
       r.match = eval::lenient_match(r.prediction, r.answers);
       r.prompt_tokens = result.prompt_tokens;
       r.new_tokens = static_cast<std::int64_t>(result.ids.size());
@@ -299,7 +238,7 @@ int run_eval_wikisalad(int argc, char** argv) {
         const double per = elapsed / static_cast<double>(answered);
         std::fprintf(stderr, "%s[%s %zu/%zu] %zu/%zu questions, EM %.1f%% of %d, %.1f s per question, %s left%s", tty ? "\r\033[K" : "",
                      preset.c_str(), pi + 1, presets.size(), answered, todo, 100.0 * matches / scored, scored, per,
-                     duration(per * static_cast<double>(todo - answered)).c_str(), tty ? "" : "\n");
+                     duration_text(per * static_cast<double>(todo - answered)).c_str(), tty ? "" : "\n");
         std::fflush(stderr);
       }
     }
@@ -321,7 +260,9 @@ int run_eval(int argc, char** argv) {
   const std::string usage =
       "usage: luka eval <evaluation> [options]\n\n"
       "evaluations:\n"
-      "  wikisalad  exact match on WikiSalad's interwoven-topic questions, per preset and difficulty\n\n"
+      "  wikisalad  exact match on WikiSalad's interwoven-topic questions, per preset and difficulty\n"
+      "  niah       needle in a haystack: a grid of context length x needle depth, per preset\n"
+      "  ruler      RULER's synthetic long-context tasks, per task and averaged, per preset\n\n"
       "'luka eval <evaluation> --help' describes its options.\n";
   if (argc < 3) {
     std::fputs(usage.c_str(), stderr);
@@ -333,6 +274,8 @@ int run_eval(int argc, char** argv) {
     return 0;
   }
   if (what == "wikisalad") return run_eval_wikisalad(argc, argv);
+  if (what == "niah") return run_eval_niah(argc, argv);
+  if (what == "ruler") return run_eval_ruler(argc, argv);
   throw UsageError("unknown evaluation '" + what + "' (see luka eval --help)");
 }
 
