@@ -6,7 +6,7 @@
 # part in .gpucarry-b. Logs go to $LOG_DIR (default .gpubin/logs); results are appended to
 # bench/results/ (cuda-decode.md for the kernels, cuda-product.md for the product checks).
 #
-#   scripts/gpu_run.sh [stage|model|kernels|tests|sanitize|bench|product|all|ordered]   (default all)
+#   scripts/gpu_run.sh [stage|model|kernels|tests|sanitize|bench|product|v2|all|ordered]   (default all)
 #
 #   stage     unpacks .gpucarry-a: .gpubin, and the model's first part set aside
 #   model     joins the model's parts (.gpucarry-b carried) and checks its sha256
@@ -20,6 +20,9 @@
 #             default model, every preset's logits on a Qwen3-0.6B-shaped checkpoint, captures
 #             compared with h5py at 4K and one at 32K, the capture overhead per decode step)
 #
+#   v2        the v2 kernels (issue 45, docs/kernels-v2.md): test_cuda_luka_v2 (dense v2 and the device
+#             heavy set against the CPU), then compute-sanitizer memcheck and racecheck over it (racecheck
+#             on the short cases: LUKA_V2_SHORT=1). After stage: timeout 150 scripts/gpu_run.sh v2
 #   ordered   what needs the model, after kernels: the product tests, product, the capture's
 #             memcheck, then bench, each started only while the time since the script began is
 #             under GPU_RUN_BUDGET_S (default 420): what is left is named as skipped, so one call
@@ -39,9 +42,9 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 what="${1:-all}"
-usage="usage: scripts/gpu_run.sh [stage|model|kernels|tests|sanitize|bench|product|all|ordered]   (default all; logs in \$LOG_DIR, default .gpubin/logs)"
+usage="usage: scripts/gpu_run.sh [stage|model|kernels|tests|sanitize|bench|product|v2|all|ordered]   (default all; logs in \$LOG_DIR, default .gpubin/logs)"
 case "$what" in
-  stage|model|kernels|tests|sanitize|bench|product|all|ordered) ;;
+  stage|model|kernels|tests|sanitize|bench|product|v2|all|ordered) ;;
   -h|--help) echo "$usage"; exit 0 ;;
   *) echo "$usage" >&2; exit 2 ;;
 esac
@@ -190,4 +193,19 @@ else
   if wanted bench; then run_bench; fi
   if wanted product; then run_product; fi
 fi
+# The v2 kernels (issue 45): parity with the CPU, then memcheck and racecheck over the same binary.
+run_v2() {
+  run_tests test_cuda_luka_v2
+  local cs
+  cs="$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)"
+  for tool in memcheck racecheck; do
+    LUKA_V2_SHORT=$([ "$tool" = racecheck ] && echo 1 || echo 0) \
+      "$cs" --tool "$tool" --error-exitcode 9 .gpubin/tests/test_cuda_luka_v2 --gtest_brief=1 \
+      > "$logs/$tool-test_cuda_luka_v2.log" 2>&1
+    rc=$?
+    echo "$tool test_cuda_luka_v2: exit $rc"
+    [ $rc -eq 0 ] || status=1
+  done
+}
+if [ "$what" = v2 ]; then run_v2; fi
 exit $status
