@@ -502,7 +502,7 @@ int run_plan(const ArgParser& args, const Tokenizer& tokenizer, const fs::path& 
 }
 
 const char* const kOutputHelp =
-    "Prints the table; writes OUT/results.jsonl (one line per answered sample), OUT/summary.json,\n"
+    "\nPrints the table; writes OUT/results.jsonl (one line per answered sample), OUT/summary.json,\n"
     "OUT/table.csv and OUT/run.json. A stopped run started again with the same settings resumes where\n"
     "it was; more lengths, depths, tasks, samples or presets only add samples.";
 
