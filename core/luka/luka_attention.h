@@ -135,45 +135,6 @@ class LukaAttention final : public LukaLayer {
   const AttentionInputs* raw_ = nullptr;  // during forward with DAR: the cache as it is
 };
 
-// The dense shadow (§5.5): dense attention on the same inputs as `step` (a decode step whose
-// effective rows and output `out` [H, D] a mode produced, on any device), per head: KL(dense ‖
-// effective), recall, top-k overlap and the output's relative error into step.fidelity, the dense
-// rows into step.dense (both on the CPU).
-void dense_shadow(const AttentionInputs& in, const at::Tensor& out, const std::vector<Page>& pages, LukaStep& step);
-
-// The LuKA prefill on ATen (§5.1), on the inputs' device: exact causal attention over the prompt,
-// or lined's sparse prefill (`mask`), 256 queries at a time per KV group. Adds each KV group's mean
-// attention to `importance` [KV, T] and each query head's attention (h2o, with `decay` applied
-// query by query) to `h2o` [H, T], hands each chunk's probabilities [G, m, T] to `observer` (on
-// the CPU; max-pooled first, on the tensors' device, when pool_level > 0), and returns the output
-// [n, H * D] in the query's dtype. The CPU core's prefill, and the GPU path's where its kernel does
-// not serve (a decay, a map too large to pool in one piece).
-struct PrefillMask {
-  bool sparse = false;      // lined's sparse prefill: the first 32 keys and the window
-  bool fixed = false;       // ... over the fixed last `window` keys
-  std::int64_t window = 0;
-  // DAR: `in` holds the projected cache; a query sees the keys and values at most near_window
-  // positions behind it from near_k / near_v (the raw cache) instead.
-  at::Tensor near_k, near_v;
-  std::int64_t near_window = -1;  // -1: none
-  std::int64_t near_first = 0;    // ... and keys before this position whole too (DAR's sinks)
-};
-at::Tensor aten_prefill(const AttentionInputs& in, const PrefillMask& mask, double decay, int layer,
-                        const LukaLayer::PrefillObserver& observer, int pool_level, at::Tensor importance, at::Tensor h2o);
-
-// Hands one block of prefill probabilities `probs` [G, m, T] (queries q0 .. q0+m-1, any device)
-// to `observer` as LukaLayer::set_prefill_observer describes: max-pooled by 2^pool_level where it
-// lies, then copied to the CPU. Fails when q0 is not a multiple of the pool.
-// aligned_pool_level: the largest level <= `level` whose pool divides both the prefill's first
-// position and its query blocks (observers read the level from the blocks' width).
-int aligned_pool_level(int level, std::int64_t q_pos0, std::int64_t block);
-void observe_prefill_block(const LukaLayer::PrefillObserver& observer, int pool_level, int layer, std::int64_t q0,
-                           std::int64_t head0, const at::Tensor& probs);
-
-// Adds one KV group's prefill probabilities `probs` [G, m, T] (queries in order) to `importance`
-// row g (the group mean) and to the group's `h2o` rows (with `decay` applied query by query).
-void add_prefill_probs(const at::Tensor& probs, std::int64_t g, double decay, at::Tensor importance, at::Tensor h2o);
-
 // The pages a refinement rule picks from per-page scores (α, or its max over the heads that share
 // the selection), in ascending order; `always_refine_first` pages are added.
 std::vector<std::int64_t> select_pages(const ClusteredConfig& config, const std::vector<float>& score);

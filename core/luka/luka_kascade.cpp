@@ -14,6 +14,7 @@
 
 #include "core/luka/kascade.h"
 #include "core/luka/luka_attention.h"
+#include "core/luka/prefill.h"
 #include "core/util/error.h"
 
 namespace luka {

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "core/luka/luka_attention.h"
+#include "core/luka/prefill.h"
 #include "core/model/decoder.h"
 #include "core/model/model.h"
 #include "core/util/error.h"
