@@ -39,55 +39,23 @@ RunResult run_luka(const std::vector<std::string>& args, const fs::path& dir) {
   return luka::test::run_program(LUKA_CLI_PATH, args, dir);
 }
 
-// The checkpoint's context is 256 tokens: samples of 128 and 192 tokens, 3 new tokens.
+// The checkpoint's context is 256 tokens: samples of 128 to 224 tokens, 3 new tokens.
+std::vector<std::string> common_args(const fs::path& out, const std::string& lengths) {
+  return {"--model", kCheckpoint.string(), "--lengths", lengths, "--presets", "dense,clustered",
+          "--max-new-tokens", "3", "--device", "cpu", "--threads", "1", "--quiet", "--out", out.string()};
+}
+
 std::vector<std::string> niah_args(const fs::path& out, const std::string& lengths) {
-  return {"eval",
-          "niah",
-          "--model",
-          kCheckpoint.string(),
-          "--haystack",
-          kEmma.string(),
-          "--lengths",
-          lengths,
-          "--depths",
-          "0,50,100",
-          "--presets",
-          "dense,clustered",
-          "--max-new-tokens",
-          "3",
-          "--device",
-          "cpu",
-          "--threads",
-          "1",
-          "--quiet",
-          "--out",
-          out.string()};
+  std::vector<std::string> args = {"eval", "niah", "--haystack", kEmma.string(), "--depths", "0,50,100"};
+  for (const std::string& a : common_args(out, lengths)) args.push_back(a);
+  return args;
 }
 
 std::vector<std::string> ruler_args(const fs::path& out, const std::string& lengths) {
-  return {"eval",
-          "ruler",
-          "--model",
-          kCheckpoint.string(),
-          "--essay",
-          kEmma.string(),
-          "--tasks",
-          "niah_single_2,niah_multivalue,vt",
-          "--lengths",
-          lengths,
-          "--samples",
-          "2",
-          "--presets",
-          "dense,clustered",
-          "--max-new-tokens",
-          "3",
-          "--device",
-          "cpu",
-          "--threads",
-          "1",
-          "--quiet",
-          "--out",
-          out.string()};
+  std::vector<std::string> args = {"eval", "ruler", "--essay", kEmma.string(), "--tasks",
+                                   "niah_single_2,niah_multivalue,vt", "--samples", "2"};
+  for (const std::string& a : common_args(out, lengths)) args.push_back(a);
+  return args;
 }
 
 std::vector<json> lines(const fs::path& f) {
