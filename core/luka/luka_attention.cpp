@@ -47,13 +47,6 @@ void softmax_inplace(float* x, std::int64_t n) {
   for (std::int64_t i = 0; i < n; ++i) x[i] *= inv;
 }
 
-std::uint64_t splitmix64(std::uint64_t x) {
-  x += 0x9E3779B97F4A7C15ULL;
-  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ULL;
-  x = (x ^ (x >> 27)) * 0x94D049BB133111EBULL;
-  return x ^ (x >> 31);
-}
-
 // Indices of the `m` largest scores (ties: lower index first), in ascending index order.
 std::vector<std::int64_t> top_indices(const float* score, std::int64_t n, std::int64_t m) {
   std::vector<std::int64_t> idx(static_cast<std::size_t>(n));
@@ -300,16 +293,17 @@ at::Tensor LukaAttention::prefill(const AttentionInputs& in) {
 // group, both from `rows` [H, T]: the effective attention, or the cover softmax.
 void LukaAttention::accumulate(const at::Tensor& rows, std::int64_t group) {
   const std::int64_t H = rows.size(0), T = rows.size(1);
-  if (config_.lined.decay == 1.0 && rows.scalar_type() == at::kFloat && rows.is_contiguous() && h2o_.is_contiguous() &&
+  if (rows.scalar_type() == at::kFloat && rows.is_contiguous() && h2o_.is_contiguous() &&
       importance_.is_contiguous() && group > 0 && H % group == 0) {
     // One pass instead of four ATen ops (a decode step's accumulators are small: their dispatch
     // cost more than their arithmetic). The same float operations in the same order as the ATen
-    // form below: h2o + r; the group's rows summed in head order, divided by the group size, added.
+    // form below and the CUDA kernels (rules::h2o_update, rules::importance_update): h2o·decay + r;
+    // the group's rows summed in head order, divided by the group size, added.
     const float* r = rows.const_data_ptr<float>();
     float* h2o = h2o_.mutable_data_ptr<float>();
     float* imp = importance_.mutable_data_ptr<float>();
     const std::int64_t hcap = h2o_.size(1), icap = importance_.size(1), KV = H / group;
-    const float g = static_cast<float>(group);
+    const float decay = static_cast<float>(config_.lined.decay);
     const auto kv_heads = [&](std::int64_t k0, std::int64_t k1) {
       for (std::int64_t k = k0; k < k1; ++k)
         for (std::int64_t t = 0; t < T; ++t) {
@@ -317,10 +311,10 @@ void LukaAttention::accumulate(const at::Tensor& rows, std::int64_t group) {
           for (std::int64_t j = 0; j < group; ++j) {
             const std::int64_t h = k * group + j;
             const float x = r[h * T + t];
-            h2o[h * hcap + t] += x;
+            h2o[h * hcap + t] = rules::h2o_update(h2o[h * hcap + t], x, decay);
             sum += x;
           }
-          imp[k * icap + t] += sum / g;
+          imp[k * icap + t] = rules::importance_update(imp[k * icap + t], sum, group);
         }
     };
     if (H * T < (std::int64_t{1} << 16)) {
@@ -845,40 +839,29 @@ void LukaAttention::add_page(const at::Tensor& kf, const at::Tensor& vf, std::in
     const at::Tensor pr = logp.exp();
     shared_bias = at::where(pr.gt(0), -pr * logp, at::zeros_like(pr)).sum(1).mean().item<float>();
   }
+  std::vector<float> pi(static_cast<std::size_t>(L)), spread(static_cast<std::size_t>(L));
   for (std::int64_t g = 0; g < KV; ++g) {
-    at::Tensor w;  // compressor weights π over the page
-    if (c.compressor == Compressor::kAttentionWeighted) {
-      w = at::softmax(take(importance_[g], 0, 0) / c.tau, 0);
-    } else if (c.compressor == Compressor::kRandom) {
-      const std::uint64_t r = splitmix64(c.seed ^ splitmix64(static_cast<std::uint64_t>(layer_) * 1000003u +
-                                                             static_cast<std::uint64_t>(page.start) * 7919u + static_cast<std::uint64_t>(g)));
-      w = at::zeros({L}, at::kFloat);
-      w[static_cast<std::int64_t>(r % static_cast<std::uint64_t>(L))] = 1.0f;
-    } else {  // mean, and gsc's merge (the mean of the cluster)
-      w = at::full({L}, 1.0f / static_cast<float>(L), at::kFloat);
-    }
+    // Compressor weights π over the page, by the rules the CUDA kernels use.
+    at::Tensor imp;
+    if (c.compressor == Compressor::kAttentionWeighted) imp = take(importance_[g], 0, 0).contiguous();
+    const int n = static_cast<int>(L);
+    const int pick = c.compressor == Compressor::kRandom ? rules::seeded_pick(c.seed, layer_, page.start, g, n) : 0;
+    rules::compressor_weights(c.compressor, imp.defined() ? imp.const_data_ptr<float>() : nullptr, n,
+                              static_cast<float>(c.tau), pick, pi.data());
+    const at::Tensor w = at::from_blob(pi.data(), {L}, at::kFloat);
     sum_k_[g][P].copy_(at::matmul(w, take(kf[g], 0, first)));
     if (c.zero_v && !page.raw) {  // a raw page is its token, kept as it is
       sum_v_[g][P].zero_();
     } else {
       sum_v_[g][P].copy_(at::matmul(w, take(vf[g], 0, first)));
     }
-    double bias = 0;
-    if (c.bias == SummaryBias::kFixed) {
-      bias = std::log(static_cast<double>(L));
-    } else if (authors_bias) {
-      bias = shared_bias;
-    } else if (c.bias == SummaryBias::kAdaptive) {  // log k_eff = entropy of π
-      const at::Tensor pos = w.clamp_min(1e-30);
-      bias = -(w * pos.log()).sum().item<double>();
-    }
-    sum_bias_[g][P] = static_cast<float>(bias);
-    // An unrefined page's mass spreads by π for the attention-weighted compressor, else uniformly.
-    const at::Tensor spread = c.compressor == Compressor::kAttentionWeighted ? w : at::full({L}, 1.0f / static_cast<float>(L));
+    sum_bias_[g][P] = authors_bias ? shared_bias : rules::summary_bias(c.bias, pi.data(), n);
+    for (int i = 0; i < n; ++i) spread[static_cast<std::size_t>(i)] = rules::spread_weight(c.compressor, pi.data(), i, n);
+    const at::Tensor spread_t = at::from_blob(spread.data(), {L}, at::kFloat);
     if (page.contiguous()) {
-      spread_[g].narrow(0, page.start, L).copy_(spread);
+      spread_[g].narrow(0, page.start, L).copy_(spread_t);
     } else {
-      spread_[g].index_put_({where}, spread);
+      spread_[g].index_put_({where}, spread_t);
     }
   }
   pages_.push_back(std::move(page));

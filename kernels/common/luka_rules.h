@@ -147,6 +147,87 @@ LUKA_HD inline std::int64_t top_frac_count(double frac, std::int64_t P, bool exa
   return min64(P, static_cast<std::int64_t>(ceil(exact_ceil ? x : x - 1e-9)));
 }
 
+// ===== per-element math: page compression and the accumulators ================================
+// One definition for the CPU core (core/luka) and the CUDA kernels (kernels/cuda/luka_decode.cu),
+// so the compressor's seed constants, the bias's floor and the accumulators' rounding live once.
+
+// SplitMix64's finalizer: the hash behind the random compressor's pick.
+LUKA_HD inline std::uint64_t splitmix64(std::uint64_t x) {
+  x += 0x9E3779B97F4A7C15ULL;
+  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ULL;
+  x = (x ^ (x >> 27)) * 0x94D049BB133111EBULL;
+  return x ^ (x >> 31);
+}
+
+// The random compressor's pick: which of a page's L tokens (from position `start`) stands for it in
+// KV head g of `layer` under `seed` — a function of those alone, so every run and executor agrees.
+LUKA_HD inline int seeded_pick(std::uint64_t seed, std::int64_t layer, std::int64_t start, std::int64_t g, int L) {
+  const std::uint64_t r = splitmix64(seed ^ splitmix64(static_cast<std::uint64_t>(layer) * 1000003ull +
+                                                        static_cast<std::uint64_t>(start) * 7919ull +
+                                                        static_cast<std::uint64_t>(g)));
+  return static_cast<int>(r % static_cast<std::uint64_t>(L));
+}
+
+// The compressor's weights π over a page's L tokens, into w (int counts: a page is far below 2^31
+// tokens, and 32-bit indices keep the kernels' registers): softmax(importance / τ) for the
+// attention-weighted compressor (`importance`: the page's L scores), one-hot at `pick` (seeded_pick)
+// for the random one, else the mean (the mean compressor and GSC's merge).
+LUKA_HD inline void compressor_weights(Compressor c, const float* importance, int L, float tau, int pick, float* w) {
+  if (c == Compressor::kAttentionWeighted) {
+    float mx = importance[0] / tau;
+    for (int i = 1; i < L; ++i) mx = fmaxf(mx, importance[i] / tau);
+    float z = 0.f;
+    for (int i = 0; i < L; ++i) {
+      w[i] = expf(importance[i] / tau - mx);
+      z += w[i];
+    }
+    for (int i = 0; i < L; ++i) w[i] /= z;
+  } else if (c == Compressor::kRandom) {
+    for (int i = 0; i < L; ++i) w[i] = i == pick ? 1.f : 0.f;
+  } else {
+    const float uniform = 1.0f / static_cast<float>(L);
+    for (int i = 0; i < L; ++i) w[i] = uniform;
+  }
+}
+
+// How an unrefined page's mass spreads over token i: by π for the attention-weighted compressor,
+// else uniformly.
+LUKA_HD inline float spread_weight(Compressor c, const float* w, int i, int L) {
+  return c == Compressor::kAttentionWeighted ? w[i] : 1.0f / static_cast<float>(L);
+}
+
+// The summary's bias from π (docs/design.md §5.4): fixed log L; adaptive log k_eff, the entropy of π
+// (weights below 1e-30 count as 1e-30); none 0. (The authors' importance-mean entropy reads the whole
+// page's importance across KV heads: the CPU core computes it.)
+LUKA_HD inline float summary_bias(SummaryBias b, const float* w, int L) {
+  if (b == SummaryBias::kFixed) return static_cast<float>(log(static_cast<double>(L)));
+  float entropy = 0.f;
+  if (b == SummaryBias::kAdaptive)
+    for (int i = 0; i < L; ++i) entropy -= w[i] * logf(fmaxf(w[i], 1e-30f));
+  return entropy;
+}
+
+// h2o_score's update by one query's weight w of a token: decayed, then added — a separate multiply
+// and add (never a fused multiply-add), so both executors round alike.
+LUKA_HD inline float h2o_update(float score, float w, float decay) {
+#if defined(__CUDA_ARCH__)
+  return decay == 1.f ? __fadd_rn(score, w) : __fadd_rn(__fmul_rn(score, decay), w);
+#else
+  if (decay == 1.f) return score + w;
+  const volatile float decayed = score * decay;  // no contraction into an FMA on hosts that have one
+  return decayed + w;
+#endif
+}
+
+// importance's update by a KV group's summed weight of a token: the mean over its `group` heads.
+LUKA_HD inline float importance_update(float importance, float group_sum, std::int64_t group) {
+#if defined(__CUDA_ARCH__)
+  return __fadd_rn(importance, __fdiv_rn(group_sum, static_cast<float>(group)));
+#else
+  return importance + group_sum / static_cast<float>(group);
+#endif
+}
+
 }  // namespace luka::rules
 
 namespace luka {

@@ -38,13 +38,13 @@ int choose_splits(std::int64_t entries, int requested, std::int64_t rows) {
 
 // --- accumulators ---------------------------------------------------------------------------
 
-// One head's effective weight w of token t: the optional effective row, then h2o_score. Separate
-// multiply and add (no FMA contraction), as the CPU's mul_ then add_.
+// One head's effective weight w of token t: the optional effective row, then h2o_score (the
+// update the CPU core makes, rules::h2o_update).
 __device__ __forceinline__ void add_h2o(float w, int h, long long t, float* eff, long long tokens, float* h2o, long long ld,
                                         float decay) {
   if (eff) eff[h * tokens + t] = w;
   float* p = h2o + h * ld + t;
-  *p = decay == 1.f ? __fadd_rn(*p, w) : __fadd_rn(__fmul_rn(*p, decay), w);
+  *p = rules::h2o_update(*p, w, decay);
 }
 
 // Block (KV head g, chunk of tokens): w = exp(logit - max) / sum per query head of the group,
@@ -62,7 +62,7 @@ __global__ void softmax_accumulate_kernel(const float* __restrict__ logits, cons
     add_h2o(w, h, t, eff, tokens, h2o, ld, decay);
     sum = __fadd_rn(sum, w);
   }
-  importance[g * ld + t] = __fadd_rn(importance[g * ld + t], __fdiv_rn(sum, static_cast<float>(group)));
+  importance[g * ld + t] = rules::importance_update(importance[g * ld + t], sum, group);
 }
 
 __global__ void fill_kernel(float* __restrict__ x, long long n, float value) {
@@ -674,7 +674,7 @@ __global__ void clustered_scatter_kernel(ScatterParams p) {
     add_h2o(w, h, t, p.eff, p.tokens, p.h2o, p.ld, p.decay);
     sum = __fadd_rn(sum, w);
   }
-  p.importance[g * p.ld + t] = __fadd_rn(p.importance[g * p.ld + t], __fdiv_rn(sum, static_cast<float>(p.group)));
+  p.importance[g * p.ld + t] = rules::importance_update(p.importance[g * p.ld + t], sum, p.group);
 }
 
 // ===== lined ================================================================================
@@ -937,17 +937,10 @@ __global__ void __launch_bounds__(kWarps * 32) prefill_columns_kernel(PrefillPar
     *h = __fadd_rn(*h, sum);
     imp = __fadd_rn(imp, sum);
   }
-  p.importance[g * p.ld + t] = __fadd_rn(p.importance[g * p.ld + t], __fdiv_rn(imp, static_cast<float>(p.group)));
+  p.importance[g * p.ld + t] = rules::importance_update(p.importance[g * p.ld + t], imp, p.group);
 }
 
 // ===== page compression =====================================================================
-
-__device__ __forceinline__ unsigned long long splitmix64(unsigned long long x) {
-  x += 0x9E3779B97F4A7C15ULL;
-  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ULL;
-  x = (x ^ (x >> 27)) * 0x94D049BB133111EBULL;
-  return x ^ (x >> 31);
-}
 
 struct CompressParams {
   const void* k;
@@ -976,37 +969,13 @@ __global__ void compress_kernel(CompressParams p) {
   __shared__ float bias_s;
   const int page = p.first_page + blockIdx.x, g = blockIdx.y, tid = threadIdx.x;  // pages in x: many of them
   const int s = p.page_start[page], e = p.page_start[page + 1], L = e - s;
-  if (tid == 0) {
-    const float uniform = 1.0f / static_cast<float>(L);
-    if (p.compressor == static_cast<int>(Compressor::kAttentionWeighted)) {
-      const float* imp = p.importance + g * p.importance_ld + s;
-      float mx = neg_inf();
-      for (int i = 0; i < L; ++i) mx = fmaxf(mx, imp[i] / p.tau);
-      float z = 0.f;
-      for (int i = 0; i < L; ++i) {
-        w[i] = expf(imp[i] / p.tau - mx);
-        z += w[i];
-      }
-      for (int i = 0; i < L; ++i) w[i] /= z;
-    } else if (p.compressor == static_cast<int>(Compressor::kRandom)) {
-      const unsigned long long r = splitmix64(p.seed ^ splitmix64(static_cast<unsigned long long>(p.layer) * 1000003ull +
-                                                                   static_cast<unsigned long long>(s) * 7919ull +
-                                                                   static_cast<unsigned long long>(g)));
-      const int pickd = static_cast<int>(r % static_cast<unsigned long long>(L));
-      for (int i = 0; i < L; ++i) w[i] = i == pickd ? 1.f : 0.f;
-    } else {
-      for (int i = 0; i < L; ++i) w[i] = uniform;
-    }
-    float b = 0.f;
-    if (p.bias == static_cast<int>(SummaryBias::kFixed)) {
-      b = static_cast<float>(log(static_cast<double>(L)));
-    } else if (p.bias == static_cast<int>(SummaryBias::kAdaptive)) {
-      for (int i = 0; i < L; ++i) b -= w[i] * logf(fmaxf(w[i], 1e-30f));
-    }
-    bias_s = b;
-    for (int i = 0; i < L; ++i)
-      p.spread[g * p.spread_ld + s + i] =
-          p.compressor == static_cast<int>(Compressor::kAttentionWeighted) ? w[i] : uniform;
+  if (tid == 0) {  // the per-element math the CPU core uses (rules::)
+    const auto c = static_cast<Compressor>(p.compressor);
+    const int pick = c == Compressor::kRandom ? rules::seeded_pick(p.seed, p.layer, s, g, L) : 0;
+    const float* imp = c == Compressor::kAttentionWeighted ? p.importance + g * p.importance_ld + s : nullptr;
+    rules::compressor_weights(c, imp, L, p.tau, pick, w);
+    bias_s = rules::summary_bias(static_cast<SummaryBias>(p.bias), w, L);
+    for (int i = 0; i < L; ++i) p.spread[g * p.spread_ld + s + i] = rules::spread_weight(c, w, i, L);
   }
   __syncthreads();
   const T* kh = static_cast<const T*>(p.k) + g * p.hs;
