@@ -105,6 +105,23 @@ class ArgParser {
   std::unique_ptr<Cli> cli_;
 };
 
+// Runs f(), which reads an option's value: a luka::Error from it is the command line's fault, the
+// UsageError (exit 2) with the same message. `option` (without "--"), when given, prefixes a
+// message that does not already start with it.
+template <typename F>
+decltype(auto) option_value(const std::string& option, F&& f) {
+  try {
+    return f();
+  } catch (const UsageError&) {
+    throw;
+  } catch (const Error& e) {
+    const std::string what = e.what();
+    if (option.empty() || what.rfind("--" + option, 0) == 0) throw UsageError(what);
+    if (what.rfind(option + ": ", 0) == 0) throw UsageError("--" + what);  // "dtype: unknown ..."
+    throw UsageError("--" + option + ": " + what);
+  }
+}
+
 // Splits "1,2,3" into integers (in order, repeats kept: token ids); throws UsageError naming the
 // option on a bad entry.
 std::vector<std::int64_t> parse_int_list(const std::string& option, const std::string& text);

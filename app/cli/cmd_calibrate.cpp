@@ -62,8 +62,9 @@ std::vector<Candidate> parse_candidates(const std::string& text, std::int64_t n_
     if (preset != "lined" && preset != "clustered")
       throw UsageError("--candidates: '" + item + "' must start with lined or clustered (e.g. clustered:top_k=3)");
     Candidate c{item, LukaConfig::preset(preset, n_layers)};
-    for (const std::string& spec : overrides) c.config.apply_override(spec);
-    if (colon != std::string::npos && colon + 1 < item.size()) c.config.apply_override(item.substr(colon + 1));
+    for (const std::string& spec : overrides) option_value("set", [&] { c.config.apply_override(spec); });
+    if (colon != std::string::npos && colon + 1 < item.size())
+      option_value("candidates", [&] { c.config.apply_override(item.substr(colon + 1)); });
     for (auto& l : c.config.layers) l.dense_shadow = true;
     out.push_back(std::move(c));
     if (end == std::string::npos) break;
@@ -201,6 +202,7 @@ int run_calibrate(int argc, char** argv) {
       .option("max-tokens", "N", "use at most the first N tokens of the text", 1024)
       .range(4, 10000000)
       .option("prompt-tokens", "N", "tokens prefilled before the decode path", Default::described_integer("half of them"))
+      .range(1, 1e12)
       .option("candidates", "LIST", "';'-separated lined:SPEC and clustered:SPEC settings to measure", kDefaultCandidates)
       .option("set", "SPEC", "an override applied to every candidate first (repeatable), e.g. \"page_size=16\"")
       .option("config-out", "FILE", "also write the automatic layer config for --budget as a layers-config JSON")

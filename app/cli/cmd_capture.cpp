@@ -73,6 +73,7 @@ int run_capture(int argc, char** argv) {
       .range(1, 1000000)
       .flag("ignore-eos", "generate all --max-new-tokens tokens, past end-of-sequence tokens (a run of fixed length)")
       .option("max-prompt-tokens", "N", "keep only the first N prompt tokens (segments are clipped)", Default::integer())
+      .range(1, 1e12)
       .option("record", "SPEC", "what to record: all, maps, rows, covers, none (run only), or e.g.\n"
               "\"layers=0-3,8;heads=0,2;parts=maps,covers;map_cap=2048;map_min=64\" (layers and heads:\n"
               "layer lists, docs/luka-config.md#layer-lists)", "all")
@@ -98,8 +99,17 @@ int run_capture(int argc, char** argv) {
   const bool record = args.get("record") != "none";
   if (record && !args.has("out")) throw UsageError("--out FILE is required");
   const std::int64_t max_new = args.get_int("max-new-tokens");
-  capture::RecordSpec spec = capture::RecordSpec::parse(record ? args.get("record") : "all");
-  if (args.has("deflate")) spec.deflate = capture::RecordSpec::parse("deflate=" + args.get("deflate")).deflate;
+  capture::RecordSpec spec = option_value("record", [&] { return capture::RecordSpec::parse(record ? args.get("record") : "all"); });
+  if (args.has("deflate")) {
+    const std::string level = args.get("deflate");
+    spec.deflate = option_value("deflate", [&] {
+      try {
+        return capture::RecordSpec::parse("deflate=" + level).deflate;
+      } catch (const Error&) {
+        throw UsageError("--deflate: expected a level 0-9 or none, got '" + level + "'");
+      }
+    });
+  }
 
   const SamplingParams sampling = sampling_options(args);
   // Read before the model, so a bad file fails fast; its shape is checked against the model below.
@@ -146,7 +156,7 @@ int run_capture(int argc, char** argv) {
                                       std::to_string(calibration->num_heads) + " heads; this one has " + std::to_string(n_layers) + " and " +
                                       std::to_string(model->config().num_heads));
   LukaConfig luka = luka_config(args, n_layers).value_or(LukaConfig::preset("dense", n_layers));
-  check_schedule(luka, run.schedule);  // before the capture file exists
+  check_schedule_option(luka, run.schedule);  // before the capture file exists
   const auto layers = device->install_luka(decoder, luka);
   set_token_texts(layers, tokenizer.all_token_bytes());
 
@@ -169,7 +179,8 @@ int run_capture(int argc, char** argv) {
     g["schedule"] = args.get("schedule");
     manifest.generation = g.dump();
   }
-  const capture::Layout layout = capture::make_layout(*model, luka, spec, n, n + max_new);
+  // Its errors are --record's layers or heads beyond the model's.
+  const capture::Layout layout = option_value("record", [&] { return capture::make_layout(*model, luka, spec, n, n + max_new); });
 
   const bool quiet = args.get_flag("quiet");
   const bool tty = isatty(STDERR_FILENO) != 0;

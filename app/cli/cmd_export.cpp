@@ -24,12 +24,15 @@ int run_export(int argc, char** argv) {
                  "steps 1..S continue the prefill map downwards (max-pooled like it at coarser levels).");
   args.option("capture", "FILE", "the capture to draw from")
       .option("layer", "L", "layer (recorded)", Default::integer())
+      .range(0, 1000000)
       .option("head", "H", "query head (recorded)", Default::integer())
+      .range(0, 1000000)
       .option("view", "NAME", "effective (the attention the run used), dense (the dense shadow's), or\n"
               "difference (effective - dense); dense and difference need --step and the dense shadow", "effective")
       .option("step", "S", "include the rows of decode steps 1..S below the prefill map", 0)
       .range(0, 1e9)
       .option("level", "K", "pyramid level", Default::described_integer("the finest stored level of at most 1024 cells"))
+      .range(0, 64)
       .option("scale", "log|linear", "colour scale: log10 from 1e-4, or linear 0..1", "log")
       .option("grid", "heads|layers", "small multiples instead: every head of --layer, or --head in every layer")
       .option("out", "FILE", "figure file: .png, .svg or .pdf");
@@ -47,6 +50,9 @@ int run_export(int argc, char** argv) {
   if (view != "effective" && view != "dense" && view != "difference") throw UsageError("--view must be effective, dense or difference");
   const std::string scale = args.get("scale");
   if (scale != "log" && scale != "linear") throw UsageError("--scale must be log or linear");
+  const std::string extension = std::filesystem::path(args.get("out")).extension().string();
+  if (extension != ".png" && extension != ".svg" && extension != ".pdf")
+    throw UsageError("--out " + args.get("out") + ": the figure's format follows its extension, .png, .svg or .pdf");
 
   // A grid of heads takes no --head, a grid of layers no --layer.
   const int layer = args.has("layer") ? static_cast<int>(args.get_int("layer")) : 0;
@@ -56,6 +62,20 @@ int run_export(int argc, char** argv) {
   if (lay.levels.empty()) throw Error(args.get("capture") + ": this capture has no prefill maps");
   const int level = args.has("level") ? static_cast<int>(args.get_int("level")) : figures::default_figure_level(lay);
   const std::int64_t step = args.get_int("step");
+  // What the options pick must be in the capture: a layer, head, level or step it lacks is the
+  // command line's error (exit 2), not the file's.
+  const auto recorded = [&](const char* option, const std::vector<int>& have, int v) {
+    if (args.has(option) && !std::binary_search(have.begin(), have.end(), v))
+      throw UsageError(std::string("--") + option + " " + std::to_string(v) + ": " + args.get("capture") + ": " + option + " " +
+                       std::to_string(v) + " is not recorded");
+  };
+  recorded("layer", lay.layers, layer);
+  recorded("head", lay.heads, head);
+  if (args.has("level") && std::find(lay.levels.begin(), lay.levels.end(), level) == lay.levels.end())
+    throw UsageError("--level " + std::to_string(level) + ": " + args.get("capture") + " stores no map level " + std::to_string(level));
+  if (step > file->summary().complete_steps)
+    throw UsageError("--step " + std::to_string(step) + ": " + args.get("capture") + " has " +
+                     std::to_string(file->summary().complete_steps) + " complete decode steps");
   if (view != "effective" && step == 0) throw UsageError("--view " + view + " needs --step S (the dense shadow runs at decode steps)");
   if (args.has("grid")) {
     viz::write_grid_figure(figures::grid_from_capture(*file, grid == "heads", layer, head, step, scale == "log",

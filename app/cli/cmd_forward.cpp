@@ -58,6 +58,10 @@ int run_forward(int argc, char** argv) {
 
   const std::shared_ptr<const Backend> device = device_option(args);
   const auto model = Model::load(path, load_options(args, *device));
+  for (std::size_t i = 0; i < ids.size(); ++i)
+    if (ids[i] >= model->config().vocab_size)
+      throw UsageError("--ids: token id " + std::to_string(ids[i]) + " at index " + std::to_string(i) + " is outside the model's vocabulary [0, " +
+                       std::to_string(model->config().vocab_size) + ")");
   Decoder decoder(model);
   if (const auto config = luka_config(args, model->config().num_layers)) {
     const auto layers = device->install_luka(decoder, *config);

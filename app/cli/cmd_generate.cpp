@@ -76,6 +76,7 @@ int run_generate(int argc, char** argv) {
   const std::int64_t n_layers = model->config().num_layers;
   std::optional<LukaConfig> luka = luka_config(args, n_layers);
   if (!run.schedule.empty() && !luka) luka = LukaConfig::preset("dense", n_layers);
+  if (luka) check_schedule_option(*luka, run.schedule);
   std::vector<std::shared_ptr<LukaLayer>> layers;
   if (luka) {
     layers = device->install_luka(decoder, *luka);

@@ -62,7 +62,8 @@ int run_info(int argc, char** argv) {
   const bool gguf = !std::filesystem::is_directory(path);
   DType dtype = DType::kF32;
   if (!gguf && ModelConfig::from_json_file(path / "config.json").torch_dtype == "bfloat16") dtype = DType::kBF16;
-  if (args.has("dtype")) dtype = parse_dtype(args.get("dtype"));
+  if (args.has("dtype")) dtype = option_value("dtype", [&] { return parse_dtype(args.get("dtype")); });
+  if (dtype == DType::kF16) throw UsageError("--dtype fp16: luka info reports fp32 or bf16 (fp16 runs on the GPU only)");
   LoadOptions options;
   options.dtype = dtype;
   options.threads = 1;

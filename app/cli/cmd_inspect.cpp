@@ -43,10 +43,33 @@ std::string mb(std::uint64_t b) {
 
 std::string short_hash(const std::string& h) { return h.size() > 16 ? h.substr(0, 16) : h; }
 
+// The options that pick from the capture (--layer, --head, --decode-topic) against what it holds:
+// a value it does not have is the command line's error (exit 2), named with the file.
+void check_selection(const capture::CaptureFile& file, const std::string& path, const ArgParser& args) {
+  const capture::Layout& l = file.summary().layout;
+  const auto check = [&](const char* option, const std::vector<int>& recorded) {
+    if (!args.has(option)) return;
+    for (const int v : parse_layer_list(option, args.get(option), option))
+      if (!std::binary_search(recorded.begin(), recorded.end(), v))
+        throw UsageError(std::string("--") + option + " " + std::to_string(v) + ": " + path + ": " + option + " " +
+                         std::to_string(v) + " is not recorded");
+  };
+  check("layer", l.layers);
+  check("head", l.heads);
+  if (args.has("decode-topic")) {
+    std::vector<std::string> labels;
+    for (const auto& s : file.segments())
+      if (std::find(labels.begin(), labels.end(), s.label) == labels.end()) labels.push_back(s.label);
+    const std::string letter = args.get("decode-topic");
+    if (letter.size() == 1 && letter[0] >= 'A' && letter[0] <= 'Z' && letter[0] - 'A' >= static_cast<int>(labels.size()))
+      throw UsageError("--decode-topic " + letter + ": " + path + ": the capture has " + std::to_string(labels.size()) + " topics");
+  }
+}
+
 // luka inspect FILE --track SPEC [--layer L [--head H]] [--json].
 int print_survival(const capture::CaptureFile& file, const ArgParser& args) {
   const auto tokens = file.tokens();
-  const capture::TokenSpan span = capture::parse_track(args.get("track"), tokens);
+  const capture::TokenSpan span = option_value("track", [&] { return capture::parse_track(args.get("track"), tokens); });
   // --layer and --head are lists for the other reports; --track takes one of each.
   const auto one = [&](const char* option) {
     const std::vector<std::int64_t> v = parse_int_list(option, args.get(option));
@@ -441,6 +464,7 @@ int run_inspect(int argc, char** argv) {
   if (args.has("decode-topic") && !topics && !heads) throw UsageError("--decode-topic goes with --topics or --heads");
   if (args.has("track") && args.has("head") && !args.has("layer")) throw UsageError("--head needs --layer");
   const auto file = capture::CaptureFile::open(path);
+  check_selection(*file, path, args);
   if (args.has("track")) return print_survival(*file, args);
   if (calibration) return print_calibration(*file, path, args);
   if (topics || heads) {

@@ -1,4 +1,5 @@
 // luka studio: reads the options and opens the Studio window (app/studio).
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -35,8 +36,25 @@ int run_studio(int argc, char** argv) {
   add_weights_option(args);
   args.epilog("example:\n  luka studio\n  luka studio --capture demo.h5\n  luka studio --device cuda\n\n" + std::string(kEnvironmentHelp));
   if (!args.parse(argc, argv, 2)) return 0;
-  if (std::sscanf(args.get("size").c_str(), "%dx%d", &o.width, &o.height) != 2 || o.width < 320 || o.height < 240)
-    throw UsageError("--size must be WxH, at least 320x240");
+  {
+    // WxH in pixels. Past 16384 (the largest framebuffer OpenGL 3.3 drivers commonly allow) the
+    // window could not be made, and GLFW's error named neither the option nor the size.
+    const std::string size = args.get("size");
+    char* end = nullptr;
+    errno = 0;
+    const long w = std::strtol(size.c_str(), &end, 10);
+    bool ok = end != size.c_str() && *end == 'x';
+    long h = 0;
+    if (ok) {
+      const char* at = end + 1;
+      h = std::strtol(at, &end, 10);
+      ok = end != at && *end == '\0' && errno == 0;
+    }
+    if (!ok || w < 320 || h < 240 || w > 16384 || h > 16384)
+      throw UsageError("--size " + size + ": expected WxH in pixels, from 320x240 to 16384x16384");
+    o.width = static_cast<int>(w);
+    o.height = static_cast<int>(h);
+  }
   o.device = args.get("device");
   try {
     parse_device(o.device);

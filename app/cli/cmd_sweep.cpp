@@ -16,6 +16,7 @@
 #include <cstdio>
 #include <fstream>
 #include <map>
+#include <regex>
 #include <set>
 #include <string>
 #include <vector>
@@ -90,7 +91,8 @@ fs::path item_result(const Manifest& m, std::size_t i) { return m.dir / "items" 
 
 // Runs item i as its own process (the luka named in the manifest) and writes its result file.
 void run_item(const Manifest& m, std::size_t i) {
-  if (i >= m.items()) fail("--run-item", std::to_string(i) + " is out of range (the sweep has " + std::to_string(m.items()) + " runs)");
+  if (i >= m.items())
+    throw UsageError("--run-item " + std::to_string(i) + " is out of range (the sweep has " + std::to_string(m.items()) + " runs)");
   const json& item = m.doc["items"][i];
   const fs::path items = m.dir / "items";
   fs::create_directories(items);
@@ -163,7 +165,9 @@ int merge(const Manifest& m, const std::string& x_key, const std::string& title)
   write_file_atomically(m.dir / "results.json", json({{"metric", eval::to_string(m.metric)}, {"grid", m.doc["grid"]}, {"results", all}}).dump(2) + "\n");
 
   // One line per setting of the other keys, the x key along the axis.
-  const std::string x = eval::choose_x_axis(m.axes, x_key.empty() ? m.doc.value("x", "") : x_key);
+  // A bad --x is the command line's; a bad x in the manifest, the manifest's.
+  const std::string x = x_key.empty() ? eval::choose_x_axis(m.axes, m.doc.value("x", ""))
+                                      : option_value("x", [&] { return eval::choose_x_axis(m.axes, x_key); });
   const eval::GridAxis* xa = nullptr;
   for (const auto& a : m.axes)
     if (a.key == x) xa = &a;
@@ -273,6 +277,10 @@ int run_sweep(int argc, char** argv) {
       "  luka sweep --metric eval --out em --grid \"preset=lined,clustered,mixed(8,8)\" -- --data wikisalad/ --examples 2\n"
       "  luka sweep ... --plan && sbatch fig4/sweep.sbatch     # later: luka sweep --merge --out fig4");
   if (!args.parse(split, argv, 2)) return 0;
+  // Slurm's time formats (sbatch --time): M, M:S, H:M:S, D-H, D-H:M and D-H:M:S; anything else
+  // would fail only when the job array is submitted.
+  if (!std::regex_match(args.get("slurm-time"), std::regex(R"((\d+-)?\d+(:\d+){0,2})")))
+    throw UsageError("--slurm-time: '" + args.get("slurm-time") + "' is not a Slurm time limit (HH:MM:SS, MM or D-HH:MM:SS)");
   if (!args.has("out")) throw UsageError("--out DIR is required");
   const fs::path dir = fs::absolute(args.get("out"));
   const bool quiet = args.get_flag("quiet");
@@ -286,9 +294,9 @@ int run_sweep(int argc, char** argv) {
 
   if (!args.has("grid")) throw UsageError("--grid SPEC is required");
   if (!args.has("metric")) throw UsageError("--metric perplexity|eval is required");
-  const eval::Metric metric = eval::parse_metric(args.get("metric"));
-  const std::vector<eval::GridAxis> axes = eval::parse_grid(args.get("grid"));
-  if (!args.get("x").empty()) (void)eval::choose_x_axis(axes, args.get("x"));
+  const eval::Metric metric = option_value("metric", [&] { return eval::parse_metric(args.get("metric")); });
+  const std::vector<eval::GridAxis> axes = option_value("grid", [&] { return eval::parse_grid(args.get("grid")); });
+  if (!args.get("x").empty()) option_value("x", [&] { (void)eval::choose_x_axis(axes, args.get("x")); });
   for (const std::string& a : base_args)
     if (a == "--preset" || a == "--presets" || a == "--json" || a == "--out")
       throw UsageError("the metric options must not hold " + a + ": the sweep sets it");
@@ -299,7 +307,7 @@ int run_sweep(int argc, char** argv) {
   for (eval::Settings& s : eval::expand_grid(axes)) points.emplace_back(std::move(s), false);
   if (args.has("baseline")) {
     eval::Settings base;
-    for (const eval::GridAxis& a : eval::parse_grid(args.get("baseline"))) {
+    for (const eval::GridAxis& a : option_value("baseline", [&] { return eval::parse_grid(args.get("baseline")); })) {
       if (a.values.size() != 1) throw UsageError("--baseline takes one value per key");
       base.emplace_back(a.key, a.values[0]);
     }

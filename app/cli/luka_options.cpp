@@ -1,7 +1,9 @@
 #include "app/cli/luka_options.h"
 
-
 #include "app/cli/args.h"
+#include "core/util/error.h"
+#include "core/luka/auto_config.h"
+#include "core/luka/schedule.h"
 
 namespace luka::cli {
 
@@ -44,10 +46,19 @@ std::optional<LukaConfig> luka_config(const ArgParser& args, std::int64_t num_la
   if (!args.has("preset") && !args.has("layers-config") && !args.has("set")) return std::nullopt;
   if (args.has("preset") && args.has("layers-config"))
     throw UsageError("--preset and --layers-config both choose a base config: give one (a file may name a preset)");
+  // A bad --preset or --set is the command line's (exit 2); a bad layers-config file, or the
+  // calibration file of auto:FILE, is bad data (exit 1).
+  const std::string preset = args.get("preset");
+  if (!args.has("layers-config") && preset.rfind("auto:", 0) == 0) option_value("preset", [&] { parse_auto_spec(preset.substr(5)); });
   LukaConfig config = args.has("layers-config") ? LukaConfig::from_json_file(args.get("layers-config"), num_layers)
-                                                : LukaConfig::preset(args.get("preset"), num_layers);
-  for (const std::string& spec : args.get_all("set")) config.apply_override(spec);
+                      : preset.rfind("auto:", 0) == 0 ? LukaConfig::preset(preset, num_layers)
+                                                      : option_value("preset", [&] { return LukaConfig::preset(preset, num_layers); });
+  for (const std::string& spec : args.get_all("set")) option_value("set", [&] { config.apply_override(spec); });
   return config;
+}
+
+void check_schedule_option(const LukaConfig& config, const std::vector<ScheduleEntry>& schedule) {
+  option_value("schedule", [&] { check_schedule(config, schedule); });
 }
 
 std::vector<ScheduleEntry> schedule_option(const ArgParser& args) {

@@ -25,5 +25,8 @@ std::optional<LukaConfig> luka_config(const ArgParser& args, std::int64_t num_la
 // --schedule SPEC (core/run's grammar), or none when the flag is absent; a malformed schedule is a
 // UsageError.
 std::vector<ScheduleEntry> schedule_option(const ArgParser& args);
+// The schedule against the config it changes (layers in range, keys and values valid): a
+// UsageError, before anything runs, rather than an error at the step it applies.
+void check_schedule_option(const LukaConfig& config, const std::vector<ScheduleEntry>& schedule);
 
 }  // namespace luka::cli

@@ -1,10 +1,20 @@
 // luka: the LuKA Studio command line.
+#include <fcntl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <exception>
+#include <fstream>
+#include <map>
 #include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
 
 #include "app/cli/args.h"
 #include "app/cli/commands.h"
@@ -47,32 +57,35 @@ void print_usage(std::FILE* out) {
                "'luka --version' prints the version.\n");
 }
 
-}  // namespace
 
-int main(int argc, char** argv) {
-  luka::tune_allocator_for_inference();
+// One command line, as `luka` runs it: the exit code (0, 1 for bad files and data, 2 for a bad
+// command line) and at most one error line on standard error.
+int run_luka(int argc, char** argv) {
   if (argc < 2) {
     print_usage(stderr);
+    std::fprintf(stderr, "luka: error: no command given\n");
     return 2;
   }
   const std::string name = argv[1];
+  // Output that never arrived (a full disk, a closed pipe, /dev/full) is an error, not exit 0.
+  const auto stdout_written = [](const char* what) {
+    if (std::fflush(stdout) == 0 && !std::ferror(stdout)) return true;
+    std::fprintf(stderr, "%s: error: cannot write to standard output: %s\n", what, std::strerror(errno));
+    return false;
+  };
   if (name == "--help" || name == "-h" || name == "help") {
     print_usage(stdout);
-    return 0;
+    return stdout_written("luka") ? 0 : 1;
   }
   if (name == "--version") {
     std::printf("luka %s\n", LUKA_VERSION);
-    return 0;
+    return stdout_written("luka") ? 0 : 1;
   }
   for (const Command& c : kCommands) {
     if (name != c.name) continue;
     try {
       const int rc = c.run(argc, argv);
-      // Output that never arrived (a full disk, a closed pipe, /dev/full) is an error, not exit 0.
-      if (std::fflush(stdout) != 0 || std::ferror(stdout)) {
-        std::fprintf(stderr, "luka %s: error: cannot write to standard output: %s\n", c.name, std::strerror(errno));
-        return 1;
-      }
+      if (!stdout_written((std::string("luka ") + c.name).c_str())) return 1;
       return rc;
     } catch (const luka::cli::UsageError& e) {
       std::fprintf(stderr, "luka %s: error: %s\n", c.name, e.what());
@@ -95,6 +108,78 @@ int main(int argc, char** argv) {
       return 1;
     }
   }
-  std::fprintf(stderr, "luka: unknown command '%s' (see luka --help)\n", name.c_str());
+  std::fprintf(stderr, "luka: error: unknown command '%s' (see luka --help)\n", name.c_str());
   return 2;
+}
+
+// [SECTION] --run-cases
+
+// The command line a child runs: its own standard streams, environment, folder and time limit.
+[[noreturn]] void run_case(const nlohmann::json& c, int timeout_s) {
+  const auto redirect = [](const std::string& path, int flags, int fd) {
+    const int f = ::open(path.c_str(), flags | O_CLOEXEC, 0644);
+    if (f < 0 || ::dup2(f, fd) < 0) _exit(125);
+    ::close(f);
+  };
+  redirect(c.value("stdin", std::string("/dev/null")), O_RDONLY, STDIN_FILENO);
+  redirect(c.at("stdout").get<std::string>(), O_WRONLY | O_CREAT | O_TRUNC, STDOUT_FILENO);
+  redirect(c.at("stderr").get<std::string>(), O_WRONLY | O_CREAT | O_TRUNC, STDERR_FILENO);
+  ::unsetenv("LUKA_MODEL");
+  const nlohmann::json env = c.value("env", nlohmann::json::object());
+  for (const auto& [key, value] : env.items()) ::setenv(key.c_str(), value.get<std::string>().c_str(), 1);
+  if (c.contains("cwd") && ::chdir(c["cwd"].get<std::string>().c_str()) != 0) _exit(125);
+  ::alarm(static_cast<unsigned>(timeout_s));  // a hang ends by SIGALRM
+  std::vector<std::string> args = {"luka"};
+  for (const auto& a : c.at("args")) args.push_back(a.get<std::string>());
+  std::vector<char*> argv;
+  for (std::string& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  std::exit(run_luka(static_cast<int>(args.size()), argv.data()));
+}
+
+// `luka --run-cases FILE JOBS TIMEOUT` (hidden; tests/battery/run_battery.py): runs the command
+// lines of FILE (JSON lines: args, stdout, stderr, optional stdin, env, cwd), JOBS at a time, each
+// in a child forked from this process after LibTorch's start-up (some 0.4 s of CPU in a new
+// process), and prints {"case": i, "exit": code} or {"case": i, "signal": n} for each.
+int run_cases(const char* file, int jobs, int timeout_s) {
+  std::ifstream in(file);
+  if (!in) {
+    std::fprintf(stderr, "luka: error: %s: cannot open\n", file);
+    return 1;
+  }
+  std::vector<nlohmann::json> cases;
+  for (std::string line; std::getline(in, line);)
+    if (!line.empty()) cases.push_back(nlohmann::json::parse(line));
+  std::map<pid_t, std::size_t> running;
+  std::size_t next = 0;
+  while (next < cases.size() || !running.empty()) {
+    while (next < cases.size() && static_cast<int>(running.size()) < std::max(jobs, 1)) {
+      std::fflush(nullptr);
+      const pid_t pid = ::fork();
+      if (pid < 0) {
+        std::perror("luka: error: fork");
+        return 1;
+      }
+      if (pid == 0) run_case(cases[next], timeout_s);
+      running[pid] = next++;
+    }
+    int status = 0;
+    const pid_t done = ::waitpid(-1, &status, 0);
+    if (done < 0) break;
+    const auto it = running.find(done);
+    if (it == running.end()) continue;
+    const nlohmann::json result = WIFEXITED(status) ? nlohmann::json{{"case", it->second}, {"exit", WEXITSTATUS(status)}}
+                                                    : nlohmann::json{{"case", it->second}, {"signal", WTERMSIG(status)}};
+    std::printf("%s\n", result.dump().c_str());
+    running.erase(it);
+  }
+  return std::fflush(stdout) == 0 ? 0 : 1;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  luka::tune_allocator_for_inference();
+  if (argc == 5 && std::string(argv[1]) == "--run-cases") return run_cases(argv[2], std::atoi(argv[3]), std::atoi(argv[4]));
+  return run_luka(argc, argv);
 }

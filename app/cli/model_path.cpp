@@ -8,6 +8,7 @@
 #include "core/device/device.h"
 #include "core/generate/sampler.h"
 #include "core/util/error.h"
+#include "core/util/text_file.h"
 #include "core/gguf/gguf.h"
 #include "core/model/gguf_config.h"
 #include "core/model/model.h"
@@ -23,7 +24,10 @@ const char* const kEnvironmentHelp =
     "  LUKA_MODEL   model used when --model is not given";
 
 std::filesystem::path resolve_model_path(const ArgParser& args) {
-  if (args.has("model")) return args.get("model");
+  if (args.has("model")) {
+    if (args.get("model").empty()) throw UsageError("--model: the path is empty (a checkpoint folder or a GGUF file)");
+    return args.get("model");
+  }
   if (const char* env = std::getenv("LUKA_MODEL"); env != nullptr && *env != '\0') return env;
   const std::filesystem::path fallback = std::filesystem::path(LUKA_SOURCE_DIR) / "models" / "default";
   if (std::filesystem::exists(fallback)) return fallback;
@@ -35,7 +39,10 @@ std::int64_t model_context(const std::filesystem::path& path) {
   if (std::filesystem::is_regular_file(path) && gguf::File::has_magic(path))
     return config_from_gguf(*gguf::File::open(path)).max_position_embeddings;
   if (!std::filesystem::exists(path)) fail(path.string(), "no such file or folder");
-  if (!std::filesystem::is_directory(path)) fail(path.string(), "neither a checkpoint folder nor a GGUF file");
+  if (!std::filesystem::is_directory(path)) {
+    require_regular_file(path, "");  // a FIFO or a device is named as one
+    fail(path.string(), "neither a checkpoint folder nor a GGUF file");
+  }
   const std::filesystem::path config = path / "config.json";
   if (!std::filesystem::exists(config)) fail(config.string(), "missing config.json in the checkpoint folder");
   return ModelConfig::from_json_file(config).max_position_embeddings;
@@ -63,6 +70,8 @@ std::shared_ptr<const Backend> device_option(const ArgParser& args) {
 LoadOptions load_options(const ArgParser& args, const Backend& device) {
   LoadOptions options = load_options(args);
   device.place(options);
+  if (options.dtype == DType::kF16 && !options.cuda)
+    throw UsageError("--dtype fp16: fp16 compute runs on the GPU only (use fp32 or bf16 on " + device.name() + ")");
   return options;
 }
 
@@ -87,7 +96,8 @@ void add_sampling_options(ArgParser& args) {
       .option("top-k", "K", "sample from the K most likely tokens; 0 = all", 0)
       .option("top-p", "P", "sample from the smallest set of tokens with mass >= P, in (0, 1]", 1.0)
       .range(0, 1)
-      .option("seed", "S", "random seed for sampling", 0);
+      .option("seed", "S", "random seed for sampling", 0)
+      .range(0, 1e18);
 }
 
 SamplingParams sampling_options(const ArgParser& args) {
@@ -106,7 +116,8 @@ LoadOptions load_options(const ArgParser& args) {
   LoadOptions options;
   // Not every command that loads a model offers every setting (luka info has no --threads, and
   // works out its dtype): what it lacks stays LoadOptions' own default.
-  if (const std::string dtype = args.declares("dtype") ? args.get("dtype") : ""; !dtype.empty()) options.dtype = parse_dtype(dtype);
+  if (const std::string dtype = args.declares("dtype") ? args.get("dtype") : ""; !dtype.empty())
+    options.dtype = option_value("dtype", [&] { return parse_dtype(dtype); });
   if (args.declares("threads")) options.threads = static_cast<int>(args.get_int("threads"));
   try {
     if (args.declares("weights")) options.weights = parse_weight_format(args.get("weights"));

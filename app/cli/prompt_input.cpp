@@ -37,7 +37,11 @@ void add_prompt_options(ArgParser& args) {
 
 namespace {
 
-std::string read_text(const std::string& path) { return read_text_file(path, "prompt file"); }
+std::string read_text(const std::string& path) {
+  std::string text = read_text_file(path, "prompt file");
+  if (text.empty()) fail(path, "prompt file: the file is empty");  // else "the prompt encodes to no tokens", naming nothing
+  return text;
+}
 
 bool ends_with(const std::string& s, const std::string& suffix) {
   return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;

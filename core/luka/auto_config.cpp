@@ -108,14 +108,32 @@ LukaConfig auto_config(const AutoSpec& spec, std::int64_t num_layers) {
     for (const json& c : cal.at("candidates")) candidates.push_back(c.at("config"));
     const json& layers = cal.at("layers");
     if (static_cast<std::int64_t>(layers.size()) != num_layers) fail(where, "has " + std::to_string(layers.size()) + " layers");
-    for (const json& layer : layers) {
-      const double dense = layer.at("dense_entries").get<double>();
+    // Entry counts are costs and losses are minimized: a negative or non-finite one would be chosen
+    // for free (or not convert), so each is refused naming its layer, candidate and field.
+    const auto count = [&](const json& at, const char* key, const std::string& field_name, double most) {
+      const double v = at.at(key).get<double>();
+      if (!std::isfinite(v) || v < 0 || v > most)
+        fail(where, "calibration field '" + field_name + "' is " + at.at(key).dump() + ", not a count of entries (0 or more)");
+      return v;
+    };
+    const char* loss = spec.loss == AutoLoss::kKl ? "kl" : "rel_l2";
+    constexpr double kMostEntries = 0x1p52;  // exact in a double and far below int64's range
+    for (std::size_t l = 0; l < layers.size(); ++l) {
+      const json& layer = layers[l];
+      const std::string at = "layers[" + std::to_string(l) + "]";
+      const double dense = count(layer, "dense_entries", at + ".dense_entries", kMostEntries);
       std::vector<LayerOption> o = {{static_cast<std::int64_t>(std::llround(dense)), 0.0}};  // dense: exact, every entry
       dense_total += o[0].cost;
       const json& per = layer.at("candidates");
       if (per.size() != candidates.size()) fail(where, "a layer's candidates do not match the candidate list");
-      const char* loss = spec.loss == AutoLoss::kKl ? "kl" : "rel_l2";
-      for (const json& c : per) o.push_back({static_cast<std::int64_t>(std::llround(c.at("entries").get<double>())), c.at(loss).get<double>()});
+      for (std::size_t k = 0; k < per.size(); ++k) {
+        const std::string cat = at + ".candidates[" + std::to_string(k) + "].";
+        const double entries = count(per[k], "entries", cat + "entries", kMostEntries);
+        const double v = per[k].at(loss).get<double>();
+        // (A computed KL may come out a rounding error below 0: only a non-finite loss is refused.)
+        if (!std::isfinite(v)) fail(where, "calibration field '" + cat + loss + "' is " + per[k].at(loss).dump() + ", not a finite loss");
+        o.push_back({static_cast<std::int64_t>(std::llround(entries)), v});
+      }
       options.push_back(std::move(o));
     }
   } catch (const json::exception& e) {

@@ -1,6 +1,8 @@
 #include "core/model/gguf_config.h"
 
+#include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <optional>
 #include <string>
 
@@ -38,6 +40,17 @@ ModelConfig config_from_gguf(const gguf::File& f) {
   c.hidden_size = positive(f, a + "embedding_length");
   c.intermediate_size = positive(f, a + "feed_forward_length");
   c.num_layers = positive(f, a + "block_count");
+  // The model is sized by the count before any block's tensor is looked up: a count past the
+  // file's blocks (2^40) would allocate first and fail as out of memory, naming neither.
+  std::int64_t blocks = 0;
+  for (const gguf::TensorInfo& t : f.tensors()) {
+    const long long i = t.name.rfind("blk.", 0) == 0 ? std::strtoll(t.name.c_str() + 4, nullptr, 10) : -1;
+    if (i >= 0 && i < (1LL << 30)) blocks = std::max<std::int64_t>(blocks, i + 1);
+  }
+  // (One block is allowed without tensors, for the missing-tensor message that names the first.)
+  if (c.num_layers > std::max<std::int64_t>(blocks, 1))
+    fail(where, "GGUF: metadata '" + a + "block_count' is " + std::to_string(c.num_layers) + ", but the file has tensors for " +
+                    std::to_string(blocks) + " blocks");
   c.num_heads = positive(f, a + "attention.head_count");
   c.num_kv_heads = positive(f, a + "attention.head_count_kv", c.num_heads);
   if (c.num_heads % c.num_kv_heads != 0)

@@ -10,6 +10,7 @@
 #include "core/model/gguf_model.h"
 #include "core/model/weights.h"
 #include "core/util/error.h"
+#include "core/util/text_file.h"
 
 namespace luka {
 
@@ -100,8 +101,10 @@ WeightFormat parse_weight_format(std::string_view text) {
 std::shared_ptr<const Model> Model::load(const std::filesystem::path& dir, const LoadOptions& options) try {
   const bool gguf_file = std::filesystem::is_regular_file(dir) && gguf::File::has_magic(dir);
   if (!std::filesystem::exists(dir)) fail(dir.string(), "no such file or folder");
-  if (!gguf_file && !std::filesystem::is_directory(dir))
+  if (!gguf_file && !std::filesystem::is_directory(dir)) {
+    require_regular_file(dir, "");  // a FIFO or a device is named as one, before anything opens it
     fail(dir.string(), "neither a checkpoint folder nor a GGUF file");
+  }
   if (options.dtype == DType::kF16 && !options.cuda)
     fail(dir.string(), "fp16 compute is not supported on CPU (use fp32 or bf16)");
   // LibTorch starts with one intra-op thread in embedding hosts; matmuls need all of them.

@@ -176,10 +176,10 @@ TEST_F(AnalysisCli, TextReportsAndErrors) {
   EXPECT_EQ(luka_cli({"inspect", capture_.string(), "--decode-topic", "A"}).exit_code, 2);
   EXPECT_EQ(luka_cli({"inspect", capture_.string(), "--topics", "--decode-topic", "a"}).exit_code, 2);
   const auto bad_topic = luka_cli({"inspect", capture_.string(), "--topics", "--decode-topic", "D"});
-  EXPECT_EQ(bad_topic.exit_code, 1);
+  EXPECT_EQ(bad_topic.exit_code, 2);  // option values the capture lacks are the command line's
   EXPECT_NE(bad_topic.err.find("the capture has 3 topics"), std::string::npos) << bad_topic.err;
   const auto bad_layer = luka_cli({"inspect", capture_.string(), "--heads", "--layer", "3"});
-  EXPECT_EQ(bad_layer.exit_code, 1);
+  EXPECT_EQ(bad_layer.exit_code, 2);
   EXPECT_NE(bad_layer.err.find("layer 3 is not recorded"), std::string::npos) << bad_layer.err;
   const auto help = luka_cli({"inspect", "--help"});
   EXPECT_EQ(help.exit_code, 0);

@@ -340,10 +340,10 @@ TEST(CaptureCli, BadArgumentsAreClearErrors) {
   EXPECT_EQ(two.exit_code, 2);
   EXPECT_NE(two.err.find("exactly one of"), std::string::npos) << two.err;
   const RunResult rec = luka({"capture", "--prompt", "hi", "--record", "parts=pictures", "--out", out});
-  EXPECT_EQ(rec.exit_code, 1);
+  EXPECT_EQ(rec.exit_code, 2);  // an option's value: the command line
   EXPECT_NE(rec.err.find("unknown part 'pictures'"), std::string::npos) << rec.err;
   const RunResult layer = luka({"capture", "--prompt", "hi", "--record", "layers=99", "--out", out});
-  EXPECT_EQ(layer.exit_code, 1);
+  EXPECT_EQ(layer.exit_code, 2);
   EXPECT_NE(layer.err.find("layer 99 is out of range"), std::string::npos) << layer.err;
   const RunResult dir = luka({"capture", "--prompt", "hi", "--out", "/nonexistent-dir/x.h5"});
   EXPECT_EQ(dir.exit_code, 1);
@@ -424,10 +424,10 @@ TEST(CaptureCli, ExportWritesPngSvgAndPdfFigures) {
               std::string::npos);
   }
   const RunResult ext = luka({"export", "--capture", cap.string(), "--layer", "10", "--head", "2", "--out", (d / "x.bmp").string()});
-  EXPECT_EQ(ext.exit_code, 1);
-  EXPECT_NE(ext.err.find("unknown figure format '.bmp'"), std::string::npos) << ext.err;
+  EXPECT_EQ(ext.exit_code, 2);
+  EXPECT_NE(ext.err.find("x.bmp: the figure's format follows its extension"), std::string::npos) << ext.err;
   const RunResult layer = luka({"export", "--capture", cap.string(), "--layer", "5", "--head", "2", "--out", (d / "x.png").string()});
-  EXPECT_EQ(layer.exit_code, 1);
+  EXPECT_EQ(layer.exit_code, 2);  // an option's value the capture lacks: the command line's error
   EXPECT_NE(layer.err.find("layer 5 is not recorded"), std::string::npos) << layer.err;
 }
 

@@ -1,6 +1,7 @@
 // The `luka` executable end to end: exit codes, one-line errors, and outputs checked against the
 // references (golden tokenizer ids, transformers logits made by tests/fixtures/make_checkpoints.py).
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 
 #include <algorithm>
@@ -572,6 +573,60 @@ TEST(Cli, BrokenGgufIsAOneLineError) {
   EXPECT_NE(r.err.find("broken.gguf"), std::string::npos) << r.err;
 }
 
+// Every file the tool reads must be a regular file, checked before it is opened: opening a FIFO
+// blocks until a writer comes, and `luka info` on a folder whose model.safetensors was a FIFO
+// hung in open() for ever (`timeout` ends that run with 124).
+TEST(Cli, FifoModelFileIsRefusedBeforeOpening) {
+  const fs::path ckpt = checkpoint("qwen3-tied");
+  if (!fs::exists(ckpt / "config.json")) GTEST_SKIP() << "no qwen3-tied checkpoint (the checkpoints fixture)";
+  const fs::path dir = fs::path(LUKA_TEST_WORK) / "cli" / "fifo-model";
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  fs::copy_file(ckpt / "config.json", dir / "config.json");
+  ASSERT_EQ(::mkfifo((dir / "model.safetensors").c_str(), 0600), 0);
+  ASSERT_EQ(::mkfifo((dir / "prompt.txt").c_str(), 0600), 0);
+  for (const std::vector<std::string>& args :
+       {std::vector<std::string>{"info", "--model", dir.string()},
+        std::vector<std::string>{"forward", "--model", dir.string(), "--ids", "1,2", "--device", "cpu", "--out",
+                                 (dir / "o.npy").string()},
+        std::vector<std::string>{"perplexity", "--model", ckpt.string(), "--text-file", (dir / "prompt.txt").string()}}) {
+    std::vector<std::string> timed = {"30", LUKA_CLI_PATH};
+    timed.insert(timed.end(), args.begin(), args.end());
+    std::string cmd = "timeout";
+    for (const auto& a : timed) cmd += " " + quote(a);
+    const int status = std::system((cmd + " < /dev/null > /dev/null 2> " + quote((dir / "err.txt").string())).c_str());
+    const std::string err = read_file(dir / "err.txt");
+    ASSERT_TRUE(WIFEXITED(status)) << args[0];
+    EXPECT_EQ(WEXITSTATUS(status), 1) << args[0] << " (124: it hung): " << err;
+    EXPECT_EQ(error_lines(err), 1) << err;
+    EXPECT_NE(err.find("not a regular file (a FIFO)"), std::string::npos) << err;
+  }
+}
+
+// `luka --version` and `luka --help` check their writes as every command does.
+TEST(Cli, VersionAndHelpToAFullDiskExitOne) {
+  const fs::path dir = fs::path(LUKA_TEST_WORK) / "cli" / "version-full";
+  fs::create_directories(dir);
+  for (const char* arg : {"--version", "--help"}) {
+    const int status = std::system((quote(LUKA_CLI_PATH) + " " + arg + " > /dev/full 2> " + quote((dir / "err.txt").string())).c_str());
+    ASSERT_TRUE(WIFEXITED(status));
+    EXPECT_EQ(WEXITSTATUS(status), 1) << arg;
+    EXPECT_EQ(read_file(dir / "err.txt"), "luka: error: cannot write to standard output: No space left on device\n");
+  }
+  EXPECT_EQ(run_luka({"--version"}).exit_code, 0);
+}
+
+// `--model ''` said only "no such file or folder", naming nothing.
+TEST(Cli, EmptyModelPathIsAUsageErrorNamingTheOption) {
+  for (const std::vector<std::string>& args : {std::vector<std::string>{"info", "--model", ""},
+                                               std::vector<std::string>{"generate", "--model", "", "--prompt", "x"},
+                                               std::vector<std::string>{"tokenize", "--model", "", "--text", "x"}}) {
+    const RunResult r = run_luka(args);
+    EXPECT_EQ(r.exit_code, 2) << args[0] << ": " << r.err;
+    EXPECT_NE(r.err.find("--model: the path is empty"), std::string::npos) << r.err;
+  }
+}
+
 // --- LuKA flags, schedules and perplexity (on the default model) --------------------------------
 
 TEST(Cli, PerplexityEqualsTheNllOfForwardLogits) {
@@ -649,7 +704,7 @@ TEST(Cli, ScheduleSwitchesModesDuringGeneration) {
     EXPECT_EQ(error_lines(b.err), 1) << b.err;
   }
   const RunResult b = run_luka({"generate", "--prompt", "x", "--schedule", "step=2:layers=0:mode=fancy"});
-  EXPECT_EQ(b.exit_code, 1) << b.err;
+  EXPECT_EQ(b.exit_code, 2) << b.err;
   EXPECT_NE(b.err.find("unknown mode 'fancy'"), std::string::npos) << b.err;
 }
 
@@ -722,7 +777,7 @@ TEST(Cli, InfoConfigPrintsTheConfigInForce) {
     std::vector<std::string> args = {"info"};
     args.insert(args.end(), bad.begin(), bad.end());
     const RunResult e = run_luka(args);
-    EXPECT_EQ(e.exit_code, 1) << bad[1];
+    EXPECT_EQ(e.exit_code, 2) << bad[1];
     EXPECT_EQ(error_lines(e.err), 1) << e.err;
     EXPECT_NE(e.err.find("luka config"), std::string::npos) << e.err;
     EXPECT_EQ(e.out, "") << bad[1] << ": nothing is printed before the error";

@@ -278,5 +278,30 @@ TEST(GgufReader, RopeFreqBaseMustBeFinitePositive) {
   }
 }
 
+// block_count 2^40 sized the model before any block's tensor was looked up: the load failed as out
+// of memory, naming neither the key nor the file's blocks.
+TEST(GgufReader, BlockCountPastTheFilesBlocksIsRefused) {
+  const auto config_error = [](std::uint32_t blocks_in_file, std::uint64_t count) -> std::string {
+    Builder b;
+    b.kv_string("general.architecture", "llama").kv_u32("llama.embedding_length", 8).kv_u32("llama.feed_forward_length", 16);
+    std::vector<std::uint8_t> count_bytes(8);
+    for (int i = 0; i < 8; ++i) count_bytes[static_cast<std::size_t>(i)] = static_cast<std::uint8_t>(count >> (8 * i));
+    b.kv("llama.block_count", 10, count_bytes).kv_u32("llama.attention.head_count", 2).kv_u32("llama.context_length", 64);
+    b.kv_f32("llama.attention.layer_norm_rms_epsilon", 1e-5f);
+    b.tensor("token_embd.weight", {8, 4}, 0, std::vector<std::uint8_t>(8 * 4 * 4, 0));
+    for (std::uint32_t i = 0; i < blocks_in_file; ++i)
+      b.tensor("blk." + std::to_string(i) + ".attn_norm.weight", {8}, 0, std::vector<std::uint8_t>(8 * 4, 0));
+    const auto bytes = b.bytes();
+    try {
+      return "accepted, " + std::to_string(config_from_gguf(*File::parse(bytes.data(), bytes.size(), "mem.gguf")).num_layers) + " layers";
+    } catch (const Error& e) {
+      return e.what();
+    }
+  };
+  EXPECT_EQ(config_error(2, 2), "accepted, 2 layers");
+  EXPECT_EQ(config_error(2, 1ull << 40), "mem.gguf: GGUF: metadata 'llama.block_count' is 1099511627776, but the file has tensors for 2 blocks");
+  EXPECT_EQ(config_error(0, 1ull << 40), "mem.gguf: GGUF: metadata 'llama.block_count' is 1099511627776, but the file has tensors for 0 blocks");
+}
+
 }  // namespace
 }  // namespace luka::gguf

@@ -113,3 +113,32 @@ TEST(AutoConfig, FromACalibrationFile) {
   EXPECT_EQ(luka::parse_auto_spec("c.json,loss=kl").loss, luka::AutoLoss::kKl);
   EXPECT_THROW(luka::LukaConfig::preset("auto:" + (dir / "absent.json").string(), 3), luka::Error);
 }
+
+// A negative entry count was a cost the optimizer took for free, and its error ("auto config: a
+// negative cost") named neither the file nor the field; now both are named.
+TEST(AutoConfig, NegativeEntryCountsAreRefusedNamingTheFileAndTheField) {
+  const fs::path dir = fs::path(LUKA_TEST_WORK) / "auto_config";
+  fs::create_directories(dir);
+  const auto error_of = [&](const nlohmann::json& cal) -> std::string {
+    std::ofstream(dir / "negative.json") << cal.dump();
+    try {
+      luka::LukaConfig::preset("auto:" + (dir / "negative.json").string() + ",budget=0.5", 2);
+      return "accepted";
+    } catch (const luka::Error& e) {
+      return e.what();
+    }
+  };
+  nlohmann::json cal = {{"calibration", 1}, {"num_layers", 2}, {"num_heads", 1},
+                        {"candidates", {{{"name", "lined"}, {"config", {{"mode", "lined"}}}}}}};
+  for (int l = 0; l < 2; ++l)
+    cal["layers"].push_back({{"layer", l}, {"dense_entries", 100.0},
+                             {"candidates", {{{"kl", 0.1}, {"rel_l2", 0.2}, {"entries", 20.0}}}}});
+  EXPECT_EQ(error_of(cal), "accepted");
+  const std::string file = (dir / "negative.json").string();
+  nlohmann::json bad = cal;
+  bad["layers"][1]["candidates"][0]["entries"] = -5;
+  EXPECT_EQ(error_of(bad), file + ": calibration field 'layers[1].candidates[0].entries' is -5, not a count of entries (0 or more)");
+  bad = cal;
+  bad["layers"][0]["dense_entries"] = -100.0;
+  EXPECT_EQ(error_of(bad), file + ": calibration field 'layers[0].dense_entries' is -100.0, not a count of entries (0 or more)");
+}
