@@ -12,6 +12,8 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <initializer_list>
+#include <numeric>
 #include <string>
 #include <random>
 #include <vector>
@@ -19,6 +21,8 @@
 #include "kernels/common/half.h"
 #include "kernels/common/heavy_set.h"
 #include "kernels/common/luka_rules.h"
+#include "kernels/cuda/luka/clustered_a.h"
+#include "kernels/cuda/luka/clustered_b.h"
 #include "kernels/cuda/luka/dense_v2.h"
 #include "kernels/cuda/luka/heavy_set.h"
 
@@ -46,7 +50,8 @@ template <class T>
 T* upload(const std::vector<T>& host) {
   T* d = nullptr;
   EXPECT_EQ(cudaMalloc(&d, std::max<std::size_t>(1, host.size()) * sizeof(T)), cudaSuccess);
-  if (!host.empty()) EXPECT_EQ(cudaMemcpy(d, host.data(), host.size() * sizeof(T), cudaMemcpyHostToDevice), cudaSuccess);
+  if (!host.empty())
+    EXPECT_EQ(cudaMemcpy(d, host.data(), host.size() * sizeof(T), cudaMemcpyHostToDevice), cudaSuccess);
   return d;
 }
 template <class T>
@@ -113,7 +118,8 @@ void check_dense(const DenseCase& c) {
     double mx = -1e300;
     for (std::int64_t t = 0; t < T; ++t) {
       double s = 0;
-      for (std::int64_t d = 0; d < D; ++d) s += static_cast<double>(dec(q[h * D + d])) * scale * dec(k[g * T * row + t * row + d]);
+      for (std::int64_t d = 0; d < D; ++d)
+        s += static_cast<double>(dec(q[h * D + d])) * scale * dec(k[g * T * row + t * row + d]);
       p[h * T + t] = s;
       ASSERT_NEAR(logits[h * T + t], s, 1e-4 * (1 + std::fabs(s))) << "logit h " << h << " t " << t;
       mx = std::max(mx, s);
@@ -125,16 +131,19 @@ void check_dense(const DenseCase& c) {
       double o = 0;
       for (std::int64_t t = 0; t < T; ++t) o += p[h * T + t] * dec(v[g * T * row + t * row + d]);
       // One rounding of the output to the element type: 2^-8 (bf16) or 2^-11 (fp16) relative.
-      ASSERT_NEAR(dec(out[h * D + d]), o, (c.bf16 ? 8e-3 : 1e-3) * std::max(1.0, std::fabs(o))) << "out h " << h << " d " << d;
+      ASSERT_NEAR(dec(out[h * D + d]), o, (c.bf16 ? 8e-3 : 1e-3) * std::max(1.0, std::fabs(o)))
+          << "out h " << h << " d " << d;
     }
     for (std::int64_t t = 0; t < T; ++t)
-      ASSERT_NEAR(h2o[h * T + t], h2o0[h * T + t] + add_scale * p[h * T + t], 2e-6 * (1 + h2o0[h * T + t])) << "h2o h " << h;
+      ASSERT_NEAR(h2o[h * T + t], h2o0[h * T + t] + add_scale * p[h * T + t], 2e-6 * (1 + h2o0[h * T + t]))
+          << "h2o h " << h;
   }
   for (std::int64_t g = 0; g < KV; ++g)
     for (std::int64_t t = 0; t < T; ++t) {
       double m = 0;
       for (std::int64_t j = 0; j < c.G; ++j) m += p[(g * c.G + j) * T + t];
-      ASSERT_NEAR(imp[g * T + t], imp0[g * T + t] + m / c.G, 2e-6 * (1 + imp0[g * T + t])) << "importance g " << g << " t " << t;
+      ASSERT_NEAR(imp[g * T + t], imp0[g * T + t] + m / c.G, 2e-6 * (1 + imp0[g * T + t]))
+          << "importance g " << g << " t " << t;
     }
 }
 
@@ -165,6 +174,209 @@ TEST(DenseV2Cuda, RefusesWhatItDoesNotCover) {
   a.heads = 4;
   a.head_dim = 96;
   EXPECT_NE(luka::cuda::v2::dense_v2(a, nullptr).find("head_dim"), std::string::npos);
+}
+
+struct ClusteredCase {
+  bool bf16, exact, bias;
+  std::int64_t D, G, P, R;
+};
+
+// Kernels A and B against the clustered step in double: logits (summaries with their bias, the raw
+// tail), each head's top 3 pages by logit, the output and every weight under the case's math, and
+// the page-level accumulators (page values decayed and added, tail and children per token).
+void check_clustered(const ClusteredCase& c) {
+  const std::int64_t KV = 2, H = KV * c.G, D = c.D, L = 16, P = c.P, E = P * L, T = E + c.R, N = P + c.R, K3 = 3;
+  std::mt19937 rng(static_cast<std::uint32_t>(D + 7 * c.G + 31 * P + c.R + (c.exact ? 1000 : 0)));
+  std::normal_distribution<float> n01(0.0f, 1.0f);
+  const auto enc = [&](float x) { return c.bf16 ? to_bf16(x) : luka::float_to_half(x); };
+  const auto dec = [&](std::uint16_t h) { return c.bf16 ? from_bf16(h) : luka::half_to_float(h); };
+  std::vector<std::uint16_t> q(H * D), k(KV * T * D), v(KV * T * D), sk(KV * P * D), sv(KV * P * D);
+  for (auto* a : {&q, &k, &v, &sk, &sv})
+    for (auto& x : *a) x = enc(n01(rng));
+  std::vector<float> bias(KV * P), ph0(H * P), pi0(KV * P), th0(H * T), ti0(KV * T);
+  for (auto& x : bias) x = 0.5f * n01(rng);
+  for (auto* a : {&ph0, &pi0, &th0, &ti0})
+    for (auto& x : *a) x = std::fabs(n01(rng));
+  const float scale = 1.0f / std::sqrt(static_cast<float>(D)), decay = 0.9f, add_scale = 1.1f;
+  const int splits = static_cast<int>(luka::cuda::v2::clustered_a_splits(KV, N, 0));
+  std::uint16_t *dq = upload(q), *dk = upload(k), *dv = upload(v), *dsk = upload(sk), *dsv = upload(sv);
+  std::uint16_t* dout = upload(std::vector<std::uint16_t>(H * D));
+  float *dbias = upload(bias), *dst = upload(std::vector<float>(H * splits * (D + 2))),
+        *dlg = upload(std::vector<float>(H * N));
+  float *dph = upload(ph0), *dpi = upload(pi0), *dth = upload(th0), *dti = upload(ti0);
+  std::int32_t* dpk = upload(std::vector<std::int32_t>(H * K3, -2));
+  unsigned int* dctr = upload(std::vector<unsigned int>(1, 0u));
+  luka::cuda::v2::ClusteredAArgs a;
+  a.bf16 = c.bf16;
+  a.q = dq;
+  a.sum_k = dsk;
+  a.sum_v = dsv;
+  a.bias = c.bias ? dbias : nullptr;
+  a.page_cap = P;
+  a.pages = P;
+  a.k = dk;
+  a.v = dv;
+  a.head_stride = T * D;
+  a.token_stride = D;
+  a.heads = H;
+  a.kv_heads = KV;
+  a.head_dim = D;
+  a.tokens = T;
+  a.paged_end = E;
+  a.scale = scale;
+  a.top_k = K3;
+  a.states = dst;
+  a.logits = dlg;
+  a.picks = dpk;
+  a.counter = dctr;
+  ASSERT_EQ(luka::cuda::v2::clustered_a(a, nullptr), "");
+  luka::cuda::v2::ClusteredBArgs b;
+  b.bf16 = c.bf16;
+  b.exact = c.exact;
+  b.q = dq;
+  b.sum_v = dsv;
+  b.page_cap = P;
+  b.pages = P;
+  b.page_size = L;
+  b.k = dk;
+  b.v = dv;
+  b.head_stride = T * D;
+  b.token_stride = D;
+  b.heads = H;
+  b.kv_heads = KV;
+  b.head_dim = D;
+  b.tokens = T;
+  b.paged_end = E;
+  b.scale = scale;
+  b.splits = splits;
+  b.top_k = K3;
+  b.states = dst;
+  b.logits = dlg;
+  b.picks = dpk;
+  b.out = dout;
+  b.page_h2o = dph;
+  b.page_imp = dpi;
+  b.token_h2o = dth;
+  b.token_imp = dti;
+  b.acc_stride = T;
+  b.page_decay = decay;
+  b.add_scale = add_scale;
+  ASSERT_EQ(luka::cuda::v2::clustered_b(b, nullptr), "");
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  const auto out = download(dout, H * D);
+  const auto lg = download(dlg, H * N), ph = download(dph, H * P), pi = download(dpi, KV * P),
+             th = download(dth, H * T), ti = download(dti, KV * T);
+  const auto pk = download(dpk, H * K3);
+  const auto ctr = download(dctr, 1);
+  for (void* p :
+       std::initializer_list<void*>{dq, dk, dv, dsk, dsv, dout, dbias, dst, dlg, dph, dpi, dth, dti, dpk, dctr})
+    cudaFree(p);
+  EXPECT_EQ(ctr[0], 0u) << "the last block resets the counter";
+
+  std::vector<double> eph(ph0.begin(), ph0.end()), epi(pi0.begin(), pi0.end()), eth(th0.begin(), th0.end()),
+      eti(ti0.begin(), ti0.end());
+  for (auto& x : eph) x *= decay;
+  for (std::int64_t h = 0; h < H; ++h) {
+    const std::int64_t g = h / c.G;
+    const auto dot = [&](const std::vector<std::uint16_t>& rows, std::int64_t off) {
+      double s = 0;
+      for (std::int64_t d = 0; d < D; ++d) s += static_cast<double>(dec(q[h * D + d])) * dec(rows[off + d]);
+      return s * scale;
+    };
+    std::vector<double> l(N);
+    for (std::int64_t p = 0; p < P; ++p) l[p] = dot(sk, (g * P + p) * D) + (c.bias ? bias[g * P + p] : 0.0f);
+    for (std::int64_t i = 0; i < c.R; ++i) l[P + i] = dot(k, g * T * D + (E + i) * D);
+    for (std::int64_t e = 0; e < N; ++e)
+      ASSERT_NEAR(lg[h * N + e], l[e], 1e-4 * (1 + std::fabs(l[e]))) << "logit h " << h;
+    std::vector<std::int64_t> order(P);
+    std::iota(order.begin(), order.end(), 0);
+    std::stable_sort(order.begin(), order.end(), [&](auto x, auto y) { return l[x] > l[y]; });
+    std::vector<std::uint8_t> refined(P, 0);
+    for (std::int64_t i = 0; i < K3; ++i) {
+      const std::int64_t want = i < P ? order[i] : -1;
+      ASSERT_EQ(pk[h * K3 + i], want) << "pick " << i << " of head " << h;
+      if (want >= 0) refined[want] = 1;
+    }
+    // Weights of every entry (pages, tail) and child, under the math.
+    std::vector<double> w(N, 0.0), wc(E, 0.0);
+    double mx = -1e300, z = 0;
+    for (double x : l) mx = std::max(mx, x);
+    for (double x : l) z += std::exp(x - mx);
+    std::vector<double> cl(E, 0.0);
+    for (std::int64_t p = 0; p < P; ++p)
+      if (refined[p])
+        for (std::int64_t t = p * L; t < (p + 1) * L; ++t) cl[t] = dot(k, g * T * D + t * D);
+    if (!c.exact) {
+      for (std::int64_t e = 0; e < N; ++e) w[e] = std::exp(l[e] - mx) / z;
+      for (std::int64_t p = 0; p < P; ++p) {
+        if (!refined[p]) continue;
+        double m2 = -1e300, z2 = 0;
+        for (std::int64_t t = p * L; t < (p + 1) * L; ++t) m2 = std::max(m2, cl[t]);
+        for (std::int64_t t = p * L; t < (p + 1) * L; ++t) z2 += std::exp(cl[t] - m2);
+        for (std::int64_t t = p * L; t < (p + 1) * L; ++t) wc[t] = w[p] * std::exp(cl[t] - m2) / z2;
+        w[p] = 0;
+      }
+    } else {
+      double m2 = -1e300, z2 = 0;
+      for (std::int64_t e = 0; e < N; ++e)
+        if (e >= P || !refined[e]) m2 = std::max(m2, l[e]);
+      for (std::int64_t t = 0; t < E; ++t)
+        if (refined[t / L]) m2 = std::max(m2, cl[t]);
+      for (std::int64_t e = 0; e < N; ++e)
+        if (e >= P || !refined[e]) z2 += std::exp(l[e] - m2);
+      for (std::int64_t t = 0; t < E; ++t)
+        if (refined[t / L]) z2 += std::exp(cl[t] - m2);
+      for (std::int64_t e = 0; e < N; ++e) w[e] = e < P && refined[e] ? 0.0 : std::exp(l[e] - m2) / z2;
+      for (std::int64_t t = 0; t < E; ++t)
+        if (refined[t / L]) wc[t] = std::exp(cl[t] - m2) / z2;
+    }
+    for (std::int64_t d = 0; d < D; ++d) {
+      double o = 0;
+      for (std::int64_t p = 0; p < P; ++p) o += w[p] * dec(sv[(g * P + p) * D + d]);
+      for (std::int64_t i = 0; i < c.R; ++i) o += w[P + i] * dec(v[g * T * D + (E + i) * D + d]);
+      for (std::int64_t t = 0; t < E; ++t) o += wc[t] * dec(v[g * T * D + t * D + d]);
+      ASSERT_NEAR(dec(out[h * D + d]), o, (c.bf16 ? 8e-3 : 1e-3) * std::max(1.0, std::fabs(o)))
+          << "out h " << h << " d " << d;
+    }
+    for (std::int64_t p = 0; p < P; ++p) {
+      eph[h * P + p] += w[p];
+      epi[g * P + p] += w[p] / c.G;
+    }
+    for (std::int64_t i = 0; i < c.R; ++i) {
+      eth[h * T + E + i] += add_scale * w[P + i];
+      eti[g * T + E + i] += w[P + i] / c.G;
+    }
+    for (std::int64_t t = 0; t < E; ++t)
+      if (wc[t] > 0) {
+        eth[h * T + t] += add_scale * wc[t];
+        eti[g * T + t] += wc[t] / c.G;
+      }
+  }
+  const auto near = [](double got, double want) {
+    return std::fabs(got - want) <= 1e-5 * std::max(1.0, std::fabs(want));
+  };
+  for (std::size_t i = 0; i < eph.size(); ++i)
+    ASSERT_TRUE(near(ph[i], eph[i])) << "page h2o " << i << ": " << ph[i] << " vs " << eph[i];
+  for (std::size_t i = 0; i < epi.size(); ++i) ASSERT_TRUE(near(pi[i], epi[i])) << "page importance " << i;
+  for (std::size_t i = 0; i < eth.size(); ++i) ASSERT_TRUE(near(th[i], eth[i])) << "token h2o " << i;
+  for (std::size_t i = 0; i < eti.size(); ++i) ASSERT_TRUE(near(ti[i], eti[i])) << "token importance " << i;
+}
+
+TEST(ClusteredV2Cuda, KernelsAAndBMatchTheClusteredStepInDouble) {
+  if (!have_gpu()) GTEST_SKIP() << "no CUDA device on this machine";
+  const char* short_env = std::getenv("LUKA_V2_SHORT");
+  const bool short_run = short_env && std::string(short_env) == "1";
+  for (bool exact : {true, false})
+    for (bool bf16 : {true, false})
+      for (std::int64_t D : {64, 128})
+        for (std::int64_t G : {1, 2, 4, 8})
+          for (std::int64_t P : {2, 40, 600}) {
+            if (short_run && P > 40) continue;
+            SCOPED_TRACE(::testing::Message() << (exact ? "exact" : "mass") << (bf16 ? " bf16" : " fp16") << " D " << D
+                                              << " G " << G << " P " << P);
+            check_clustered({bf16, exact, G % 2 == 0, D, G, P, P == 2 ? 5 : 128});
+            if (HasFatalFailure()) return;
+          }
 }
 
 // Device heavy sets of 4 units (two heads each) against host ones fed the same scores, over a lined
