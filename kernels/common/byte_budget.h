@@ -22,9 +22,9 @@ struct Shape {
   std::int64_t q_heads = 16;
   std::int64_t kv_heads = 8;
   std::int64_t head_dim = 128;
-  std::int64_t kv_bytes = 2;       // K/V cache element (bf16)
-  std::int64_t io_bytes = 2;       // the query in and the output out
-  std::int64_t accum_bytes = 4;    // importance / h2o_score (fp32)
+  std::int64_t kv_bytes = 2;     // K/V cache element (bf16)
+  std::int64_t io_bytes = 2;     // the query in and the output out
+  std::int64_t accum_bytes = 4;  // importance / h2o_score (fp32)
   std::int64_t group() const { return kv_heads > 0 ? q_heads / kv_heads : 0; }
 };
 
@@ -62,8 +62,8 @@ inline double split_state_bytes(const Shape& s) { return 4.0 * static_cast<doubl
 // ===== dense ==================================================================================
 
 struct DenseLaunch {
-  std::int64_t splits = 16;       // split-K blocks per KV head
-  bool accumulators = true;       // importance and h2o_score updated in the combine
+  std::int64_t splits = 16;  // split-K blocks per KV head
+  bool accumulators = true;  // importance and h2o_score updated in the combine
 };
 
 // Dense v2: one split pass (a GQA group's heads per block, K/V read once per group) writing each
@@ -90,8 +90,8 @@ inline Budget dense_v2(const Shape& s, std::int64_t T, const DenseLaunch& l) {
 struct LinedLaunch {
   std::int64_t window = 128;
   double rho = 0.125;
-  std::int64_t unit_heads = 1;    // heads sharing one heavy set (1: per head, the default)
-  std::int64_t changes = 4;       // positions the incremental heavy set updates per step
+  std::int64_t unit_heads = 1;  // heads sharing one heavy set (1: per head, the default)
+  std::int64_t changes = 4;     // positions the incremental heavy set updates per step
 };
 
 // Lined v2: the incremental heavy set (kernels/common/heavy_set.h) touches a few entries per unit
@@ -100,8 +100,10 @@ struct LinedLaunch {
 // spans, and updates importance and h2o_score on the cover only (every other score is frozen,
 // kernels/common/page_accumulators.h).
 inline Budget lined_v2(const Shape& s, std::int64_t T, const LinedLaunch& l) {
-  const double H = static_cast<double>(s.q_heads), KV = static_cast<double>(s.kv_heads), D = static_cast<double>(s.head_dim);
-  const std::int64_t m = std::min<std::int64_t>(T, static_cast<std::int64_t>(std::ceil(l.rho * static_cast<double>(T) - 1e-9)));
+  const double H = static_cast<double>(s.q_heads), KV = static_cast<double>(s.kv_heads),
+               D = static_cast<double>(s.head_dim);
+  const std::int64_t m =
+      std::min<std::int64_t>(T, static_cast<std::int64_t>(std::ceil(l.rho * static_cast<double>(T) - 1e-9)));
   const double cover = static_cast<double>(std::min<std::int64_t>(T, m + l.window));
   const double units = H / static_cast<double>(l.unit_heads);
   const double kv_per_unit = std::max(1.0, static_cast<double>(l.unit_heads) / static_cast<double>(s.group()));
@@ -110,8 +112,8 @@ inline Budget lined_v2(const Shape& s, std::int64_t T, const LinedLaunch& l) {
   Traffic heavy{"heavy_set_update"}, attend{"lined_attention"};
   heavy.read = units * static_cast<double>(l.changes) * (static_cast<double>(l.unit_heads) * a + path * 8.0);
   heavy.written = units * static_cast<double>(l.changes) * (path * 8.0 + 4.0);
-  attend.read = units * kv_per_unit * cover * 2 * D * static_cast<double>(s.kv_bytes) + units * cover * 4.0 + H * D * io +
-                (H + KV) * cover * a;
+  attend.read = units * kv_per_unit * cover * 2 * D * static_cast<double>(s.kv_bytes) + units * cover * 4.0 +
+                H * D * io + (H + KV) * cover * a;
   attend.written = H * D * io + (H + KV) * cover * a;
   return {{heavy, attend}};
 }
@@ -120,13 +122,13 @@ inline Budget lined_v2(const Shape& s, std::int64_t T, const LinedLaunch& l) {
 
 struct ClusteredLaunch {
   std::int64_t page_size = 16;
-  std::int64_t tail = 128;          // raw positions never paged
-  std::int64_t top_k = 3;           // pages refined per selection unit
-  std::int64_t unit_heads = 1;      // heads sharing one selection (1: per head, the default)
-  std::int64_t splits = 16;         // kernel A's splits per KV head
-  std::int64_t summary_bytes = 2;   // summary K/V element (bf16 on the model path)
-  bool bias = false;                // a per-page summary bias is read (bias none: not)
-  bool candidates_only = true;      // top_k under max rank: each split hands on its per-head top_k only
+  std::int64_t tail = 128;         // raw positions never paged
+  std::int64_t top_k = 3;          // pages refined per selection unit
+  std::int64_t unit_heads = 1;     // heads sharing one selection (1: per head, the default)
+  std::int64_t splits = 16;        // kernel A's splits per KV head
+  std::int64_t summary_bytes = 2;  // summary K/V element (bf16 on the model path)
+  bool bias = false;               // a per-page summary bias is read (bias none: not)
+  bool candidates_only = true;     // top_k under max rank: each split hands on its per-head top_k only
 };
 
 // Pages and raw tail at context T as the segmenter leaves them after a prefill of T (every page
@@ -145,8 +147,10 @@ inline void clustered_layout(const ClusteredLaunch& l, std::int64_t T, std::int6
 //     refinement maths, and the accumulators: per page h2o_score and importance read and written
 //     once, per raw tail and child token the per-token ones (page_accumulators.h).
 inline Budget clustered_v2(const Shape& s, std::int64_t T, const ClusteredLaunch& l) {
-  const double H = static_cast<double>(s.q_heads), KV = static_cast<double>(s.kv_heads), D = static_cast<double>(s.head_dim);
-  const double S = static_cast<double>(l.splits), a = static_cast<double>(s.accum_bytes), io = static_cast<double>(s.io_bytes);
+  const double H = static_cast<double>(s.q_heads), KV = static_cast<double>(s.kv_heads),
+               D = static_cast<double>(s.head_dim);
+  const double S = static_cast<double>(l.splits), a = static_cast<double>(s.accum_bytes),
+               io = static_cast<double>(s.io_bytes);
   std::int64_t Pn = 0, Rn = 0;
   clustered_layout(l, T, &Pn, &Rn);
   const double P = static_cast<double>(Pn), R = static_cast<double>(Rn), L = static_cast<double>(l.page_size);

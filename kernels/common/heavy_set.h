@@ -41,18 +41,18 @@ enum : std::uint8_t { kNone = 0, kHeavy = 1, kRest = 2 };
 // One unit's state over positions [0, capacity). The arrays belong to the caller (HostHeavySet
 // below holds them in vectors); zero-initialised counters make an invalid (empty) set.
 struct HeavySet {
-  std::uint8_t* place = nullptr;   // [capacity] kNone / kHeavy / kRest
-  std::int32_t* slot = nullptr;    // [capacity] index of the position in its heap
-  float* key = nullptr;            // [capacity] its key in that heap
-  std::int32_t* rest = nullptr;    // [capacity] max-heap of positions
-  std::int32_t* heavy = nullptr;   // [capacity] min-heap of positions (the worst on top)
+  std::uint8_t* place = nullptr;  // [capacity] kNone / kHeavy / kRest
+  std::int32_t* slot = nullptr;   // [capacity] index of the position in its heap
+  float* key = nullptr;           // [capacity] its key in that heap
+  std::int32_t* rest = nullptr;   // [capacity] max-heap of positions
+  std::int32_t* heavy = nullptr;  // [capacity] min-heap of positions (the worst on top)
   std::int64_t capacity = 0;
   std::int64_t n_rest = 0, n_heavy = 0;
-  std::int64_t end = 0;            // the selectable range of the last update: [0, end)
-  std::int64_t window_start = 0;   // the cover's window start at the last update
+  std::int64_t end = 0;           // the selectable range of the last update: [0, end)
+  std::int64_t window_start = 0;  // the cover's window start at the last update
   bool valid = false;
-  std::int64_t scored = 0;         // positions scored by the last update (work, for tests)
-  bool full = false;               // the last update was a full selection
+  std::int64_t scored = 0;  // positions scored by the last update (work, for tests)
+  bool full = false;        // the last update was a full selection
 };
 
 namespace detail {

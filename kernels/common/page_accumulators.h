@@ -40,12 +40,12 @@ constexpr std::int64_t kRebase = 32;  // γ ≥ 0.1 keeps γ^-32 ≤ 1e32, insid
 struct PageAccumulators {
   std::int64_t heads = 0, kv_heads = 0, token_cap = 0, page_cap = 0;
   float decay = 1.0f;
-  float* page_h2o = nullptr;    // [heads][page_cap], true value = stored·γ^(step − page_stamp)
-  float* page_imp = nullptr;    // [kv_heads][page_cap]
-  float* token_h2o = nullptr;   // [heads][token_cap], true value = stored·γ^(step − base)
-  float* token_imp = nullptr;   // [kv_heads][token_cap]
+  float* page_h2o = nullptr;   // [heads][page_cap], true value = stored·γ^(step − page_stamp)
+  float* page_imp = nullptr;   // [kv_heads][page_cap]
+  float* token_h2o = nullptr;  // [heads][token_cap], true value = stored·γ^(step − base)
+  float* token_imp = nullptr;  // [kv_heads][token_cap]
   std::int64_t step = 0, base = 0, page_stamp = 0;
-  float add_scale = 1.0f;       // γ^(base − step): what a contribution at this step is multiplied by
+  float add_scale = 1.0f;  // γ^(base − step): what a contribution at this step is multiplied by
 
   std::int64_t group() const { return heads / kv_heads; }
 };
@@ -110,7 +110,8 @@ LUKA_ACC_HD inline void new_page(PageAccumulators& a, std::int64_t p) {
 }
 
 // The per-token values. `page` is t's page (−1 for a raw tail token) and `spread` its π[g, t].
-LUKA_ACC_HD inline float h2o(const PageAccumulators& a, std::int64_t h, std::int64_t t, std::int64_t page, float spread) {
+LUKA_ACC_HD inline float h2o(const PageAccumulators& a, std::int64_t h, std::int64_t t, std::int64_t page,
+                             float spread) {
   float r = a.token_h2o[h * a.token_cap + t];
   if (a.decay != 1.0f) r *= power(a.decay, a.step - a.base);
   if (page < 0) return r;
@@ -118,7 +119,8 @@ LUKA_ACC_HD inline float h2o(const PageAccumulators& a, std::int64_t h, std::int
   if (a.decay != 1.0f) A *= power(a.decay, a.step - a.page_stamp);
   return A * spread + r;
 }
-LUKA_ACC_HD inline float importance(const PageAccumulators& a, std::int64_t g, std::int64_t t, std::int64_t page, float spread) {
+LUKA_ACC_HD inline float importance(const PageAccumulators& a, std::int64_t g, std::int64_t t, std::int64_t page,
+                                    float spread) {
   const float q = a.token_imp[g * a.token_cap + t];
   return page < 0 ? q : a.page_imp[g * a.page_cap + page] * spread + q;
 }

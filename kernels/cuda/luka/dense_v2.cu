@@ -12,8 +12,8 @@ namespace {
 
 constexpr int kWarps = 4;
 constexpr int kThreads = kWarps * 32;
-constexpr int kTile = 16;      // tokens per pipeline stage
-constexpr int kStages = 4;     // stages in flight: 4 × 16 rows × (K + V) = 32 KB at D = 128, bf16
+constexpr int kTile = 16;   // tokens per pipeline stage
+constexpr int kStages = 4;  // stages in flight: 4 × 16 rows × (K + V) = 32 KB at D = 128, bf16
 constexpr int kMaxSplits = 64;
 constexpr int kCombineThreads = 256;
 constexpr int kCombineTokens = 2048;  // tokens per combine block for the accumulators
@@ -23,9 +23,13 @@ __device__ __forceinline__ float to_f(__half x) { return __half2float(x); }
 template <class T>
 __device__ __forceinline__ T from_f(float x);
 template <>
-__device__ __forceinline__ __nv_bfloat16 from_f<__nv_bfloat16>(float x) { return __float2bfloat16_rn(x); }
+__device__ __forceinline__ __nv_bfloat16 from_f<__nv_bfloat16>(float x) {
+  return __float2bfloat16_rn(x);
+}
 template <>
-__device__ __forceinline__ __half from_f<__half>(float x) { return __float2half_rn(x); }
+__device__ __forceinline__ __half from_f<__half>(float x) {
+  return __float2half_rn(x);
+}
 
 __device__ __forceinline__ float warp_sum(float x) {
   for (int o = 16; o > 0; o >>= 1) x += __shfl_xor_sync(0xffffffffu, x, o);
@@ -40,19 +44,22 @@ __device__ __forceinline__ void copy16(void* smem, const void* gmem) {
 }
 __device__ __forceinline__ void commit() { asm volatile("cp.async.commit_group;\n" ::); }
 template <int N>
-__device__ __forceinline__ void wait_groups() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N)); }
+__device__ __forceinline__ void wait_groups() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
+}
 
 // Copies tile `tile` of [t0, t1) (K and V rows) into its stage and commits the group; a tile
 // past the end commits an empty group, which keeps the wait count uniform.
 template <class T, int D>
-__device__ __forceinline__ void issue_tile(T (*stage)[2][kTile][D], const T* kh, const T* vh, int tile, int n_tiles, int t0,
-                                           int t1, long long token_stride) {
+__device__ __forceinline__ void issue_tile(T (*stage)[2][kTile][D], const T* kh, const T* vh, int tile, int n_tiles,
+                                           int t0, int t1, long long token_stride) {
   constexpr int kChunks = D / 8;  // 16-byte chunks per row
   if (tile < n_tiles) {
     const int base = t0 + tile * kTile;
     for (int c = threadIdx.x; c < 2 * kTile * kChunks; c += kThreads) {
       const int which = c / (kTile * kChunks), r = (c / kChunks) % kTile, chunk = c % kChunks;
-      if (base + r < t1) copy16(&stage[tile % kStages][which][r][chunk * 8], (which ? vh : kh) + (base + r) * token_stride + chunk * 8);
+      if (base + r < t1)
+        copy16(&stage[tile % kStages][which][r][chunk * 8], (which ? vh : kh) + (base + r) * token_stride + chunk * 8);
     }
   }
   commit();
@@ -64,10 +71,10 @@ __device__ __forceinline__ void issue_tile(T (*stage)[2][kTile][D], const T* kh,
 // holds dims [l·PER, (l+1)·PER). Each warp keeps an online softmax per head; the warps merge
 // through shared memory (reusing the stages) and the split's state (m, l, acc[D]) goes out.
 template <class T, int D, int G>
-__global__ void __launch_bounds__(kThreads, 1) dense_v2_split_kernel(const T* __restrict__ q, const T* __restrict__ k,
-                                                                   const T* __restrict__ v, float* __restrict__ ws,
-                                                                   float* __restrict__ logits, int tokens, int splits,
-                                                                   long long head_stride, long long token_stride, float scale) {
+__global__ void __launch_bounds__(kThreads, 1)
+    dense_v2_split_kernel(const T* __restrict__ q, const T* __restrict__ k, const T* __restrict__ v,
+                          float* __restrict__ ws, float* __restrict__ logits, int tokens, int splits,
+                          long long head_stride, long long token_stride, float scale) {
   constexpr int PER = D / 32;
   __shared__ __align__(16) T stage[kStages][2][kTile][D];
   const int split = blockIdx.x, kv = blockIdx.y, warp = threadIdx.x / 32, lane = threadIdx.x % 32;
@@ -161,9 +168,10 @@ __global__ void __launch_bounds__(kThreads, 1) dense_v2_split_kernel(const T* __
 // chunk 0 writes the outputs; with logits every chunk adds p = exp(logit − M)/Z of its tokens to
 // h2o (times add_scale) and the group mean to importance.
 template <class T, int D, int G>
-__global__ void __launch_bounds__(kCombineThreads) dense_v2_combine_kernel(
-    const float* __restrict__ ws, const float* __restrict__ logits, T* __restrict__ out, float* __restrict__ h2o,
-    float* __restrict__ importance, long long acc_stride, float add_scale, int tokens, int splits) {
+__global__ void __launch_bounds__(kCombineThreads)
+    dense_v2_combine_kernel(const float* __restrict__ ws, const float* __restrict__ logits, T* __restrict__ out,
+                            float* __restrict__ h2o, float* __restrict__ importance, long long acc_stride,
+                            float add_scale, int tokens, int splits) {
   __shared__ float Ms[G], invZ[G];
   const int kv = blockIdx.x, chunk = blockIdx.y, warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   if (warp < G) {
@@ -210,19 +218,29 @@ void launch(const DenseArgs& a, int splits, cudaStream_t s) {
       static_cast<const T*>(a.q), static_cast<const T*>(a.k), static_cast<const T*>(a.v), a.workspace, a.logits,
       static_cast<int>(a.tokens), splits, a.head_stride, a.token_stride, a.scale);
   const int chunks = a.logits ? static_cast<int>((a.tokens + kCombineTokens - 1) / kCombineTokens) : 1;
-  dense_v2_combine_kernel<T, D, G><<<dim3(static_cast<unsigned>(a.kv_heads), std::max(chunks, 1)), kCombineThreads, 0, s>>>(
-      a.workspace, a.logits, static_cast<T*>(a.out), a.h2o, a.importance, a.acc_stride, a.add_scale,
-      static_cast<int>(a.tokens), splits);
+  dense_v2_combine_kernel<T, D, G>
+      <<<dim3(static_cast<unsigned>(a.kv_heads), std::max(chunks, 1)), kCombineThreads, 0, s>>>(
+          a.workspace, a.logits, static_cast<T*>(a.out), a.h2o, a.importance, a.acc_stride, a.add_scale,
+          static_cast<int>(a.tokens), splits);
 }
 
 template <class T, int D>
 bool by_group(const DenseArgs& a, int splits, cudaStream_t s) {
   switch (a.heads / a.kv_heads) {
-    case 1: launch<T, D, 1>(a, splits, s); return true;
-    case 2: launch<T, D, 2>(a, splits, s); return true;
-    case 4: launch<T, D, 4>(a, splits, s); return true;
-    case 8: launch<T, D, 8>(a, splits, s); return true;
-    default: return false;
+    case 1:
+      launch<T, D, 1>(a, splits, s);
+      return true;
+    case 2:
+      launch<T, D, 2>(a, splits, s);
+      return true;
+    case 4:
+      launch<T, D, 4>(a, splits, s);
+      return true;
+    case 8:
+      launch<T, D, 8>(a, splits, s);
+      return true;
+    default:
+      return false;
   }
 }
 
@@ -243,15 +261,17 @@ std::int64_t dense_v2_splits(std::int64_t kv_heads, std::int64_t tokens, int req
   return std::clamp<std::int64_t>(std::min(want, most), 1, kMaxSplits);
 }
 
-std::int64_t dense_v2_workspace_floats(std::int64_t heads, std::int64_t kv_heads, std::int64_t head_dim, std::int64_t tokens,
-                                       int splits) {
+std::int64_t dense_v2_workspace_floats(std::int64_t heads, std::int64_t kv_heads, std::int64_t head_dim,
+                                       std::int64_t tokens, int splits) {
   return heads * dense_v2_splits(kv_heads, tokens, splits) * (head_dim + 2);
 }
 
 std::string dense_v2(const DenseArgs& a, void* stream) {
-  if (a.heads <= 0 || a.kv_heads <= 0 || a.heads % a.kv_heads != 0) return "dense_v2: heads must be a multiple of kv_heads";
+  if (a.heads <= 0 || a.kv_heads <= 0 || a.heads % a.kv_heads != 0)
+    return "dense_v2: heads must be a multiple of kv_heads";
   const std::int64_t G = a.heads / a.kv_heads;
-  if (G != 1 && G != 2 && G != 4 && G != 8) return "dense_v2: " + std::to_string(G) + " query heads per KV head (1, 2, 4 or 8)";
+  if (G != 1 && G != 2 && G != 4 && G != 8)
+    return "dense_v2: " + std::to_string(G) + " query heads per KV head (1, 2, 4 or 8)";
   if (a.head_dim != 64 && a.head_dim != 128) return "dense_v2: head_dim " + std::to_string(a.head_dim) + " (64 or 128)";
   if (a.tokens <= 0 || a.tokens > (std::int64_t{1} << 30)) return "dense_v2: tokens " + std::to_string(a.tokens);
   if (!a.q || !a.k || !a.v || !a.out || !a.workspace) return "dense_v2: a null pointer among q, k, v, out, workspace";

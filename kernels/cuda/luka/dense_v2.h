@@ -12,16 +12,16 @@
 namespace luka::cuda::v2 {
 
 struct DenseArgs {
-  bool bf16 = true;                 // q, k, v, out: bf16, else fp16; accumulation is fp32
-  const void* q = nullptr;          // [H, D] contiguous
-  const void* k = nullptr;          // [KV, T, D]: element (h, t, d) at h·head_stride + t·token_stride + d
-  const void* v = nullptr;          // same layout as k
-  void* out = nullptr;              // [H, D] contiguous
+  bool bf16 = true;         // q, k, v, out: bf16, else fp16; accumulation is fp32
+  const void* q = nullptr;  // [H, D] contiguous
+  const void* k = nullptr;  // [KV, T, D]: element (h, t, d) at h·head_stride + t·token_stride + d
+  const void* v = nullptr;  // same layout as k
+  void* out = nullptr;      // [H, D] contiguous
   std::int64_t heads = 0, kv_heads = 0, tokens = 0, head_dim = 0;
   std::int64_t head_stride = 0, token_stride = 0;  // in elements; multiples of 8 (16-byte rows)
   float scale = 1.0f;
-  int splits = 0;                   // 0: chosen from the length and the KV heads
-  float* workspace = nullptr;       // dense_v2_workspace_floats(...) floats of device memory
+  int splits = 0;              // 0: chosen from the length and the KV heads
+  float* workspace = nullptr;  // dense_v2_workspace_floats(...) floats of device memory
   // Accumulators (all null: none). logits: [H, tokens] scratch the split pass fills; h2o
   // [H, acc_stride] gets p·add_scale added (add_scale = γ^(base − step), page_accumulators.h);
   // importance [KV, acc_stride] the group mean of p.
@@ -33,8 +33,8 @@ struct DenseArgs {
 };
 
 std::int64_t dense_v2_splits(std::int64_t kv_heads, std::int64_t tokens, int requested);
-std::int64_t dense_v2_workspace_floats(std::int64_t heads, std::int64_t kv_heads, std::int64_t head_dim, std::int64_t tokens,
-                                       int splits);
+std::int64_t dense_v2_workspace_floats(std::int64_t heads, std::int64_t kv_heads, std::int64_t head_dim,
+                                       std::int64_t tokens, int splits);
 
 // Launches the split and combine kernels on `stream` (a cudaStream_t; nullptr = default). Head
 // dims 64 and 128, 1, 2, 4 or 8 query heads per KV head, 16-byte aligned rows. Returns "" on

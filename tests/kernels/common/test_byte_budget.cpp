@@ -36,11 +36,12 @@ Shape shape_of(const char* json, const char* name) {
 
 void print(const char* shape, std::int64_t T, const char* variant, const Budget& b) {
   for (const auto& k : b.kernels)
-    std::printf("| %s | %lld | %s | %s | %.3f | %.3f | %.3f |\n", shape, static_cast<long long>(T), variant, k.kernel.c_str(),
-                luka::budget::megabytes(k.read), luka::budget::megabytes(k.written),
+    std::printf("| %s | %lld | %s | %s | %.3f | %.3f | %.3f |\n", shape, static_cast<long long>(T), variant,
+                k.kernel.c_str(), luka::budget::megabytes(k.read), luka::budget::megabytes(k.written),
                 luka::budget::megabytes(k.scratch_read + k.scratch_written));
   std::printf("| %s | %lld | %s | **step** | %.3f | %.3f | %.3f |\n", shape, static_cast<long long>(T), variant,
-              luka::budget::megabytes(b.read()), luka::budget::megabytes(b.written()), luka::budget::megabytes(b.scratch()));
+              luka::budget::megabytes(b.read()), luka::budget::megabytes(b.written()),
+              luka::budget::megabytes(b.scratch()));
 }
 
 TEST(ByteBudget, ShapeComesFromTheModelConfig) {
@@ -85,15 +86,18 @@ TEST(ByteBudget, ClusteredAt32KOnQwen3_0p6bWithinTenMegabytes) {
   const Shape s = shape_of(kQwen3_0p6b, "qwen3-0.6b config.json");
   const Budget c = luka::budget::clustered_v2(s, 32768, {});
   const Budget d = luka::budget::dense_v2(s, 32768, {});
-  std::printf("clustered 32K 0.6B: %.3f MB DRAM (%.3f read, %.3f written), %.3f MB scratch; dense %.3f MB; ratio %.2fx\n",
-              luka::budget::megabytes(c.total()), luka::budget::megabytes(c.read()), luka::budget::megabytes(c.written()),
-              luka::budget::megabytes(c.scratch()), luka::budget::megabytes(d.total()), d.total() / c.total());
+  std::printf(
+      "clustered 32K 0.6B: %.3f MB DRAM (%.3f read, %.3f written), %.3f MB scratch; dense %.3f MB; ratio %.2fx\n",
+      luka::budget::megabytes(c.total()), luka::budget::megabytes(c.read()), luka::budget::megabytes(c.written()),
+      luka::budget::megabytes(c.scratch()), luka::budget::megabytes(d.total()), d.total() / c.total());
   EXPECT_LE(c.total(), 10e6) << "clustered v2 at 32K moves " << c.total() / 1e6 << " MB";
   EXPECT_GE(d.total() / c.total(), 8.0);
 }
 
 TEST(ByteBudget, ReportsEveryKernelAtEachShape) {
-  std::printf("| shape | tokens | variant | kernel | DRAM read MB | DRAM written MB | scratch MB |\n|---|---:|---|---|---:|---:|---:|\n");
+  std::printf(
+      "| shape | tokens | variant | kernel | DRAM read MB | DRAM written MB | scratch MB "
+      "|\n|---|---:|---|---|---:|---:|---:|\n");
   for (const auto& [name, json] : {std::pair{"0.6b", kQwen3_0p6b}, std::pair{"4b", kQwen3_4b}}) {
     const Shape s = shape_of(json, name);
     for (const std::int64_t T : {4096, 32768, 131072}) {

@@ -24,8 +24,8 @@ enum class Probs { kRandom, kTied, kZeroProne };
 struct Stream {
   Init init = Init::kRandom;
   Probs probs = Probs::kRandom;
-  int heads = 1;                  // heads in the unit (their rows summed)
-  std::int64_t prefill = 600;     // tokens before the first decode step
+  int heads = 1;               // heads in the unit (their rows summed)
+  std::int64_t prefill = 600;  // tokens before the first decode step
   std::int64_t steps = 300;
   luka::rules::LinedRule rule;
   std::uint32_t seed = 1;
@@ -35,9 +35,8 @@ struct Stream {
 std::vector<std::int64_t> sorted_best(const std::vector<float>& score, std::int64_t n, std::int64_t m) {
   std::vector<std::int64_t> idx(static_cast<std::size_t>(n));
   std::iota(idx.begin(), idx.end(), 0);
-  std::sort(idx.begin(), idx.end(), [&](std::int64_t a, std::int64_t b) {
-    return score[a] != score[b] ? score[a] > score[b] : a < b;
-  });
+  std::sort(idx.begin(), idx.end(),
+            [&](std::int64_t a, std::int64_t b) { return score[a] != score[b] ? score[a] > score[b] : a < b; });
   idx.resize(static_cast<std::size_t>(std::min(m, n)));
   std::sort(idx.begin(), idx.end());
   return idx;
@@ -51,7 +50,8 @@ Result run(const Stream& st) {
   std::mt19937 rng(st.seed);
   std::uniform_real_distribution<float> u(0.0f, 1.0f);
   const std::int64_t cap = st.prefill + st.steps + 1;
-  std::vector<std::vector<float>> rows(static_cast<std::size_t>(st.heads), std::vector<float>(static_cast<std::size_t>(cap), 0.0f));
+  std::vector<std::vector<float>> rows(static_cast<std::size_t>(st.heads),
+                                       std::vector<float>(static_cast<std::size_t>(cap), 0.0f));
   const std::int64_t Wp = luka::rules::fixed_prefill_window(st.rule, st.prefill);
   for (auto& r : rows)
     for (std::int64_t t = 0; t < st.prefill; ++t) {
@@ -102,8 +102,8 @@ Result run(const Stream& st) {
 
 void expect_cheap(const Result& r, const char* what) {
   ASSERT_GT(r.incremental_steps, 0) << what;
-  std::printf("%s: %lld incremental steps, %.1f positions scored per step (a full selection ranks %.1f), %lld full\n", what,
-              static_cast<long long>(r.incremental_steps), static_cast<double>(r.scored) / r.incremental_steps,
+  std::printf("%s: %lld incremental steps, %.1f positions scored per step (a full selection ranks %.1f), %lld full\n",
+              what, static_cast<long long>(r.incremental_steps), static_cast<double>(r.scored) / r.incremental_steps,
               static_cast<double>(r.full_rank) / r.incremental_steps, static_cast<long long>(r.full_updates));
   EXPECT_EQ(r.full_updates, 1) << what << ": a full selection only on the first step";
   // Constant work: a few positions per step whatever the context (the streams here run at 600 and

@@ -91,8 +91,8 @@ struct Sim {
   void step(Mode mode) {
     ++T;
     luka::accum::begin_step(acc, T);
-    std::vector<float> eff(H * T, 0.0f);               // the effective rows (per-token form)
-    std::vector<std::uint8_t> token_level(H * T, 0);   // which entries the page-level form adds per token
+    std::vector<float> eff(H * T, 0.0f);              // the effective rows (per-token form)
+    std::vector<std::uint8_t> token_level(H * T, 0);  // which entries the page-level form adds per token
     const std::int64_t P = static_cast<std::int64_t>(pages.size());
     std::vector<float> c(H * std::max<std::int64_t>(P, 1), 0.0f);  // page weights
     if (mode == Mode::kDense || mode == Mode::kLined || mode == Mode::kKascade) {
@@ -123,7 +123,8 @@ struct Sim {
         ref_imp[g * cap + t] += s / static_cast<float>(G);
       }
     // Page-level form: the pages' weights once, the token-level entries one by one.
-    if (mode == Mode::kMass || mode == Mode::kExact || mode == Mode::kCover) luka::accum::add_pages(acc, c.data(), P, P);
+    if (mode == Mode::kMass || mode == Mode::kExact || mode == Mode::kCover)
+      luka::accum::add_pages(acc, c.data(), P, P);
     for (std::int64_t g = 0; g < KV; ++g)
       for (std::int64_t t = 0; t < T; ++t) {
         float s = 0.0f;
@@ -207,7 +208,8 @@ struct Sim {
   }
 
   static double rel(float a, float b) {
-    const double d = std::fabs(static_cast<double>(a) - b), m = std::max({std::fabs(static_cast<double>(a)), std::fabs(static_cast<double>(b)), 1e-30});
+    const double d = std::fabs(static_cast<double>(a) - b),
+                 m = std::max({std::fabs(static_cast<double>(a)), std::fabs(static_cast<double>(b)), 1e-30});
     return d / m;
   }
 
@@ -233,8 +235,8 @@ struct Sim {
 void run_modes(float decay, std::uint32_t seed) {
   Sim sim(decay, seed);
   sim.step(Mode::kDense);  // the prompt's scores, every token
-  const Mode cycle[] = {Mode::kMass, Mode::kExact, Mode::kCover, Mode::kLined, Mode::kMass, Mode::kKascade,
-                        Mode::kExact, Mode::kDense, Mode::kMass};
+  const Mode cycle[] = {Mode::kMass,    Mode::kExact, Mode::kCover, Mode::kLined, Mode::kMass,
+                        Mode::kKascade, Mode::kExact, Mode::kDense, Mode::kMass};
   // 120 steps: both forms round every step (core's per-token γ·h2o once per step, the page form γ^k
   // once per read), so they drift apart as √steps·ε; 1e-6 holds with margin over this length.
   for (int s = 0; s < 120 && !::testing::Test::HasFatalFailure(); ++s) {
@@ -256,7 +258,8 @@ TEST(PageAccumulators, WithoutPagesOrDecayEqualPerTokenExactly) {
   Sim sim(1.0f, 4);
   for (int s = 0; s < 30; ++s) sim.step(s % 2 ? Mode::kLined : Mode::kDense);
   for (std::int64_t h = 0; h < Sim::H; ++h)
-    for (std::int64_t t = 0; t < sim.T; ++t) EXPECT_EQ(luka::accum::h2o(sim.acc, h, t, -1, 0.0f), sim.ref_h2o[h * Sim::cap + t]);
+    for (std::int64_t t = 0; t < sim.T; ++t)
+      EXPECT_EQ(luka::accum::h2o(sim.acc, h, t, -1, 0.0f), sim.ref_h2o[h * Sim::cap + t]);
   for (std::int64_t g = 0; g < Sim::KV; ++g)
     for (std::int64_t t = 0; t < sim.T; ++t)
       EXPECT_EQ(luka::accum::importance(sim.acc, g, t, -1, 0.0f), sim.ref_imp[g * Sim::cap + t]);
