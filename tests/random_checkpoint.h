@@ -18,17 +18,20 @@ constexpr int kRandomQwen3Layers = 3, kRandomQwen3HeadDim = 64, kRandomQwen3Voca
 // Writes config.json and model.safetensors into `dir` (a folder of the calling process: ctest runs
 // tests in parallel and models map their file) unless they are there; returns dir.
 
-inline std::filesystem::path write_random_qwen3(const std::filesystem::path& dir) {
+// `layers`: more than the usual 3 for configs that name layers past them (mixed(8,8)).
+inline std::filesystem::path write_random_qwen3(const std::filesystem::path& dir, int layers = kRandomQwen3Layers) {
   namespace fs = std::filesystem;
-  constexpr int kLayers = kRandomQwen3Layers, kHidden = 256, kHeads = 4, kKvHeads = 2, kHeadDim = kRandomQwen3HeadDim, kInter = 512,
+  const int kLayers = layers;
+  constexpr int kHidden = 256, kHeads = 4, kKvHeads = 2, kHeadDim = kRandomQwen3HeadDim, kInter = 512,
                 kVocab = kRandomQwen3Vocab;
   if (fs::exists(dir / "model.safetensors")) return dir;
   fs::create_directories(dir);
   std::ofstream(dir / "config.json") << R"({"architectures": ["Qwen3ForCausalLM"], "model_type": "qwen3",
     "attention_bias": false, "head_dim": 64, "hidden_act": "silu", "hidden_size": 256, "intermediate_size": 512,
-    "max_position_embeddings": 1024, "num_attention_heads": 4, "num_hidden_layers": 3, "num_key_value_heads": 2,
+    "max_position_embeddings": 1024, "num_attention_heads": 4, "num_key_value_heads": 2,
     "rms_norm_eps": 1e-06, "rope_scaling": null, "rope_theta": 1000000.0, "tie_word_embeddings": true,
-    "vocab_size": 512, "bos_token_id": 1, "eos_token_id": 2, "torch_dtype": "float32"})";
+    "vocab_size": 512, "bos_token_id": 1, "eos_token_id": 2, "torch_dtype": "float32", "num_hidden_layers": )"
+                                      << kLayers << "}";
   struct T {
     std::string name;
     std::vector<std::int64_t> shape;

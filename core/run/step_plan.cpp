@@ -151,6 +151,11 @@ StepPlan plan_step(const ModelShape& m, const RunLength& run, const std::vector<
   add("gate", -1, {1, m.intermediate}, ElemKind::kCompute);
   add("up", -1, {1, m.intermediate}, ElemKind::kCompute);
   add("logits", -1, {1, m.vocab}, ElemKind::kF32);
+  // The constants the step's ops take as tensors, not as scalars: an op given a scalar wraps it in
+  // a fresh tensor each call (an allocation per op). fp32: eps, 1/sqrt(D), hidden, D, the group
+  // size; and the int64 1 that advances the position and the step counter.
+  add("constants", -1, {5}, ElemKind::kF32);
+  add("one", -1, {1}, ElemKind::kI64);
   if (m.dtype_bytes != 4) add("logits_compute", -1, {1, m.vocab}, ElemKind::kCompute);
 
   // [SECTION] per layer: the KV cache, then the LuKA state
@@ -168,6 +173,7 @@ StepPlan plan_step(const ModelShape& m, const RunLength& run, const std::vector<
     add("importance", l, {KV, T}, ElemKind::kF32);
     add("h2o", l, {H, T}, ElemKind::kF32);
     add("spread", l, {KV, T}, ElemKind::kF32);
+    add("layer_constants", l, {2}, ElemKind::kF32);  // h2o decay, the compressor's tau
     // The page schedule of the whole run, as the layer will follow it (rules::pages_due): after
     // the prefill (step 0), then after each decode step s at context prompt + s.
     const rules::PageRule rule = to_rule(c.clustered);

@@ -1,0 +1,452 @@
+#include "core/run/static_step.h"
+
+#include <cmath>
+#include <limits>
+
+#include "core/luka/luka_attention.h"
+#include "core/model/decoder.h"
+#include "core/model/weights.h"
+#include "core/util/error.h"
+
+namespace luka {
+
+namespace {
+
+at::ScalarType scalar_type(ElemKind kind, at::ScalarType compute) {
+  switch (kind) {
+    case ElemKind::kCompute:
+      return compute;
+    case ElemKind::kF32:
+      return at::kFloat;
+    case ElemKind::kI64:
+      return at::kLong;
+    case ElemKind::kI32:
+      return at::kInt;
+    case ElemKind::kBool:
+      return at::kBool;
+  }
+  return compute;
+}
+
+// ATen's out= functions take `Tensor&` although they only write through the handle (the buffer
+// it points at); views made in the call, and const members, are passed through this.
+at::Tensor& out_arg(const at::Tensor& t) { return const_cast<at::Tensor&>(t); }
+
+// A weight as the step reads it: [out, in] on the step's device and dtype, or a clear error.
+at::Tensor dense_weight(const at::Tensor& w, const std::string& name, at::ScalarType dt, at::Device device) {
+  if (!w.defined())
+    fail("static step", name + " is held only as GGUF blocks: load the model with --weights dequantized");
+  if (w.scalar_type() != dt || w.device() != device || w.dim() < 1)
+    fail("static step", name + " is not a " + std::string(c10::toString(dt)) + " tensor on " + device.str());
+  return w;
+}
+
+}  // namespace
+
+// One layer's weights, transposed once (views), and its reserved cache and state.
+struct StaticDecodeStep::LayerOps {
+  at::Tensor input_norm, post_norm, q_norm, k_norm;
+  at::Tensor q_t, k_t, v_t, o_t, gate_t, up_t, down_t;  // [in, out] views
+  at::Tensor q_b, k_b, v_b, o_b, gate_b, up_b, down_b;
+  at::Tensor k_cache, v_cache;      // [KV, T, D]
+  LayerAttention* eager = nullptr;  // neither plain dense attention nor a static LuKA layer: the layer's own
+  // A LuKA layer in dense mode that the step runs itself: the layer (its state after the prefill
+  // is copied in), its config, its reserved state and where its pages stand on the host.
+  LukaAttention* luka = nullptr;
+  LayerConfig config;
+  at::Tensor importance, h2o, spread, summary_keys, summary_values, summary_bias;
+  at::Tensor constants;  // [decay, tau] fp32
+  std::int64_t pages = 0, paged_end = 0;
+};
+
+namespace {
+
+// Why the static step runs this LuKA layer through its own attention ("" when it runs it itself):
+// only dense mode, with pages made by the compressors written below.
+std::string luka_eager_reason(const LayerConfig& c) {
+  if (c.mode != AttentionMode::kDense) return std::string("mode ") + to_string(c.mode);
+  if (c.clustered.segmenter != Segmenter::kFixed || c.dar.window > 0 || c.dense_shadow)
+    return "a config the plan leaves eager";
+  if (c.clustered.compressor != Compressor::kAttentionWeighted && c.clustered.compressor != Compressor::kMean)
+    return std::string("compressor ") + to_string(c.clustered.compressor);
+  if (c.clustered.bias != SummaryBias::kNone && c.clustered.bias != SummaryBias::kFixed)
+    return std::string("bias ") + to_string(c.clustered.bias);
+  return "";
+}
+
+// Rows [first, first + count·L) of one KV head's cache [T, D] as count pages of L rows.
+at::Tensor page_rows(const at::Tensor& cache, std::int64_t first, std::int64_t count, std::int64_t L, std::int64_t D) {
+  return cache.narrow(0, first, count * L).view({count, L, D});
+}
+
+}  // namespace
+
+StaticDecodeStep::~StaticDecodeStep() = default;
+
+StaticDecodeStep::StaticDecodeStep(const Decoder& decoder, const RunLength& run,
+                                   const std::vector<LayerConfig>& layers) {
+  const Model& model = decoder.model();
+  const ModelConfig& c = model.config();
+  const ModelWeights& w = model.weights();
+  const at::ScalarType dt = to_scalar_type(model.dtype());
+  // fp32 only for now: the bf16 step needs its products in fp32 (as kernels/cpu's decode
+  // attention) to match the decoder, which the ATen out= ops here do not do.
+  if (dt != at::kFloat) fail("static step", std::string("runs fp32 models only, not ") + c10::toString(dt));
+  if (run.context() > c.max_position_embeddings)
+    fail("static step", "a context of " + std::to_string(run.context()) + " exceeds max_position_embeddings " +
+                            std::to_string(c.max_position_embeddings));
+  plan_ = plan_step(model_shape(c, 4), run, layers);
+  const at::Device device = decoder.rope_frequencies().device();
+  c10::InferenceMode guard;
+
+  tensors_.reserve(plan_.buffers.size());
+  for (const StepBuffer& b : plan_.buffers)
+    tensors_.push_back(at::zeros(b.shape, at::TensorOptions().dtype(scalar_type(b.kind, dt)).device(device)));
+  const auto get = [&](const char* name) { return buffer(name); };
+  token_ = get("token");
+  position_ = get("position");
+  step_ = get("step");
+  ids_ = get("ids");
+  key_positions_ = get("key_positions");
+  key_positions_.copy_(at::arange(plan_.context, at::TensorOptions().dtype(at::kLong)));
+  mask_ = get("mask");
+  x_ = get("x");
+  h_ = get("h");
+  norm_input_ = get("norm_input");
+  norm_square_ = get("norm_square");
+  norm_scale_ = get("norm_scale");
+  q_ = get("q");
+  k_ = get("k");
+  v_ = get("v");
+  rotated_ = get("rotated");
+  position_f32_ = get("position_f32");
+  rope_angle_ = get("rope_angle");
+  rope_cos_ = get("rope_cos");
+  rope_sin_ = get("rope_sin");
+  scores_ = get("scores");
+  probabilities_ = get("probabilities");
+  attention_ = get("attention");
+  gate_ = get("gate");
+  up_ = get("up");
+  logits_ = get("logits");
+  if (plan_.luka) {
+    group_sum_ = get("group_sum");
+    page_weights_ = get("page_weights");
+  }
+
+  embed_ = dense_weight(w.embed_tokens, "embed_tokens", dt, device);
+  final_norm_ = dense_weight(w.final_norm, "final_norm", dt, device);
+  lm_head_t_ = dense_weight(w.lm_head, "lm_head", dt, device).t();
+  inv_freq_ = decoder.rope_frequencies();
+  scale_ = 1.0 / std::sqrt(static_cast<double>(c.head_dim));
+  const at::Tensor constants = get("constants");
+  constants.copy_(
+      at::tensor({static_cast<float>(c.rms_norm_eps), static_cast<float>(scale_), static_cast<float>(c.hidden_size),
+                  static_cast<float>(c.head_dim), static_cast<float>(c.num_heads / c.num_kv_heads)}));
+  eps_t_ = constants.narrow(0, 0, 1);
+  scale_t_ = constants.narrow(0, 1, 1);
+  hidden_n_t_ = constants.narrow(0, 2, 1);
+  head_dim_n_t_ = constants.narrow(0, 3, 1);
+  group_n_t_ = constants.narrow(0, 4, 1);
+  one_ = get("one");
+  one_.fill_(1);
+  qk_norm_ = c.qk_norm;
+  for (int l = 0; l < c.num_layers; ++l) {
+    const LayerWeights& lw = w.layers[static_cast<std::size_t>(l)];
+    const std::string p = "layers." + std::to_string(l) + ".";
+    LayerOps o;
+    o.input_norm = dense_weight(lw.input_norm, p + "input_norm", dt, device);
+    o.post_norm = dense_weight(lw.post_attention_norm, p + "post_attention_norm", dt, device);
+    if (qk_norm_) {
+      o.q_norm = dense_weight(lw.q_norm, p + "q_norm", dt, device);
+      o.k_norm = dense_weight(lw.k_norm, p + "k_norm", dt, device);
+    }
+    o.q_t = dense_weight(lw.q_proj, p + "q_proj", dt, device).t();
+    o.k_t = dense_weight(lw.k_proj, p + "k_proj", dt, device).t();
+    o.v_t = dense_weight(lw.v_proj, p + "v_proj", dt, device).t();
+    o.o_t = dense_weight(lw.o_proj, p + "o_proj", dt, device).t();
+    o.gate_t = dense_weight(lw.gate_proj, p + "gate_proj", dt, device).t();
+    o.up_t = dense_weight(lw.up_proj, p + "up_proj", dt, device).t();
+    o.down_t = dense_weight(lw.down_proj, p + "down_proj", dt, device).t();
+    o.q_b = lw.q_bias;
+    o.k_b = lw.k_bias;
+    o.v_b = lw.v_bias;
+    o.o_b = lw.o_bias;
+    o.gate_b = lw.gate_bias;
+    o.up_b = lw.up_bias;
+    o.down_b = lw.down_bias;
+    o.k_cache = buffer("k_cache", l);
+    o.v_cache = buffer("v_cache", l);
+    LayerAttention& a = decoder.attention(l);
+    auto* luka = dynamic_cast<LukaAttention*>(&a);
+    if (luka && plan_.luka && luka_eager_reason(luka->config()).empty()) {
+      o.luka = luka;
+      o.config = luka->config();
+      if (o.config.mode != layers[static_cast<std::size_t>(l)].mode ||
+          o.config.clustered.page_size != layers[static_cast<std::size_t>(l)].clustered.page_size)
+        fail("static step", "layer " + std::to_string(l) + "'s attention runs another config than the one planned");
+      o.importance = buffer("importance", l);
+      o.h2o = buffer("h2o", l);
+      o.spread = buffer("spread", l);
+      o.constants = buffer("layer_constants", l);
+      o.constants.copy_(
+          at::tensor({static_cast<float>(o.config.lined.decay), static_cast<float>(o.config.clustered.tau)}));
+      o.summary_keys = buffer("summary_keys", l);
+      o.summary_values = buffer("summary_values", l);
+      o.summary_bias = buffer("summary_bias", l);
+    } else if (!dynamic_cast<const DenseAttention*>(&a)) {
+      o.eager = &a;
+    }
+    layers_.push_back(o);
+  }
+  has_eager_ = !eager_layers().empty();
+  if (has_eager_) host_ids_.reserve(static_cast<std::size_t>(plan_.context));
+}
+
+const at::Tensor& StaticDecodeStep::buffer(const std::string& name, int layer) const {
+  for (std::size_t i = 0; i < plan_.buffers.size(); ++i)
+    if (plan_.buffers[i].name == name && plan_.buffers[i].layer == layer) return tensors_[i];
+  fail("static step", "no buffer " + name);
+}
+
+std::vector<int> StaticDecodeStep::eager_layers() const {
+  std::vector<int> out;
+  for (std::size_t l = 0; l < layers_.size(); ++l)
+    if (layers_[l].eager) out.push_back(static_cast<int>(l));
+  return out;
+}
+
+std::int64_t StaticDecodeStep::pages(int layer) const {
+  const LayerOps& o = layers_.at(static_cast<std::size_t>(layer));
+  return o.luka ? o.pages : -1;
+}
+
+at::Tensor StaticDecodeStep::logits() const { return logits_[0]; }
+
+std::vector<std::int32_t> StaticDecodeStep::ids() const {
+  const at::Tensor ids = ids_.narrow(0, 0, host_step_).to(at::kCPU);
+  std::vector<std::int32_t> out;
+  for (std::int64_t i = 0; i < ids.numel(); ++i)
+    out.push_back(static_cast<std::int32_t>(ids.const_data_ptr<std::int64_t>()[i]));
+  return out;
+}
+
+void StaticDecodeStep::start(Decoder& decoder, const std::vector<std::int32_t>& prompt, std::int32_t first_token) {
+  if (static_cast<std::int64_t>(prompt.size()) != plan_.run.prompt || decoder.position() != plan_.run.prompt)
+    fail("static step", "planned for a prompt of " + std::to_string(plan_.run.prompt) +
+                            " tokens, the decoder is at position " + std::to_string(decoder.position()));
+  if (first_token < 0 || first_token >= plan_.shape.vocab)
+    fail("static step", "first token " + std::to_string(first_token) + " outside the vocabulary");
+  c10::InferenceMode guard;
+  const std::int64_t n = plan_.run.prompt;
+  for (std::size_t l = 0; l < layers_.size(); ++l) {
+    const KvCache& cache = decoder.cache(static_cast<int>(l));
+    layers_[l].k_cache.zero_();
+    layers_[l].v_cache.zero_();
+    layers_[l].k_cache.narrow(1, 0, n).copy_(cache.keys());
+    layers_[l].v_cache.narrow(1, 0, n).copy_(cache.values());
+    LayerOps& o = layers_[l];
+    if (!o.luka) continue;
+    // The layer's state after the prefill becomes the step's.
+    if (o.luka->tokens() != n)
+      fail("static step", "layer " + std::to_string(l) + "'s LuKA state is not at the prompt's end");
+    o.pages = static_cast<std::int64_t>(o.luka->pages().size());
+    o.paged_end = o.luka->paged_end();
+    if (o.pages > o.summary_keys.size(1))
+      fail("static step", "layer " + std::to_string(l) + " has more pages than planned");
+    for (const at::Tensor* t : {&o.importance, &o.h2o, &o.spread, &o.summary_keys, &o.summary_values, &o.summary_bias})
+      t->zero_();
+    o.importance.narrow(1, 0, n).copy_(o.luka->importance());
+    o.h2o.narrow(1, 0, n).copy_(o.luka->h2o_score());
+    if (o.paged_end > 0) o.spread.narrow(1, 0, o.paged_end).copy_(o.luka->spread());
+    if (o.pages > 0) {
+      o.summary_keys.narrow(1, 0, o.pages).copy_(o.luka->summary_keys());
+      o.summary_values.narrow(1, 0, o.pages).copy_(o.luka->summary_values());
+      o.summary_bias.narrow(1, 0, o.pages).copy_(o.luka->summary_bias());
+    }
+  }
+  token_.fill_(first_token);
+  position_.fill_(n);
+  step_.zero_();
+  ids_.zero_();
+  host_position_ = n;
+  host_step_ = 0;
+  if (has_eager_) host_ids_.assign(prompt.begin(), prompt.end());  // the delimiter segmenter reads them
+  started_ = true;
+}
+
+// y[r] = w · (x[r] · rsqrt(mean(x[r]²) + eps)) for `rows` rows of n, in fp32 as Hugging Face's
+// RMSNorm computes it (the normalised row cast to the compute dtype before the weight).
+void StaticDecodeStep::rms_norm_rows(const at::Tensor& x, std::int64_t rows, std::int64_t n, const at::Tensor& weight,
+                                     const at::Tensor& y) {
+  at::Tensor in = norm_input_.narrow(0, 0, rows * n).view({rows, n});
+  at::Tensor sq = norm_square_.narrow(0, 0, rows * n).view({rows, n});
+  at::Tensor scale = norm_scale_.narrow(0, 0, rows).view({rows, 1});
+  in.copy_(x.view({rows, n}));
+  at::mul_out(sq, in, in);
+  const std::int64_t last[] = {1};
+  // mean as ATen's CPU mean computes it (a sum, then a division by the count), with the count and
+  // eps held in tensors.
+  at::sum_out(scale, sq, at::IntArrayRef(last), /*keepdim=*/true);
+  scale.div_(n == plan_.shape.hidden ? hidden_n_t_ : head_dim_n_t_);
+  scale.add_(eps_t_).rsqrt_();
+  in.mul_(scale);
+  at::Tensor out = y.view({rows, n});
+  out.copy_(in);
+  out.mul_(weight);
+}
+
+// Rotate-half RoPE in place on `rows` rows of x [rows, D] with this step's tables.
+void StaticDecodeStep::rope(const at::Tensor& x, std::int64_t rows) {
+  const std::int64_t half = x.size(1) / 2;
+  at::Tensor r = rotated_.narrow(0, 0, rows);
+  at::neg_out(out_arg(r.narrow(1, 0, half)), x.narrow(1, half, half));
+  r.narrow(1, half, half).copy_(x.narrow(1, 0, half));
+  r.mul_(rope_sin_);
+  x.mul_(rope_cos_);
+  x.add_(r);
+}
+
+void StaticDecodeStep::step() {
+  if (!started_) fail("static step", "step() before start()");
+  if (host_step_ >= plan_.run.max_new_tokens)
+    fail("static step", "planned for " + std::to_string(plan_.run.max_new_tokens) + " steps");
+  c10::InferenceMode guard;
+  const ModelShape& m = plan_.shape;
+  const std::int64_t H = m.heads, KV = m.kv_heads, D = m.head_dim, G = H / KV, half = D / 2;
+  if (has_eager_) {
+    // Eager layers read the sequence's ids (the delimiter segmenter); on the CPU the token is
+    // right there, on a GPU this read is the one synchronisation such a run keeps.
+    host_ids_.push_back(static_cast<std::int32_t>(token_.to(at::kCPU).const_data_ptr<std::int64_t>()[0]));
+  }
+
+  // The token's row, the RoPE tables of its position and the mask of the keys past it.
+  at::index_select_out(x_, embed_, 0, token_);
+  position_f32_.copy_(position_);
+  at::mul_out(rope_angle_, inv_freq_, position_f32_);
+  at::cos_out(out_arg(rope_cos_.narrow(0, 0, half)), rope_angle_);
+  at::sin_out(out_arg(rope_sin_.narrow(0, 0, half)), rope_angle_);
+  rope_cos_.narrow(0, half, half).copy_(rope_cos_.narrow(0, 0, half));
+  rope_sin_.narrow(0, half, half).copy_(rope_sin_.narrow(0, 0, half));
+  at::gt_out(mask_, key_positions_, position_);
+
+  const at::Tensor q_row = q_.view({1, H * D}), k_row = k_.view({1, KV * D}), v_row = v_.view({1, KV * D});
+  const at::Tensor scores = scores_.view({KV, G, plan_.context}), probs = probabilities_.view({KV, G, plan_.context});
+  const at::Tensor att = attention_.view({KV, G, D});
+  for (std::size_t l = 0; l < layers_.size(); ++l) {
+    LayerOps& o = layers_[l];
+    rms_norm_rows(x_, 1, m.hidden, o.input_norm, h_);
+    const auto linear = [&](const at::Tensor& out, const at::Tensor& in, const at::Tensor& w_t, const at::Tensor& b) {
+      if (b.defined())
+        at::addmm_out(out_arg(out), b, in, w_t);
+      else
+        at::mm_out(out_arg(out), in, w_t);
+    };
+    linear(q_row, h_, o.q_t, o.q_b);
+    linear(k_row, h_, o.k_t, o.k_b);
+    linear(v_row, h_, o.v_t, o.v_b);
+    if (qk_norm_) {
+      rms_norm_rows(q_, H, D, o.q_norm, q_);
+      rms_norm_rows(k_, KV, D, o.k_norm, k_);
+    }
+    rope(q_, H);
+    rope(k_, KV);
+    o.k_cache.index_copy_(1, position_, k_.view({KV, 1, D}));
+    o.v_cache.index_copy_(1, position_, v_.view({KV, 1, D}));
+    if (o.eager) {
+      const std::int64_t T = host_position_ + 1;
+      AttentionInputs in;
+      in.layer = static_cast<int>(l);
+      in.q = q_.view({H, 1, D});
+      in.k = o.k_cache.narrow(1, 0, T);
+      in.v = o.v_cache.narrow(1, 0, T);
+      in.q_pos0 = host_position_;
+      in.group_size = G;
+      in.scale = scale_;
+      in.ids = host_ids_.data();
+      attention_.view({1, H * D}).copy_(o.eager->forward(in));
+    } else {
+      // Every reserved key, the ones past the position masked: a fixed shape whatever the length.
+      at::bmm_out(out_arg(scores), q_.view({KV, G, D}), o.k_cache.transpose(1, 2));
+      scores_.mul_(scale_t_);
+      scores_.masked_fill_(mask_, -std::numeric_limits<double>::infinity());
+      at::_softmax_out(probabilities_, scores_, 1, /*half_to_float=*/false);
+      at::bmm_out(out_arg(att), probs, o.v_cache);
+      if (o.luka) accumulate(o);
+    }
+    x_.addmm_(attention_.view({1, H * D}), o.o_t);
+    if (o.o_b.defined()) x_.add_(o.o_b);
+    rms_norm_rows(x_, 1, m.hidden, o.post_norm, h_);
+    linear(gate_, h_, o.gate_t, o.gate_b);
+    linear(up_, h_, o.up_t, o.up_b);
+    at::silu_(gate_);
+    gate_.mul_(up_);
+    x_.addmm_(gate_, o.down_t);
+    if (o.down_b.defined()) x_.add_(o.down_b);
+  }
+  rms_norm_rows(x_, 1, m.hidden, final_norm_, h_);
+  at::mm_out(logits_, h_, lm_head_t_);
+  // Greedy: the next token, recorded at this step's index; then the position and the counter move.
+  at::argmax_out(token_, logits_, 1, /*keepdim=*/false);
+  ids_.index_copy_(0, step_, token_);
+  step_.add_(one_);
+  position_.add_(one_);
+  ++host_step_;
+  ++host_position_;
+  // The page variant: the layers whose schedule makes pages after this step (known on the host
+  // from the plan; a GPU run replays the other recorded graph).
+  for (std::size_t l = 0; l < layers_.size(); ++l) {
+    LayerOps& o = layers_[l];
+    if (!o.luka) continue;
+    const std::int64_t count = plan_.page_counts[l][static_cast<std::size_t>(host_step_ - 1)];
+    if (count > 0) make_pages(o, count);
+  }
+}
+
+// §5.1 as core/luka accumulates a decode step: h2o_score per query head (with decay) and
+// importance per KV head as the mean over its group, from the step's attention rows, which are 0
+// past the length (so the whole reserved width is updated).
+void StaticDecodeStep::accumulate(LayerOps& o) {
+  const std::int64_t KV = plan_.shape.kv_heads, G = plan_.shape.heads / KV;
+  if (o.config.lined.decay != 1.0) o.h2o.mul_(o.constants.narrow(0, 0, 1));
+  o.h2o.add_(probabilities_);
+  const std::int64_t group[] = {1};
+  at::sum_out(group_sum_, probabilities_.view({KV, G, plan_.context}), at::IntArrayRef(group));
+  group_sum_.div_(group_n_t_);
+  o.importance.add_(group_sum_);
+}
+
+// `count` fixed pages of page_size from the layer's paged end, as core/luka makes them: per KV
+// head the compressor's weights π over each page's tokens (softmax(importance / τ), or uniform),
+// the summary key and value Σ π·k, Σ π·v, the bias (0 or log page_size) and π as the spread.
+void StaticDecodeStep::make_pages(LayerOps& o, std::int64_t count) {
+  const ClusteredConfig& c = o.config.clustered;
+  const std::int64_t KV = plan_.shape.kv_heads, D = plan_.shape.head_dim, L = c.page_size, n = count * L;
+  if (o.pages + count > o.summary_keys.size(1)) fail("static step", "more pages than planned");
+  for (std::int64_t g = 0; g < KV; ++g) {
+    const at::Tensor weights = o.spread[g].narrow(0, o.paged_end, n).view({count, L});
+    if (c.compressor == Compressor::kAttentionWeighted) {
+      const at::Tensor logits = page_weights_.narrow(0, 0, n).view({count, L});
+      logits.copy_(o.importance[g].narrow(0, o.paged_end, n).view({count, L}));
+      logits.div_(o.constants.narrow(0, 1, 1));
+      at::_softmax_out(out_arg(weights), logits, 1, /*half_to_float=*/false);
+    } else {
+      weights.fill_(1.0 / static_cast<double>(L));
+    }
+    const at::Tensor w3 = weights.view({count, 1, L});
+    at::bmm_out(out_arg(o.summary_keys[g].narrow(0, o.pages, count).view({count, 1, D})), w3,
+                page_rows(o.k_cache[g], o.paged_end, count, L, D));
+    if (c.zero_v) {
+      o.summary_values[g].narrow(0, o.pages, count).zero_();
+    } else {
+      at::bmm_out(out_arg(o.summary_values[g].narrow(0, o.pages, count).view({count, 1, D})), w3,
+                  page_rows(o.v_cache[g], o.paged_end, count, L, D));
+    }
+    if (c.bias == SummaryBias::kFixed)
+      o.summary_bias[g].narrow(0, o.pages, count).fill_(std::log(static_cast<double>(L)));
+  }
+  o.pages += count;
+  o.paged_end += n;
+}
+
+}  // namespace luka

@@ -1,0 +1,92 @@
+// The static decode step (issue 44): one decode step written so that it can be recorded once and
+// replayed, on the device the weights are on. Every buffer is reserved up front from the step's
+// plan (core/run/step_plan.h) for the run's maximum context; the token fed, its position and the
+// step counter are tensors the step itself advances (the greedy argmax is written into `token`,
+// and `ids` keeps every chosen id), and every op writes into a reserved buffer (ATen's out=
+// variants), with attention over all reserved keys and the keys past the length masked to -inf.
+// So a step reads nothing back to the host and, after the first, allocates nothing: on the CPU a
+// test counts the allocations through c10's CPU allocator; on a GPU the same ops are what a CUDA
+// graph would record.
+//
+// A LuKA layer in dense mode runs here too: its accumulators (importance, h2o_score) are updated
+// from the step's attention rows, and after the steps the plan's schedule names, its pages are
+// made (the page variant). Any other layer (lined, clustered, Kascade, or a dense one whose pages
+// the step cannot make) runs through its own LayerAttention on views of the reserved cache, as
+// Decoder::decode runs it: the same results, but that layer's code allocates and needs the length
+// on the host (kept beside the device scalars).
+//
+// The step starts from a decoder that has prefilled the prompt: start() copies its caches. The
+// decoder's LuKA layers (shared with it) then advance with the static step, and the decoder itself
+// does not: reset it before its next use.
+#pragma once
+
+#include <ATen/ATen.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/run/step_plan.h"
+
+namespace luka {
+
+class Decoder;
+class LayerAttention;
+
+class StaticDecodeStep {
+ public:
+  // Reserves the plan's buffers for `decoder`'s model (fp32 weights held as tensors: not GGUF
+  // blocks only) and `layers` (its LuKA layer configs, or empty for plain attention). Throws
+  // luka::Error naming what the step cannot run.
+  StaticDecodeStep(const Decoder& decoder, const RunLength& run, const std::vector<LayerConfig>& layers = {});
+  ~StaticDecodeStep();
+
+  // After decoder.prefill(prompt) (position() == run.prompt == prompt.size()): copies its caches
+  // into the reserved ones and sets the first token to feed (the one chosen from the prefill's
+  // logits).
+  void start(Decoder& decoder, const std::vector<std::int32_t>& prompt, std::int32_t first_token);
+  // One decode step: feeds `token` at `position`, leaves the logits in logits(), writes their argmax
+  // into `token` and ids()[step], and advances position and step. Throws luka::Error past the
+  // planned steps.
+  void step();
+
+  const StepPlan& plan() const { return plan_; }
+  // The last step's logits, float32 [vocab] (a view of the reserved buffer: copy it to keep it).
+  at::Tensor logits() const;
+  // The ids chosen by the steps so far (a copy, read from the device).
+  std::vector<std::int32_t> ids() const;
+  std::int64_t steps() const { return host_step_; }
+  // A reserved buffer by its plan name, for tests.
+  const at::Tensor& buffer(const std::string& name, int layer = -1) const;
+  // Layers that run through their own (eager) attention.
+  std::vector<int> eager_layers() const;
+  // A LuKA layer the step runs itself (dense mode): its pages so far (-1 for other layers).
+  std::int64_t pages(int layer) const;
+
+ private:
+  struct LayerOps;
+  void rms_norm_rows(const at::Tensor& x, std::int64_t rows, std::int64_t n, const at::Tensor& weight,
+                     const at::Tensor& y);
+  void rope(const at::Tensor& x, std::int64_t rows);
+  void accumulate(LayerOps& o);
+  void make_pages(LayerOps& o, std::int64_t count);
+
+  StepPlan plan_;
+  std::vector<at::Tensor> tensors_;  // one per plan_.buffers entry, in its order
+  std::vector<LayerOps> layers_;
+  at::Tensor token_, position_, step_, ids_, key_positions_, mask_, x_, h_, norm_input_, norm_square_, norm_scale_, q_,
+      k_, v_, rotated_, position_f32_, rope_angle_, rope_cos_, rope_sin_, scores_, probabilities_, attention_, gate_,
+      up_, logits_, group_sum_, page_weights_;
+  at::Tensor embed_, final_norm_, lm_head_t_, inv_freq_;
+  double scale_ = 1;
+  // Views of the plan's "constants": [1] fp32 each, and the int64 1.
+  at::Tensor eps_t_, scale_t_, hidden_n_t_, head_dim_n_t_, group_n_t_, one_;
+  bool qk_norm_ = false;
+  std::int64_t host_position_ = 0, host_step_ = 0;
+  std::vector<std::int32_t> host_ids_;  // the sequence on the host, for eager layers (reserved)
+  bool has_eager_ = false;
+  bool started_ = false;
+};
+
+}  // namespace luka
