@@ -33,7 +33,14 @@ const std::pair<const char*, AttentionMode> kModes[] = {
     {"dense", AttentionMode::kDense},
     {"lined", AttentionMode::kLined},
     {"clustered", AttentionMode::kClustered},
-    {"kascade", AttentionMode::kKascade}};
+    {"kascade", AttentionMode::kKascade},
+    {"press", AttentionMode::kPress}};
+const std::pair<const char*, PressMethod> kPressMethods[] = {
+    {"streaming_llm", PressMethod::kStreamingLlm}, {"snapkv", PressMethod::kSnapKv},
+    {"tova", PressMethod::kTova},                  {"knorm", PressMethod::kKnorm},
+    {"expected_attention", PressMethod::kExpectedAttention}, {"random", PressMethod::kRandom}};
+const std::pair<const char*, PressAllocation> kPressAllocations[] = {
+    {"uniform", PressAllocation::kUniform}, {"pyramidkv", PressAllocation::kPyramid}, {"adakv", PressAllocation::kAdaKv}};
 const std::pair<const char*, Selection> kSelections[] = {
     {"head", Selection::kPerHead}, {"group", Selection::kPerGroup}, {"layer", Selection::kPerLayer}};
 const std::pair<const char*, Compressor> kCompressors[] = {{"mean", Compressor::kMean},
@@ -245,6 +252,20 @@ const Key kKeys[] = {
      [](const LayerConfig& c) { return json(c.dar.basis); }},
     LUKA_KEY_ENUM("dar_keys", dar.keys, kDarKeys),
     LUKA_KEY_INT("dar_sink", dar.sink),
+    LUKA_KEY_ENUM("press_method", press.method, kPressMethods),
+    LUKA_KEY_ENUM("press_allocation", press.allocation, kPressAllocations),
+    LUKA_KEY_DOUBLE("compression_ratio", press.compression_ratio),
+    LUKA_KEY_INT("budget_tokens", press.budget_tokens),
+    LUKA_KEY_INT("press_sink", press.n_sink),
+    LUKA_KEY_INT("press_window", press.window_size),
+    LUKA_KEY_INT("press_kernel", press.kernel_size),
+    LUKA_KEY_INT("press_future_positions", press.n_future_positions),
+    LUKA_KEY_BOOL("press_covariance", press.use_covariance),
+    LUKA_KEY_BOOL("press_vnorm", press.use_vnorm),
+    LUKA_KEY_DOUBLE("press_epsilon", press.epsilon),
+    LUKA_KEY_INT("press_seed", press.seed),
+    LUKA_KEY_INT("press_beta", press.beta),
+    LUKA_KEY_DOUBLE("press_alpha", press.alpha_safeguard),
 };
 
 #undef LUKA_KEY_INT
@@ -290,6 +311,8 @@ const char* to_string(KascadePrefill p) { return name_of(p, kKascadePrefills); }
 const char* to_string(DarKeys k) { return name_of(k, kDarKeys); }
 const char* to_string(Segmenter s) { return name_of(s, kSegmenters); }
 const char* to_string(DelimiterMatch m) { return name_of(m, kDelimiterMatches); }
+const char* to_string(PressMethod m) { return name_of(m, kPressMethods); }
+const char* to_string(PressAllocation a) { return name_of(a, kPressAllocations); }
 
 std::string describe_modes(const LukaConfig& config) {
   std::string out;
@@ -351,6 +374,17 @@ void validate(const LayerConfig& c, std::int64_t layer) {
   if (d.sink < 0) fail(where, "dar_sink must be >= 0");
   if (d.window > 0 && d.basis.empty()) fail(where, "dar_window needs dar_basis, the file luka calibrate --dar writes");
   if (d.window > 0 && c.mode == AttentionMode::kKascade) fail(where, "dar applies to dense, lined and clustered layers, not kascade");
+  const PressConfig& p = c.press;
+  if (!(p.compression_ratio >= 0 && p.compression_ratio < 1))
+    fail(where, "compression_ratio must be in [0, 1), got " + std::to_string(p.compression_ratio));
+  if (p.budget_tokens < 0) fail(where, "budget_tokens must be >= 0 (0: use compression_ratio)");
+  if (p.n_sink < 0) fail(where, "press_sink must be >= 0");
+  if (p.window_size < 1) fail(where, "press_window must be >= 1");
+  if (p.kernel_size < 1 || p.kernel_size % 2 == 0) fail(where, "press_kernel must be odd and positive");
+  if (p.n_future_positions < 1) fail(where, "press_future_positions must be >= 1");
+  if (p.beta < 1) fail(where, "press_beta must be >= 1");
+  if (!(p.alpha_safeguard >= 0 && p.alpha_safeguard <= 1)) fail(where, "press_alpha must be in [0, 1]");
+  if (d.window > 0 && c.mode == AttentionMode::kPress) fail(where, "dar applies to dense, lined and clustered layers, not press");
 }
 
 void validate_kascade_sources(const LukaConfig& config) {
@@ -550,7 +584,20 @@ LukaConfig LukaConfig::preset(const std::string& name, std::int64_t num_layers) 
     }
     return c;
   }
-  fail("luka config", "unknown preset '" + name + "' (expected dense, lined, clustered, mixed(a,b), paper, authors_eval, kascade, semanticache, auto:FILE[,budget=B][,loss=output|kl])");
+  // kvpress's presses at its defaults on every layer: a scorer's name, or pyramidkv (SnapKV with
+  // pyramid layer budgets, as kvpress's PyramidKVPress) and adakv (AdaKV over SnapKV).
+  const bool pyramid = name == "pyramidkv", adakv = name == "adakv";
+  for (const auto& [method_name, method] : kPressMethods)
+    if (name == method_name || pyramid || adakv) {
+      for (auto& l : c.layers) {
+        l.mode = AttentionMode::kPress;
+        l.press.method = pyramid || adakv ? PressMethod::kSnapKv : method;
+        l.press.allocation = pyramid ? PressAllocation::kPyramid : adakv ? PressAllocation::kAdaKv : PressAllocation::kUniform;
+      }
+      return c;
+    }
+  fail("luka config", "unknown preset '" + name + "' (expected dense, lined, clustered, mixed(a,b), paper, authors_eval, kascade, semanticache, "
+       "streaming_llm, snapkv, tova, knorm, expected_attention, random, pyramidkv, adakv, auto:FILE[,budget=B][,loss=output|kl])");
 }
 
 LukaConfig LukaConfig::from_json(const std::string& text, std::int64_t num_layers, const std::string& where) {

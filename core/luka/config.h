@@ -28,6 +28,8 @@ const char* to_string(KascadePrefill p);
 const char* to_string(DarKeys k);
 const char* to_string(Segmenter s);
 const char* to_string(DelimiterMatch m);
+const char* to_string(PressMethod m);
+const char* to_string(PressAllocation a);
 
 // Kascade (kascade.md, docs/methods.md): an anchor layer computes its exact attention, pools it
 // post-softmax over each KV head's query heads (decode) or over a tile of queries and their heads
@@ -62,12 +64,33 @@ struct DarConfig {
   std::int64_t sink = 0;    // the first `sink` positions are always seen whole (attention sinks)
 };
 
+// A press (core/press/press.h, docs/methods.md): kvpress's scoring of the prompt's cache once,
+// after prefill; each KV head then attends to its kept prompt positions and to every position
+// after the prompt. Defaults are kvpress 0.5.5's. budget_tokens > 0 replaces compression_ratio.
+struct PressConfig {
+  PressMethod method = PressMethod::kSnapKv;
+  PressAllocation allocation = PressAllocation::kUniform;
+  double compression_ratio = 0.5;  // the fraction of the prompt removed, in [0, 1)
+  std::int64_t budget_tokens = 0;
+  std::int64_t n_sink = 4;         // streaming_llm, expected_attention
+  std::int64_t window_size = 64;   // snapkv, pyramidkv
+  std::int64_t kernel_size = 5;    // snapkv
+  std::int64_t n_future_positions = 512;  // expected_attention
+  bool use_covariance = true;      // expected_attention
+  bool use_vnorm = true;           // expected_attention
+  double epsilon = 0;              // expected_attention
+  std::int64_t seed = 0;           // random
+  std::int64_t beta = 20;          // pyramidkv
+  double alpha_safeguard = 0.2;    // adakv
+};
+
 struct LayerConfig {
   AttentionMode mode = AttentionMode::kDense;
   LinedConfig lined;
   ClusteredConfig clustered;
   KascadeConfig kascade;
   DarConfig dar;
+  PressConfig press;
   bool dense_shadow = false;     // also run dense attention and report fidelity
   ImportanceSource importance_source = ImportanceSource::kEffective;
 };

@@ -153,6 +153,8 @@ void LukaAttention::reset() {
   heavy_tokens_ = -1;
   tokens_ = 0;
   pages_.clear();
+  press_kept_.clear();
+  press_prompt_ = 0;
   paged_end_ = 0;
   clock_ = rules::PageClock{config_.clustered.page_counter_start, 0};
   last_ = LukaStep{};
@@ -214,6 +216,8 @@ at::Tensor LukaAttention::forward(const AttentionInputs& raw) {
   const bool is_decode = n == 1 && T > 1;
   if (!is_decode) heavy_tokens_ = -1;
   at::Tensor out = is_decode ? decode(in) : prefill(in);
+  // kvpress compresses once, at the prompt's prefill (a forward from position 0).
+  if (!is_decode && in.q_pos0 == 0 && config_.mode == AttentionMode::kPress) press_prompt(in);
   tokens_ = T;
   make_pages(in, is_decode ? step_ : 0);
   raw_ = nullptr;
@@ -373,6 +377,8 @@ at::Tensor LukaAttention::decode(const AttentionInputs& in) {
     decode_lined(s);
   } else if (config_.mode == AttentionMode::kKascade) {
     decode_kascade(s);
+  } else if (config_.mode == AttentionMode::kPress) {
+    decode_press(s);
   } else {
     cover_rows = decode_clustered(s);
   }
@@ -879,6 +885,7 @@ std::vector<std::shared_ptr<LukaLayer>> install_luka(Decoder& decoder, const Luk
     auto a = std::make_shared<LukaAttention>(static_cast<int>(i), config.layers[static_cast<std::size_t>(i)]);
     a->set_kascade_board(board);
     a->set_rope(decoder.rope_frequencies());
+    a->set_layer_count(static_cast<int>(n));
     decoder.set_attention(static_cast<int>(i), a);
     layers.push_back(std::move(a));
   }

@@ -52,6 +52,12 @@ class LukaAttention final : public LukaLayer {
   // probe needs to project keys before RoPE. Without them (a layer used alone) it takes the keys
   // as they come.
   void set_rope(const at::Tensor& inv_freq) { rope_inv_freq_ = inv_freq.to(at::kCPU, at::kFloat); }
+  // The model's layer count (install_luka sets it): PyramidKV's budgets depend on the layer's depth.
+  void set_layer_count(int layers) { layer_count_ = layers; }
+  // Press mode: each KV head's kept prompt positions (ascending) and the prompt's length; empty
+  // until a prefill in press mode (positions from the prompt's end on are always attended).
+  const std::vector<std::vector<std::int64_t>>& press_kept() const { return press_kept_; }
+  std::int64_t press_prompt() const { return press_prompt_; }
 
   // For fidelity experiments: summary logits become the log-sum-exp of their children's logits,
   // so a page's α is exactly its dense mass (an oracle no real summary can reach).
@@ -79,6 +85,9 @@ class LukaAttention final : public LukaLayer {
   void decode_lined(Step& s);
   at::Tensor decode_clustered(Step& s);
   void decode_kascade(Step& s);                 // luka_kascade.cpp
+  void decode_press(Step& s);                   // luka_press.cpp
+  // Press mode: scores the prompt's cache (`in` is the prefill's) and keeps per KV head.
+  void press_prompt(const AttentionInputs& in);
   // Kascade's sparse step: per query head h, an exact softmax over the keys *sets[h] into s.eff
   // and s.out. `renormalize`: s.eff already holds h's exact rows (an anchor's), so the softmax over
   // the set is those rows renormalized over it.
@@ -124,6 +133,9 @@ class LukaAttention final : public LukaLayer {
   // heavy_tokens_ tokens (-1: rank from scratch next time).
   std::vector<HeavyHitterSet> heavy_sets_;
   std::int64_t heavy_tokens_ = -1;
+  int layer_count_ = 1;
+  std::vector<std::vector<std::int64_t>> press_kept_;  // press: per KV head, kept prompt positions
+  std::int64_t press_prompt_ = 0;                      // press: the prompt's length (0: none)
   std::shared_ptr<KascadeBoard> board_;  // Kascade: this model's, or the layer's own when alone
   // DAR: the basis, and the cache as attention sees it ([KV, cap, D], the cache's dtype), whose
   // positions [0, dar_projected_) hold projections; stale after a config change or a reset.

@@ -11,7 +11,10 @@
 
 namespace luka {
 
-enum class AttentionMode { kDense, kLined, kClustered, kKascade };
+enum class AttentionMode { kDense, kLined, kClustered, kKascade, kPress };
+// kvpress's presses (core/press, docs/methods.md): the scorer, and how a budget is spread.
+enum class PressMethod { kStreamingLlm, kSnapKv, kTova, kKnorm, kExpectedAttention, kRandom };
+enum class PressAllocation { kUniform, kPyramid, kAdaKv };
 enum class Selection { kPerHead, kPerGroup, kPerLayer };      // who shares a selection
 enum class Compressor { kMean, kAttentionWeighted, kRandom, kGsc };  // gsc: SemantiCache's clusters
 enum class SummaryBias { kNone, kFixed, kAdaptive };          // 0, log|c|, log k_eff
