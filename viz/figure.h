@@ -27,7 +27,10 @@ struct Figure {
   double cell = 1;
   std::int64_t tokens = 0;            // map size in tokens (clips the last cell)
   std::vector<std::string> labels;    // a label per token (index = token position), may be empty
-  std::vector<FigureBand> bands;      // topic bands on both axes
+  std::vector<FigureBand> bands;      // topic bands on both axes, and a legend of their topics
+  // The first decode token (the prompt's length) when the map goes past the prefill: a line on
+  // both axes marks it, labelled; -1: none.
+  std::int64_t decode_start = -1;
   HeatmapOptions options;             // colormap, scale, causal mask
   std::string scale_label;            // under the colour bar, e.g. "attention (log10)"
   double width = 760, height = 680;   // points (PNG: pixels x 2)
@@ -37,8 +40,9 @@ struct Figure {
 // naming the file for an unknown extension or a write failure.
 void write_figure(const Figure& figure, const std::filesystem::path& path);
 
-// Small multiples: each panel's heatmap in a grid cell under its title (a short caption), one
-// colour bar for all (the first panel's colormap and scale), and an overall title.
+// Small multiples: each panel's heatmap in a grid cell under its title (a short caption) with its
+// topic bands, one colour bar for all (the first panel's colormap and scale, ticked as the single
+// figure's), the topic legend and an overall title.
 struct GridFigure {
   std::string title;
   std::vector<Figure> panels;

@@ -233,6 +233,30 @@ viz::HeatmapOptions decode_rows_options(MapView mv, const DecodeRows& rows, bool
   return o;
 }
 
+namespace {
+
+// A layer's modes over decode steps 1..steps, as a run of phrases: "lined to step 9" for one
+// mode, "clustered to step 6, lined from step 7" for a switch, "... steps 4-6 ..." between two.
+std::string modes_over_run(const capture::CaptureView& view, int layer, std::int64_t steps) {
+  std::vector<std::pair<std::int8_t, std::int64_t>> runs;  // mode, first step
+  for (std::int64_t s = 1; s <= steps; ++s) {
+    const std::int8_t m = view.metrics(s, layer).mode;
+    if (runs.empty() || runs.back().first != m) runs.emplace_back(m, s);
+  }
+  std::string out;
+  for (std::size_t i = 0; i < runs.size(); ++i) {
+    const std::int64_t first = runs[i].second, last = i + 1 < runs.size() ? runs[i + 1].second - 1 : steps;
+    std::string phrase = capture::mode_name(runs[i].first);
+    if (i == 0) phrase += " to step " + std::to_string(last);
+    else if (i + 1 == runs.size()) phrase += " from step " + std::to_string(first);
+    else phrase += " steps " + std::to_string(first) + "-" + std::to_string(last);
+    out += (out.empty() ? "" : ", ") + phrase;
+  }
+  return out;
+}
+
+}  // namespace
+
 viz::Figure figure_from_capture(const capture::CaptureView& view, int layer, int head, int level, std::int64_t steps, bool log_scale,
                                 MapView mv) {
   const capture::Summary sum = view.summary();
@@ -254,8 +278,8 @@ viz::Figure figure_from_capture(const capture::CaptureView& view, int layer, int
   f.rows = w.rows;
   f.cols = w.cols;
   f.values = w.values;
-  std::string mode = "prefill";
-  if (steps > 0) mode = capture::mode_name(view.metrics(steps, layer).mode);
+  const std::string mode = steps > 0 ? modes_over_run(view, layer, steps) : "prefill";
+  if (steps > 0) f.decode_start = lay.prompt_tokens;
   f.cell = static_cast<double>(std::int64_t{1} << level);
   f.tokens = lay.prompt_tokens + steps;
   for (const capture::Token& t : view.tokens()) f.labels.push_back(t.piece);
@@ -267,7 +291,7 @@ viz::Figure figure_from_capture(const capture::CaptureView& view, int layer, int
   char title[512];
   const char* what = mv == MapView::kEffective ? "effective attention" : mv == MapView::kDense ? "dense attention (shadow)" : "effective − dense";
   std::snprintf(title, sizeof title, "%s (%s) · layer %d · head %d · %s%s · %s%s", model.c_str(), sum.manifest.architecture.c_str(),
-                layer, head, mode.c_str(), steps ? (" to step " + std::to_string(steps)).c_str() : "", what,
+                layer, head, mode.c_str(), "", what,
                 level ? (" · max over " + std::to_string(1 << level) + "×" + std::to_string(1 << level) + " tokens").c_str() : "");
   f.title = title;
   return f;
@@ -289,6 +313,7 @@ viz::GridFigure grid_from_capture(const capture::CaptureView& view, bool heads, 
   for (const int item : items) {
     viz::Figure f = figure_from_capture(view, heads ? layer : item, heads ? item : head, level, steps, log_scale, mv);
     f.title = (heads ? "head " : "layer ") + std::to_string(item);
+    if (steps && !heads) f.title += " · " + modes_over_run(view, item, steps);
     vmax = std::max(vmax, static_cast<float>(f.options.scale.vmax));
     g.panels.push_back(std::move(f));
   }
@@ -299,7 +324,10 @@ viz::GridFigure grid_from_capture(const capture::CaptureView& view, bool heads, 
   const std::string model = std::filesystem::path(sum.manifest.model_path).filename().string();
   const char* what = mv == MapView::kEffective ? "effective attention" : mv == MapView::kDense ? "dense attention (shadow)" : "effective − dense";
   g.title = model + " (" + sum.manifest.architecture + ") · " + (heads ? "layer " + std::to_string(layer) + " · every head" : "head " + std::to_string(head) + " · every layer") +
-            (steps ? " · to step " + std::to_string(steps) : "") + " · " + what;
+            (steps && heads   ? " · " + modes_over_run(view, layer, steps)
+             : steps          ? " · to step " + std::to_string(steps)
+                              : "") +
+            " · " + what;
   return g;
 }
 
