@@ -308,6 +308,11 @@ std::string LiveCapture::spill_error() const {
 
 // [SECTION] Queries
 
+void LiveCapture::set_generation(std::string generation) {
+  std::lock_guard<std::mutex> lock(mu_);
+  summary_.manifest.generation = std::move(generation);
+}
+
 Summary LiveCapture::summary() const {
   std::lock_guard<std::mutex> lock(mu_);
   return summary_;

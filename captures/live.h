@@ -44,6 +44,10 @@ class LiveCapture final : public CaptureSink, public CaptureView {
   void step(const Step& step, const StepChunks* chunks) override;
   void finish(const std::vector<Token>& trailing) override;
 
+  // Replaces the manifest's generation JSON: a live run's settings change while it runs (the
+  // Studio's live mode switches), and a save of the view carries them.
+  void set_generation(std::string generation);
+
   Summary summary() const override;
   std::vector<Token> tokens() const override;
   std::vector<Segment> segments() const override;

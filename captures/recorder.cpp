@@ -4,6 +4,7 @@
 #include <atomic>
 #include <chrono>
 #include <cmath>
+#include <ctime>
 #include <fstream>
 #include <limits>
 
@@ -127,8 +128,18 @@ ParallelFor model_parallel_for() {
   };
 }
 
+std::string utc_timestamp() {
+  const std::time_t t = std::time(nullptr);
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
+
 Manifest make_manifest(const Model& model, const Tokenizer& tokenizer, const LukaConfig& config) {
   Manifest m;
+  m.created = utc_timestamp();
   std::error_code ec;
   const auto resolved = std::filesystem::weakly_canonical(model.path(), ec);  // through links like models/default
   m.model_path = (ec ? std::filesystem::absolute(model.path()) : resolved).string();

@@ -31,7 +31,10 @@ Layout make_layout(const Model& model, const LukaConfig& config, const RecordSpe
 // Runs a CapturePipeline's producer-side work on LibTorch's intra-op threads (the model's cores).
 ParallelFor model_parallel_for();
 
+// `created` is the time of the call (utc_timestamp).
 Manifest make_manifest(const Model& model, const Tokenizer& tokenizer, const LukaConfig& config);
+// Now, in UTC, as ISO 8601 to the second ("2026-11-29T04:05:06Z"): the manifest's `created`.
+std::string utc_timestamp();
 
 class CaptureRecorder {
  public:

@@ -148,6 +148,33 @@ int print_survival(const capture::CaptureFile& file, const ArgParser& args) {
 
 // [SECTION] --topics and --heads
 
+// A manifest attribute that holds JSON, as JSON: null when empty (captures from before it was
+// written), the text itself when it does not parse, so that --json always prints valid JSON.
+nlohmann::json embedded_json(const std::string& text) {
+  if (text.empty()) return nullptr;
+  nlohmann::json j = nlohmann::json::parse(text, nullptr, false);
+  return j.is_discarded() ? nlohmann::json(text) : j;
+}
+
+// The mode switches a run made as it ran (--schedule, or the Studio's live switches): the
+// generation's "schedule", empty when none or unreadable.
+std::string schedule_of(const std::string& generation) {
+  const nlohmann::json g = nlohmann::json::parse(generation, nullptr, false);
+  if (!g.is_object() || !g.contains("schedule") || !g["schedule"].is_string()) return "";
+  return g["schedule"].get<std::string>();
+}
+
+// The generation settings on one line: the configs of the Studio's live changes (each in full)
+// are counted, not printed; --json has them.
+std::string generation_line(const std::string& generation) {
+  nlohmann::json g = nlohmann::json::parse(generation, nullptr, false);
+  if (!g.is_object() || !g.contains("live_changes") || !g["live_changes"].is_array()) return generation;
+  const std::size_t changes = g["live_changes"].size();
+  g.erase("live_changes");
+  return g.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + " (" + std::to_string(changes) +
+         " live config changes)";
+}
+
 nlohmann::json number(double v) { return std::isnan(v) ? nlohmann::json() : nlohmann::json(v); }
 
 std::string fixed(double v, int width, int digits) {
@@ -502,8 +529,8 @@ int run_inspect(int argc, char** argv) {
     j["created"] = m.created;
     j["tool"] = {{"version", m.tool_version}, {"git_revision", m.git_revision}};
     j["attention"] = modes;
-    j["luka_config"] = nlohmann::json::parse(m.luka_config, nullptr, false);
-    j["generation"] = nlohmann::json::parse(m.generation, nullptr, false);
+    j["luka_config"] = embedded_json(m.luka_config);
+    j["generation"] = embedded_json(m.generation);
     j["record"] = m.record;
     j["calibration"] = !m.calibration.empty();
     j["tokens"] = {{"prompt", l.prompt_tokens}, {"generated", generated}, {"total", tokens.size()}};
@@ -516,7 +543,7 @@ int run_inspect(int argc, char** argv) {
     j["covers"] = l.covers;
     j["parts"] = nlohmann::json::object();
     for (const auto& [name, size] : parts) j["parts"][name] = {{"stored", size.stored}, {"uncompressed", size.logical}};
-    std::printf("%s\n", j.dump(2).c_str());
+    std::printf("%s\n", j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
     return 0;
   }
 
@@ -527,7 +554,9 @@ int run_inspect(int argc, char** argv) {
   std::printf("hashes     weights %s…, tokenizer %s…\n", short_hash(m.weights_hash).c_str(), short_hash(m.tokenizer_hash).c_str());
   std::printf("created    %s by luka %s (%s)\n", m.created.c_str(), m.tool_version.c_str(), m.git_revision.c_str());
   std::printf("attention  %s\n", modes.c_str());
-  std::printf("generation %s\n", m.generation.c_str());
+  std::printf("generation %s\n", generation_line(m.generation).c_str());
+  if (const std::string switches = schedule_of(m.generation); !switches.empty())
+    std::printf("switches   %s\n", switches.c_str());
   std::printf("tokens     %lld prompt + %lld generated\n", static_cast<long long>(l.prompt_tokens), static_cast<long long>(generated));
   for (const auto& seg : segments)
     std::printf("  segment  %-24s %s  tokens [%lld, %lld)\n", seg.label.c_str(), seg.colour.c_str(), static_cast<long long>(seg.begin),

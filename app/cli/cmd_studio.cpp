@@ -23,7 +23,10 @@ int run_studio(int argc, char** argv) {
                  "Opens the LuKA Studio window: run a prompt with per-layer dense / lined / clustered attention,\n"
                  "switch a layer's mode live, and explore attention maps, covers and costs; or replay a capture\n"
                  "file without a model. With no argument it loads the default model and the demo prompt the first\n"
-                 "time, and after that the last session's model, prompt, LuKA config and view (--fresh: the defaults).");
+                 "time, and after that the last session's model, prompt, LuKA config and view\n"
+                 "(--fresh: the defaults).\n"
+                 "The session is saved at exit, --fresh or not, unless --no-save is given. A --script window neither\n"
+                 "reads nor saves it, unless --fresh asks it to save.");
   args.option("model", "PATH", kModelOptionHelp)
       .option("capture", "FILE", "open a capture for replay (no model is loaded)")
       .option("prompt-file", "F", "an interwoven prompt .json", Default::described_text("assets/prompts/demo.json"))
@@ -31,7 +34,9 @@ int run_studio(int argc, char** argv) {
       .option("size", "WxH", "window size", "1280x800")
       .option("calibration", "FILE", "a luka calibrate file of the model: attached to every run's capture, and shown\n"
               "in the Head scores tab (source: calibration)")
-      .flag("fresh", "start from the defaults instead of the last session (model, prompt, LuKA config, selection, view, panel sizes)");
+      .flag("fresh", "start from the defaults instead of the last session (model, prompt, LuKA config,\n"
+            "selection, view, panel sizes); the session is still saved at exit")
+      .flag("no-save", "do not save the session at exit (the next start restores the one before)");
   add_device_option(args);
   add_weights_option(args);
   args.epilog("example:\n  luka studio\n  luka studio --capture demo.h5\n  luka studio --device cuda\n\n" + std::string(kEnvironmentHelp));
@@ -69,6 +74,7 @@ int run_studio(int argc, char** argv) {
   // The last session comes back unless a script drives the window (tests need the defaults) or
   // --fresh says otherwise; options given here win over it.
   o.restore = !args.has("script") && !args.get_flag("fresh");
+  o.save = !args.get_flag("no-save") && (!args.has("script") || args.get_flag("fresh"));
   o.model_given = args.has("model") || std::getenv("LUKA_MODEL") != nullptr;
   o.prompt_given = args.has("prompt-file");
   o.device_given = args.has("device");

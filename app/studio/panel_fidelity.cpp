@@ -90,10 +90,16 @@ void draw_fidelity_panel(UiState& ui) {
   const std::int64_t step = ui.selection.step > 0 ? std::min<std::int64_t>(ui.selection.step, sum.complete_steps) : sum.complete_steps;
   LukaConfig cfg = ui.controller.config();
   bool shadow = !cfg.layers.empty() && cfg.layers.front().dense_shadow;
+  // Live only: a replay's steps are computed already.
+  const bool replay = ui.controller.status().replay;
+  ImGui::BeginDisabled(replay);
   if (ImGui::Checkbox("dense shadow (from the next step)", &shadow)) {
     for (auto& l : cfg.layers) l.dense_shadow = shadow;
     ui.controller.set_config(cfg);
   }
+  ImGui::EndDisabled();
+  if (replay && ImGui::IsItemHovered(ImGuiHoveredFlags_AllowWhenDisabled))
+    ImGui::SetTooltip("live runs only: the replayed capture's steps are computed already");
   ImGui::SameLine();
   ImGui::TextDisabled("step %lld; means over %zu heads", static_cast<long long>(step), sum.layout.heads.size());
   // Comparing: the other capture's numbers at the same step and layers, differenced with these.

@@ -248,7 +248,9 @@ void draw_full_map(UiState& ui, Canvas& cv, const capture::Summary& sum, ImVec2 
     hv.x0 = hv.y0 = 0;
   }
   ImGui::SetCursorScreenPos(origin);
+  ImGui::PushID(&cv.hv);  // comparing, A's and B's canvases are two items: one ID would share their drags
   ImGui::InvisibleButton("canvas", size);
+  ImGui::PopID();
   const bool hovered = ImGui::IsItemHovered();
   const ImGuiIO& io = ImGui::GetIO();
   if (ImGui::IsItemActive() && ImGui::IsMouseDragging(ImGuiMouseButton_Left)) {
@@ -492,7 +494,9 @@ void draw_decode_rows(UiState& ui, Canvas& cv, const capture::Summary& sum, ImVe
   const double max_y0 = std::max(0.0, static_cast<double>(steps) - visible_steps);
   if (hv.rows_follow) hv.rows_y0 = max_y0;  // a live run shows its newest steps
   ImGui::SetCursorScreenPos(origin);
+  ImGui::PushID(&cv.hv);  // comparing, A's and B's canvases are two items: one ID would share their drags
   ImGui::InvisibleButton("canvas", size);
+  ImGui::PopID();
   const bool hovered = ImGui::IsItemHovered();
   const ImGuiIO& io = ImGui::GetIO();
   if (ImGui::IsItemActive() && ImGui::IsMouseDragging(ImGuiMouseButton_Left)) {
@@ -690,24 +694,38 @@ void draw_footer(UiState& ui, bool rows_layout, int level) {
   const auto map_view = hv.view;
   ImDrawList* dl = ImGui::GetWindowDrawList();
   const bool diff = map_view == figures::MapView::kDifference;
-  const auto& table = viz::Colormap::get(diff ? viz::ColormapId::kBalance : viz::ColormapId::kEmber).table();
-  const ImVec2 p = ImGui::GetCursorScreenPos();
   const float w = 200, h = 10;
-  for (int i = 0; i < 256; ++i)
-    dl->AddRectFilled(ImVec2(p.x + w * i / 256.f, p.y + 2), ImVec2(p.x + w * (i + 1) / 256.f + 0.5f, p.y + 2 + h), rgb(table[static_cast<std::size_t>(i)]));
-  const ImU32 tick = IM_COL32(200, 200, 205, 255);
-  float last_end = -1e30f;
-  for (const auto& [f, text] : scale_ticks(hv.scale)) {
-    const float x = p.x + w * f;
-    dl->AddLine(ImVec2(x, p.y + 2 + h), ImVec2(x, p.y + 5 + h), tick);
-    const float tw = ImGui::CalcTextSize(text.c_str()).x;
-    const float tx = std::clamp(x - tw / 2, p.x - 4, p.x + w - tw + 30);
-    if (tx < last_end) continue;
-    dl->AddText(ImGui::GetFont(), ImGui::GetFontSize() * 0.85f, ImVec2(tx, p.y + 5 + h), tick, text.c_str());
-    last_end = tx + tw + 4;
-  }
-  ImGui::Dummy(ImVec2(w + 30, h + 18));
+  // A ticked colour bar at the cursor, and the room it takes.
+  const auto bar = [&](viz::ColormapId id, const viz::ColorScale& scale) {
+    const auto& table = viz::Colormap::get(id).table();
+    const ImVec2 p = ImGui::GetCursorScreenPos();
+    for (int i = 0; i < 256; ++i)
+      dl->AddRectFilled(ImVec2(p.x + w * i / 256.f, p.y + 2), ImVec2(p.x + w * (i + 1) / 256.f + 0.5f, p.y + 2 + h),
+                        rgb(table[static_cast<std::size_t>(i)]));
+    const ImU32 tick = IM_COL32(200, 200, 205, 255);
+    float last_end = -1e30f;
+    for (const auto& [f, text] : scale_ticks(scale)) {
+      const float x = p.x + w * f;
+      dl->AddLine(ImVec2(x, p.y + 2 + h), ImVec2(x, p.y + 5 + h), tick);
+      const float tw = ImGui::CalcTextSize(text.c_str()).x;
+      const float tx = std::clamp(x - tw / 2, p.x - 4, p.x + w - tw + 30);
+      if (tx < last_end) continue;
+      dl->AddText(ImGui::GetFont(), ImGui::GetFontSize() * 0.85f, ImVec2(tx, p.y + 5 + h), tick, text.c_str());
+      last_end = tx + tw + 4;
+    }
+    ImGui::Dummy(ImVec2(w + 30, h + 18));
+  };
+  bar(diff ? viz::ColormapId::kBalance : viz::ColormapId::kEmber, hv.scale);
   ImGui::SameLine();
+  // Comparing as B - A: that canvas's own diverging bar, with its own range.
+  if (ui.compare.view && ui.compare.difference) {
+    bar(viz::ColormapId::kBalance, ui.compare.map.scale);
+    const ImVec2 a = ImGui::GetItemRectMin();
+    ui.mark_drawn("difference_colour_bar", a.x, a.y + 2, a.x + w, a.y + 2 + h);
+    ImGui::SameLine();
+    ImGui::TextUnformatted("B - A  |");
+    ImGui::SameLine();
+  }
   const char* what = diff ? "effective - dense" : hv.log_scale ? "attention, log" : "attention";
   if (rows_layout) ImGui::Text("%s  |  decode rows, keys max over %d  |  layer %d head %d", what, 1 << std::clamp(hv.fetched_pool, 0, 30), ui.selection.layer, ui.selection.head);
   else ImGui::Text("%s  |  full map, level %d (%d tokens/cell)  |  layer %d head %d", what, level, 1 << std::clamp(level, 0, 30), ui.selection.layer, ui.selection.head);
@@ -811,7 +829,9 @@ void compare_box(UiState& ui) {
   }
   if (c.view) {
     ImGui::SameLine();
-    ImGui::Checkbox("A-B", &c.difference);
+    ImGui::Checkbox("B-A", &c.difference);
+    if (ImGui::IsItemHovered())
+      ImGui::SetTooltip("the right canvas shows B - A: red where B attends more, blue where A does");
   }
   if (st.compare.running) {
     ImGui::SameLine();
@@ -853,13 +873,27 @@ void open_compare(UiState& ui) {
   c.map.fit();
   c.view.reset();
   c.note.clear();
+  c.opening.cancel();
+  c.opening = {};
   if (c.path.find_first_not_of(' ') == std::string::npos) return;
-  try {
-    std::shared_ptr<const capture::CaptureView> v = capture::CaptureFile::open(c.path);
-    c.note = std::filesystem::path(c.path).filename().string();
-    c.view = std::move(v);
-  } catch (const std::exception& e) {
-    c.note = e.what();
+  // Opened on the I/O lane, not here: the UI keeps drawing (take_compare takes the outcome).
+  c.note = "opening " + std::filesystem::path(c.path).filename().string() + "...";
+  TaskOptions io;
+  io.lane = "io";
+  const std::string path = c.path;
+  c.opening.start(ui.tasks, "opening B: " + std::filesystem::path(path).filename().string(),
+                  [path] { return std::shared_ptr<const capture::CaptureView>(capture::CaptureFile::open(path)); }, io);
+}
+
+void take_compare(UiState& ui) {
+  CompareState& c = ui.compare;
+  if (auto r = c.opening.take()) {
+    if (r->value) {
+      c.view = std::move(*r->value);
+      c.note = std::filesystem::path(c.path).filename().string();
+    } else {
+      c.note = r->cancelled ? "" : r->error;
+    }
   }
 }
 
@@ -886,6 +920,7 @@ void draw_heatmap_panel(UiState& ui) {
   HeatmapView& hv = ui.heatmap;
   ui.map.tooltip.clear();
   ui.map.computing.clear();
+  take_compare(ui);
   const auto view = ui.controller.view();
   if (!view) {
     ImGui::TextDisabled("run a prompt or open a capture to see attention maps");
@@ -897,6 +932,15 @@ void draw_heatmap_panel(UiState& ui) {
     ImGui::TextDisabled("this capture has no prefill maps");
     return;
   }
+  // Another capture: a new run, or a file of another prompt length, starts fitted to the panel;
+  // a file of the same length keeps the zoom (the same prompt, compared or reopened). The first
+  // view after start keeps the zoom the session restored.
+  if (hv.zoom_view.lock() != view) {
+    if (hv.zoom_seen && (!ui.controller.status().replay || lay.prompt_tokens != hv.zoom_prompt)) hv.fit();
+    hv.zoom_view = view;
+    hv.zoom_seen = true;
+    hv.zoom_prompt = lay.prompt_tokens;
+  }
   // Selection: recorded layers and heads only.
   if (!std::binary_search(lay.layers.begin(), lay.layers.end(), ui.selection.layer)) ui.selection.layer = lay.layers.front();
   if (!std::binary_search(lay.heads.begin(), lay.heads.end(), ui.selection.head)) ui.selection.head = lay.heads.front();
@@ -906,6 +950,19 @@ void draw_heatmap_panel(UiState& ui) {
   ImGui::SetNextItemWidth(90);
   ImGui::SliderInt("head", &ui.selection.head, lay.heads.front(), lay.heads.back());
   ImGui::SameLine();
+  // The decode step every panel shows (the rows' marked step, the layers table, the timeline),
+  // here as well as under the output, so a replay can be stepped through from the map.
+  if (sum.complete_steps > 0) {
+    const std::int64_t shown = ui.selection.step > 0 ? std::min<std::int64_t>(ui.selection.step, sum.complete_steps) : sum.complete_steps;
+    int step = static_cast<int>(shown);
+    ImGui::SetNextItemWidth(110);
+    if (ImGui::SliderInt("step##map", &step, 1, static_cast<int>(sum.complete_steps))) ui.selection.step = step;
+    ui.mark_item_drawn("map_step");
+    ui.drawn["map_step"].text = std::to_string(step);
+    if (ImGui::IsItemHovered())
+      ImGui::SetTooltip("the decode step the panels show (drag; the output tab has the same slider)");
+    ImGui::SameLine();
+  }
   ImGui::Checkbox("log", &hv.log_scale);
   ImGui::SameLine();
   ImGui::SetNextItemWidth(110);
@@ -936,8 +993,10 @@ void draw_heatmap_panel(UiState& ui) {
     return;
   }
   const std::int64_t steps = sum.complete_steps;
-  const bool rows_layout =
-      steps > 0 && (hv.layout == MapLayout::kDecodeRows || (hv.layout == MapLayout::kAuto && hv.view != figures::MapView::kEffective));
+  // Comparing as B - A, A takes the difference's layout too: the two canvases stay aligned.
+  const bool differencing = ui.compare.view && ui.compare.difference;
+  const bool auto_rows = hv.view != figures::MapView::kEffective || differencing;
+  const bool rows_layout = steps > 0 && (hv.layout == MapLayout::kDecodeRows || (hv.layout == MapLayout::kAuto && auto_rows));
 
   // The canvas fills the panel less the label margins and the footer.
   const ImVec2 avail = ImGui::GetContentRegionAvail();
@@ -970,7 +1029,7 @@ void draw_heatmap_panel(UiState& ui) {
       why = "layer " + std::to_string(ui.selection.layer) + " head " + std::to_string(ui.selection.head) + " is not recorded in " + cmp.note;
     else if (bl.levels.empty())
       why = cmp.note + " has no prefill maps";
-    const bool b_rows = b_sum.complete_steps > 0 && (hv.layout == MapLayout::kDecodeRows || (hv.layout == MapLayout::kAuto && (cmp.difference || hv.view != figures::MapView::kEffective)));
+    const bool b_rows = b_sum.complete_steps > 0 && rows_layout;  // one layout for both canvases
     if (rows_layout) draw_decode_rows(ui, main, sum, top_left, origin, half);
     else draw_full_map(ui, main, sum, top_left, origin, half);
     const ImVec2 b_origin(origin.x + half.x + gap, origin.y);
@@ -978,7 +1037,9 @@ void draw_heatmap_panel(UiState& ui) {
     if (why.empty()) {
       copy_view(hv, cmp.map);
       if (cmp.difference) cmp.map.view = figures::MapView::kDifference;
-      Canvas right{cmp.difference ? view : cmp.view, cmp.difference ? cmp.view : nullptr, cmp.map, cmp.tokens, cmp.segments, cmp.overlay, cmp.row_cover, false};
+      // B - A: one sign everywhere (the fidelity table's Δ and the cover timeline's too).
+      Canvas right{cmp.view,     cmp.difference ? view : nullptr, cmp.map, cmp.tokens, cmp.segments, cmp.overlay,
+                   cmp.row_cover, false};
       const ImVec2 b_top_left(b_origin.x - kBand - 2, top_left.y);
       if (b_rows) draw_decode_rows(ui, right, b_sum, b_top_left, b_origin, half);
       else draw_full_map(ui, right, b_sum, b_top_left, b_origin, half);
@@ -998,7 +1059,7 @@ void draw_heatmap_panel(UiState& ui) {
       } catch (const Error&) {
       }
     }
-    const std::string b_title = cmp.difference ? "A - B, B: " + cmp.note : "B: " + cmp.note;
+    const std::string b_title = cmp.difference ? "B - A (red: B attends more), B: " + cmp.note : "B: " + cmp.note;
     for (const auto& [x, text] : {std::pair{origin.x, a_title}, std::pair{b_origin.x, b_title}}) {
       const ImVec2 ts = ImGui::CalcTextSize(text.c_str());
       dl->AddRectFilled(ImVec2(x + 4, origin.y + 4), ImVec2(x + 12 + ts.x, origin.y + 8 + ts.y), IM_COL32(0, 0, 0, 190), 3.f);

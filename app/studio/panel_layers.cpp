@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <string>
 
 #include "app/studio/ui_state.h"
@@ -26,6 +27,51 @@ float labelled(float field, const char* label) {
 }
 
 float button_width(const char* label) { return ImGui::CalcTextSize(label, nullptr, true).x + 2 * ImGui::GetStyle().FramePadding.x; }
+
+// What the table shows per layer at a step: cover and refined pages there, and the attention's
+// milliseconds as the mean of the kMsSteps steps up to it; and, for the parameters' note, the
+// tokens paged of the tokens so far.
+constexpr std::int64_t kMsSteps = 8;
+
+const LayerCosts& layer_costs(UiState& ui, const std::shared_ptr<const capture::CaptureView>& view, std::int64_t step,
+                              const std::vector<int>& recorded, int L) {
+  const std::string key = capture_key(view.get()) + "/" + std::to_string(L) + "/" + std::to_string(step);
+  return ui.layers.costs.get(ui.tasks, key, [view, step, recorded, L] {
+    LayerCosts out;
+    const std::size_t n = static_cast<std::size_t>(L);
+    out.cover.assign(n, "-");
+    out.refined.assign(n, "-");
+    out.ms.assign(n, "-");
+    out.paged.assign(n, 0);
+    out.tokens.assign(n, 0);
+    out.have = true;
+    if (step == 0) return out;
+    for (const int rl : recorded) {
+      if (rl >= L) continue;
+      const std::size_t i = static_cast<std::size_t>(rl);
+      try {
+        const capture::StepMetrics m = view->metrics(step, rl);
+        double mean = 0;
+        for (const auto c : m.cover_size) mean += c;
+        mean /= static_cast<double>(std::max<std::size_t>(1, m.cover_size.size()));
+        out.cover[i] = std::to_string(static_cast<long long>(std::lround(mean))) + "/" + std::to_string(m.tokens);
+        out.paged[i] = m.paged_end;
+        out.tokens[i] = m.tokens;
+        double seconds = 0;
+        std::int64_t steps = 0;
+        for (std::int64_t s = std::max<std::int64_t>(1, step - kMsSteps + 1); s <= step; ++s, ++steps)
+          seconds += s == step ? m.seconds : view->metrics(s, rl).seconds;
+        char ms[32];
+        std::snprintf(ms, sizeof ms, "%.2f", 1e3 * seconds / static_cast<double>(std::max<std::int64_t>(1, steps)));
+        out.ms[i] = ms;
+        if (m.mode == capture::kModeClustered && view->summary().layout.covers)
+          out.refined[i] = std::to_string(view->refined_pages(step, rl, view->summary().layout.heads.front()).size());
+      } catch (const std::exception&) {
+      }
+    }
+    return out;
+  });
+}
 
 }  // namespace
 
@@ -85,25 +131,39 @@ void draw_layers_panel(UiState& ui) {
   const auto view = ui.controller.view();
   std::int64_t last = 0;
   if (view) last = view->summary().complete_steps;
+  // The step the table shows: the one selected (replay's step slider), else the latest.
+  if (ui.selection.step > 0) last = std::min(last, ui.selection.step);
   const std::vector<int> recorded = view ? view->summary().layout.layers : std::vector<int>{};
+  const LayerCosts& costs = layer_costs(ui, view, last, recorded, L);
+  // This model's (a read has arrived).
+  const bool have_costs = costs.have && costs.cover.size() == static_cast<std::size_t>(L);
   // The selected layer's parameters (live, like the mode): the window and heavy-hitter fraction of
   // lined attention; page size, tail, refinement and compressor of clustered attention.
   {
     LayerConfig lc = cfg.layers[static_cast<std::size_t>(std::clamp(ui.selection.layer, 0, L - 1))];
     bool changed = false;
     const float number = ImGui::CalcTextSize("00000").x + 2 * ImGui::GetStyle().FramePadding.x;
-    ImGui::Text("layer %d lined:", ui.selection.layer);
-    same_line_if_fits(labelled(number, "W"));
+    // Which mode the layer runs, and so which of the two rows below is in use.
+    const bool lined = lc.mode == AttentionMode::kLined, clustered = lc.mode == AttentionMode::kClustered;
+    const std::string heading = "layer " + std::to_string(ui.selection.layer) + " runs " + luka::to_string(lc.mode) +
+                                (lined || clustered ? "; its parameters:" : "; the parameters it would use as:");
+    ImGui::TextUnformatted(heading.c_str());
+    ui.mark_item_drawn("layer_params_heading");
+    ui.drawn["layer_params_heading"].text = heading;
+    const ImVec4 unused = ImGui::GetStyle().Colors[ImGuiCol_TextDisabled];
+    ImGui::TextColored(lined ? ImGui::GetStyle().Colors[ImGuiCol_Text] : unused, "lined%s", lined ? " (in use):" : ":");
+    same_line_if_fits(labelled(number, "window"));
     ImGui::SetNextItemWidth(number);
     int window = static_cast<int>(lc.lined.window);
-    if (ImGui::InputInt("W", &window, 0)) lc.lined.window = std::max(1, window), changed = true;
+    if (ImGui::InputInt("window", &window, 0)) lc.lined.window = std::max(1, window), changed = true;
     if (ImGui::IsItemHovered()) ImGui::SetTooltip("lined: the recent-token window");
     same_line_if_fits(labelled(number, "rho"));
     ImGui::SetNextItemWidth(number);
     float rho = static_cast<float>(lc.lined.rho);
     if (ImGui::InputFloat("rho", &rho, 0, 0, "%.3f")) lc.lined.rho = std::clamp(rho, 0.001f, 1.f), changed = true;
     if (ImGui::IsItemHovered()) ImGui::SetTooltip("lined: the fraction of older tokens kept as heavy hitters");
-    ImGui::Text("clustered:");
+    const ImVec4 used = ImGui::GetStyle().Colors[ImGuiCol_Text];
+    ImGui::TextColored(clustered ? used : unused, "clustered%s", clustered ? " (in use):" : ":");
     same_line_if_fits(labelled(number, "page"));
     ImGui::SetNextItemWidth(number);
     int page = static_cast<int>(lc.clustered.page_size);
@@ -142,6 +202,26 @@ void draw_layers_panel(UiState& ui) {
     bool exact = lc.clustered.math == RefineMath::kExact;
     if (ImGui::Checkbox("exact", &exact)) lc.clustered.math = exact ? RefineMath::kExact : RefineMath::kMassPreserving, changed = true;
     if (ImGui::IsItemHovered()) ImGui::SetTooltip("clustered: exact refinement (off: mass-preserving)");
+    // A short prompt under a long tail: few tokens or none are paged, which looks like clustering
+    // doing nothing. Say how many are, and why.
+    if (clustered && have_costs) {
+      const std::size_t sl = static_cast<std::size_t>(std::clamp(ui.selection.layer, 0, L - 1));
+      if (costs.tokens[sl] > 0) {
+        const std::int64_t paged = costs.paged[sl], tokens = costs.tokens[sl];
+        std::string note =
+            std::to_string(paged) + " of " + std::to_string(tokens) + " tokens paged at step " + std::to_string(last);
+        if (paged * 2 < tokens)
+          note += ": the last " + std::to_string(lc.clustered.tail) +
+                  " tokens (tail) stay raw, and the tokens before them go into pages of " +
+                  std::to_string(lc.clustered.page_size) + (paged == 0 ? "; none fill one yet." : ".") +
+                  " A smaller tail pages more.";
+        ImGui::PushStyleColor(ImGuiCol_Text, paged * 2 < tokens ? ImVec4(0.95f, 0.8f, 0.45f, 1.f) : unused);
+        ImGui::TextWrapped("%s", note.c_str());
+        ImGui::PopStyleColor();
+        ui.mark_item_drawn("layer_paged");
+        ui.drawn["layer_paged"].text = note;
+      }
+    }
     if (changed) {
       try {
         validate(lc, ui.selection.layer);
@@ -169,7 +249,22 @@ void draw_layers_panel(UiState& ui) {
   ImGui::TableSetupColumn("cover");
   ImGui::TableSetupColumn("refined");
   ImGui::TableSetupColumn("ms");
-  ImGui::TableHeadersRow();
+  // The headers, with what each column means in its tooltip.
+  ImGui::TableNextRow(ImGuiTableRowFlags_Headers);
+  static const char* kHeaderTips[] = {
+      "the model's layer (click to select it)",
+      "D dense, L lined, C clustered, K Kascade: a change takes effect at the next decode step",
+      "keys attended at the step, mean over the recorded heads / the tokens so far",
+      "clustered: pages refined to their raw tokens at the step (first recorded head)",
+      ""};
+  const std::string ms_tip = "milliseconds the layer's attention took per decode step: the mean over the last " +
+                             std::to_string(kMsSteps) + " steps up to step " + std::to_string(last) +
+                             " (one step alone is noisy)";
+  for (int c = 0; c < 5; ++c) {
+    ImGui::TableSetColumnIndex(c);
+    ImGui::TableHeader(ImGui::TableGetColumnName(c));
+    if (ImGui::IsItemHovered()) ImGui::SetTooltip("%s", c == 4 ? ms_tip.c_str() : kHeaderTips[c]);
+  }
   static const char* kModes[] = {"D", "L", "C", "K"};
   static const char* kModeTips[] = {"dense", "lined (heavy hitters + recent window)", "clustered (pages, refined on demand)",
                                     "kascade: an anchor (top-k of its own attention), or reusing an earlier anchor's top-k"};
@@ -196,37 +291,19 @@ void draw_layers_panel(UiState& ui) {
     }
     ImGui::EndDisabled();
     ImGui::PopID();
-    // Cost at the last recorded step (read once per step, not per frame).
-    const auto& costs = ui.layers.costs.get(ui.tasks, capture_key(view.get()) + "/" + std::to_string(L), [view, last, recorded, L] {
-      std::vector<std::string> out(static_cast<std::size_t>(3 * L), "-");
-      if (last == 0) return out;
-      for (const int rl : recorded) {
-        if (rl >= L) continue;
-        try {
-          const capture::StepMetrics m = view->metrics(last, rl);
-          double mean = 0;
-          for (const auto c : m.cover_size) mean += c;
-          mean /= std::max<std::size_t>(1, m.cover_size.size());
-          out[3 * rl] = std::to_string(static_cast<long long>(std::lround(mean))) + "/" + std::to_string(m.tokens);
-          out[3 * rl + 2] = std::to_string(m.seconds * 1e3).substr(0, 5);
-          if (m.mode == capture::kModeClustered && view->summary().layout.covers)
-            out[3 * rl + 1] = std::to_string(view->refined_pages(last, rl, view->summary().layout.heads.front()).size());
-        } catch (const std::exception&) {
-        }
-      }
-      return out;
-    });
     static const std::string dash = "-";
-    const bool have = costs.size() >= static_cast<std::size_t>(3 * L);  // a read for this capture has arrived
-    const std::string& cover = have ? costs[3 * l] : dash;
-    const std::string& refined = have ? costs[3 * l + 1] : dash;
-    const std::string& ms = have ? costs[3 * l + 2] : dash;
+    const std::size_t li = static_cast<std::size_t>(l);
+    const std::string& cover = have_costs ? costs.cover[li] : dash;
+    const std::string& refined = have_costs ? costs.refined[li] : dash;
+    const std::string& ms = have_costs ? costs.ms[li] : dash;
     ImGui::TableNextColumn();
     ImGui::TextUnformatted(cover.c_str());
     ImGui::TableNextColumn();
     ImGui::TextUnformatted(refined.c_str());
     ImGui::TableNextColumn();
     ImGui::TextUnformatted(ms.c_str());
+    ui.mark_item_drawn("layer_ms/" + std::to_string(l));
+    ui.drawn["layer_ms/" + std::to_string(l)].text = ms;
   }
   ImGui::EndTable();
 }

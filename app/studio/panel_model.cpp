@@ -71,16 +71,20 @@ void draw_model_panel(UiState& ui) {
   // Red for an error, also one that left no model (a failed load): "[no model] PATH: no such file".
   const bool failed = s.state == RunState::kError || (!s.error.empty() && s.message == s.error);
   const std::string state = std::string("[") + to_string(s.state) + "]", status = state + " " + s.message;
-  // A run's or a load's status is its progress bar's label; otherwise the status is text, given
-  // at least the bar's height, so the panel keeps its height as a run starts and ends.
-  if (s.state == RunState::kRunning || s.state == RunState::kPaused) {
-    const float f = s.steps_total > 0 ? static_cast<float>(s.steps_done) / static_cast<float>(s.steps_total) : 0.f;
-    const std::string label = status + " (" + std::to_string(s.steps_done) + " / " + std::to_string(s.steps_total) + " steps)";
-    ImGui::ProgressBar(f, ImVec2(-1, 0), label.c_str());
-    if (ImGui::IsItemHovered()) ImGui::SetTooltip("%s", label.c_str());
-  } else if (s.state == RunState::kLoading) {
-    ImGui::ProgressBar(-0.3f * static_cast<float>(ImGui::GetTime()), ImVec2(-80, 0), status.c_str());
+  // A run's or a load's progress: a thin bar, and its status as wrapped text under it (in a bar
+  // the text was cut at the bar's end, and read poorly over the fill).
+  if (s.state == RunState::kRunning || s.state == RunState::kPaused || s.state == RunState::kLoading) {
+    const bool loading = s.state == RunState::kLoading;
+    const float done = s.steps_total > 0 ? static_cast<float>(s.steps_done) / static_cast<float>(s.steps_total) : 0.f;
+    const float f = loading ? -0.3f * static_cast<float>(ImGui::GetTime()) : done;
+    ImGui::ProgressBar(f, ImVec2(-1, 5), "");
+    const std::string label =
+        loading ? status : status + " (" + std::to_string(s.steps_done) + " / " + std::to_string(s.steps_total) + " steps)";
+    ImGui::PushStyleColor(ImGuiCol_Text, ImVec4(0.9f, 0.9f, 0.92f, 1));
+    ImGui::TextWrapped("%s", label.c_str());
+    ImGui::PopStyleColor();
   } else {
+    ImGui::Dummy(ImVec2(1, 5));  // where the bar is while a run or load goes: the panel keeps its height
     ImGui::PushStyleColor(ImGuiCol_Text, failed ? ImVec4(0.9f, 0.3f, 0.3f, 1) : ImVec4(0.7f, 0.7f, 0.7f, 1));
     ImGui::TextWrapped("%s", status.c_str());
     ImGui::PopStyleColor();
@@ -89,9 +93,7 @@ void draw_model_panel(UiState& ui) {
   ui.mark_drawn("model_status", t0.x, t0.y, t1.x, t1.y, state + (failed ? " red" : ""));
   if (s.state == RunState::kLoading) {
     ImGui::SameLine();
-    if (ImGui::Button("Cancel")) ui.controller.cancel_load();
-  } else if (const float pad = ImGui::GetFrameHeight() - (t1.y - t0.y) - ImGui::GetStyle().ItemSpacing.y; pad > 0) {
-    ImGui::Dummy(ImVec2(1, pad));
+    if (ImGui::SmallButton("Cancel")) ui.controller.cancel_load();
   }
   {
     const ImVec2 w0 = ImGui::GetWindowPos(), c0 = ImGui::GetWindowContentRegionMin(), c1 = ImGui::GetWindowContentRegionMax();

@@ -26,6 +26,12 @@ ImVec4 confidence_colour(float p) {
   return t < 0.5f ? mix(lo, mid, t * 2) : mix(mid, hi, (t - 0.5f) * 2);
 }
 
+// A tokenizer's special token as a piece: "<|im_end|>", "<|endoftext|>", "<s>", "</s>".
+bool is_special_piece(const std::string& piece) {
+  if (piece.size() >= 4 && piece.compare(0, 2, "<|") == 0 && piece.compare(piece.size() - 2, 2, "|>") == 0) return true;
+  return piece == "<s>" || piece == "</s>" || piece == "<unk>" || piece == "<pad>";
+}
+
 // The generated tokens, each coloured by the probability the model gave it, wrapped by hand
 // (ImGui wraps only whole single-colour texts); hovering shows the probability.
 void coloured_tokens(UiState& ui, const std::vector<capture::Token>& tokens) {
@@ -57,14 +63,49 @@ void coloured_tokens(UiState& ui, const std::vector<capture::Token>& tokens) {
     float p = tokens[i].prob;
     for (std::size_t k = i + 1; k < j; ++k)
       if (!(tokens[k].prob >= p)) p = tokens[k].prob;  // the least probable (NaN wins: unknown)
-    const std::string piece = token_label(bytes);  // a partial character shows as its bytes
-    const float w = ImGui::CalcTextSize(piece.c_str()).x;
-    if (x > 0 && x + w > width) x = 0;
-    else if (x > 0) ImGui::SameLine(0, 0);
-    ImGui::TextColored(std::isnan(p) ? ImVec4(0.8f, 0.8f, 0.8f, 1) : confidence_colour(p), "%s", piece.c_str());
-    const ImVec2 r0 = ImGui::GetItemRectMin(), r1 = ImGui::GetItemRectMax();
-    ui.mark_drawn("output_token/" + std::to_string(i), r0.x, r0.y, r1.x, r1.y);
-    if (ImGui::IsItemHovered()) {
+    // Line breaks break the line, each marked by a faint ⏎; a special token (<|im_end|>) is drawn
+    // in a box, dimmed: neither is text the model wrote as such.
+    const bool special = is_special_piece(bytes);
+    const ImVec4 colour = std::isnan(p) ? ImVec4(0.8f, 0.8f, 0.8f, 1) : confidence_colour(p);
+    ImVec2 r0(1e30f, 1e30f), r1(-1e30f, -1e30f);
+    bool hovered = false;
+    const auto draw = [&](const std::string& text, const ImVec4& c, bool boxed) {
+      const float w = ImGui::CalcTextSize(text.c_str()).x + (boxed ? 6 : 0);
+      if (x > 0 && x + w > width) x = 0;
+      else if (x > 0) ImGui::SameLine(0, 0);
+      if (boxed) {
+        const ImVec2 at = ImGui::GetCursorScreenPos();
+        const ImVec2 ts = ImGui::CalcTextSize(text.c_str());
+        ImGui::GetWindowDrawList()->AddRect(ImVec2(at.x + 1, at.y), ImVec2(at.x + ts.x + 5, at.y + ts.y),
+                                            IM_COL32(150, 150, 160, 160), 3.f);
+        ImGui::SetCursorScreenPos(ImVec2(at.x + 3, at.y));
+      }
+      ImGui::TextColored(c, "%s", text.c_str());
+      if (boxed) {
+        ImGui::SameLine(0, 0);
+        ImGui::Dummy(ImVec2(3, ImGui::GetTextLineHeight()));
+      }
+      const ImVec2 a = ImGui::GetItemRectMin(), b = ImGui::GetItemRectMax();
+      r0 = ImVec2(std::min(r0.x, a.x), std::min(r0.y, a.y));
+      r1 = ImVec2(std::max(r1.x, b.x), std::max(r1.y, b.y));
+      hovered |= ImGui::IsItemHovered();
+      x += w;
+    };
+    if (special) {
+      draw(bytes, ImVec4(0.62f, 0.62f, 0.68f, 1), true);
+    } else {
+      std::size_t from = 0;
+      for (std::size_t nl = bytes.find('\n'); ; nl = bytes.find('\n', from)) {
+        const std::string part = bytes.substr(from, nl == std::string::npos ? std::string::npos : nl - from);
+        if (!part.empty()) draw(token_label(part), colour, false);  // a partial character shows as its bytes
+        if (nl == std::string::npos) break;
+        draw("\u23CE", ImVec4(0.5f, 0.5f, 0.55f, 0.7f), false);
+        x = 0;  // the next piece starts a line
+        from = nl + 1;
+      }
+    }
+    ui.mark_drawn("output_token/" + std::to_string(i), r0.x, r0.y, r1.x, r1.y, special ? "special" : "");
+    if (hovered) {
       ui.selection.hover_token = static_cast<std::int64_t>(i);  // the map marks the row that produced it
       if (j == i + 1 && !std::isnan(p)) {
         ImGui::SetTooltip("p = %.4f (its attention row is marked on the map)", p);
@@ -78,7 +119,6 @@ void coloured_tokens(UiState& ui, const std::vector<capture::Token>& tokens) {
         ImGui::SetTooltip("%s", tip.c_str());
       }
     }
-    x += w;
     for (std::size_t k = i; k < j; ++k)
       if (!std::isnan(tokens[k].prob) && tokens[k].prob > 0) {
         nll -= std::log(static_cast<double>(tokens[k].prob));

@@ -45,17 +45,43 @@ void set_topic(InterwovenPrompt& p, std::size_t i, char letter) {
   p.segments[i].colour = default_topic_colour(topic_index(letter));
 }
 
+// The topics a new segment can take: those in the prompt (with their labels), then the unused
+// letters up to F.
+std::vector<std::pair<char, std::string>> topic_choices(const InterwovenPrompt& p) {
+  std::vector<std::pair<char, std::string>> out;
+  for (char c = 'A'; c <= 'F'; ++c) {
+    std::string label;
+    for (std::size_t j = 0; j < p.segments.size() && j < p.pattern.size(); ++j)
+      if (p.pattern[j] == c) {
+        label = p.segments[j].label;
+        break;
+      }
+    out.emplace_back(c, label.empty() ? std::string("new topic") : label);
+  }
+  return out;
+}
+
 void builder(UiState& ui) {
   InterwovenPrompt& p = ui.prompt.interwoven;
   if (p.pattern != ui.prompt.pattern_shown) ui.prompt.pattern_edit = ui.prompt.pattern_shown = p.pattern;
-  if (ImGui::Button("+ segment")) {
-    const char letter = p.pattern.empty() ? 'A' : p.pattern.back() == 'A' ? 'B' : 'A';
-    p.segments.push_back({"", "", "New text."});
-    p.pattern += letter;
-    set_topic(p, p.segments.size() - 1, letter);
+  ImGui::SetNextItemWidth(-1);
+  ImGui::InputTextWithHint("##title", "title of the prompt", &p.title);
+  // "+ segment" offers every topic: the prompt's own by label, and new ones.
+  if (ImGui::Button("+ segment")) ImGui::OpenPopup("add_segment");
+  if (ImGui::BeginPopup("add_segment")) {
+    for (const auto& [letter, label] : topic_choices(p)) {
+      const std::string item = std::string(1, letter) + ": " + label;
+      if (ImGui::Selectable(item.c_str())) {
+        p.segments.push_back({"", "", "New text."});
+        p.pattern += letter;
+        set_topic(p, p.segments.size() - 1, letter);
+        ui.prompt.editing_segment = static_cast<int>(p.segments.size() - 1);
+      }
+    }
+    ImGui::EndPopup();
   }
   ImGui::SameLine();
-  ImGui::SetNextItemWidth(90);
+  ImGui::SetNextItemWidth(80);
   ImGui::InputText("##pattern", &ui.prompt.pattern_edit);
   ImGui::SameLine();
   if (ImGui::Button("Apply pattern")) {
@@ -66,33 +92,45 @@ void builder(UiState& ui) {
       ui.prompt.notice = e.what();
     }
   }
-  ImGui::SetNextItemWidth(200);
-  ImGui::InputText("##wikisalad", &ui.prompt.wikisalad_path);
   ImGui::SameLine();
-  ImGui::SetNextItemWidth(70);
-  ImGui::InputInt("##example", &ui.prompt.wikisalad_example, 1);
-  ImGui::SameLine();
-  if (ImGui::Button("WikiSalad")) {
-    try {
-      p = from_wikisalad(ui.prompt.wikisalad_path, ui.prompt.wikisalad_example);
-      ui.prompt.notice = "WikiSalad example " + std::to_string(ui.prompt.wikisalad_example) + ": " + p.pattern;
-    } catch (const std::exception& e) {
-      ui.prompt.notice = e.what();
+  if (ImGui::Button("WikiSalad...")) ImGui::OpenPopup("wikisalad");
+  if (ImGui::IsItemHovered()) ImGui::SetTooltip("load an example of a WikiSalad file as the prompt");
+  if (ImGui::BeginPopup("wikisalad")) {
+    ImGui::SetNextItemWidth(320);
+    ImGui::InputText("file##wikisalad", &ui.prompt.wikisalad_path);
+    ImGui::SetNextItemWidth(120);
+    ImGui::InputInt("example", &ui.prompt.wikisalad_example, 1);
+    if (ImGui::Button("Load")) {
+      try {
+        p = from_wikisalad(ui.prompt.wikisalad_path, ui.prompt.wikisalad_example);
+        ui.prompt.notice = "WikiSalad example " + std::to_string(ui.prompt.wikisalad_example) + ": " + p.pattern;
+      } catch (const std::exception& e) {
+        ui.prompt.notice = e.what();
+      }
+      ImGui::CloseCurrentPopup();
     }
+    ImGui::EndPopup();
   }
-  ImGui::SetNextItemWidth(200);
-  ImGui::InputText("##promptfile", &ui.prompt.file);
+  const ImGuiStyle& style = ImGui::GetStyle();
+  const float buttons = ImGui::CalcTextSize("OpenSave").x + 4 * style.FramePadding.x + 2 * style.ItemSpacing.x;
+  ImGui::SetNextItemWidth(std::max(80.f, ImGui::GetContentRegionAvail().x - buttons));
+  ImGui::InputTextWithHint("##promptfile", "prompt file (.json)", &ui.prompt.file);
   ImGui::SameLine();
-  if (ImGui::Button("Open")) {
+  // "##prompt_file": the capture row above has its own Open, and two items with one ID in a
+  // window share their clicks (ImGui gives the press to the first).
+  if (ImGui::Button("Open##prompt_file")) {
     try {
       p = load_prompt_file(ui.prompt.file);
       ui.prompt.notice = "opened " + ui.prompt.file;
+      ui.prompt.editing_segment = -1;
     } catch (const std::exception& e) {
       ui.prompt.notice = e.what();
     }
   }
+  ui.mark_item_drawn("prompt_file_open");
+  if (ImGui::IsItemHovered()) ImGui::SetTooltip("open this prompt file (.json) in the builder");
   ImGui::SameLine();
-  if (ImGui::Button("Save")) {
+  if (ImGui::Button("Save##prompt_file")) {
     try {
       save_prompt_file(p, ui.prompt.file);
       ui.prompt.notice = "saved " + ui.prompt.file;
@@ -100,7 +138,13 @@ void builder(UiState& ui) {
       ui.prompt.notice = e.what();
     }
   }
-  if (!ui.prompt.notice.empty()) ImGui::TextWrapped("%s", ui.prompt.notice.c_str());
+  ui.mark_item_drawn("prompt_file_save");
+  // The last action's outcome on one line of its own, there whether or not there is one, so that
+  // nothing below moves when a message comes; all of a long one in its tooltip.
+  const std::string& notice = ui.prompt.notice;
+  const std::string first = notice.substr(0, notice.find('\n'));
+  ImGui::TextDisabled("%s", first.empty() ? " " : first.c_str());
+  if (!notice.empty() && ImGui::IsItemHovered()) ImGui::SetTooltip("%s", notice.c_str());
 }
 
 }  // namespace
@@ -199,7 +243,8 @@ void capture_files(UiState& ui, const Status& s) {
   ImGui::InputTextWithHint("##capture", "capture file (.h5)", &ui.files.path);
   if (ImGui::IsItemHovered()) ImGui::SetTooltip("a capture file to open, or to save the current run or replay as");
   ImGui::SameLine();
-  if (ImGui::Button("Open")) open_capture_file(ui, ui.files.path);
+  if (ImGui::Button("Open##capture")) open_capture_file(ui, ui.files.path);
+  ui.mark_item_drawn("capture_open");
   if (ImGui::IsItemHovered()) ImGui::SetTooltip("replay this capture file (no model needed)");
   ImGui::SameLine();
   const std::string why = why_not_save(ui, s);
@@ -365,7 +410,6 @@ void replay_prompt(UiState& ui, const Status& s) {
 }
 
 void draw_segments(UiState& ui) {
-  if (!ui.prompt.interwoven.title.empty()) ImGui::TextWrapped("%s", ui.prompt.interwoven.title.c_str());
   builder(ui);
   InterwovenPrompt& p = ui.prompt.interwoven;
   std::size_t remove = p.segments.size(), up = p.segments.size();
@@ -392,16 +436,27 @@ void draw_segments(UiState& ui) {
     if (ImGui::SmallButton("up") && i > 0) up = i;
     ImGui::SameLine();
     if (ImGui::SmallButton("x") && p.segments.size() > 1) remove = i;
-    ImGui::InputTextMultiline("##text", &seg.text, ImVec2(-1, ImGui::GetTextLineHeight() * 4));
+    // The text wrapped to the panel; a click on it edits it (ImGui's editor does not wrap lines).
+    if (ui.prompt.editing_segment == static_cast<int>(i)) {
+      ImGui::SameLine();
+      if (ImGui::SmallButton("done")) ui.prompt.editing_segment = -1;
+      ImGui::InputTextMultiline("##text", &seg.text, ImVec2(-1, ImGui::GetTextLineHeight() * 5));
+    } else {
+      ImGui::TextWrapped("%s", seg.text.empty() ? "(empty: click to write)" : seg.text.c_str());
+      if (ImGui::IsItemHovered()) ImGui::SetTooltip("click to edit");
+      if (ImGui::IsItemClicked()) ui.prompt.editing_segment = static_cast<int>(i);
+    }
     ImGui::PopID();
   }
   if (up < p.segments.size()) {
     std::swap(p.segments[up], p.segments[up - 1]);
     std::swap(p.pattern[up], p.pattern[up - 1]);
+    ui.prompt.editing_segment = -1;
   }
   if (remove < p.segments.size()) {
     p.segments.erase(p.segments.begin() + static_cast<std::ptrdiff_t>(remove));
     p.pattern.erase(remove, 1);
+    ui.prompt.editing_segment = -1;
   }
   ImGui::TextUnformatted("question");
   ImGui::InputTextMultiline("##question", &ui.prompt.interwoven.question, ImVec2(-1, ImGui::GetTextLineHeight() * 2));
@@ -409,8 +464,19 @@ void draw_segments(UiState& ui) {
 
 void run_controls(UiState& ui) {
   const Status s = ui.controller.status();
-  // Replay: only the buttons, off, so that the capture's prompt below has the room.
-  if (!s.replay) run_settings(ui);
+  // Replay: only the buttons, off, so that the capture's prompt below has the room. Otherwise the
+  // settings fold under one line that sums them up, so the prompt's segments stay in view.
+  if (!s.replay) {
+    const SamplingParams& sp = ui.run.sampling;
+    char sampling[96] = "greedy";
+    if (sp.temperature > 0)
+      std::snprintf(sampling, sizeof sampling, "T %.2f, top-k %d, top-p %.2f, seed %llu", static_cast<double>(sp.temperature),
+                    sp.top_k, static_cast<double>(sp.top_p), static_cast<unsigned long long>(sp.seed));
+    char head[160];
+    std::snprintf(head, sizeof head, "run settings: %d new tokens, %s%s###run_settings", ui.run.max_new_tokens, sampling,
+                  ui.prompt.chat ? ", chat" : "");
+    if (ImGui::CollapsingHeader(head)) run_settings(ui);
+  }
   const bool running = s.state == RunState::kRunning || s.state == RunState::kPaused;
   const bool can_run = !running && s.state != RunState::kLoading && !s.model_summary.empty();
   ImGui::BeginDisabled(!can_run);

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <map>
 
 #include <ATen/ATen.h>
 #include <nlohmann/json.hpp>
@@ -34,6 +35,21 @@ std::unique_ptr<capture::CapturePipeline> live_pipeline(capture::LiveCapture& li
   pipeline->set_parallel(capture::model_parallel_for());
   if (device.is_cuda()) pipeline->set_step_encoding(capture::CapturePipeline::StepEncoding::kWriter);
   return pipeline;
+}
+
+// The layers whose mode differs between two configs, as --schedule entries at `step`
+// ("step=7:layers=15:mode=lined"), one per new mode; empty when no mode changed.
+std::string mode_switches(const LukaConfig& before, const LukaConfig& after, std::int64_t step) {
+  std::map<std::string, std::string> layers;  // new mode -> its layers, "3,15"
+  for (std::size_t l = 0; l < after.layers.size() && l < before.layers.size(); ++l)
+    if (after.layers[l].mode != before.layers[l].mode) {
+      std::string& list = layers[luka::to_string(after.layers[l].mode)];
+      list += (list.empty() ? "" : ",") + std::to_string(l);
+    }
+  std::string out;
+  for (const auto& [mode, list] : layers)
+    out += (out.empty() ? "" : ";") + ("step=" + std::to_string(step) + ":layers=" + list + ":mode=" + mode);
+  return out;
 }
 
 }  // namespace
@@ -166,6 +182,10 @@ void RunController::load_model(const std::filesystem::path& path, const LoadOpti
   });
   load_task_ = post("loading " + path.string(), [this, path, options, request](TaskContext& ctx) {
     ctx.progress(-1, "loading " + path.filename().string());
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      cv_.wait(lock, [&] { return !hold_load_; });  // hold_load(): nothing but release_load() ends it
+    }
     std::string note;
     std::shared_ptr<const Backend> device = open_backend(request, &note);
     LoadOptions placed = options;
@@ -217,6 +237,24 @@ void RunController::load_model(const std::filesystem::path& path, const LoadOpti
       s.message = "model loaded (" + note + ")";
     });
   });
+}
+
+void RunController::hold_load() {
+  std::lock_guard<std::mutex> lock(mu_);
+  hold_load_ = true;
+}
+
+void RunController::release_load() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    hold_load_ = false;
+  }
+  cv_.notify_all();
+}
+
+bool RunController::load_pending() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return load_task_.valid() && !load_task_.finished();
 }
 
 void RunController::cancel_load() {
@@ -598,6 +636,23 @@ void RunController::run_job(RunRequest r, TaskContext& ctx) {
   manifest.tool_version = LUKA_VERSION;
   manifest.git_revision = git_revision();
   manifest.record = spec.to_string();
+  manifest.seed = static_cast<std::int64_t>(r.sampling.seed);
+  // The keys `luka capture` writes, and the Studio's own: chat and the live config changes. The
+  // mode switches go in `schedule` as --schedule entries, so that `luka capture --schedule` can
+  // run them again; `live_changes` holds each config applied during the run in full.
+  const std::string titled = r.prompt.title.empty() ? "" : " '" + r.prompt.title + "'";
+  nlohmann::json generation = {{"prompt", free ? std::string("studio: free text")
+                                               : "studio: interwoven prompt" + titled + " (pattern " + r.prompt.pattern + ")"},
+                               {"prompt_tokens", n},
+                               {"max_new_tokens", r.max_new_tokens},
+                               {"temperature", r.sampling.temperature},
+                               {"top_k", r.sampling.top_k},
+                               {"top_p", r.sampling.top_p},
+                               {"chat", r.chat},
+                               {"ignore_eos", r.ignore_stop_tokens},
+                               {"schedule", ""},
+                               {"live_changes", nlohmann::json::array()}};
+  manifest.generation = generation.dump();
   if (!r.calibration.empty()) {
     try {  // another model's calibration stays out of the capture (the Head scores tab says so)
       const eval::Calibration c = eval::parse_calibration(r.calibration, "calibration");
@@ -638,10 +693,21 @@ void RunController::run_job(RunRequest r, TaskContext& ctx) {
     const Backend& device;
     TaskContext& task;
     std::int64_t steps_total;
+    capture::LiveCapture& live_capture;
+    nlohmann::json& generation;
     std::vector<capture::Token> pending;
     Live(RunController& s, capture::CaptureRecorder& r, capture::CapturePipeline& p, const Tokenizer& t, RunLoop& l, const Backend& d, TaskContext& c,
-         std::int64_t total)
-        : session(s), recorder(r), pipeline(p), tok(t), loop(l), device(d), task(c), steps_total(total) {}
+         std::int64_t total, capture::LiveCapture& live, nlohmann::json& g)
+        : session(s), recorder(r), pipeline(p), tok(t), loop(l), device(d), task(c), steps_total(total), live_capture(live),
+          generation(g) {}
+    // A config applied before `step`: in the manifest's generation (its schedule and live changes).
+    void note_change(std::int64_t step, const LukaConfig& before, const LukaConfig& after) {
+      std::string& schedule = generation["schedule"].get_ref<std::string&>();
+      const std::string switches = mode_switches(before, after, step);
+      if (!switches.empty()) schedule += (schedule.empty() ? "" : ";") + switches;
+      generation["live_changes"].push_back({{"step", step}, {"luka_config", nlohmann::json::parse(after.to_json())}});
+      live_capture.set_generation(generation.dump());
+    }
     void prefill_begin(std::int64_t) override { recorder.start_prefill(); }
     void prefill_end(std::int64_t, double) override {
       recorder.end_prefill();
@@ -669,6 +735,7 @@ void RunController::run_job(RunRequest r, TaskContext& ctx) {
       if (session.config_dirty_) {
         session.config_dirty_ = false;
         if (const std::string why = device.supports(session.config_); why.empty()) {
+          note_change(step, loop.config(), session.config_);
           loop.request_config(session.config_);
         } else {  // e.g. a CPU-only option on the GPU: the run keeps its config and says why
           session.config_ = loop.config();
@@ -706,7 +773,7 @@ void RunController::run_job(RunRequest r, TaskContext& ctx) {
   RunLoop loop(decoder, layers, cfg);
   const std::shared_ptr<const Backend> device = impl_->device;
   loop.set_sampler_factory([device](const SamplingParams& p) { return device->sampler(p); });
-  Live live_run(*this, recorder, *pipeline, tok, loop, *device, ctx, r.max_new_tokens - 1);
+  Live live_run(*this, recorder, *pipeline, tok, loop, *device, ctx, r.max_new_tokens - 1, *live, generation);
   RunSettings run;
   run.max_new_tokens = r.max_new_tokens;
   run.sampling = r.sampling;

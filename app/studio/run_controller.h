@@ -112,6 +112,14 @@ class RunController {
   // (scripts: hold_prefill). Status::prefill_held says when it waits.
   void hold_prefill(double fraction);
   void release_prefill();
+  // Holds the next model load where it reads the files, as a load blocked in the file system
+  // would be (a FIFO, a hung network mount): it waits for release_load() alone, not for quit or
+  // cancel. Scripts (hold_load) use it to check that quitting does not wait for such a load.
+  void hold_load();
+  void release_load();
+  // A load started and not returned: quitting leaves it behind (the process ends without it;
+  // nothing can interrupt a read blocked in the kernel), and the destructor must not be run.
+  bool load_pending() const;
 
   // The config every layer runs; a change takes effect at the next decode step (live). During a
   // replay the config is the capture's, and changes are ignored.
@@ -156,6 +164,7 @@ class RunController {
   std::atomic<bool> stop_{false};
   bool config_dirty_ = false;
   double hold_prefill_at_ = -1;  // hold_prefill's fraction (-1: none)
+  bool hold_load_ = false;       // hold_load()
   LukaConfig config_;
   Status status_;
   std::shared_ptr<const capture::CaptureView> view_;

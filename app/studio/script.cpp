@@ -25,7 +25,9 @@ namespace {
 
 const std::set<std::string> kCommands = {"load_model", "device", "open_capture", "run", "step", "resume", "stop", "set_mode", "preset",
                                          "select", "scale", "zoom", "fit", "layout", "print_geometry", "compare", "compare_run", "wait_compare", "compare_difference", "mouse", "search", "expect_found", "track", "expect_track", "save_session", "load_session", "show_topics", "show_head_scores", "expect_head_scores", "calibration", "head_scores_source", "weights", "expect_calibration", "frames", "wait_idle", "wait_paused", "wait_steps",
-                                         "expect_mode", "expect_steps", "expect_status", "expect_glyph", "free_text", "expect_segments", "set", "sampling", "expect_refined", "view", "grid", "pattern", "wikisalad", "save_prompt", "expect_pattern", "show_timeline", "show_fidelity", "shadow", "expect_fidelity", "export", "measure", "print_first_map", "screenshot", "quit", "key", "expect_ui", "mixed", "hover", "expect_tooltip", "expect_prompt_drawn", "hold_prefill", "release_prefill", "wait_prefill_held", "expect_overlay", "print_status", "hold_tasks", "expect_task", "timeline_difference", "expect_timeline_tooltip", "replay_full_text"};
+                                         "expect_mode", "expect_steps", "expect_status", "expect_glyph", "free_text", "expect_segments", "set", "sampling", "expect_refined", "view", "grid", "pattern", "wikisalad", "save_prompt", "expect_pattern", "show_timeline", "show_fidelity", "shadow", "expect_fidelity", "export", "measure", "print_first_map", "screenshot", "quit", "key", "expect_ui", "mixed", "hover", "expect_tooltip", "expect_prompt_drawn", "hold_prefill", "release_prefill", "wait_prefill_held", "expect_overlay", "print_status", "hold_tasks", "expect_task", "timeline_difference", "expect_timeline_tooltip", "replay_full_text",
+                                         "click", "prompt_file", "expect_prompt_notice", "hold_load", "release_load",
+                                         "expect_drawn", "select_step", "chat"};
 
 // Capture files: save the view, leave a replay, and check the prompt panel and recent list.
 const std::set<std::string> kFileCommands = {"save_capture", "leave_replay", "expect_prompt", "expect_locked", "expect_recent"};
@@ -60,6 +62,18 @@ Script Script::load(const std::filesystem::path& path) {
 std::string Script::where(const Line& l) const { return file_ + ":" + std::to_string(l.number); }
 
 bool Script::advance(UiState& ui, std::string& screenshot) {
+  try {
+    return run_lines(ui, screenshot);
+  } catch (const std::exception& e) {
+    // Every error names the script's file and line: those from fail(where(l), ...) already do,
+    // the rest (a number that does not parse, a --set override, a session file) get them here.
+    const std::string what = e.what();
+    if (current_ >= lines_.size() || what.rfind(file_ + ":", 0) == 0) throw;
+    throw Error(where(lines_[current_]) + ": " + lines_[current_].words[0] + ": " + what);
+  }
+}
+
+bool Script::run_lines(UiState& ui, std::string& screenshot) {
   using Clock = std::chrono::steady_clock;
   screenshot.clear();
   if (frames_left_ > 0) {
@@ -67,6 +81,7 @@ bool Script::advance(UiState& ui, std::string& screenshot) {
     return true;
   }
   while (next_ < lines_.size()) {
+    current_ = next_;
     const Line& l = lines_[next_];
     const auto& w = l.words;
     const std::string& cmd = w[0];
@@ -159,6 +174,51 @@ bool Script::advance(UiState& ui, std::string& screenshot) {
         return true;
       }
       ui.move_mouse = at;
+      waiting_ = false;
+      ++next_;
+      continue;
+    }
+    // expect_drawn NAME TEXT...: the last frame drew NAME (print_geometry's names) with a text
+    // containing TEXT (empty: drawn at all); holds the line up to 10 s.
+    if (cmd == "expect_drawn") {
+      if (!waiting_) {
+        waiting_ = true;
+        wait_start_ = Clock::now();
+      }
+      std::string want;
+      for (std::size_t i = 2; i < w.size(); ++i) want += (i > 2 ? " " : "") + w[i];
+      const auto it = ui.drawn.find(arg(1));
+      const bool drawn = it != ui.drawn.end() && it->second.frame == ImGui::GetFrameCount();
+      if (!drawn || it->second.text.find(want) == std::string::npos) {
+        if (std::chrono::duration<double>(Clock::now() - wait_start_).count() > 10)
+          fail(where(l), drawn ? arg(1) + " shows '" + it->second.text + "', expected it to contain '" + want + "'"
+                               : arg(1) + " is not drawn");
+        return true;
+      }
+      waiting_ = false;
+      ++next_;
+      continue;
+    }
+    // Clicks a thing the last frame drew by name (print_geometry lists them, e.g. prompt_file_open)
+    // through ImGui's own mouse input, as a user's click: the widget's ID decides which button
+    // takes it. Holds the line until the click is fed (three frames), once the thing is drawn
+    // (up to 10 s).
+    if (cmd == "click") {
+      if (!waiting_) {
+        const auto it = ui.drawn.find(arg(1));
+        if (it == ui.drawn.end() || it->second.frame != ImGui::GetFrameCount()) {
+          if (!click_wait_) click_wait_ = Clock::now();
+          if (std::chrono::duration<double>(Clock::now() - *click_wait_).count() > 10)
+            fail(where(l), "click: nothing named '" + arg(1) + "' is drawn");
+          return true;
+        }
+        click_wait_.reset();
+        const DrawnRect& r = it->second;
+        ui.click = UiState::ScriptedClick{(r.x0 + r.x1) / 2.0, (r.y0 + r.y1) / 2.0, 0};
+        waiting_ = true;
+        return true;
+      }
+      if (ui.click) return true;
       waiting_ = false;
       ++next_;
       continue;
@@ -332,6 +392,13 @@ bool Script::advance(UiState& ui, std::string& screenshot) {
     } else if (cmd == "expect_found") {
       if (static_cast<double>(ui.heatmap.found) != number(1))
         fail(where(l), "the search found token " + std::to_string(ui.heatmap.found) + ", expected " + arg(1));
+    } else if (cmd == "prompt_file") {  // PATH: the prompt builder's file field (Open and Save read it)
+      ui.prompt.file = arg(1);
+    } else if (cmd == "expect_prompt_notice") {  // TEXT...: the builder's last notice contains it
+      std::string want;
+      for (std::size_t i = 1; i < w.size(); ++i) want += (i > 1 ? " " : "") + w[i];
+      if (ui.prompt.notice.find(want) == std::string::npos)
+        fail(where(l), "the prompt builder says '" + ui.prompt.notice + "', expected '" + want + "'");
     } else if (cmd == "free_text") {  // the rest of the line is the prompt
       std::string text;
       for (std::size_t i = 1; i < w.size(); ++i) text += (i > 1 ? " " : "") + w[i];
@@ -429,13 +496,31 @@ bool Script::advance(UiState& ui, std::string& screenshot) {
     } else if (cmd == "hold_tasks") {  // on|off: the task pool starts nothing while on (the background work list stays up)
       if (arg(1) != "on" && arg(1) != "off") fail(where(l), "hold_tasks on or off");
       ui.tasks.hold_pool(arg(1) == "on");
+    } else if (cmd == "chat") {  // on|off: the prompt in the model's chat format
+      if (arg(1) != "on" && arg(1) != "off") fail(where(l), "chat on or off");
+      ui.prompt.chat = arg(1) == "on";
+    } else if (cmd == "select_step") {  // N: the decode step every panel shows (0: the latest), as its slider sets it
+      ui.selection.step = static_cast<std::int64_t>(number(1));
+    } else if (cmd == "hold_load") {  // the next load waits, deaf to quit and cancel, as a blocked one would
+      ui.controller.hold_load();
+    } else if (cmd == "release_load") {
+      ui.controller.release_load();
     } else if (cmd == "hold_prefill") {  // FRACTION: the next prefill waits there (release_prefill)
       ui.controller.hold_prefill(number(1));
     } else if (cmd == "release_prefill") {
       ui.controller.release_prefill();
-    } else if (cmd == "compare") {  // a capture to compare with, or "off"
-      ui.compare.path = arg(1) == "off" ? "" : arg(1);
-      open_compare(ui);
+    } else if (cmd == "compare") {  // a capture to compare with, or "off"; holds the line until it is open
+      if (!waiting_) {
+        ui.compare.path = arg(1) == "off" ? "" : arg(1);
+        open_compare(ui);
+        waiting_ = true;
+      }
+      take_compare(ui);
+      if (ui.compare.opening.active()) {
+        --next_;
+        return true;
+      }
+      waiting_ = false;
       if (arg(1) != "off" && !ui.compare.view) fail(where(l), "compare: " + ui.compare.note);
     } else if (cmd == "compare_run") {  // CHOICE: B runs A's tokens under a preset, or "layers panel" (two words)
       std::string choice = arg(1);
@@ -494,6 +579,16 @@ bool Script::advance(UiState& ui, std::string& screenshot) {
         --next_;
         return true;
       }
+      // Then two more frames: what the commands before asked for (a tab, a window that appears,
+      // a layout) takes ImGui a frame to lay out, and a new window is hidden in its first frame
+      // while it measures itself.
+      if (shot_frames_ < 0) shot_frames_ = 2;
+      if (shot_frames_ > 0) {
+        --shot_frames_;
+        --next_;
+        return true;
+      }
+      shot_frames_ = -1;
       screenshot = arg(1);
       return true;  // taken after this frame is drawn
     } else if (cmd == "mixed") {  // A B: the layers panel's mixed(a,b) button (an error shows in the panel)

@@ -19,10 +19,17 @@
 //   hold_prefill FRACTION | release_prefill | wait_prefill_held [SECONDS] | expect_overlay TEXT... (over a map still computing) |
 //   print_status (state, prefill fraction, message); print_geometry also prints what the last frame drew (rect NAME x0 y0 x1 y1 [text TEXT], the text of a cell that shows a value)
 //   hold_tasks on|off (the task pool starts nothing while on) | expect_task TEXT... (the background work list as drawn)
+//   click NAME (a left click on a thing the last frame drew: prompt_file_open, prompt_file_save, capture_open, ...) |
+//   prompt_file PATH (the prompt builder's file field) | expect_prompt_notice TEXT... (the builder's last message) |
+//   hold_load | release_load (the next model load waits where it reads its files, deaf to quit and cancel) |
+//   chat on|off | select_step N (the decode step the panels show, 0: the latest) |
+//   expect_drawn NAME TEXT... (the last frame drew NAME, with a text containing TEXT: layer_params_heading,
+//   layer_paged, layer_ms/L, ...)
 #pragma once
 
 #include <chrono>
 #include <filesystem>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -48,12 +55,16 @@ class Script {
     std::vector<std::string> words;
   };
   std::string where(const Line& l) const;
+  bool run_lines(UiState& ui, std::string& screenshot);
   std::string file_;
   std::vector<Line> lines_;
   std::size_t next_ = 0;
   int frames_left_ = 0;
+  std::size_t current_ = 0;  // the line being run (errors name it)
+  int shot_frames_ = -1;     // screenshot: frames still to draw before it is taken (-1: none asked)
   bool waiting_ = false;
   std::chrono::steady_clock::time_point wait_start_;
+  std::optional<std::chrono::steady_clock::time_point> click_wait_;  // click: waiting for its target to be drawn
   bool failed_ = false;
 };
 

@@ -20,9 +20,10 @@ struct WindowOptions {
   WeightFormat weights = WeightFormat::kAuto;  // --weights
   std::filesystem::path calibration;  // a `luka calibrate` file attached to the runs' captures (checked already)
   int width = 1280, height = 800;
-  // Restore the last session (app/studio/session_state.h) and save it at exit; what the command
-  // line names explicitly (model, prompt, capture) wins over what the session remembers.
+  // Restore the last session (app/studio/session_state.h) at start; what the command line names
+  // explicitly (model, prompt, capture) wins over what the session remembers. Save it at exit.
   bool restore = false;
+  bool save = false;
   bool model_given = false, prompt_given = false, device_given = false, weights_given = false;
   std::chrono::steady_clock::time_point launched = std::chrono::steady_clock::now();
 };

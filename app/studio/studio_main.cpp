@@ -10,6 +10,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <memory>
 #include <optional>
@@ -113,6 +114,13 @@ void load_fonts() {
   }
 }
 
+// Nothing that changes the picture is under way: no load, run or save, no background read, no
+// map window being fetched.
+bool studio_idle(const UiState& ui) {
+  return !ui.controller.busy() && ui.tasks.unfinished() == 0 && ui.heatmap.fetcher.idle() &&
+         (!ui.compare.view || ui.compare.map.fetcher.idle());
+}
+
 }  // namespace
 
 int run_window(const WindowOptions& options) {
@@ -166,15 +174,31 @@ int run_window(const WindowOptions& options) {
       if (!options.restore || options.device_given) ui->model.device = options.device;
       if (!options.restore || options.weights_given) ui->model.weights = options.weights;
       try {
-        if (!script) ui->controller.load_model(ui->model.path, load_options(*ui), parse_device(ui->model.device));
+        // A script loads what it needs itself, unless --model names one: then it is loaded at
+        // start-up as without a script, and the script's wait_idle waits for it.
+        if (!script || options.model_given)
+          ui->controller.load_model(ui->model.path, load_options(*ui), parse_device(ui->model.device));
       } catch (const std::exception& e) {  // a remembered device that is gone: the panel says so
         ui->notice = e.what();
       }
     }
     bool running = true;
     auto last_frame = std::chrono::steady_clock::now();
+    // Frames are drawn as fast as the display takes them while something runs, loads or reads,
+    // and for a moment after (results arrive, hovers settle); otherwise the loop sleeps until an
+    // event comes, or half a second passes (for what changes without one), so that an idle
+    // window takes almost no CPU. Scripts always draw: their frames are their clock.
+    using Clock = std::chrono::steady_clock;
+    constexpr auto kLinger = std::chrono::milliseconds(500);
+    auto active_until = Clock::now() + kLinger;
     while (running && !glfwWindowShouldClose(window)) {
-      glfwPollEvents();
+      if (script || Clock::now() < active_until) {
+        glfwPollEvents();
+      } else {
+        const auto asleep = Clock::now();
+        glfwWaitEventsTimeout(0.5);
+        if (Clock::now() - asleep < std::chrono::milliseconds(450)) active_until = Clock::now() + kLinger;  // an event woke it
+      }
       ui->tasks.poll();  // background work's outcomes, handed back here on the UI thread
       const auto now = std::chrono::steady_clock::now();
       if (ui->timing.measure_frames > 0) {
@@ -212,6 +236,12 @@ int run_window(const WindowOptions& options) {
       apply_pending_config(*ui);
       ImGui_ImplOpenGL3_NewFrame();
       ImGui_ImplGlfw_NewFrame();
+      if (ui->click) {  // after the backend has read the real mouse, so the script's wins
+        ImGuiIO& io = ImGui::GetIO();
+        io.MousePos = ImVec2(static_cast<float>(ui->click->x), static_cast<float>(ui->click->y));
+        io.MouseDown[0] = ui->click->frame == 1;
+        if (++ui->click->frame > 2) ui->click.reset();
+      }
       ImGui::NewFrame();
       int fw = 0, fh = 0;
       glfwGetFramebufferSize(window, &fw, &fh);
@@ -289,14 +319,32 @@ int run_window(const WindowOptions& options) {
         }
       }
       glfwSwapBuffers(window);
+      if (!studio_idle(*ui)) active_until = Clock::now() + kLinger;
     }
     if (script) ui->controller.stop();
-    if (options.restore && !session_file.empty()) {
+    if (options.save && !session_file.empty()) {
       try {
         save_session(*ui, session_file);
       } catch (const std::exception& e) {
         std::fprintf(stderr, "luka studio: warning: the session was not saved: %s\n", e.what());
       }
+    }
+    // A load that has not returned may be blocked in the kernel (a FIFO in the model's place, a
+    // hung network mount), where nothing interrupts it, and the controller's destructor would wait
+    // for it. So the process ends here without it, once a save in progress is cancelled and has
+    // cleaned up (a save only writes its own .partial file, and checks for cancel often).
+    if (ui->controller.load_pending()) {
+      ui->controller.cancel_save();
+      const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+      while (ui->controller.status().saving && std::chrono::steady_clock::now() < give_up)
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      ImGui_ImplOpenGL3_Shutdown();
+      ImGui_ImplGlfw_Shutdown();
+      ImGui::DestroyContext();
+      glfwDestroyWindow(window);
+      glfwTerminate();
+      std::fflush(nullptr);
+      std::_Exit(exit_code);
     }
   }
   ImGui_ImplOpenGL3_Shutdown();

@@ -88,6 +88,11 @@ std::string draw_display_text(DisplayTextCache& cache, const std::string& text, 
   return drawn;
 }
 
+void UiState::mark_item_drawn(const std::string& name) {
+  const ImVec2 a = ImGui::GetItemRectMin(), b = ImGui::GetItemRectMax();
+  mark_drawn(name, a.x, a.y, b.x, b.y);
+}
+
 void UiState::mark_drawn(const std::string& name, float x0, float y0, float x1, float y1, std::string text) {
   drawn[name] = {x0, y0, x1, y1, ImGui::GetFrameCount(), std::move(text)};
 }

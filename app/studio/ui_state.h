@@ -111,6 +111,12 @@ struct HeatmapView {
     tokens_per_pixel = tokens_per_pixel_y = rows_keys_per_pixel = row_px = 0;
     rows_follow = true;
   }
+  // The capture the zoom was last set for, and its prompt length: a new run, or a capture of
+  // another length, refits; the same run growing keeps the zoom (draw_heatmap_panel).
+  // (Held weakly: a new capture may come at a freed one's address.)
+  std::weak_ptr<const capture::CaptureView> zoom_view;
+  bool zoom_seen = false;  // a capture has been shown since start
+  std::int64_t zoom_prompt = -1;
   bool log_scale = true;
   double log_min = 1e-4;
   // The texture and the window it shows, refetched when any of these change.
@@ -181,7 +187,9 @@ struct CompareState {
   std::shared_ptr<const capture::CaptureView> adopted;
   std::shared_ptr<const capture::CaptureView> adopted_for;  // the view (A) whose tokens it ran
   std::string note;      // the capture's name, or why it did not open
-  bool difference = false;  // the right canvas shows A - B instead of B
+  // The file being opened as B, on the "io" lane (a large capture takes a moment to open).
+  Pending<std::shared_ptr<const capture::CaptureView>> opening;
+  bool difference = false;  // the right canvas shows B - A instead of B
   HeatmapView map;
   Cached<std::vector<capture::Token>> tokens;
   Cached<std::vector<capture::Segment>> segments;
@@ -242,6 +250,7 @@ struct PromptPanel {
   std::string pattern_edit, pattern_shown;
   std::string file = "prompt.json";  // the prompt file field (open and save)
   std::string notice;                // the last prompt file or builder action's outcome
+  int editing_segment = -1;          // the segment whose text is in the editor (-1: all shown wrapped)
   std::string wikisalad_path = "../shared/data/wikisalad/easy_2topic_short.json";
   int wikisalad_example = 0;
   // A replayed capture's prompt: each run of tokens at most kReplayRunLines lines (the whole run in
@@ -283,11 +292,19 @@ struct Selection {
   std::int64_t hover_token = -1;
 };
 
+// The layers table's columns at one step, per layer ("-": not recorded), and the tokens paged
+// of the tokens so far (the parameters' note on clustered layers).
+struct LayerCosts {
+  bool have = false;  // read for this capture and step
+  std::vector<std::string> cover, refined, ms;
+  std::vector<std::int64_t> paged, tokens;
+};
+
 // The layers panel.
 struct LayersPanel {
   int mixed_a = 2, mixed_b = 2;  // the mixed(a,b) preset
   std::string notice;            // the last error (a bad preset or parameter)
-  Cached<std::vector<std::string>> costs;  // cover, refined, ms per layer
+  Cached<LayerCosts> costs;
   std::string pending_config;  // the last session's LuKA config (JSON), applied once a model is loaded
 };
 
@@ -390,6 +407,14 @@ struct UiState {
   DisplayTextCache display_text;
   // Scripts: warp the cursor here before the next frame.
   std::optional<std::pair<double, double>> move_mouse;
+  // Scripts: a left click at (x, y) through ImGui's input, one frame each: over the point (so
+  // ImGui sees the hover), button down, button up (a button fires on release). `frame` is the
+  // next one to feed; the script waits until all three are fed.
+  struct ScriptedClick {
+    double x = 0, y = 0;
+    int frame = 0;
+  };
+  std::optional<ScriptedClick> click;
   // The background work list as drawn last frame: one line per task, "NAME: TEXT PERCENT".
   std::string task_list_drawn;
   // Things drawn last frame, by name (print_geometry): "layers_panel", "mixed_button",
@@ -399,6 +424,8 @@ struct UiState {
   // "fidelity_delta/LAYER/METRIC" (a Δ cell's text, with its text).
   std::map<std::string, DrawnRect> drawn;
   void mark_drawn(const std::string& name, float x0, float y0, float x1, float y1, std::string text = {});
+  // The last ImGui item's rectangle (a button the script's `click` presses).
+  void mark_item_drawn(const std::string& name);
 };
 
 void draw_model_panel(UiState& ui);
@@ -431,6 +458,8 @@ void set_track(UiState& ui, const capture::CaptureView& view);
 // Opens ui.compare.path as the capture to compare with (empty: closes it); the outcome goes to
 // ui.compare.note.
 void open_compare(UiState& ui);
+// Takes the outcome of open_compare's read, once it is in: B, or why it did not open.
+void take_compare(UiState& ui);
 // Starts B as a second run of the view's tokens (RunController::run_compare) under `choice`: a
 // preset's name, or "layers panel" for the config the layers panel shows. The compare canvas
 // takes B when it starts; the outcome goes to the controller's Status::compare.

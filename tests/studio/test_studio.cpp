@@ -279,4 +279,42 @@ TEST(Studio, ClearErrorsNoCrash) {
   EXPECT_NE(bad_script.err.find("unknown command 'frobnicate'"), std::string::npos) << bad_script.err;
 }
 
+// Quitting does not wait for a model load that never returns. A load blocked in the kernel (a FIFO
+// in the weights' place, a hung network mount) cannot be interrupted; `hold_load` makes the next
+// load wait like one, deaf to quit and cancel. `timeout` ends a Studio that waits for it (exit 124).
+TEST(Studio, QuittingDoesNotWaitForALoadThatNeverReturns) {
+  if (!have_xvfb()) GTEST_SKIP() << "xvfb-run is not installed";
+  const fs::path d = work_dir() / "held_load";
+  fs::create_directories(d);
+  const fs::path s = d / "quit.script";
+  std::ofstream(s) << "hold_load\nload_model " << kModel.string() << "\nframes 10\nexpect_ui state loading\nquit\n";
+  const RunResult r = luka::test::run_shell("env -u LUKA_MODEL " + luka::test::kStudioEnv + "timeout 120 xvfb-run -a -s '-screen 0 1280x800x24' '" +
+                                                std::string(LUKA_CLI_PATH) + "' studio --size 1280x800 --script '" + s.string() + "'",
+                                            d);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+}
+
+// The case the load above stands for: a model folder whose model.safetensors is a FIFO. The
+// Studio refuses it or is still loading it when the script quits; either way it exits.
+TEST(Studio, QuittingWhileLoadingAFolderWhoseWeightsAreAFifoExits) {
+  if (!have_xvfb()) GTEST_SKIP() << "xvfb-run is not installed";
+  const fs::path tokenizer = fs::path(LUKA_SHARED_DATA) / "qwen3-tokenizer" / "tokenizer.json";
+  if (!fs::exists(tokenizer)) GTEST_SKIP() << "no Qwen3 tokenizer at " << tokenizer << " (../shared/data)";
+  const fs::path d = work_dir() / "fifo_model";
+  fs::remove_all(d);
+  fs::create_directories(d);
+  fs::copy_file(tokenizer, d / "tokenizer.json");
+  std::ofstream(d / "config.json") << R"({"architectures": ["Qwen3ForCausalLM"], "model_type": "qwen3", "hidden_size": 32,
+    "intermediate_size": 64, "num_hidden_layers": 2, "num_attention_heads": 2, "num_key_value_heads": 1, "head_dim": 16,
+    "max_position_embeddings": 256, "rms_norm_eps": 1e-06, "rope_theta": 1000000.0, "tie_word_embeddings": true,
+    "vocab_size": 151936, "bos_token_id": 151643, "eos_token_id": 151645, "hidden_act": "silu"})";
+  ASSERT_EQ(sh("mkfifo '" + (d / "model.safetensors").string() + "'").exit_code, 0);
+  const fs::path s = d / "quit.script";
+  std::ofstream(s) << "load_model " << d.string() << "\nframes 60\nquit\n";
+  const RunResult r = luka::test::run_shell("env -u LUKA_MODEL " + luka::test::kStudioEnv + "timeout 120 xvfb-run -a -s '-screen 0 1280x800x24' '" +
+                                                std::string(LUKA_CLI_PATH) + "' studio --size 1280x800 --script '" + s.string() + "'",
+                                            d);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+}
+
 }  // namespace

@@ -362,9 +362,11 @@ TEST(StudioViews, DecodeRowsShowTheDifferenceWhereTheCaptureRowsDiffer) {
   EXPECT_EQ(thumbnails.size(), 9u) << "the heads' thumbnails are not all different";
 }
 
-// Two captures of one prompt, dense (B) and clustered (A): side by side, then A - B. At the
-// first decode step both runs attend from the same query (the prefill picked the same token), so
-// the right canvas shows the sign of effective(A) - effective(B) at every strong difference.
+// Two captures of one prompt, dense (B) and clustered (A): side by side, then B - A, the sign the
+// fidelity table and the timeline use too, with A in the same decode-rows layout beside it. At
+// the first decode step both runs attend from the same query (the prefill picked the same token),
+// so the right canvas shows the sign of effective(B) - effective(A) at every strong difference,
+// and a diverging colour bar of its own is drawn under it.
 TEST(StudioViews, CompareShowsTwoCapturesAndTheirDifference) {
   REQUIRE_STUDIO();
   const fs::path a = work_dir() / "a_clustered.h5", b = work_dir() / "b_dense.h5";
@@ -377,7 +379,7 @@ TEST(StudioViews, CompareShowsTwoCapturesAndTheirDifference) {
                                  diff_png.string() + "\ncompare off\nframes 2\nquit\n");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const std::vector<Geometry> all = geometries(r.out);
-  ASSERT_EQ(all.size(), 4u) << r.out;  // A and B, side by side, then A and A - B
+  ASSERT_EQ(all.size(), 4u) << r.out;  // A and B, side by side, then A and B - A
 
   // Side by side: two full maps of the effective attention, A's and B's, with one zoom. The prefill
   // is exact in every mode, so the maps match pixel for pixel down to the decode rows (a few
@@ -410,16 +412,20 @@ TEST(StudioViews, CompareShowsTwoCapturesAndTheirDifference) {
   }
 
   const std::vector<Geometry> g(all.begin() + 2, all.end());
-  EXPECT_EQ(g[1].layout, "rows");  // A - B picks decode rows
+  EXPECT_EQ(g[1].layout, "rows");  // B - A picks decode rows
+  EXPECT_EQ(g[0].layout, "rows");  // and A follows it
+  EXPECT_DOUBLE_EQ(g[0].keys_per_pixel, g[1].keys_per_pixel);  // aligned key for key
+  EXPECT_DOUBLE_EQ(g[0].rows_per_pixel, g[1].rows_per_pixel);
   EXPECT_GT(g[1].left, g[0].left + g[0].width);  // to the right of A
+  EXPECT_NE(r.out.find("rect difference_colour_bar"), std::string::npos) << "no colour bar for B - A";
 
   const auto fa = luka::capture::CaptureFile::open(a), fb = luka::capture::CaptureFile::open(b);
-  std::vector<float> d = fa->row(1, 8, 1);
-  const std::vector<float> rb = fb->row(1, 8, 1);
-  ASSERT_EQ(d.size(), rb.size());
+  std::vector<float> d = fb->row(1, 8, 1);
+  const std::vector<float> ra = fa->row(1, 8, 1);
+  ASSERT_EQ(d.size(), ra.size());
   float vmax = 0;
   for (std::size_t k = 0; k < d.size(); ++k) {
-    d[k] -= rb[k];
+    d[k] -= ra[k];
     vmax = std::max(vmax, std::abs(d[k]));
   }
   ASSERT_GT(vmax, 1e-3f);
@@ -447,7 +453,7 @@ TEST(StudioViews, CompareShowsTwoCapturesAndTheirDifference) {
 }
 
 // Run B from the map's toolbar: a live clustered run, then B = its tokens again under the layers
-// panel's config (the same: A - B is zero at every pixel) and under dense (A - B is not); the
+// panel's config (the same: B - A is zero at every pixel) and under dense (B - A is not); the
 // next run closes B, which ran other tokens.
 TEST(StudioViews, RunBComparesALiveRunWithItsTokensUnderAnotherConfig) {
   REQUIRE_STUDIO();
@@ -464,7 +470,7 @@ TEST(StudioViews, RunBComparesALiveRunWithItsTokensUnderAnotherConfig) {
                                      "\nrun 4\nwait_idle 300\nframes 2\nexpect_ui compare none\nquit\n");  // a new A closes B
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const std::vector<Geometry> g = geometries(r.out);
-  ASSERT_EQ(g.size(), 4u) << r.out;  // A and A - B, twice
+  ASSERT_EQ(g.size(), 4u) << r.out;  // A and B - A, twice
   for (const auto& [shot, right, zero] : {std::tuple{same, g[1], true}, std::tuple{dense, g[3], false}}) {
     EXPECT_EQ(right.layout, "rows");
     const luka::viz::Image img = luka::viz::read_png(shot);
