@@ -131,6 +131,8 @@ const std::map<std::string, Rule>& special_rules() {
       {"x", {{{"nokey", 2, "--x"}}, ""}},
       {"slurm-time", {{{"soon", 2, "--slurm-time"}}, ""}},
       {"slurm-partition", {{}, "a partition name is the cluster's to check"}},
+      // (An item past the manifest's is checked against the manifest, which this walk has none of.)
+      {"run-item", {{{"x", 2, "--run-item"}}, ""}},
       {"title", {{}, "free text"}},
       {"track", {{{"x-y", 2, "--track"}}, ""}},
       {"decode-topic", {{{"?", 2, "--decode-topic"}}, ""}},
