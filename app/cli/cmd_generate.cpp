@@ -38,6 +38,8 @@ int run_generate(int argc, char** argv) {
   add_device_option(args);
   add_weights_option(args);
   args.flag("json", "print one JSON object at the end (text, ids, timings, device) instead of streaming the text");
+  args.flag("verbose", "say on standard error how each decode step is issued: eager, or a CUDA graph and its "
+                       "kernel nodes");
   add_sampling_options(args);
   add_luka_options(args);
   args.epilog(std::string("Generation stops at the model's end-of-sequence tokens, <|im_end|>, or --max-new-tokens\n"
@@ -128,6 +130,8 @@ int run_generate(int argc, char** argv) {
   }
   std::fflush(stdout);
 
+  // Every step is issued eagerly until this build records one (check_graph_option refuses --graph).
+  if (args.get_flag("verbose")) std::fprintf(stderr, "decode step: eager (one launch per op, no CUDA graph)\n");
   const auto rate = [](std::int64_t tokens, double seconds) { return seconds > 0 ? tokens / seconds : 0.0; };
   std::fprintf(stderr, "prefill: %lld tokens in %.3f s (%.1f tokens/s)\n", static_cast<long long>(result.prompt_tokens),
                result.prefill_seconds, rate(result.prompt_tokens, result.prefill_seconds));

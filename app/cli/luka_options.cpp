@@ -79,4 +79,24 @@ std::vector<ScheduleEntry> schedule_option(const ArgParser& args) {
   }
 }
 
+void add_graph_options(ArgParser& args) {
+  args.flag("graph", "GPU only: record each decode step once as a CUDA graph and replay it (not yet in this build)")
+      .flag("no-graph", "issue each decode step's kernels one by one (eager): the default until the graph path is "
+                        "verified on a GPU");
+}
+
+DecodeIssue graph_option(const ArgParser& args) {
+  if (args.get_flag("graph") && args.get_flag("no-graph"))
+    throw UsageError("--graph and --no-graph contradict each other");
+  return args.get_flag("graph") ? DecodeIssue::kGraph : DecodeIssue::kEager;
+}
+
+void check_graph_option(const ArgParser& args, bool on_cuda) {
+  if (graph_option(args) != DecodeIssue::kGraph) return;
+  if (!on_cuda)
+    throw UsageError("--graph records CUDA graphs: it needs --device cuda (drop it, or use --no-graph, on the CPU)");
+  fail("--graph", "this build records no decode step as a CUDA graph yet (the static step runs on CPU tensors only); "
+                  "run without --graph");
+}
+
 }  // namespace luka::cli

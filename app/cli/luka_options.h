@@ -29,4 +29,17 @@ std::vector<ScheduleEntry> schedule_option(const ArgParser& args);
 // UsageError, before anything runs, rather than an error at the step it applies.
 void check_schedule_option(const LukaConfig& config, const std::vector<ScheduleEntry>& schedule);
 
+// --graph / --no-graph, declared with --device (add_device_option) on every command that runs a
+// model: how a decode step is issued. Eager (one launch per op) is the default until a GPU run has
+// verified the recorded step against it (scripts/gpu_run.sh, stage graph); --no-graph keeps it
+// once the graph becomes the default.
+enum class DecodeIssue { kEager, kGraph };
+void add_graph_options(ArgParser& args);
+// What the flags ask for; both given is a UsageError.
+DecodeIssue graph_option(const ArgParser& args);
+// After the device is known: --graph on the CPU is a UsageError (a CUDA graph needs a GPU); on a
+// GPU it is a luka::Error while this build records no decode step (the static step runs on the CPU
+// only, core/run/static_step.h).
+void check_graph_option(const ArgParser& args, bool on_cuda);
+
 }  // namespace luka::cli

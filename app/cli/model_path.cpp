@@ -5,6 +5,7 @@
 
 #include "app/cli/args.h"
 #include "app/cli/commands.h"
+#include "app/cli/luka_options.h"
 #include "core/device/device.h"
 #include "core/generate/sampler.h"
 #include "core/util/error.h"
@@ -52,6 +53,7 @@ void add_device_option(ArgParser& args) {
   args.option("device", "auto|cpu|cuda|cuda:N",
               "where the model runs; auto: the GPU when the CUDA plugin sees one, else the CPU (said on standard error)",
               "auto");
+  add_graph_options(args);  // how the decode steps run on that device
 }
 
 std::shared_ptr<const Backend> device_option(const ArgParser& args) {
@@ -64,6 +66,7 @@ std::shared_ptr<const Backend> device_option(const ArgParser& args) {
   std::string note;
   std::shared_ptr<const Backend> device = open_backend(request, &note);
   std::fprintf(stderr, "%s\n", note.c_str());
+  check_graph_option(args, device->is_cuda());
   return device;
 }
 
