@@ -6,7 +6,7 @@
 # part in .gpucarry-b. Logs go to $LOG_DIR (default .gpubin/logs); results are appended to
 # bench/results/ (cuda-decode.md for the kernels, cuda-product.md for the product checks).
 #
-#   scripts/gpu_run.sh [stage|model|kernels|tests|sanitize|bench|product|v2|all|ordered]   (default all)
+#   scripts/gpu_run.sh [stage|model|kernels|tests|sanitize|bench|product|v2|graph|all|ordered]   (default all)
 #
 #   stage     unpacks .gpucarry-a: .gpubin, and the model's first part set aside
 #   model     joins the model's parts (.gpucarry-b carried) and checks its sha256
@@ -20,6 +20,15 @@
 #             default model, every preset's logits on a Qwen3-0.6B-shaped checkpoint, captures
 #             compared with h5py at 4K and one at 32K, the capture overhead per decode step)
 #
+#   v2        the v2 kernels (issue 45, docs/kernels-v2.md): test_cuda_luka_v2 (dense v2 and the device
+#             heavy set against the CPU), then compute-sanitizer memcheck and racecheck over it (racecheck
+#             on the short cases: LUKA_V2_SHORT=1). After stage: timeout 150 scripts/gpu_run.sh v2
+#   graph     the recorded decode step (issue 44): the CUDA graph wrapper's test, then the default
+#             model's decode with --graph against --no-graph (64 greedy ids identical, recorded with
+#             LibTorch's sync-debug mode at error: LUKA_SYNC_DEBUG=error), the kernel-node count
+#             that --verbose prints, and tokens/s of both appended to bench/results/cuda-graph.md;
+#             while `luka` refuses --graph (no recorded step in the build) it says so and checks
+#             only the wrapper
 #   v2        the v2 kernels (issue 45, docs/kernels-v2.md): test_cuda_luka_v2 (dense v2 and the device
 #             heavy set against the CPU), then compute-sanitizer memcheck and racecheck over it (racecheck
 #             on the short cases: LUKA_V2_SHORT=1). After stage: timeout 150 scripts/gpu_run.sh v2
@@ -42,9 +51,9 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 what="${1:-all}"
-usage="usage: scripts/gpu_run.sh [stage|model|kernels|tests|sanitize|bench|product|v2|all|ordered]   (default all; logs in \$LOG_DIR, default .gpubin/logs)"
+usage="usage: scripts/gpu_run.sh [stage|model|kernels|tests|sanitize|bench|product|v2|graph|all|ordered]   (default all; logs in \$LOG_DIR, default .gpubin/logs)"
 case "$what" in
-  stage|model|kernels|tests|sanitize|bench|product|v2|all|ordered) ;;
+  stage|model|kernels|tests|sanitize|bench|product|v2|graph|all|ordered) ;;
   -h|--help) echo "$usage"; exit 0 ;;
   *) echo "$usage" >&2; exit 2 ;;
 esac
@@ -99,7 +108,7 @@ wanted() {
   [ "$what" = "$1" ] || [ "$what" = all ]
 }
 
-kernel_tests=(test_cuda_device test_cuda_decode_attention test_cuda_luka_decode test_cuda_model)
+kernel_tests=(test_cuda_device test_cuda_decode_attention test_cuda_luka_decode test_cuda_model test_cuda_graph)
 product_tests=(test_device test_device_gpu test_run_controller)
 
 run_tests() {
@@ -177,12 +186,52 @@ run_sanitize() {  # [kernels|capture]: only the test binaries, or only the GPU c
   fi
 }
 
+# The recorded decode step against the eager one on the default model (see the header).
+run_graph() {
+  run_tests test_cuda_graph
+  if [ ! -f "$stash/model.gguf" ]; then
+    echo "graph: the model checks skipped (no default model: run model with .gpucarry-b carried first)"
+    return
+  fi
+  local gen=("$luka" generate --model "$stash/model.gguf" --device "$device" --prompt "Explain how the tides work."
+             --chat --max-new-tokens 64 --ignore-eos --json)
+  if ! LUKA_SYNC_DEBUG=error "${gen[@]}" --graph --verbose > "$logs/graph-on.json" 2> "$logs/graph-on.err"; then
+    if grep -q "records no decode step" "$logs/graph-on.err"; then
+      echo "graph: NOT VERIFIED: luka refuses --graph: $(grep -m1 -o 'records no decode step[^(]*' "$logs/graph-on.err")"
+    else
+      echo "graph: luka generate --graph failed: $(tail -1 "$logs/graph-on.err")"
+      status=1
+    fi
+    return
+  fi
+  if ! "${gen[@]}" --no-graph --verbose > "$logs/graph-off.json" 2> "$logs/graph-off.err"; then
+    echo "graph: luka generate --no-graph failed: $(tail -1 "$logs/graph-off.err")"
+    status=1
+    return
+  fi
+  local nodes
+  nodes="$(grep -m1 -oE '[0-9]+ kernel nodes' "$logs/graph-on.err" || echo "? kernel nodes")"
+  "$py" - "$logs/graph-on.json" "$logs/graph-off.json" "$nodes" "$gpu_name" <<'PY' || status=1
+import json, sys
+on, off = (json.loads(open(p).read().strip().splitlines()[-1]) for p in sys.argv[1:3])
+same = on["ids"] == off["ids"] and len(on["ids"]) == 64
+rate = lambda r: r["decode_steps"] / r["decode_seconds"] if r["decode_seconds"] > 0 else 0.0
+print(f"graph: 64 greedy ids {'identical' if same else 'DIFFER'}; {sys.argv[3]}; "
+      f"{rate(on):.1f} tokens/s with the graph, {rate(off):.1f} eager ({rate(on) / max(rate(off), 1e-9):.2f}x)")
+with open("bench/results/cuda-graph.md", "a") as f:
+    f.write(f"| {sys.argv[4]} | default model | {sys.argv[3]} | {rate(off):.1f} | {rate(on):.1f} | "
+            f"{'identical' if same else 'differ'} |\n")
+sys.exit(0 if same else 1)
+PY
+}
 run_bench() { PYTHON="$py" bench/run_cuda_bench.sh .gpubin || status=1; }
 run_product() {
   PYTHON="$py" LUKA="$luka" DEVICE="$device" STASH="$stash" GPU_NAME="$gpu_name" LOGS="$logs" bench/run_cuda_product.sh || status=1
 }
 if [ "$what" = kernels ]; then
   run_sanitize kernels
+elif [ "$what" = graph ]; then
+  run_graph
 elif [ "$what" = ordered ]; then
   if wanted tests; then run_tests "${product_tests[@]}"; fi
   for stage in product sanitize bench; do
