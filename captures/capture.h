@@ -1,4 +1,4 @@
-// The capture model (DESIGN.md §6, docs/capture-format.md): what a run records, as plain data
+// The capture model (docs/design.md §6, docs/capture-format.md): what a run records, as plain data
 // without LibTorch, and the one query API that a live in-memory run (LiveCapture) and a file on
 // disk (CaptureFile) both answer. The Studio, `luka inspect` and the tests read captures only
 // through CaptureView.

@@ -1,4 +1,4 @@
-// The capture pipeline of a run (DESIGN.md §2 threads, §6): the model thread hands records to a
+// The capture pipeline of a run (docs/design.md §2 threads, §6): the model thread hands records to a
 // bounded queue; one I/O thread feeds them to the sinks (an HDF5 CaptureWriter, a LiveCapture, or
 // both). The prefill map pyramids are built, and their chunks compressed, on the producer's side
 // with its ParallelFor (the model's threads): that work then uses every core the model uses

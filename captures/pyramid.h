@@ -1,4 +1,4 @@
-// The max-pooled image pyramid of a causal attention map (DESIGN.md §6), built while the rows
+// The max-pooled image pyramid of a causal attention map (docs/design.md §6), built while the rows
 // stream in: level 0 is the n x n map; level k+1[i][j] is the max of level k over rows 2i, 2i+1
 // and columns 2j, 2j+1 (a missing last row or column counts as 0 — maps are probabilities, so
 // this is the max of what exists). Max, not mean, so attention sinks and needles survive zooming

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The layering of DESIGN.md §2, checked on every #include (docs/architecture.md, "Layers").
+"""The layering of docs/design.md §2, checked on every #include (docs/architecture.md, "Layers").
 
     scripts/check_layers.py [ROOT]        (ROOT: the source tree, default the checkout)
 
@@ -40,7 +40,7 @@ ANY = None  # tests may include anything
 
 # module -> (modules its files may include, system headers banned, why). Modules are path
 # prefixes; a key also matches a file stem ("captures/recorder" is recorder.h and recorder.cpp).
-# DESIGN.md §2: app → viz, captures, core → kernels; core never includes ImGui, GLFW or OpenGL;
+# docs/design.md §2: app → viz, captures, core → kernels; core never includes ImGui, GLFW or OpenGL;
 # kernels/cuda never includes LibTorch. docs/architecture.md adds the finer rules.
 BELOW_APP = ("viz", "captures", "core", "kernels")
 RULES = {
@@ -160,8 +160,8 @@ def main(argv):
     for p in problems:
         print(p)
     if problems:
-        print(f"check_layers: {len(problems)} include(s) against the layering (DESIGN.md §2, docs/architecture.md)",
-              file=sys.stderr)
+        print(f"check_layers: {len(problems)} include(s) against the layering "
+              "(docs/design.md §2, docs/architecture.md)", file=sys.stderr)
         return 1
     return 0
 

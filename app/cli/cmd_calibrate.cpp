@@ -81,7 +81,7 @@ struct HeadSums {
 };
 
 // --kascade N: the prompt's dense prefill attention of the last Q queries, every layer and head;
-// Kascade's similarity (kascade.md Eq. 3, minimum over those queries), the N anchors of its dynamic
+// Kascade's similarity (docs/papers/kascade.md Eq. 3, minimum over those queries), the N anchors of its dynamic
 // program and the head maps; written as a layers-config JSON of Kascade layers.
 int calibrate_kascade(const ArgParser& args, const Backend& device, const std::shared_ptr<const Model>& model,
                       const std::vector<std::int32_t>& ids, bool quiet) {
@@ -191,9 +191,10 @@ int run_calibrate(int argc, char** argv) {
                  "first token (sink), entropy, locality (mean distance back) and, for interwoven prompts, the mass\n"
                  "on other topics' segments. --preset auto:FILE[,budget=B][,loss=output|kl] builds a layer config from the file.\n"
                  "With --kascade N it instead prefills the text densely, scores Kascade's cross-layer top-k similarity\n"
-                 "on the last --kascade-queries queries (kascade.md Eq. 3, minimum over them), chooses N anchor layers\n"
-                 "(layer 0 among them) by the paper's dynamic program and a head map per reuse layer, and writes them\n"
-                 "to --out as a layers-config JSON of Kascade layers (--layers-config FILE runs it).\n"
+                 "on the last --kascade-queries queries (docs/papers/kascade.md Eq. 3, minimum over them), chooses\n"
+                 "N anchor layers (layer 0 among them) by the paper's dynamic program and a head map per reuse\n"
+                 "layer, and writes them to --out as a layers-config JSON of Kascade layers (--layers-config FILE\n"
+                 "runs it).\n"
                  "With --dar it instead prefills the text densely and writes to --out (.npy) the DAR probe's basis: per\n"
                  "layer and KV head, the mean and principal directions of the cached keys and of the values (use it\n"
                  "with --set dar_window=W,dar_basis=FILE).");

@@ -1,4 +1,4 @@
-// The Studio window (DESIGN.md §7): what `luka studio` opens once its options are read
+// The Studio window (docs/design.md §7): what `luka studio` opens once its options are read
 // (app/cli/cmd_studio.cpp).
 #pragma once
 

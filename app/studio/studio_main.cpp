@@ -1,4 +1,4 @@
-// luka studio: the desktop explorer (DESIGN.md §7). GLFW window, OpenGL 3.3 core, Dear ImGui;
+// luka studio: the desktop explorer (docs/design.md §7). GLFW window, OpenGL 3.3 core, Dear ImGui;
 // a fixed layout of panels over the RunController data model.
 #include <GLFW/glfw3.h>
 #include <GL/gl.h>

@@ -1,4 +1,4 @@
-// Chat formatting in C++ (no template engine): ChatML as Qwen3 and SmolLM2 use it (DESIGN.md §4).
+// Chat formatting in C++ (no template engine): ChatML as Qwen3 and SmolLM2 use it (docs/design.md §4).
 #pragma once
 
 #include <optional>

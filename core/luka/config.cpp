@@ -506,7 +506,7 @@ LukaConfig LukaConfig::preset(const std::string& name, std::int64_t num_layers) 
     return c;
   }
   if (name == "authors_eval") {
-    // What the authors' evaluation code ran (their LuKAQwenModel with run_all_evals.sh; DESIGN.md
+    // What the authors' evaluation code ran (their LuKAQwenModel with run_all_evals.sh; docs/design.md
     // §5.6, docs/luka-config.md): pages of 8 with tail_len 128 (our tail 129) and at most 256 made
     // at once under their controller's gate (every forward, a large cover skipping the gates),
     // attention-weighted summaries at tau 7 with the adaptive bias from the entropy of
@@ -567,7 +567,7 @@ LukaConfig LukaConfig::preset(const std::string& name, std::int64_t num_layers) 
     return c;
   }
   if (name == "semanticache") {
-    // SemantiCache (semanticache.md) in the clustered core: delimiter chunks with the delimiters
+    // SemantiCache (docs/papers/semanticache.md) in the clustered core: delimiter chunks with the delimiters
     // raw, GSC clusters at tau 0.7 merged by the mean, proportional attention (bias log |S|) and
     // no refinement, as the paper runs it; the recent tail of 128 raw, pages made every 16 steps.
     for (auto& l : c.layers) {

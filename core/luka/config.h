@@ -1,4 +1,4 @@
-// LuKA attention configuration (DESIGN.md §5.6): one LayerConfig per layer, presets, JSON files
+// LuKA attention configuration (docs/design.md §5.6): one LayerConfig per layer, presets, JSON files
 // and `key=value` overrides. No LibTorch here.
 #pragma once
 
@@ -31,7 +31,7 @@ const char* to_string(DelimiterMatch m);
 const char* to_string(PressMethod m);
 const char* to_string(PressAllocation a);
 
-// Kascade (kascade.md, docs/methods.md): an anchor layer computes its exact attention, pools it
+// Kascade (docs/papers/kascade.md, docs/methods.md): an anchor layer computes its exact attention, pools it
 // post-softmax over each KV head's query heads (decode) or over a tile of queries and their heads
 // (prefill), keeps the top-k keys and attends to them only (layer 0 keeps its dense output); a
 // reuse layer attends only to the top-k of its anchor, each KV head through a head map.
@@ -98,7 +98,7 @@ struct LayerConfig {
 struct LukaConfig {
   std::vector<LayerConfig> layers;
 
-  // Presets (DESIGN.md §5.6): "dense", "lined", "clustered", "mixed(a,b)" (first a and last b
+  // Presets (docs/design.md §5.6): "dense", "lined", "clustered", "mixed(a,b)" (first a and last b
   // layers lined, the rest clustered), "paper", "authors_eval", "kascade" (anchors spaced as the
   // paper's Qwen3-8B ones; `luka calibrate --kascade` measures a model's own), "semanticache"
   // (every layer clustered with delimiter chunks, GSC and proportional attention). Throws luka::Error

@@ -28,7 +28,7 @@ std::string gpu_unsupported(const LayerConfig& c) {
   if (c.mode == AttentionMode::kClustered && k.compressor == Compressor::kGsc) return "compressor=gsc runs on the CPU path only";
   if (c.mode == AttentionMode::kLined && c.lined.sparse_prefill) return "lined sparse_prefill runs on the CPU path only";
   if (k.page_size > cuda::kMaxPageTokens) return "pages above 1024 tokens run on the CPU path only";
-  // The authors' variants (DESIGN.md §5.6) that change what the kernels compute.
+  // The authors' variants (docs/design.md §5.6) that change what the kernels compute.
   if (c.importance_source != ImportanceSource::kEffective) return "importance_source=cover runs on the CPU path only";
   if (k.bias == SummaryBias::kAdaptive && k.bias_entropy != BiasEntropy::kWeights)
     return "bias_entropy=importance_mean runs on the CPU path only";
@@ -163,7 +163,7 @@ at::Tensor CudaLukaAttention::decode(const AttentionInputs& in) {
     last_.cover_size.assign(static_cast<std::size_t>(H), T);
     return out;
   }
-  // The kernels' records, as the CPU core's LukaStep (DESIGN.md §5.5), with the pages of the step.
+  // The kernels' records, as the CPU core's LukaStep (docs/design.md §5.5), with the pages of the step.
   std::vector<Page> during(pages_.begin(), pages_.begin() + P);
   if (config_.dense_shadow) {  // compares with the records now: copies that wait
     last_ = step_from_records(config_, state_->steps(), T, during, StepRecords{eff, mass, refined, count, heavy.narrow(1, 0, heavy_count)});

@@ -1,4 +1,4 @@
-// Lined mode's heavy hitters (DESIGN.md §5.3): the m best positions of [0, n) by h2o score, ties
+// Lined mode's heavy hitters (docs/design.md §5.3): the m best positions of [0, n) by h2o score, ties
 // to the lower position, for one selection unit (a head, a KV group or the layer, whose scores are
 // the sum of its heads' rows).
 //

@@ -1,4 +1,4 @@
-// Kascade's calibration (kascade.md §3.2–3.5): how well one layer's top-k keys serve a later
+// Kascade's calibration (docs/papers/kascade.md §3.2–3.5): how well one layer's top-k keys serve a later
 // layer, which layers become anchors, and which anchor head each reuse head borrows from.
 //
 // sim(a, b) for a query token q is the share of layer b's top-k attention mass that layer a's

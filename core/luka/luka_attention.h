@@ -1,4 +1,4 @@
-// The LuKA attention core on CPU (DESIGN.md §5): one LukaAttention per layer, plugged into the
+// The LuKA attention core on CPU (docs/design.md §5): one LukaAttention per layer, plugged into the
 // decoder through LayerAttention. It keeps the per-layer state every mode shares — pages with one
 // summary key/value per KV head, `importance` [KV, T] and `h2o_score` [H, T] — and updates it every
 // step from the effective attention over raw tokens, whatever the mode; so the mode can change at

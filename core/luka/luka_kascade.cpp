@@ -1,4 +1,4 @@
-// Kascade mode of the CPU core (kascade.md; DESIGN.md §5; docs/methods.md for the choices the
+// Kascade mode of the CPU core (docs/papers/kascade.md; docs/design.md §5; docs/methods.md for the choices the
 // paper leaves open). An anchor layer computes its exact attention, pools it post-softmax — over
 // each KV head's query heads in decode, over a tile of queries and those heads in prefill, or over
 // every head with `shared` — keeps the top-k positions of the pooled row and attends to them only;

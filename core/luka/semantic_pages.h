@@ -1,4 +1,4 @@
-// SemantiCache's compression (semanticache.md §2): the cache is cut at delimiter tokens, each
+// SemantiCache's compression (docs/papers/semanticache.md §2): the cache is cut at delimiter tokens, each
 // chunk's keys are grouped by greedy seed-based clustering (GSC, the paper's Algorithm 1), every
 // cluster is merged into one core by the mean of its keys and values, and attention over the cores
 // adds log(cluster size) to each logit ("proportional attention", Eq. 4). Delimiter tokens stay

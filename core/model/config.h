@@ -1,4 +1,4 @@
-// Model configuration read from a Hugging Face config.json (DESIGN.md §3). One decoder serves
+// Model configuration read from a Hugging Face config.json (docs/design.md §3). One decoder serves
 // every architecture; the differences are the flags here.
 #pragma once
 

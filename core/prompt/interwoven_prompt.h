@@ -1,4 +1,4 @@
-// Interwoven prompts: segments of a few topics in a pattern such as ABAB (DESIGN.md §7), joined into
+// Interwoven prompts: segments of a few topics in a pattern such as ABAB (docs/design.md §7), joined into
 // one text with each segment's byte span, and the segment every token of that text belongs to.
 // The file formats are in docs/prompt-format.md; loaders in prompt_file.h, wikisalad.h, segments_file.h.
 #pragma once

@@ -1,4 +1,4 @@
-// Byte-level BPE tokenizer read from a Hugging Face `tokenizer.json` (DESIGN.md §4).
+// Byte-level BPE tokenizer read from a Hugging Face `tokenizer.json` (docs/design.md §4).
 // No LibTorch here: `luka tokenize` needs only the tokenizer files.
 #pragma once
 

@@ -1,4 +1,4 @@
-// Lined mode's heavy hitters kept incrementally (DESIGN.md §5.3, docs/kernels-v2.md): the m best
+// Lined mode's heavy hitters kept incrementally (docs/design.md §5.3, docs/kernels-v2.md): the m best
 // positions of [0, select_end) by a unit's summed h2o score, ties to the lower position, exactly
 // the set core/luka's select_heavy_hitters returns, without ranking every position every step.
 //

@@ -51,7 +51,7 @@ struct LinedConfig {
 
 // Clustered: pages of raw tokens summarized into one key/value per KV head, refined on demand.
 //
-// SemantiCache's pages (semanticache.md, docs/methods.md): segmenter `delimiter` cuts what the
+// SemantiCache's pages (docs/papers/semanticache.md, docs/methods.md): segmenter `delimiter` cuts what the
 // schedule makes due at the last delimiter token (so chunks stay whole) into the paper's chunks,
 // and keeps each delimiter token raw; compressor `gsc` splits each chunk (or fixed page) into the
 // clusters of greedy seed-based clustering over the keys of every KV head side by side, each

@@ -3,8 +3,8 @@
 // pages are made and how many, and how many pages a fractional refinement rule picks. Plain C++
 // with no dependencies; the functions are host and device so a kernel may call them too.
 //
-// Each rule has our variant (DESIGN.md §5.3–5.4) and, where the LuKA authors' code differs, theirs
-// (DESIGN.md §5.6, docs/luka-config.md says what each reproduces).
+// Each rule has our variant (docs/design.md §5.3–5.4) and, where the LuKA authors' code differs, theirs
+// (docs/design.md §5.6, docs/luka-config.md says what each reproduces).
 #pragma once
 
 #include <cmath>

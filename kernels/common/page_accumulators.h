@@ -1,4 +1,4 @@
-// importance and h2o_score kept per page and per token (docs/kernels-v2.md, DESIGN.md §5.1): the
+// importance and h2o_score kept per page and per token (docs/kernels-v2.md, docs/design.md §5.1): the
 // algebra that lets a clustered step update one value per page and head instead of rewriting the
 // per-token accumulators over the whole context, and a lined step touch its cover only.
 //

@@ -1,4 +1,4 @@
-// The LuKA decode step on the GPU (DESIGN.md §5): clustered and lined decode attention, the
+// The LuKA decode step on the GPU (docs/design.md §5): clustered and lined decode attention, the
 // effective attention over raw tokens and the accumulator updates every mode feeds, and page
 // compression. Plain CUDA C++: device pointers, sizes, a stream; nothing here synchronizes with
 // the host, so a whole step can be captured in a CUDA graph. The CPU LukaAttention is the

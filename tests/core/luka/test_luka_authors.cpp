@@ -1,4 +1,4 @@
-// `authors_eval` and the authors' variants (DESIGN.md §5.4, §5.6; docs/luka-config.md): each
+// `authors_eval` and the authors' variants (docs/design.md §5.4, §5.6; docs/luka-config.md): each
 // variant against a direct formula on hand-built inputs, the shared rules against their tables,
 // and whole layers against tests/fixtures/authors_reference.py, a NumPy (float64) port of the
 // authors' controller, step for step.
