@@ -6,6 +6,10 @@
 //
 // The raw K/V are the decoder's KV cache (LuKA never drops a token). Prefill is exact causal
 // attention (lined `sparse_prefill` excepted); decode steps run dense, lined or clustered.
+//
+// The class is defined in core/luka/cpu/, one file per mode: state.cpp (construction, forward,
+// decode dispatch, accumulators), dense.cpp, lined.cpp, clustered.cpp, kascade.cpp, press.cpp, and
+// pages.cpp (segmenters and summaries).
 #pragma once
 
 #include <cstdint>
@@ -84,8 +88,8 @@ class LukaAttention final : public LukaLayer {
   void decode_dense(Step& s);
   void decode_lined(Step& s);
   at::Tensor decode_clustered(Step& s);
-  void decode_kascade(Step& s);                 // luka_kascade.cpp
-  void decode_press(Step& s);                   // luka_press.cpp
+  void decode_kascade(Step& s);                 // cpu/kascade.cpp
+  void decode_press(Step& s);                   // cpu/press.cpp
   // Press mode: scores the prompt's cache (`in` is the prefill's) and keeps per KV head.
   void press_prompt(const AttentionInputs& in);
   // Kascade's sparse step: per query head h, an exact softmax over the keys *sets[h] into s.eff

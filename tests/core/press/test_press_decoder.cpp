@@ -1,4 +1,4 @@
-// Press mode in the decoder (core/luka/luka_press.cpp) against NVIDIA kvpress 0.5.5 end to end:
+// Press mode in the decoder (core/luka/cpu/press.cpp) against NVIDIA kvpress 0.5.5 end to end:
 // the same six random Qwen3 and Llama checkpoints and prompts as tests/fixtures/kvpress_reference.py,
 // every layer in press mode with the case's method and budget, prefilled, then the continuation
 // and kvpress's own greedy tokens decoded one at a time; the logits after compression agree with
