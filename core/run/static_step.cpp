@@ -6,6 +6,7 @@
 #include "core/luka/luka_attention.h"
 #include "core/model/decoder.h"
 #include "core/model/weights.h"
+#include "core/run/static_luka.h"
 #include "core/util/error.h"
 
 namespace luka {
@@ -57,14 +58,19 @@ struct StaticDecodeStep::LayerOps {
   at::Tensor importance, h2o, spread, summary_keys, summary_values, summary_bias;
   at::Tensor constants;  // [decay, tau] fp32
   std::int64_t pages = 0, paged_end = 0;
+  // Lined, clustered and Kascade layers: their mode's ops (static_luka.h) and what they read and write.
+  std::shared_ptr<StaticLined> lined;
+  std::shared_ptr<StaticClustered> clustered;
+  std::shared_ptr<StaticKascade> kascade;
+  StaticLayerStep mode_step;
 };
 
 namespace {
 
 // Why the static step runs this LuKA layer through its own attention ("" when it runs it itself):
-// only dense mode, with pages made by the compressors written below.
+// dense mode and the modes of static_luka.h, with pages made by the compressors written below.
 std::string luka_eager_reason(const LayerConfig& c) {
-  if (c.mode != AttentionMode::kDense) return std::string("mode ") + to_string(c.mode);
+  if (std::string why = static_luka_reason(c); !why.empty()) return why;
   if (c.clustered.segmenter != Segmenter::kFixed || c.dar.window > 0 || c.dense_shadow)
     return "a config the plan leaves eager";
   if (c.clustered.compressor != Compressor::kAttentionWeighted && c.clustered.compressor != Compressor::kMean)
@@ -194,6 +200,20 @@ StaticDecodeStep::StaticDecodeStep(const Decoder& decoder, const RunLength& run,
       o.summary_keys = buffer("summary_keys", l);
       o.summary_values = buffer("summary_values", l);
       o.summary_bias = buffer("summary_bias", l);
+      o.mode_step = StaticLayerStep{q_,      o.k_cache,        o.v_cache,        o.h2o,          o.spread,
+                                    o.summary_keys, o.summary_values, o.summary_bias, scores_, probabilities_,
+                                    attention_,   scale_t_};
+      if (o.config.mode == AttentionMode::kLined) o.lined = std::make_shared<StaticLined>(*this, l, o.config);
+      if (o.config.mode == AttentionMode::kClustered)
+        o.clustered = std::make_shared<StaticClustered>(*this, l, o.config);
+      if (o.config.mode == AttentionMode::kKascade) {
+        const std::int64_t source = o.config.kascade.source;
+        if (source >= l || (source >= 0 && !layers_[static_cast<std::size_t>(source)].kascade))
+          fail("static step",
+               "layer " + std::to_string(l) + " reuses a layer the step does not run as a Kascade anchor");
+        o.kascade = std::make_shared<StaticKascade>(
+            *this, l, o.config, source < 0 ? o.config : layers_[static_cast<std::size_t>(source)].config);
+      }
     } else if (!dynamic_cast<const DenseAttention*>(&a)) {
       o.eager = &a;
     }
@@ -264,6 +284,7 @@ void StaticDecodeStep::start(Decoder& decoder, const std::vector<std::int32_t>& 
       o.summary_values.narrow(1, 0, o.pages).copy_(o.luka->summary_values());
       o.summary_bias.narrow(1, 0, o.pages).copy_(o.luka->summary_bias());
     }
+    if (o.clustered) o.clustered->set_pages(o.pages, o.paged_end);
   }
   token_.fill_(first_token);
   position_.fill_(n);
@@ -370,8 +391,16 @@ void StaticDecodeStep::step() {
       at::bmm_out(out_arg(scores), q_.view({KV, G, D}), o.k_cache.transpose(1, 2));
       scores_.mul_(scale_t_);
       scores_.masked_fill_(mask_, -std::numeric_limits<double>::infinity());
-      at::_softmax_out(probabilities_, scores_, 1, /*half_to_float=*/false);
-      at::bmm_out(out_arg(att), probs, o.v_cache);
+      if (o.lined) {
+        o.lined->attend(o.mode_step, step_);
+      } else if (o.clustered) {
+        o.clustered->attend(o.mode_step);
+      } else if (o.kascade) {
+        o.kascade->attend(o.mode_step, step_);
+      } else {
+        at::_softmax_out(probabilities_, scores_, 1, /*half_to_float=*/false);
+        at::bmm_out(out_arg(att), probs, o.v_cache);
+      }
       if (o.luka) accumulate(o);
     }
     x_.addmm_(attention_.view({1, H * D}), o.o_t);
@@ -447,6 +476,7 @@ void StaticDecodeStep::make_pages(LayerOps& o, std::int64_t count) {
   }
   o.pages += count;
   o.paged_end += n;
+  if (o.clustered) o.clustered->set_pages(o.pages, o.paged_end);
 }
 
 }  // namespace luka

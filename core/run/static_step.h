@@ -8,12 +8,17 @@
 // test counts the allocations through c10's CPU allocator; on a GPU the same ops are what a CUDA
 // graph would record.
 //
-// A LuKA layer in dense mode runs here too: its accumulators (importance, h2o_score) are updated
-// from the step's attention rows, and after the steps the plan's schedule names, its pages are
-// made (the page variant). Any other layer (lined, clustered, Kascade, or a dense one whose pages
-// the step cannot make) runs through its own LayerAttention on views of the reserved cache, as
-// Decoder::decode runs it: the same results, but that layer's code allocates and needs the length
-// on the host (kept beside the device scalars).
+// LuKA layers in dense, lined, clustered and Kascade mode run here too (the last three through
+// core/run/static_luka.h: heavy hitters, refined pages and Kascade sets chosen by top-k over unique
+// keys, the cover as a mask over every reserved key and page, the lined budget and the Kascade k
+// per step from tables the step counter indexes, the page count and paged end as device scalars):
+// their accumulators (importance, h2o_score) are updated from the step's effective rows, and after
+// the steps the plan's schedule names, their pages are made (the page variant). So plain, dense,
+// lined, clustered, mixed and Kascade runs allocate nothing after the first step. Any other layer
+// (press, quest, a clustered rule other than top_k or threshold, importance from the cover, or a
+// config whose pages the step cannot make) runs through its own LayerAttention on views of the
+// reserved cache, as Decoder::decode runs it: the same results, but that layer's code allocates
+// and needs the length on the host (kept beside the device scalars).
 //
 // The step starts from a decoder that has prefilled the prompt: start() copies its caches. The
 // decoder's LuKA layers (shared with it) then advance with the static step, and the decoder itself

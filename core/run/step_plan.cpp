@@ -198,17 +198,41 @@ StepPlan plan_step(const ModelShape& m, const RunLength& run, const std::vector<
       for (std::int64_t t = run.prompt + 1; t <= T; ++t)
         heavy = std::max(heavy, rules::lined_cover(to_rule(c.lined), t).heavy);
       add("heavy", l, {H, heavy}, ElemKind::kI64);
+      add("heavy_keys", l, {H, heavy}, ElemKind::kI64);  // the ranked keys top-k returns with them
+      add("lined_table", l, {N, 3}, ElemKind::kI64);     // per step: window start, selectable end, heavy count
     } else if (c.mode == AttentionMode::kKascade) {
       KascadeTopK rule_k;
       rule_k.count = static_cast<int>(c.kascade.top_k);
       rule_k.fraction = c.kascade.top_frac;
       rule_k.min_count = static_cast<int>(c.kascade.min_k);
       // The size grows with T (never shrinks), so the context's is the largest.
-      add("selected", l, {c.kascade.shared ? 1 : KV, rule_k.size(static_cast<int>(T))}, ElemKind::kI64);
+      const std::int64_t groups = c.kascade.shared ? 1 : KV;
+      add("selected", l, {groups, rule_k.size(static_cast<int>(T))}, ElemKind::kI64);
+      // core/run/static_kascade: the ranked keys, each step's k, the sets as masks over the keys
+      // (an anchor's are what its reuse layers read) and a reuse layer's anchor head per KV head.
+      add("selected_keys", l, {groups, rule_k.size(static_cast<int>(T))}, ElemKind::kI64);
+      add("kascade_table", l, {N, 1}, ElemKind::kI64);
+      add("kascade_row", l, {1, 1}, ElemKind::kI64);
+      add("kascade_mask", l, {c.kascade.source < 0 ? groups : KV, T}, ElemKind::kBool);
+      add("kascade_map", l, {KV}, ElemKind::kI64);
     } else if (c.mode == AttentionMode::kClustered) {
       // The cover's logits and softmax (summaries then raw tokens) and each head's refined pages.
       add("cover", l, {H, P + T}, ElemKind::kF32);
       add("refined", l, {H, P}, ElemKind::kI64);
+      // The step's masks and weights over the pages (core/run/static_clustered): the pages made and
+      // the paged end on the device, each key's page, α, the refined pages per head, the weights of
+      // the summaries, and the top-k pages with their keys.
+      add("page_state", l, {2}, ElemKind::kI64);
+      add("page_of_key", l, {T}, ElemKind::kI64);
+      add("cover_alpha", l, {H, P + T}, ElemKind::kF32);
+      add("refined_pages", l, {H, P}, ElemKind::kBool);
+      add("summary_weights", l, {H, P}, ElemKind::kF32);
+      // Wide enough for any top_k: a change of it records again without reserving again.
+      add("page_top", l, {H, P}, ElemKind::kI64);
+      add("page_top_keys", l, {H, P}, ElemKind::kI64);
+      add("refine_threshold", l, {1}, ElemKind::kF32);  // the threshold rule's epsilon
+      if (c.clustered.math == RefineMath::kMassPreserving)
+        add("local", l, {H, P, c.clustered.page_size}, ElemKind::kF32);  // a refined page's softmax
     }
   }
   if (p.luka) {
@@ -219,6 +243,37 @@ StepPlan plan_step(const ModelShape& m, const RunLength& run, const std::vector<
       for (const std::int64_t n : p.page_counts[static_cast<std::size_t>(l)])
         most = std::max(most, n * layers[static_cast<std::size_t>(l)].clustered.page_size);
     add("page_weights", -1, {most}, ElemKind::kF32);
+    // Scratch of the lined and clustered steps: ranking keys, scores, masks over keys or pages,
+    // 0..S-1 and 2^31-1 minus it (the tie-break), and the key weights.
+    std::int64_t S = T, ranked = 1;
+    bool sparse = false;
+    for (int l = 0; l < m.layers; ++l) {
+      const LayerConfig& c = layers[static_cast<std::size_t>(l)];
+      if (c.mode == AttentionMode::kLined) {
+        sparse = true;
+        ranked = std::max(ranked, p.buffer("heavy", l).shape[1]);
+      } else if (c.mode == AttentionMode::kClustered) {
+        sparse = true;
+        S = std::max(S, p.max_pages[static_cast<std::size_t>(l)]);
+      } else if (c.mode == AttentionMode::kKascade) {
+        sparse = true;
+        ranked = std::max(ranked, p.buffer("selected", l).shape[1]);
+      }
+    }
+    if (sparse) {
+      add("select_keys", -1, {H, S}, ElemKind::kI64);
+      add("select_score", -1, {H, S}, ElemKind::kF32);
+      add("select_mask", -1, {H, S}, ElemKind::kBool);
+      add("key_mask", -1, {H, T}, ElemKind::kBool);
+      add("key_weights", -1, {H, T}, ElemKind::kF32);
+      add("bounds", -1, {3, S}, ElemKind::kBool);
+      add("rank_mask", -1, {H, ranked}, ElemKind::kBool);
+      add("counting", -1, {S}, ElemKind::kI64);
+      add("tie_break", -1, {S}, ElemKind::kI64);
+      add("select_constants", -1, {2}, ElemKind::kI64);  // 2^32, 0
+      add("lined_row", -1, {1, 3}, ElemKind::kI64);
+      add("row_sum", -1, {H, 1}, ElemKind::kF32);
+    }
   }
   for (std::int64_t s = 1; s <= N; ++s)
     for (const auto& counts : p.page_counts)

@@ -1,13 +1,14 @@
 // The static decode step (core/run/static_step) on CPU tensors against Decoder::decode on a small
 // random Qwen3 checkpoint in fp32: greedy ids identical over 64 steps, every step's logits within
-// 1e-5, and — where the step runs every layer itself (plain attention, LuKA's dense mode) — no
-// allocation through c10's CPU allocator after two warm-up steps (a counting allocator installed
-// with c10::SetCPUAllocator).
+// 1e-5, and — where the step runs every layer itself (plain attention, LuKA's dense, lined,
+// clustered and mixed modes) — no allocation through c10's CPU allocator after two warm-up steps
+// (a counting allocator installed with c10::SetCPUAllocator).
 #include <ATen/ATen.h>
 #include <c10/core/CPUAllocator.h>
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cctype>
 #include <cstdio>
@@ -15,6 +16,7 @@
 #include <functional>
 #include <map>
 #include <optional>
+#include <ostream>
 #include <string>
 #include <vector>
 
@@ -169,6 +171,28 @@ TEST(StaticDecodeStep, PlainDenseMatchesTheDecoderAndAllocatesNothingAfterWarmup
   EXPECT_EQ(got.allocations, 0);
 }
 
+// The LuKA state the step keeps (accumulators, pages and their summaries) against core/luka's after
+// the same steps.
+void expect_state(const StaticDecodeStep& step, const Outcome& want) {
+  const std::int64_t T = static_cast<std::int64_t>(prompt_ids().size()) + kSteps;
+  for (int l = 0; l < static_cast<int>(want.luka.size()); ++l) {
+    const auto& luka = dynamic_cast<const LukaAttention&>(*want.luka[static_cast<std::size_t>(l)]);
+    const auto pages = static_cast<std::int64_t>(luka.pages().size());
+    ASSERT_GT(pages, 10);  // ⌊(104 − 8) / 4⌋ at the last creation
+    EXPECT_EQ(step.pages(l), pages);
+    const auto near = [&](const at::Tensor& got_t, const at::Tensor& want_t, double tol, const char* what) {
+      const double d = (got_t - want_t).abs().max().item<double>();
+      EXPECT_LE(d, tol) << what << " of layer " << l;
+    };
+    near(step.buffer("importance", l).narrow(1, 0, T), luka.importance(), 1e-4, "importance");
+    near(step.buffer("h2o", l).narrow(1, 0, T), luka.h2o_score(), 1e-4, "h2o_score");
+    near(step.buffer("summary_keys", l).narrow(1, 0, pages), luka.summary_keys(), 1e-5, "summary keys");
+    near(step.buffer("summary_values", l).narrow(1, 0, pages), luka.summary_values(), 1e-5, "summary values");
+    near(step.buffer("summary_bias", l).narrow(1, 0, pages), luka.summary_bias(), 1e-6, "summary bias");
+    near(step.buffer("spread", l).narrow(1, 0, luka.paged_end()), luka.spread(), 1e-5, "spread");
+  }
+}
+
 // LuKA's dense mode runs inside the step: besides the ids and logits, its accumulators and the
 // pages it makes every 4 steps (the page variant) equal core/luka's after the same 64 steps.
 TEST(StaticDecodeStep, LukaDenseRunsInsideTheStepWithTheLayersStateAndAllocatesNothingAfterWarmup) {
@@ -177,25 +201,8 @@ TEST(StaticDecodeStep, LukaDenseRunsInsideTheStepWithTheLayersStateAndAllocatesN
     LukaConfig config = preset("dense");
     config.apply_override(settings);
     const Outcome want = reference(config, test::kRandomQwen3Layers);
-    const Outcome got = static_run(config, test::kRandomQwen3Layers, [&](const StaticDecodeStep& step) {
-      const std::int64_t T = prompt_ids().size() + kSteps;
-      for (int l = 0; l < test::kRandomQwen3Layers; ++l) {
-        const auto& luka = dynamic_cast<const LukaAttention&>(*want.luka[static_cast<std::size_t>(l)]);
-        const auto pages = static_cast<std::int64_t>(luka.pages().size());
-        ASSERT_GT(pages, 10);  // ⌊(104 − 8) / 4⌋ at the last creation
-        EXPECT_EQ(step.pages(l), pages);
-        const auto near = [&](const at::Tensor& got_t, const at::Tensor& want_t, double tol, const char* what) {
-          const double d = (got_t - want_t).abs().max().item<double>();
-          EXPECT_LE(d, tol) << what << " of layer " << l;
-        };
-        near(step.buffer("importance", l).narrow(1, 0, T), luka.importance(), 1e-4, "importance");
-        near(step.buffer("h2o", l).narrow(1, 0, T), luka.h2o_score(), 1e-4, "h2o_score");
-        near(step.buffer("summary_keys", l).narrow(1, 0, pages), luka.summary_keys(), 1e-5, "summary keys");
-        near(step.buffer("summary_values", l).narrow(1, 0, pages), luka.summary_values(), 1e-5, "summary values");
-        near(step.buffer("summary_bias", l).narrow(1, 0, pages), luka.summary_bias(), 1e-6, "summary bias");
-        near(step.buffer("spread", l).narrow(1, 0, luka.paged_end()), luka.spread(), 1e-5, "spread");
-      }
-    });
+    const Outcome got =
+        static_run(config, test::kRandomQwen3Layers, [&](const StaticDecodeStep& step) { expect_state(step, want); });
     EXPECT_TRUE(got.eager.empty());
     expect_parity(want, got);
     EXPECT_EQ(got.allocations, 0);
@@ -209,29 +216,54 @@ TEST(StaticDecodeStep, TheCountingAllocatorSeesTensorAllocations) {
   EXPECT_GE(counter.count(), 1);
 }
 
-// Lined, clustered, mixed(8,8) and Kascade layers are not in the static step yet: the step runs
-// them through their own LukaAttention on views of its reserved cache. The ids and logits equal the
-// decoder's; those layers still allocate every step (LukaAttention::decode's rows, its fp32 query
-// and its step records), so no allocation count is asserted: the count is printed.
-class StaticDecodeStepEagerLuka : public ::testing::TestWithParam<const char*> {};
+// Lined, clustered, mixed(8,8) and Kascade layers run inside the step (core/run/static_luka.h): the
+// heavy hitters, the refined pages, the Kascade sets and the effective rows come from fixed-shape
+// ops over every reserved key, and the ids, logits and LuKA state equal the decoder's with no
+// allocation after warm-up. Each preset with its defaults, then with the other selection units,
+// decay, rounding, the authors' late heavy hitters, mass-preserving refinement, the threshold rule,
+// the fixed bias, and a Kascade reuse layer (head map swapped, or one set shared by every head).
+struct LukaCase {
+  const char* preset;
+  const char* settings;
+};
 
-TEST_P(StaticDecodeStepEagerLuka, MatchesTheDecoderThroughTheLayersOwnAttentionWhichStillAllocates) {
-  const LukaConfig config = preset(GetParam());
-  const int layers = layers_for(GetParam());
+void PrintTo(const LukaCase& c, std::ostream* os) { *os << c.preset << (*c.settings ? " " : "") << c.settings; }
+
+class StaticDecodeStepLuka : public ::testing::TestWithParam<LukaCase> {};
+
+TEST_P(StaticDecodeStepLuka, RunsInsideTheStepMatchesTheDecoderAndAllocatesNothingAfterWarmup) {
+  LukaConfig config = preset(GetParam().preset);
+  // Overrides separated by ';' apply in turn.
+  std::string settings = GetParam().settings;
+  for (std::size_t begin = 0; !settings.empty() && begin <= settings.size();) {
+    const std::size_t end = std::min(settings.find(';', begin), settings.size());
+    config.apply_override(settings.substr(begin, end - begin));
+    begin = end + 1;
+  }
+  const int layers = layers_for(GetParam().preset);
   const Outcome want = reference(config, layers);
-  const Outcome got = static_run(config, layers);
-  EXPECT_EQ(got.eager.size(), static_cast<std::size_t>(layers));
+  const Outcome got = static_run(config, layers, [&](const StaticDecodeStep& step) { expect_state(step, want); });
+  EXPECT_TRUE(got.eager.empty());
   expect_parity(want, got);
+  EXPECT_EQ(got.allocations, 0);
 }
 
-INSTANTIATE_TEST_SUITE_P(Presets, StaticDecodeStepEagerLuka,
-                         ::testing::Values("lined", "clustered", "mixed(8,8)", "kascade"),
-                         [](const ::testing::TestParamInfo<const char*>& info) {
-                           std::string s = info.param;
-                           for (char& ch : s)
-                             if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
-                           return s;
-                         });
+INSTANTIATE_TEST_SUITE_P(
+    Presets, StaticDecodeStepLuka,
+    ::testing::Values(LukaCase{"lined", ""}, LukaCase{"lined", "lined_selection=group,decay=0.9,lined_rounding=floor"},
+                      LukaCase{"lined", "lined_selection=layer,heavy_late=true,window_frac=0.1"},
+                      LukaCase{"clustered", ""},
+                      LukaCase{"clustered", "refine_math=mass_preserving,refine_selection=group,bias=fixed"},
+                      LukaCase{"clustered", "rule=threshold,epsilon=0.05,always_refine_first=1,refine_selection=layer"},
+                      LukaCase{"mixed(8,8)", ""}, LukaCase{"kascade", ""},
+                      LukaCase{"kascade", "layer=2,kascade_source=1,kascade_head_map=1|0"},
+                      LukaCase{"kascade", "kascade_shared=true;layer=2,kascade_source=1"}),
+    [](const ::testing::TestParamInfo<LukaCase>& info) {
+      std::string s = std::string(info.param.preset) + (*info.param.settings ? "_" : "") + info.param.settings;
+      for (char& ch : s)
+        if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
+      return s;
+    });
 
 TEST(StaticDecodeStep, ReservesExactlyThePlansBuffers) {
   Decoder d(model());

@@ -1,0 +1,161 @@
+// LuKA's clustered mode inside the static decode step (static_luka.h): core/luka's
+// decode_clustered with fixed pages as fixed-shape ops on reserved buffers.
+#include <algorithm>
+#include <limits>
+
+#include "core/run/static_luka.h"
+#include "core/run/static_step.h"
+#include "core/util/error.h"
+
+namespace luka {
+
+namespace {
+
+at::Tensor& out_arg(const at::Tensor& t) { return const_cast<at::Tensor&>(t); }
+
+constexpr double kNegInf = -std::numeric_limits<double>::infinity();
+
+// The front of a reserved [rows, width] buffer as a contiguous [rows', width'] one.
+at::Tensor front(const at::Tensor& buffer, std::int64_t rows, std::int64_t width) {
+  return buffer.view(-1).narrow(0, 0, rows * width).view({rows, width});
+}
+
+}  // namespace
+
+StaticClustered::StaticClustered(const StaticDecodeStep& step, int layer, const LayerConfig& config)
+    : config_(config) {
+  const StepPlan& plan = step.plan();
+  const ClusteredConfig& c = config.clustered;
+  heads_ = plan.shape.heads;
+  kv_heads_ = plan.shape.kv_heads;
+  units_ = c.selection == Selection::kPerHead ? heads_ : c.selection == Selection::kPerGroup ? kv_heads_ : 1;
+  context_ = plan.context;
+  page_size_ = c.page_size;
+  page_state_ = step.buffer("page_state", layer);
+  page_of_key_ = step.buffer("page_of_key", layer);
+  cover_ = step.buffer("cover", layer);
+  alpha_ = step.buffer("cover_alpha", layer);
+  refined_ = step.buffer("refined_pages", layer);
+  weights_ = step.buffer("summary_weights", layer);
+  pages_ = refined_.size(1);
+  top_k_ = c.rule == RefineRule::kTopK ? std::min(c.top_k, pages_) : 0;
+  // topk writes contiguous rows: the front of the [H, P] buffers.
+  top_ = front(step.buffer("page_top", layer), units_, std::max<std::int64_t>(top_k_, 1));
+  top_keys_ = front(step.buffer("page_top_keys", layer), units_, top_.size(1));
+  threshold_ = step.buffer("refine_threshold", layer);
+  threshold_.fill_(static_cast<float>(c.epsilon));  // α is compared in fp32
+  if (c.math == RefineMath::kMassPreserving) local_ = step.buffer("local", layer);
+  keys_ = front(step.buffer("select_keys"), units_, pages_);
+  score_ = front(step.buffer("select_score"), units_, pages_);
+  unit_refined_ = front(step.buffer("select_mask"), units_, pages_);
+  key_mask_ = step.buffer("key_mask");
+  key_weights_ = step.buffer("key_weights");
+  const at::Tensor bounds = step.buffer("bounds");
+  page_invalid_ = bounds[0].narrow(0, 0, pages_);
+  before_end_ = bounds[1].narrow(0, 0, context_);
+  counting_ = step.buffer("counting");
+  tie_break_ = step.buffer("tie_break").narrow(0, 0, pages_);
+  two32_ = step.buffer("select_constants").narrow(0, 0, 1);
+  fill_selection_constants(step);
+  // Each key's page (fixed pages from position 0); past the last page the last one, whose weight
+  // there meets a spread of 0.
+  page_of_key_.copy_(at::arange(context_, at::kLong).div(page_size_, "floor").clamp_max(pages_ - 1));
+  set_pages(0, 0);
+}
+
+void StaticClustered::set_pages(std::int64_t pages, std::int64_t paged_end) {
+  if (pages > pages_) fail("static step", "more pages than planned");
+  page_state_.narrow(0, 0, 1).fill_(pages);
+  page_state_.narrow(0, 1, 1).fill_(paged_end);
+}
+
+// decode_clustered's steps: ℓ over the summaries (with their bias) and the raw tail, α its
+// softmax, the refined pages, then the weights of the summaries and of the raw keys (refined
+// children and the tail) by exact or mass-preserving refinement; the output and the effective
+// rows over the raw keys (an unrefined page's weight spread over its tokens) from those.
+void StaticClustered::attend(const StaticLayerStep& s) {
+  const std::int64_t H = heads_, KV = kv_heads_, G = H / KV, P = pages_, T = context_, D = s.q.size(1);
+  const at::Tensor pages = page_state_.narrow(0, 0, 1), paged_end = page_state_.narrow(0, 1, 1);
+  at::ge_out(out_arg(page_invalid_), counting_.narrow(0, 0, P), pages);
+  at::lt_out(out_arg(before_end_), counting_.narrow(0, 0, T), paged_end);
+  // [logits] scale·(q·summary key) + bias per page, then the keys of the raw tail.
+  const at::Tensor summary_logits = weights_;  // scratch until the weights are known
+  at::bmm_out(out_arg(summary_logits.view({KV, G, P})), s.q.view({KV, G, D}), s.summary_keys.transpose(1, 2));
+  summary_logits.mul_(s.scale);
+  summary_logits.view({KV, G, P}).add_(s.summary_bias.unsqueeze(1));
+  summary_logits.masked_fill_(page_invalid_, kNegInf);
+  const at::Tensor cover_pages = cover_.narrow(1, 0, P), cover_keys = cover_.narrow(1, P, T);
+  cover_pages.copy_(summary_logits);
+  cover_keys.copy_(s.scores);
+  cover_keys.masked_fill_(before_end_, kNegInf);
+  // [cover softmax, selection]
+  at::_softmax_out(alpha_, cover_, 1, /*half_to_float=*/false);
+  select(alpha_.narrow(1, 0, P));
+  // The raw keys of the refined pages.
+  at::index_select_out(key_mask_, refined_, 1, page_of_key_);
+  key_mask_.logical_and_(before_end_);
+  if (config_.clustered.math == RefineMath::kExact) {
+    // One softmax over the unrefined summaries, the refined pages' keys and the tail.
+    cover_pages.masked_fill_(refined_, kNegInf);
+    key_mask_.logical_not_();
+    key_mask_.logical_and_(before_end_);  // paged and not refined
+    cover_keys.copy_(s.scores);
+    cover_keys.masked_fill_(key_mask_, kNegInf);
+    at::_softmax_out(alpha_, cover_, 1, /*half_to_float=*/false);
+    weights_.copy_(alpha_.narrow(1, 0, P));
+    key_weights_.copy_(alpha_.narrow(1, P, T));
+  } else {
+    // Mass-preserving: a refined page's α shared among its keys by their own softmax.
+    const std::int64_t L = page_size_;
+    weights_.copy_(alpha_.narrow(1, 0, P));
+    key_weights_.copy_(alpha_.narrow(1, P, T));  // α of the tail, 0 before the paged end
+    // The pages' key logits made contiguous first (softmax would copy them), in α's buffer, read
+    // out above.
+    const at::Tensor paged_logits = alpha_.view(-1).narrow(0, 0, H * P * L).view({H, P, L});
+    paged_logits.view({H, P * L}).copy_(s.scores.narrow(1, 0, P * L));
+    at::_softmax_out(local_, paged_logits, 2, /*half_to_float=*/false);
+    local_.mul_(weights_.unsqueeze(2));
+    key_mask_.logical_not_();
+    local_.view({H, P * L}).masked_fill_(key_mask_.narrow(1, 0, P * L), 0);  // NaN rows of absent pages too
+    key_weights_.narrow(1, 0, P * L).add_(local_.view({H, P * L}));
+    weights_.masked_fill_(refined_, 0);
+  }
+  const at::Tensor out = s.attention.view({KV, G, D});
+  at::bmm_out(out_arg(out), weights_.view({KV, G, P}), s.summary_values);
+  out.baddbmm_(key_weights_.view({KV, G, T}), s.v_cache);
+  at::index_select_out(out_arg(s.probabilities), weights_, 1, page_of_key_);
+  s.probabilities.view({KV, G, T}).mul_(s.spread.unsqueeze(1));
+  s.probabilities.add_(key_weights_);
+}
+
+// select_refined_pages with fixed pages (none raw): per unit the max of α over its heads, then the
+// top-k pages (ties to the lower page) or those above the threshold, the first
+// always_refine_first added; a page not yet made is never refined.
+void StaticClustered::select(const at::Tensor& alpha_pages) {
+  const ClusteredConfig& c = config_.clustered;
+  const std::int64_t H = heads_, U = units_, P = pages_;
+  at::Tensor score = alpha_pages;
+  if (U != H) {
+    const std::int64_t dims[] = {1};
+    at::amax_out(score_, alpha_pages.view({U, H / U, P}), at::IntArrayRef(dims), /*keepdim=*/false);
+    score = score_;
+  }
+  if (c.rule == RefineRule::kThreshold) {
+    at::gt_out(unit_refined_, score, threshold_);
+  } else {
+    unit_refined_.zero_();
+    if (top_k_ > 0) {
+      keys_.copy_(score.view(at::kInt));  // α >= 0: its bits order as int32 do
+      keys_.mul_(two32_);
+      keys_.add_(tie_break_);
+      keys_.masked_fill_(page_invalid_, -1);
+      at::topk_out(top_keys_, top_, keys_, top_k_, 1, /*largest=*/true, /*sorted=*/false);
+      unit_refined_.scatter_(1, top_, true);
+    }
+  }
+  if (c.always_refine_first > 0) unit_refined_.narrow(1, 0, std::min(c.always_refine_first, P)).fill_(true);
+  unit_refined_.masked_fill_(page_invalid_, false);
+  refined_.view({U, H / U, P}).copy_(unit_refined_.unsqueeze(1));
+}
+
+}  // namespace luka
