@@ -265,16 +265,29 @@ INSTANTIATE_TEST_SUITE_P(
       return s;
     });
 
+// Plain attention, and LuKA layers of every mode the step runs (lined and clustered side by side,
+// Kascade anchors): every buffer of the plan, of its shape, and nothing else.
 TEST(StaticDecodeStep, ReservesExactlyThePlansBuffers) {
-  Decoder d(model());
-  const StaticDecodeStep step(d, RunLength{40, 64});
-  std::int64_t bytes = 0;
-  for (const StepBuffer& b : step.plan().buffers) {
-    const at::Tensor& t = step.buffer(b.name, b.layer);
-    EXPECT_EQ(t.sizes(), at::IntArrayRef(b.shape)) << b.name;
-    bytes += static_cast<std::int64_t>(t.nbytes());
+  for (const char* name : {"", "mixed(1,1)", "kascade"}) {
+    SCOPED_TRACE(name);
+    Decoder d(model());
+    std::vector<LayerConfig> layers;
+    if (*name) {
+      LukaConfig config = LukaConfig::preset(name, test::kRandomQwen3Layers);
+      config.apply_override("page_size=4,tail=8,interval=4,window=8,rho=0.25,top_k=2");
+      install_luka(d, config);
+      layers = config.layers;
+    }
+    const StaticDecodeStep step(d, RunLength{40, 64}, layers);
+    std::int64_t bytes = 0;
+    for (const StepBuffer& b : step.plan().buffers) {
+      const at::Tensor& t = step.buffer(b.name, b.layer);
+      EXPECT_EQ(t.sizes(), at::IntArrayRef(b.shape)) << b.name;
+      bytes += static_cast<std::int64_t>(t.nbytes());
+    }
+    EXPECT_EQ(bytes, step.plan().total_bytes());
+    EXPECT_TRUE(step.eager_layers().empty());
   }
-  EXPECT_EQ(bytes, step.plan().total_bytes());
 }
 
 TEST(StaticDecodeStep, RefusesARunItWasNotPlannedFor) {
