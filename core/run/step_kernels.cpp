@@ -32,7 +32,8 @@ std::vector<KernelLaunch> layer_launches(int attention_kernels) {
       {LaunchKind::kQkvRope, "q/k norm + RoPE + KV append"},
   };
   for (int i = 0; i < attention_kernels; ++i)
-    out.push_back({LaunchKind::kAttention, "attention " + std::to_string(i + 1) + "/" + std::to_string(attention_kernels)});
+    out.push_back(
+        {LaunchKind::kAttention, "attention " + std::to_string(i + 1) + "/" + std::to_string(attention_kernels)});
   out.push_back({LaunchKind::kGemm, "output projection"});
   out.push_back({LaunchKind::kNorm, "post-attention norm (+ the residual)"});
   out.push_back({LaunchKind::kGemm, "gate|up projection"});
@@ -67,10 +68,12 @@ ConcatenatedProjection concatenate_projections(const std::vector<at::Tensor>& we
     const at::Tensor& w = weights[i];
     if (!w.defined() || w.dim() != 2) fail("step kernels", what + ": part " + std::to_string(i) + " is not a matrix");
     if (w.size(1) != first.size(1) || w.scalar_type() != first.scalar_type() || w.device() != first.device())
-      fail("step kernels", what + ": part " + std::to_string(i) + " differs from the first in its input size, dtype or device");
+      fail("step kernels",
+           what + ": part " + std::to_string(i) + " differs from the first in its input size, dtype or device");
     c.outs.push_back(w.size(0));
     if (i < biases.size() && biases[i].defined()) {
-      if (biases[i].numel() != w.size(0)) fail("step kernels", what + ": bias " + std::to_string(i) + " has the wrong size");
+      if (biases[i].numel() != w.size(0))
+        fail("step kernels", what + ": bias " + std::to_string(i) + " has the wrong size");
       any_bias = true;
     }
   }

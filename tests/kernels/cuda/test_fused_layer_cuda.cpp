@@ -76,7 +76,9 @@ Host random(ElemDtype dt, std::int64_t n, std::uint32_t seed, float scale) {
 struct Device {
   void* p = nullptr;
   std::size_t n = 0;
-  explicit Device(std::size_t bytes) : n(bytes) { EXPECT_EQ(cudaMalloc(&p, std::max<std::size_t>(bytes, 1)), cudaSuccess); }
+  explicit Device(std::size_t bytes) : n(bytes) {
+    EXPECT_EQ(cudaMalloc(&p, std::max<std::size_t>(bytes, 1)), cudaSuccess);
+  }
   explicit Device(const Host& h) : Device(h.bytes.size()) { upload(h.bytes.data()); }
   Device(const Device&) = delete;
   Device& operator=(const Device&) = delete;
@@ -105,7 +107,8 @@ std::int64_t steps_apart(float a, float b, ElemDtype dt) {
   return std::llabs(ordered(a) - ordered(b));
 }
 
-void expect_near_twin(const Host& gpu, const Host& cpu, std::int64_t max_steps, double abs_floor, const std::string& what) {
+void expect_near_twin(const Host& gpu, const Host& cpu, std::int64_t max_steps, double abs_floor,
+                      const std::string& what) {
   ASSERT_EQ(gpu.size(), cpu.size()) << what;
   std::int64_t worst = 0, exact = 0;
   for (std::int64_t i = 0; i < gpu.size(); ++i) {
@@ -131,7 +134,8 @@ TEST_P(FusedLayerCuda, ResidualRmsNormEqualsItsCpuTwin) {
   for (const std::int64_t n : {1, 33, 1024, 2560, 5120}) {
     for (const bool residual : {false, true}) {
       const std::int64_t rows = 3;
-      Host x = random(dt, rows * n, 1 + n, 3.0f), add = random(dt, rows * n, 2 + n, 1.0f), w = random(dt, n, 3 + n, 1.0f);
+      Host x = random(dt, rows * n, 1 + n, 3.0f), add = random(dt, rows * n, 2 + n, 1.0f);
+      Host w = random(dt, n, 3 + n, 1.0f);
       Device dx(x), dadd(add), dw(w), dout(x.bytes.size());
       luka::fused::NormArgs a;
       a.dtype = dt;
@@ -158,7 +162,8 @@ TEST_P(FusedLayerCuda, ResidualRmsNormEqualsItsCpuTwin) {
 
 std::vector<float> inverse_frequencies(std::int64_t d) {
   std::vector<float> inv(static_cast<std::size_t>(d / 2));
-  for (std::int64_t i = 0; i < d / 2; ++i) inv[static_cast<std::size_t>(i)] = static_cast<float>(std::pow(1e6, -2.0 * i / d));
+  for (std::int64_t i = 0; i < d / 2; ++i)
+    inv[static_cast<std::size_t>(i)] = static_cast<float>(std::pow(1e6, -2.0 * i / d));
   return inv;
 }
 
