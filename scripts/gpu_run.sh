@@ -6,7 +6,7 @@
 # part in .gpucarry-b. Logs go to $LOG_DIR (default .gpubin/logs); results are appended to
 # bench/results/ (cuda-decode.md for the kernels, cuda-product.md for the product checks).
 #
-#   scripts/gpu_run.sh [stage|model|kernels|tests|sanitize|bench|product|v2|graph|all|ordered]   (default all)
+#   scripts/gpu_run.sh [stage|model|kernels|tests|sanitize|bench|product|v2|graph|fused|all|ordered]   (default all)
 #
 #   stage     unpacks .gpucarry-a: .gpubin, and the model's first part set aside
 #   model     joins the model's parts (.gpucarry-b carried) and checks its sha256
@@ -32,6 +32,12 @@
 #   v2        the v2 kernels (issue 45, docs/kernels-v2.md): test_cuda_luka_v2 (dense v2 and the device
 #             heavy set against the CPU), then compute-sanitizer memcheck and racecheck over it (racecheck
 #             on the short cases: LUKA_V2_SHORT=1). After stage: timeout 150 scripts/gpu_run.sh v2
+#   fused     the fused per-layer kernels of the decode step (issue 44, docs/kernels-v2.md, "Fused layer
+#             kernels"): test_cuda_fused (residual add + RMSNorm, RoPE tables, q/k norm + RoPE + KV
+#             append, SwiGLU, fp32 and bf16, against their CPU twins), test_step_kernels_cuda (a layer
+#             through the step's CUDA ops against its CPU ops), then compute-sanitizer memcheck and
+#             racecheck over test_cuda_fused; about 1 minute. After stage: timeout 120 scripts/gpu_run.sh
+#             fused (the kernels call runs test_cuda_fused too, without the sanitizers)
 #   ordered   what needs the model, after kernels: the product tests, product, the capture's
 #             memcheck, then bench, each started only while the time since the script began is
 #             under GPU_RUN_BUDGET_S (default 420): what is left is named as skipped, so one call
@@ -51,9 +57,9 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 what="${1:-all}"
-usage="usage: scripts/gpu_run.sh [stage|model|kernels|tests|sanitize|bench|product|v2|graph|all|ordered]   (default all; logs in \$LOG_DIR, default .gpubin/logs)"
+usage="usage: scripts/gpu_run.sh [stage|model|kernels|tests|sanitize|bench|product|v2|graph|fused|all|ordered]   (default all; logs in \$LOG_DIR, default .gpubin/logs)"
 case "$what" in
-  stage|model|kernels|tests|sanitize|bench|product|v2|graph|all|ordered) ;;
+  stage|model|kernels|tests|sanitize|bench|product|v2|graph|fused|all|ordered) ;;
   -h|--help) echo "$usage"; exit 0 ;;
   *) echo "$usage" >&2; exit 2 ;;
 esac
@@ -108,7 +114,8 @@ wanted() {
   [ "$what" = "$1" ] || [ "$what" = all ]
 }
 
-kernel_tests=(test_cuda_device test_cuda_decode_attention test_cuda_luka_decode test_cuda_model test_cuda_graph)
+kernel_tests=(test_cuda_device test_cuda_decode_attention test_cuda_luka_decode test_cuda_model test_cuda_graph
+              test_cuda_fused)
 product_tests=(test_device test_device_gpu test_run_controller)
 
 run_tests() {
@@ -257,4 +264,27 @@ run_v2() {
   done
 }
 if [ "$what" = v2 ]; then run_v2; fi
+# The fused per-layer kernels (issue 44): parity with their CPU twins, then memcheck and racecheck.
+run_fused() {
+  run_tests test_cuda_fused test_step_kernels_cuda
+  # On a GPU machine a skipped case checked nothing.
+  for t in test_cuda_fused test_step_kernels_cuda; do
+    if [ "$gpu_present" = yes ] && grep -q '^\[  SKIPPED \]' "$logs/$t.log"; then
+      echo "$t: cases skipped on a GPU machine"
+      status=1
+    fi
+  done
+  local cs
+  cs="$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)"
+  for tool in memcheck racecheck; do
+    # racecheck over the kernels that share memory (the norms' block sums) only: it is the slow one.
+    "$cs" --tool "$tool" --error-exitcode 9 .gpubin/tests/test_cuda_fused --gtest_brief=1 \
+      $([ "$tool" = racecheck ] && echo "--gtest_filter=*RmsNorm*:*QkvNormRope*") \
+      > "$logs/$tool-test_cuda_fused.log" 2>&1
+    rc=$?
+    echo "$tool test_cuda_fused: exit $rc"
+    [ $rc -eq 0 ] || status=1
+  done
+}
+if [ "$what" = fused ]; then run_fused; fi
 exit $status
