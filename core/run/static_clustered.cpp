@@ -48,6 +48,7 @@ StaticClustered::StaticClustered(const StaticDecodeStep& step, int layer, const 
   keys_ = front(step.buffer("select_keys"), units_, pages_);
   score_ = front(step.buffer("select_score"), units_, pages_);
   unit_refined_ = front(step.buffer("select_mask"), units_, pages_);
+  cover_rows_ = front(step.buffer("select_score"), heads_, context_);  // after selection
   key_mask_ = step.buffer("key_mask");
   key_weights_ = step.buffer("key_weights");
   const at::Tensor bounds = step.buffer("bounds");
@@ -88,13 +89,25 @@ void StaticClustered::attend(const StaticLayerStep& s) {
   cover_pages.copy_(summary_logits);
   cover_keys.copy_(s.scores);
   cover_keys.masked_fill_(before_end_, kNegInf);
-  // [cover softmax, selection]
+  // [cover softmax, selection] With refine_on=unbiased selection ranks the softmax of the logits
+  // less the bias ((ℓ + b) − b, as select_refined_pages forms them).
+  const ClusteredConfig& c = config_.clustered;
+  const bool unbiased = c.refine_on == RefineOn::kUnbiased && c.bias != SummaryBias::kNone;
+  if (unbiased) {
+    cover_pages.view({KV, G, P}).sub_(s.summary_bias.unsqueeze(1));
+    at::_softmax_out(alpha_, cover_, 1, /*half_to_float=*/false);
+    select(alpha_.narrow(1, 0, P));
+    cover_pages.copy_(summary_logits);
+  }
   at::_softmax_out(alpha_, cover_, 1, /*half_to_float=*/false);
-  select(alpha_.narrow(1, 0, P));
+  if (!unbiased) select(alpha_.narrow(1, 0, P));
+  // importance_source=cover: the accumulators take α at the raw tail (0 elsewhere).
+  const bool cover_rows = config_.importance_source == ImportanceSource::kCover;
+  if (cover_rows) cover_rows_.copy_(alpha_.narrow(1, P, T));
   // The raw keys of the refined pages.
   at::index_select_out(key_mask_, refined_, 1, page_of_key_);
   key_mask_.logical_and_(before_end_);
-  if (config_.clustered.math == RefineMath::kExact) {
+  if (c.math == RefineMath::kExact) {
     // One softmax over the unrefined summaries, the refined pages' keys and the tail.
     cover_pages.masked_fill_(refined_, kNegInf);
     key_mask_.logical_not_();
@@ -123,6 +136,10 @@ void StaticClustered::attend(const StaticLayerStep& s) {
   const at::Tensor out = s.attention.view({KV, G, D});
   at::bmm_out(out_arg(out), weights_.view({KV, G, P}), s.summary_values);
   out.baddbmm_(key_weights_.view({KV, G, T}), s.v_cache);
+  if (cover_rows) {
+    s.probabilities.copy_(cover_rows_);
+    return;
+  }
   at::index_select_out(out_arg(s.probabilities), weights_, 1, page_of_key_);
   s.probabilities.view({KV, G, T}).mul_(s.spread.unsqueeze(1));
   s.probabilities.add_(key_weights_);

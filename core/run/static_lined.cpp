@@ -26,8 +26,6 @@ std::string static_luka_reason(const LayerConfig& c) {
   const ClusteredConfig& k = c.clustered;
   if (k.rule != RefineRule::kTopK && k.rule != RefineRule::kThreshold)
     return std::string("refinement rule ") + to_string(k.rule);
-  if (c.importance_source != ImportanceSource::kEffective) return "importance from the cover";
-  if (k.refine_on == RefineOn::kUnbiased && k.bias != SummaryBias::kNone) return "selection on the unbiased α";
   return "";
 }
 

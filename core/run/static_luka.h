@@ -77,7 +77,7 @@ class StaticClustered {
   std::int64_t heads_ = 0, kv_heads_ = 0, units_ = 0, pages_ = 0, context_ = 0, page_size_ = 0, top_k_ = 0;
   at::Tensor page_state_, page_of_key_, cover_, alpha_, refined_, weights_, top_, top_keys_, local_, keys_,
       score_, unit_refined_, key_mask_, key_weights_, page_invalid_, before_end_, always_, counting_, tie_break_,
-      two32_, threshold_;
+      two32_, threshold_, cover_rows_;
 };
 
 // Kascade (decode_kascade): an anchor's top-k of its pooled exact rows, published as masks over the
