@@ -145,6 +145,41 @@ void StaticClustered::attend(const StaticLayerStep& s) {
   s.probabilities.add_(key_weights_);
 }
 
+void adaptive_page_bias(const ClusteredConfig& c, const at::Tensor& importance, const at::Tensor& weights,
+                        const at::Tensor& bias, const at::Tensor& scratch) {
+  const std::int64_t KV = weights.size(0), n = weights.size(1), L = c.page_size, count = n / L;
+  const at::Tensor a = scratch[0].narrow(0, 0, n).view({count, L}), b = scratch[1].narrow(0, 0, n).view({count, L});
+  const at::Tensor sum = scratch[2].narrow(0, 0, count), acc = scratch[3].narrow(0, 0, count);
+  const at::Tensor constant = scratch[4].narrow(0, 0, 1);
+  const std::int64_t last[] = {1};
+  if (c.bias_entropy == BiasEntropy::kImportanceMean) {
+    // −Σ p·log p with log p = log_softmax(importance) per KV head, summed over the heads in order,
+    // divided by their count. (p = 0 only where log p is finite, so p·log p is 0 there too.)
+    for (std::int64_t g = 0; g < KV; ++g) {
+      at::_log_softmax_out(out_arg(a), importance[g].view({count, L}), 1, /*half_to_float=*/false);
+      at::exp_out(out_arg(b), a);
+      b.mul_(a);
+      at::sum_out(out_arg(g == 0 ? acc : sum), b, at::IntArrayRef(last), /*keepdim=*/false);
+      if (g > 0) acc.add_(sum);
+    }
+    constant.fill_(static_cast<double>(KV));
+    acc.div_(constant);
+    acc.neg_();
+    bias.copy_(acc.unsqueeze(0));
+    return;
+  }
+  // −Σ π·log max(π, 1e-30) per KV head.
+  constant.fill_(1e-30);
+  for (std::int64_t g = 0; g < KV; ++g) {
+    const at::Tensor pi = weights[g].view({count, L});
+    at::clamp_min_out(out_arg(a), pi, constant);
+    a.log_();
+    a.mul_(pi);
+    at::sum_out(out_arg(bias[g]), a, at::IntArrayRef(last), /*keepdim=*/false);
+    bias[g].neg_();
+  }
+}
+
 // select_refined_pages with fixed pages (none raw): per unit the max of α over its heads, then the
 // top-k pages (ties to the lower page) or those above the threshold, the first
 // always_refine_first added; a page not yet made is never refined.

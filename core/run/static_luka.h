@@ -32,6 +32,15 @@ std::string static_luka_reason(const LayerConfig& config);
 // clustered layer shares.
 void fill_selection_constants(const StaticDecodeStep& step);
 
+// The adaptive summary bias of pages made at once, as core/luka's add_page makes it: per KV head
+// the entropy of the compressor's weights π (rules::summary_bias), or with
+// bias_entropy=importance_mean the authors' one bias per page for every head, the entropy of
+// softmax(importance) over the page averaged over the KV heads. `importance` and `weights` (π, as
+// the spread holds it) [KV, count·L] over the pages' positions; `bias` [KV, count] is written;
+// `scratch` is the plan's page_scratch [5, >= count·L].
+void adaptive_page_bias(const ClusteredConfig& config, const at::Tensor& importance, const at::Tensor& weights,
+                        const at::Tensor& bias, const at::Tensor& scratch);
+
 // One layer's step as the mode code sees it: the step's query, the layer's reserved cache and
 // state, its key logits (already scaled, with the keys past the position at -inf) and where the
 // mode writes its output and its effective rows.

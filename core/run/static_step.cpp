@@ -75,8 +75,6 @@ std::string luka_eager_reason(const LayerConfig& c) {
     return "a config the plan leaves eager";
   if (c.clustered.compressor != Compressor::kAttentionWeighted && c.clustered.compressor != Compressor::kMean)
     return std::string("compressor ") + to_string(c.clustered.compressor);
-  if (c.clustered.bias != SummaryBias::kNone && c.clustered.bias != SummaryBias::kFixed)
-    return std::string("bias ") + to_string(c.clustered.bias);
   return "";
 }
 
@@ -447,7 +445,8 @@ void StaticDecodeStep::accumulate(LayerOps& o) {
 
 // `count` fixed pages of page_size from the layer's paged end, as core/luka makes them: per KV
 // head the compressor's weights π over each page's tokens (softmax(importance / τ), or uniform),
-// the summary key and value Σ π·k, Σ π·v, the bias (0 or log page_size) and π as the spread.
+// the summary key and value Σ π·k, Σ π·v, the bias (0, log page_size or adaptive: static_luka.h)
+// and π as the spread.
 void StaticDecodeStep::make_pages(LayerOps& o, std::int64_t count) {
   const ClusteredConfig& c = o.config.clustered;
   const std::int64_t KV = plan_.shape.kv_heads, D = plan_.shape.head_dim, L = c.page_size, n = count * L;
@@ -474,6 +473,9 @@ void StaticDecodeStep::make_pages(LayerOps& o, std::int64_t count) {
     if (c.bias == SummaryBias::kFixed)
       o.summary_bias[g].narrow(0, o.pages, count).fill_(std::log(static_cast<double>(L)));
   }
+  if (c.bias == SummaryBias::kAdaptive)
+    adaptive_page_bias(c, o.importance.narrow(1, o.paged_end, n), o.spread.narrow(1, o.paged_end, n),
+                       o.summary_bias.narrow(1, o.pages, count), buffer("page_scratch"));
   o.pages += count;
   o.paged_end += n;
   if (o.clustered) o.clustered->set_pages(o.pages, o.paged_end);

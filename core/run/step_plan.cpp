@@ -243,6 +243,9 @@ StepPlan plan_step(const ModelShape& m, const RunLength& run, const std::vector<
       for (const std::int64_t n : p.page_counts[static_cast<std::size_t>(l)])
         most = std::max(most, n * layers[static_cast<std::size_t>(l)].clustered.page_size);
     add("page_weights", -1, {most}, ElemKind::kF32);
+    const bool adaptive = std::any_of(layers.begin(), layers.end(),
+                                      [](const LayerConfig& c) { return c.clustered.bias == SummaryBias::kAdaptive; });
+    if (adaptive) add("page_scratch", -1, {5, most}, ElemKind::kF32);  // the adaptive bias's entropies
     // Scratch of the lined and clustered steps: ranking keys, scores, masks over keys or pages,
     // 0..S-1 and 2^31-1 minus it (the tie-break), and the key weights.
     std::int64_t S = T, ranked = 1;
