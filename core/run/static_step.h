@@ -16,9 +16,10 @@
 // the steps the plan's schedule names, their pages are made (the page variant). So plain, dense,
 // lined, clustered, mixed and Kascade runs allocate nothing after the first step. Any other layer
 // (press, quest, a clustered rule other than top_k or threshold, or a config whose pages the step
-// cannot make: the delimiter segmenter, gsc or random compressors, DAR, the dense shadow) runs through its own LayerAttention on views of the reserved cache, as
-// Decoder::decode runs it: the same results, but that layer's code allocates and needs the length
-// on the host (kept beside the device scalars).
+// cannot make: the delimiter segmenter, gsc or random compressors, DAR, the dense shadow) runs
+// through its own LayerAttention on views of the reserved cache, as Decoder::decode runs it: the
+// same results, but that layer's code allocates and needs the length on the host (kept beside the
+// device scalars).
 //
 // The step starts from a decoder that has prefilled the prompt: start() copies its caches. The
 // decoder's LuKA layers (shared with it) then advance with the static step, and the decoder itself
