@@ -6,6 +6,7 @@
 #include "core/run/static_luka.h"
 #include "core/run/static_step.h"
 #include "core/util/error.h"
+#include "kernels/common/luka_rules.h"
 
 namespace luka {
 
@@ -42,6 +43,18 @@ StaticClustered::StaticClustered(const StaticDecodeStep& step, int layer, const 
   // topk writes contiguous rows: the front of the [H, P] buffers.
   top_ = front(step.buffer("page_top", layer), units_, std::max<std::int64_t>(top_k_, 1));
   top_keys_ = front(step.buffer("page_top_keys", layer), units_, top_.size(1));
+  if (c.rule == RefineRule::kTopFrac) {
+    // Every page ranked; the first top_frac_count(P) of them refined, P read on the device.
+    top_all_ = front(step.buffer("page_top", layer), units_, pages_);
+    top_all_keys_ = front(step.buffer("page_top_keys", layer), units_, pages_);
+    budget_ = step.buffer("page_budget", layer);
+    budget_row_ = step.buffer("page_budget_row", layer);
+    rank_ = step.buffer("rank_mask")[0].narrow(0, 0, pages_);
+    at::Tensor budget = at::empty({pages_ + 1}, at::kLong);
+    for (std::int64_t p = 0; p <= pages_; ++p)
+      budget[p] = rules::top_frac_count(c.top_frac, p, c.page_rank == PageRank::kSum);
+    budget_.copy_(budget);
+  }
   threshold_ = step.buffer("refine_threshold", layer);
   threshold_.fill_(static_cast<float>(c.epsilon));  // α is compared in fp32
   if (c.math == RefineMath::kMassPreserving) local_ = step.buffer("local", layer);
@@ -187,13 +200,28 @@ void StaticClustered::select(const at::Tensor& alpha_pages) {
   const ClusteredConfig& c = config_.clustered;
   const std::int64_t H = heads_, U = units_, P = pages_;
   at::Tensor score = alpha_pages;
-  if (U != H) {
+  if (U != H && c.rule == RefineRule::kTopFrac && c.page_rank == PageRank::kSum) {
+    // The unit's α summed over its heads in order from the first (0 + x is x).
+    const at::Tensor rows = alpha_pages.view({U, H / U, P});
+    score_.copy_(rows.select(1, 0));
+    for (std::int64_t j = 1; j < H / U; ++j) score_.add_(rows.select(1, j));
+    score = score_;
+  } else if (U != H) {
     const std::int64_t dims[] = {1};
     at::amax_out(score_, alpha_pages.view({U, H / U, P}), at::IntArrayRef(dims), /*keepdim=*/false);
     score = score_;
   }
   if (c.rule == RefineRule::kThreshold) {
     at::gt_out(unit_refined_, score, threshold_);
+  } else if (c.rule == RefineRule::kTopFrac) {
+    keys_.copy_(score.view(at::kInt));
+    keys_.mul_(two32_);
+    keys_.add_(tie_break_);
+    keys_.masked_fill_(page_invalid_, -1);
+    at::topk_out(top_all_keys_, top_all_, keys_, P, 1, /*largest=*/true, /*sorted=*/true);
+    at::index_select_out(budget_row_, budget_, 0, page_state_.narrow(0, 0, 1));
+    at::lt_out(rank_, counting_.narrow(0, 0, P), budget_row_);
+    unit_refined_.scatter_(1, top_all_, rank_.expand({U, P}));
   } else {
     unit_refined_.zero_();
     if (top_k_ > 0) {

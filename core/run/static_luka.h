@@ -69,8 +69,9 @@ class StaticLined {
       key_mask_, window_, unselectable_, rank_mask_, counting_, tie_break_, two32_;
 };
 
-// Clustered (§5.4) with fixed pages: summary logits, α, the pages refined per selection unit (top-k
-// or threshold, the first always_refine_first added), then exact or mass-preserving refinement.
+// Clustered (§5.4) with fixed pages: summary logits, α, the pages refined per selection unit (top-k,
+// top_frac or threshold, the first always_refine_first added), then exact or mass-preserving
+// refinement. (top_p, whose cut depends on running sums, stays with core/luka.)
 class StaticClustered {
  public:
   StaticClustered(const StaticDecodeStep& step, int layer, const LayerConfig& config);
@@ -86,7 +87,7 @@ class StaticClustered {
   std::int64_t heads_ = 0, kv_heads_ = 0, units_ = 0, pages_ = 0, context_ = 0, page_size_ = 0, top_k_ = 0;
   at::Tensor page_state_, page_of_key_, cover_, alpha_, refined_, weights_, top_, top_keys_, local_, keys_,
       score_, unit_refined_, key_mask_, key_weights_, page_invalid_, before_end_, always_, counting_, tie_break_,
-      two32_, threshold_, cover_rows_;
+      two32_, threshold_, cover_rows_, budget_, budget_row_, rank_, top_all_, top_all_keys_;
 };
 
 // Kascade (decode_kascade): an anchor's top-k of its pooled exact rows, published as masks over the

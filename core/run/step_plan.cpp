@@ -231,6 +231,10 @@ StepPlan plan_step(const ModelShape& m, const RunLength& run, const std::vector<
       add("page_top", l, {H, P}, ElemKind::kI64);
       add("page_top_keys", l, {H, P}, ElemKind::kI64);
       add("refine_threshold", l, {1}, ElemKind::kF32);  // the threshold rule's epsilon
+      if (c.clustered.rule == RefineRule::kTopFrac) {
+        add("page_budget", l, {P + 1}, ElemKind::kI64);  // top_frac: the pages refined of 0 .. P made
+        add("page_budget_row", l, {1}, ElemKind::kI64);
+      }
       if (c.clustered.math == RefineMath::kMassPreserving)
         add("local", l, {H, P, c.clustered.page_size}, ElemKind::kF32);  // a refined page's softmax
     }
@@ -258,6 +262,7 @@ StepPlan plan_step(const ModelShape& m, const RunLength& run, const std::vector<
       } else if (c.mode == AttentionMode::kClustered) {
         sparse = true;
         S = std::max(S, p.max_pages[static_cast<std::size_t>(l)]);
+        if (c.clustered.rule == RefineRule::kTopFrac) ranked = std::max(ranked, p.buffer("page_top", l).shape[1]);
       } else if (c.mode == AttentionMode::kKascade) {
         sparse = true;
         ranked = std::max(ranked, p.buffer("selected", l).shape[1]);

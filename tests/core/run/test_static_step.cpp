@@ -220,11 +220,11 @@ TEST(StaticDecodeStep, TheCountingAllocatorSeesTensorAllocations) {
 // heavy hitters, the refined pages, the Kascade sets and the effective rows come from fixed-shape
 // ops over every reserved key, and the ids, logits and LuKA state equal the decoder's with no
 // allocation after warm-up. Each preset with its defaults, then with the other selection units,
-// decay, rounding, the authors' late heavy hitters, mass-preserving refinement, the threshold rule,
-// the fixed and adaptive biases (with selection on the unbiased α and importance from the cover),
-// the authors' evaluation settings (their page schedule, per-layer selections, the entropy bias of
-// softmax(importance)), and a Kascade reuse layer (head map swapped, or one set shared by every
-// head).
+// decay, rounding, the authors' late heavy hitters, mass-preserving refinement, the threshold and
+// top_frac rules, the fixed and adaptive biases (with selection on the unbiased α and importance
+// from the cover), the authors' evaluation settings (their page schedule, per-layer selections,
+// the entropy bias of softmax(importance)), and a Kascade reuse layer (head map swapped, or one
+// set shared by every head).
 struct LukaCase {
   const char* preset;
   const char* settings;
@@ -260,6 +260,7 @@ INSTANTIATE_TEST_SUITE_P(
                       LukaCase{"clustered", "rule=threshold,epsilon=0.05,always_refine_first=1,refine_selection=layer"},
                       LukaCase{"clustered", "importance_source=cover,bias=fixed,refine_on=unbiased"},
                       LukaCase{"clustered", "bias=adaptive,compressor=mean"},
+                      LukaCase{"clustered", "rule=top_frac,top_frac=0.3,page_rank=sum,refine_selection=group"},
                       LukaCase{"authors_eval", "layer=1,mode=clustered"},
                       LukaCase{"mixed(8,8)", ""}, LukaCase{"kascade", ""},
                       LukaCase{"kascade", "layer=2,kascade_source=1,kascade_head_map=1|0"},
