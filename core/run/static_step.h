@@ -15,11 +15,10 @@
 // their accumulators (importance, h2o_score) are updated from the step's effective rows, and after
 // the steps the plan's schedule names, their pages are made (the page variant). So plain, dense,
 // lined, clustered, mixed and Kascade runs allocate nothing after the first step. Any other layer
-// (press, quest, the clustered rule top_p, or a config whose pages the step
-// cannot make: the delimiter segmenter, gsc or random compressors, DAR, the dense shadow) runs
-// through its own LayerAttention on views of the reserved cache, as Decoder::decode runs it: the
-// same results, but that layer's code allocates and needs the length on the host (kept beside the
-// device scalars).
+// (press, quest, the clustered rule top_p, or a config whose pages the step cannot make: the
+// delimiter segmenter, gsc or random compressors, DAR, the dense shadow) runs through its own
+// LayerAttention on views of the reserved cache, as Decoder::decode runs it: the same results, but
+// that layer's code allocates and needs the length on the host (kept beside the device scalars).
 //
 // The step starts from a decoder that has prefilled the prompt: start() copies its caches. The
 // decoder's LuKA layers (shared with it) then advance with the static step, and the decoder itself
