@@ -148,7 +148,7 @@ LUKA_HD inline std::int64_t top_frac_count(double frac, std::int64_t P, bool exa
 }
 
 // ===== per-element math: page compression and the accumulators ================================
-// One definition for the CPU core (core/luka) and the CUDA kernels (kernels/cuda/luka_decode.cu),
+// One definition for the CPU core (core/luka) and the CUDA kernels (kernels/cuda/luka/*.cu),
 // so the compressor's seed constants, the bias's floor and the accumulators' rounding live once.
 
 // SplitMix64's finalizer: the hash behind the random compressor's pick.

@@ -5,6 +5,10 @@
 // reference these kernels are tested against (tests/kernels/cuda/test_luka_decode_cuda.cpp).
 //
 // Every entry point returns "" on success, else what is wrong (bad sizes, or the CUDA error).
+//
+// Defined in kernels/cuda/luka/, one file per mode, paired with the CPU core's core/luka/cpu/:
+// dense.cu, lined.cu, clustered.cu, pages.cu (page compression) and prefill.cu, with the
+// accumulator update they share in accumulate.cu.
 #pragma once
 
 #include <cstddef>
