@@ -43,10 +43,23 @@ StaticClustered::StaticClustered(const StaticDecodeStep& step, int layer, const 
   // topk writes contiguous rows: the front of the [H, P] buffers.
   top_ = front(step.buffer("page_top", layer), units_, std::max<std::int64_t>(top_k_, 1));
   top_keys_ = front(step.buffer("page_top_keys", layer), units_, top_.size(1));
-  if (c.rule == RefineRule::kTopFrac) {
-    // Every page ranked; the first top_frac_count(P) of them refined, P read on the device.
-    top_all_ = front(step.buffer("page_top", layer), units_, pages_);
+  if (c.rule == RefineRule::kTopFrac || c.rule == RefineRule::kTopP) {
+    top_all_ = front(step.buffer("page_top", layer), units_, pages_);  // every page ranked
     top_all_keys_ = front(step.buffer("page_top_keys", layer), units_, pages_);
+  }
+  if (c.rule == RefineRule::kTopP) {
+    sums_ = step.buffer("page_sums", layer);
+    cut_ = front(step.buffer("page_cut", layer)[0], units_, 1);
+    top_p_ = step.buffer("refine_top_p", layer);
+    top_p_.copy_(at::tensor({c.top_p, 0.0}, at::kDouble));
+    passed_ = front(step.buffer("page_passed", layer), units_, pages_);
+    const at::Tensor count = step.buffer("page_passed_count", layer).view(-1);
+    passed_long_ = count.narrow(0, 0, units_ * pages_).view({units_, pages_});
+    passed_count_ = count.narrow(0, units_ * pages_, units_).view({units_, 1});
+    no_mass_ = step.buffer("select_mask").view(-1).narrow(0, units_ * pages_, units_).view({units_, 1});
+  }
+  if (c.rule == RefineRule::kTopFrac) {
+    // The first top_frac_count(P) ranked pages refined, P read on the device.
     budget_ = step.buffer("page_budget", layer);
     budget_row_ = step.buffer("page_budget_row", layer);
     rank_ = step.buffer("rank_mask")[0].narrow(0, 0, pages_);
@@ -158,6 +171,36 @@ void StaticClustered::attend(const StaticLayerStep& s) {
   s.probabilities.add_(key_weights_);
 }
 
+// select_pages' top_p over the ranked pages (top_all_), with its running sums in fp64 in its order:
+// rank j passes while the sum before it is below p; with page_rank=sum (the authors' rule) the
+// first 1 + count(running sum <= p·total) pass, none when the total is 0. Pages not made score 0
+// and rank last, and are masked by the caller.
+void StaticClustered::top_p(const at::Tensor& score) {
+  const std::int64_t P = pages_, U = units_;
+  const at::Tensor unsorted = front(sums_[0], U, P), sorted = front(sums_[1], U, P), running = front(sums_[2], U, P),
+                   other = front(sums_[3], U, P);
+  unsorted.copy_(score);
+  at::gather_out(out_arg(sorted), unsorted, 1, top_all_);
+  at::cumsum_out(out_arg(running), sorted, 1);
+  const at::Tensor p = top_p_.narrow(0, 0, 1), zero = top_p_.narrow(0, 1, 1);
+  if (config_.clustered.page_rank != PageRank::kSum) {
+    other.narrow(1, 0, 1).zero_();  // the sum before each rank
+    if (P > 1) other.narrow(1, 1, P - 1).copy_(running.narrow(1, 0, P - 1));
+    at::lt_out(passed_, other, p);
+    return;
+  }
+  at::cumsum_out(out_arg(other), unsorted, 1);  // its last column: the total in page order
+  const at::Tensor total = other.narrow(1, P - 1, 1);
+  at::mul_out(cut_, total, p);
+  at::le_out(passed_, running, cut_);
+  passed_long_.copy_(passed_);
+  const std::int64_t last[] = {1};
+  at::sum_out(passed_count_, passed_long_, at::IntArrayRef(last), /*keepdim=*/true);
+  at::le_out(passed_, counting_.narrow(0, 0, P), passed_count_);  // rank <= count
+  at::le_out(no_mass_, total, zero);
+  passed_.masked_fill_(no_mass_, false);
+}
+
 void adaptive_page_bias(const ClusteredConfig& c, const at::Tensor& importance, const at::Tensor& weights,
                         const at::Tensor& bias, const at::Tensor& scratch) {
   const std::int64_t KV = weights.size(0), n = weights.size(1), L = c.page_size, count = n / L;
@@ -200,7 +243,9 @@ void StaticClustered::select(const at::Tensor& alpha_pages) {
   const ClusteredConfig& c = config_.clustered;
   const std::int64_t H = heads_, U = units_, P = pages_;
   at::Tensor score = alpha_pages;
-  if (U != H && c.rule == RefineRule::kTopFrac && c.page_rank == PageRank::kSum) {
+  const bool sum_rank =
+      c.page_rank == PageRank::kSum && (c.rule == RefineRule::kTopFrac || c.rule == RefineRule::kTopP);
+  if (U != H && sum_rank) {
     // The unit's α summed over its heads in order from the first (0 + x is x).
     const at::Tensor rows = alpha_pages.view({U, H / U, P});
     score_.copy_(rows.select(1, 0));
@@ -213,15 +258,20 @@ void StaticClustered::select(const at::Tensor& alpha_pages) {
   }
   if (c.rule == RefineRule::kThreshold) {
     at::gt_out(unit_refined_, score, threshold_);
-  } else if (c.rule == RefineRule::kTopFrac) {
+  } else if (c.rule == RefineRule::kTopFrac || c.rule == RefineRule::kTopP) {
     keys_.copy_(score.view(at::kInt));
     keys_.mul_(two32_);
     keys_.add_(tie_break_);
     keys_.masked_fill_(page_invalid_, -1);
     at::topk_out(top_all_keys_, top_all_, keys_, P, 1, /*largest=*/true, /*sorted=*/true);
-    at::index_select_out(budget_row_, budget_, 0, page_state_.narrow(0, 0, 1));
-    at::lt_out(rank_, counting_.narrow(0, 0, P), budget_row_);
-    unit_refined_.scatter_(1, top_all_, rank_.expand({U, P}));
+    if (c.rule == RefineRule::kTopFrac) {
+      at::index_select_out(budget_row_, budget_, 0, page_state_.narrow(0, 0, 1));
+      at::lt_out(rank_, counting_.narrow(0, 0, P), budget_row_);
+      unit_refined_.scatter_(1, top_all_, rank_.expand({U, P}));
+    } else {
+      top_p(score);
+      unit_refined_.scatter_(1, top_all_, passed_);
+    }
   } else {
     unit_refined_.zero_();
     if (top_k_ > 0) {

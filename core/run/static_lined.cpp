@@ -24,8 +24,6 @@ std::string static_luka_reason(const LayerConfig& c) {
     return "";
   if (c.mode != AttentionMode::kClustered) return std::string("mode ") + to_string(c.mode);
   const ClusteredConfig& k = c.clustered;
-  if (k.rule == RefineRule::kTopP)
-    return std::string("refinement rule ") + to_string(k.rule);
   return "";
 }
 

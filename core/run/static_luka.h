@@ -70,8 +70,8 @@ class StaticLined {
 };
 
 // Clustered (§5.4) with fixed pages: summary logits, α, the pages refined per selection unit (top-k,
-// top_frac or threshold, the first always_refine_first added), then exact or mass-preserving
-// refinement. (top_p, whose cut depends on running sums, stays with core/luka.)
+// top_frac, top_p or threshold, the first always_refine_first added), then exact or mass-preserving
+// refinement.
 class StaticClustered {
  public:
   StaticClustered(const StaticDecodeStep& step, int layer, const LayerConfig& config);
@@ -82,12 +82,14 @@ class StaticClustered {
 
  private:
   void select(const at::Tensor& alpha_pages);  // refined_ from α over the pages
+  void top_p(const at::Tensor& score);          // top_p's ranks that pass, into passed_
 
   LayerConfig config_;
   std::int64_t heads_ = 0, kv_heads_ = 0, units_ = 0, pages_ = 0, context_ = 0, page_size_ = 0, top_k_ = 0;
   at::Tensor page_state_, page_of_key_, cover_, alpha_, refined_, weights_, top_, top_keys_, local_, keys_,
       score_, unit_refined_, key_mask_, key_weights_, page_invalid_, before_end_, always_, counting_, tie_break_,
-      two32_, threshold_, cover_rows_, budget_, budget_row_, rank_, top_all_, top_all_keys_;
+      two32_, threshold_, cover_rows_, budget_, budget_row_, rank_, top_all_, top_all_keys_, sums_, cut_, top_p_,
+      passed_, passed_long_, passed_count_, no_mass_;
 };
 
 // Kascade (decode_kascade): an anchor's top-k of its pooled exact rows, published as masks over the

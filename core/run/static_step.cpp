@@ -25,6 +25,8 @@ at::ScalarType scalar_type(ElemKind kind, at::ScalarType compute) {
       return at::kInt;
     case ElemKind::kBool:
       return at::kBool;
+    case ElemKind::kF64:
+      return at::kDouble;
   }
   return compute;
 }

@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <limits>
 
-#include "core/luka/kascade.h"
+#include "core/luka/methods/kascade.h"
 #include "core/model/config.h"
 #include "core/util/error.h"
 #include "kernels/common/luka_rules.h"
@@ -24,6 +24,8 @@ std::int64_t elem_bytes(ElemKind kind, std::int64_t compute_bytes) {
       return 4;
     case ElemKind::kBool:
       return 1;
+    case ElemKind::kF64:
+      return 8;
   }
   return 4;
 }
@@ -234,6 +236,14 @@ StepPlan plan_step(const ModelShape& m, const RunLength& run, const std::vector<
       if (c.clustered.rule == RefineRule::kTopFrac) {
         add("page_budget", l, {P + 1}, ElemKind::kI64);  // top_frac: the pages refined of 0 .. P made
         add("page_budget_row", l, {1}, ElemKind::kI64);
+      } else if (c.clustered.rule == RefineRule::kTopP) {
+        // top_p: the ranked scores and their running sums in fp64 (as select_pages sums them), the
+        // total and the cut per unit, top_p, and the ranks that pass as a mask and as counts.
+        add("page_sums", l, {4, H, P}, ElemKind::kF64);
+        add("page_cut", l, {2, H, 1}, ElemKind::kF64);
+        add("refine_top_p", l, {2}, ElemKind::kF64);
+        add("page_passed", l, {H, P}, ElemKind::kBool);
+        add("page_passed_count", l, {H, P + 1}, ElemKind::kI64);
       }
       if (c.clustered.math == RefineMath::kMassPreserving)
         add("local", l, {H, P, c.clustered.page_size}, ElemKind::kF32);  // a refined page's softmax

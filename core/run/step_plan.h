@@ -51,7 +51,7 @@ struct RunLength {
   std::int64_t context() const { return prompt + max_new_tokens; }
 };
 
-enum class ElemKind { kCompute, kF32, kI64, kI32, kBool };  // the compute dtype, or a fixed one
+enum class ElemKind { kCompute, kF32, kI64, kI32, kBool, kF64 };  // the compute dtype, or a fixed one
 
 // One buffer of the step: [shape] elements of `kind`, for a layer (-1: the whole model).
 struct StepBuffer {

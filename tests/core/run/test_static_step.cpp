@@ -190,6 +190,13 @@ void expect_state(const StaticDecodeStep& step, const Outcome& want) {
     near(step.buffer("summary_values", l).narrow(1, 0, pages), luka.summary_values(), 1e-5, "summary values");
     near(step.buffer("summary_bias", l).narrow(1, 0, pages), luka.summary_bias(), 1e-6, "summary bias");
     near(step.buffer("spread", l).narrow(1, 0, luka.paged_end()), luka.spread(), 1e-5, "spread");
+    if (luka.config().mode == AttentionMode::kClustered) {
+      // The case refines some pages and leaves others summarised, at least in the last step.
+      std::size_t refined = 0;
+      for (const auto& heads : luka.last_step().refined) refined += heads.size();
+      EXPECT_GT(refined, 0u) << "layer " << l;
+      EXPECT_LT(refined, static_cast<std::size_t>(pages) * luka.last_step().refined.size()) << "layer " << l;
+    }
   }
 }
 
@@ -220,11 +227,11 @@ TEST(StaticDecodeStep, TheCountingAllocatorSeesTensorAllocations) {
 // heavy hitters, the refined pages, the Kascade sets and the effective rows come from fixed-shape
 // ops over every reserved key, and the ids, logits and LuKA state equal the decoder's with no
 // allocation after warm-up. Each preset with its defaults, then with the other selection units,
-// decay, rounding, the authors' late heavy hitters, mass-preserving refinement, the threshold and
-// top_frac rules, the fixed and adaptive biases (with selection on the unbiased α and importance
-// from the cover), the authors' evaluation settings (their page schedule, per-layer selections,
-// the entropy bias of softmax(importance)), and a Kascade reuse layer (head map swapped, or one
-// set shared by every head).
+// decay, rounding, the authors' late heavy hitters, mass-preserving refinement, the threshold,
+// top_frac and top_p rules, the fixed and adaptive biases (with selection on the unbiased α and
+// importance from the cover), the authors' evaluation settings (their page schedule, per-layer
+// selections, the entropy bias of softmax(importance)), and a Kascade reuse layer (head map
+// swapped, or one set shared by every head).
 struct LukaCase {
   const char* preset;
   const char* settings;
@@ -261,6 +268,8 @@ INSTANTIATE_TEST_SUITE_P(
                       LukaCase{"clustered", "importance_source=cover,bias=fixed,refine_on=unbiased"},
                       LukaCase{"clustered", "bias=adaptive,compressor=mean"},
                       LukaCase{"clustered", "rule=top_frac,top_frac=0.3,page_rank=sum,refine_selection=group"},
+                      LukaCase{"clustered", "rule=top_p,top_p=0.2,refine_selection=group"},
+                      LukaCase{"clustered", "rule=top_p,top_p=0.5,page_rank=sum"},
                       LukaCase{"authors_eval", "layer=1,mode=clustered"},
                       LukaCase{"mixed(8,8)", ""}, LukaCase{"kascade", ""},
                       LukaCase{"kascade", "layer=2,kascade_source=1,kascade_head_map=1|0"},
