@@ -32,6 +32,10 @@ std::int64_t elem_bytes(ElemKind kind, std::int64_t compute_bytes) {
 
 // Why the static step cannot run a layer with this config ("" when it can).
 std::string eager_reason(const LayerConfig& c) {
+  if (c.mode != AttentionMode::kDense && c.mode != AttentionMode::kLined && c.mode != AttentionMode::kClustered &&
+      c.mode != AttentionMode::kKascade)
+    return std::string("mode=") + to_string(c.mode) + " runs through its own attention";
+  if (c.clustered.compressor == Compressor::kRandom) return "compressor=random draws its pick per page on the host";
   if (c.clustered.segmenter == Segmenter::kDelimiter) return "segmenter=delimiter cuts pages at the tokens' text";
   if (c.clustered.compressor == Compressor::kGsc) return "compressor=gsc makes as many pages as the keys cluster into";
   if (c.dar.window > 0) return "the DAR probe projects the cache a few positions per step";

@@ -20,8 +20,9 @@
 //     device. The count of pages each layer makes at each step goes into a device table
 //     (`page_schedule`) that the step reads at its own step counter.
 // Layers whose schedule depends on the tokens themselves (the delimiter segmenter, the gsc
-// compressor) or on data outside the step (a DAR basis, the dense shadow's host records) cannot
-// be planned this way: they are listed in `StepPlan::eager_layers` with the reason, and a run with
+// compressor) or on data outside the step (a DAR basis, the dense shadow's host records, the
+// random compressor's draws), and modes the static step does not run (press, quest), cannot be
+// planned this way: they are listed in `StepPlan::eager_layers` with the reason, and a run with
 // any of them keeps the eager step.
 #pragma once
 
