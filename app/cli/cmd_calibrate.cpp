@@ -25,8 +25,8 @@
 #include "core/eval/head_scores.h"
 #include "core/luka/auto_config.h"
 #include "core/luka/config.h"
-#include "core/luka/dar.h"
-#include "core/luka/kascade.h"
+#include "core/luka/methods/dar.h"
+#include "core/luka/methods/kascade.h"
 #include "core/luka/luka_layer.h"
 #include "core/model/decoder.h"
 #include "core/model/model.h"
@@ -148,7 +148,7 @@ int calibrate_kascade(const ArgParser& args, const Backend& device, const std::s
   return 0;
 }
 
-// --dar: the DAR probe's basis (core/luka/dar.h) from the text's dense prefill: every layer's
+// --dar: the DAR probe's basis (core/luka/methods/dar.h) from the text's dense prefill: every layer's
 // cached keys and values, per KV head, their mean and principal directions.
 int calibrate_dar(const ArgParser& args, const Backend& device, const std::shared_ptr<const Model>& model,
                   const std::vector<std::int32_t>& ids, bool quiet) {

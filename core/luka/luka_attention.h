@@ -18,7 +18,7 @@
 
 #include <ATen/ATen.h>
 
-#include "core/luka/dar.h"
+#include "core/luka/methods/dar.h"
 #include "core/luka/heavy_hitters.h"
 #include "core/luka/luka_layer.h"
 #include "kernels/common/luka_rules.h"

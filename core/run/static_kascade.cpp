@@ -6,7 +6,7 @@
 #include <algorithm>
 #include <limits>
 
-#include "core/luka/kascade.h"
+#include "core/luka/methods/kascade.h"
 #include "core/run/static_luka.h"
 #include "core/run/static_step.h"
 #include "core/util/error.h"

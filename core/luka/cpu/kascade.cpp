@@ -12,7 +12,7 @@
 #include <numeric>
 #include <string>
 
-#include "core/luka/kascade.h"
+#include "core/luka/methods/kascade.h"
 #include "core/luka/luka_attention.h"
 #include "core/luka/prefill.h"
 #include "core/util/error.h"

@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "core/luka/cpu/internal.h"
-#include "core/luka/semantic_pages.h"
+#include "core/luka/methods/semantic_pages.h"
 #include "core/util/error.h"
 #include "kernels/common/luka_rules.h"
 

@@ -10,7 +10,7 @@
 #include <numeric>
 #include <string>
 
-#include "core/luka/dar.h"
+#include "core/luka/methods/dar.h"
 #include "core/luka/luka_attention.h"
 #include "core/press/press.h"
 #include "core/util/error.h"

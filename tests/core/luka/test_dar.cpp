@@ -1,4 +1,4 @@
-// The distance-adaptive-dimension probe (core/luka/dar.h, DarConfig): the basis against a
+// The distance-adaptive-dimension probe (core/luka/methods/dar.h, DarConfig): the basis against a
 // subspace built by hand, the file round trip, and the layer against direct fp64 formulas and
 // against a plain layer fed the projected cache.
 #include <gtest/gtest.h>
@@ -7,7 +7,7 @@
 #include <filesystem>
 
 #include "core/luka/config.h"
-#include "core/luka/dar.h"
+#include "core/luka/methods/dar.h"
 #include "core/luka/luka_attention.h"
 #include "core/util/error.h"
 #include "core/util/npy.h"

@@ -1,7 +1,7 @@
-// Kascade's calibration (core/luka/kascade.h): the similarity against a direct NumPy computation
+// Kascade's calibration (core/luka/methods/kascade.h): the similarity against a direct NumPy computation
 // (tests/fixtures/kascade_reference.py), the anchor dynamic program against brute force over every
 // anchor set, and head remapping on attention built so that the best map is known.
-#include "core/luka/kascade.h"
+#include "core/luka/methods/kascade.h"
 
 #include <gtest/gtest.h>
 

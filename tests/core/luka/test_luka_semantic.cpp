@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "core/luka/luka_attention.h"
-#include "core/luka/semantic_pages.h"
+#include "core/luka/methods/semantic_pages.h"
 #include "core/model/decoder.h"
 #include "core/model/model.h"
 #include "core/util/error.h"

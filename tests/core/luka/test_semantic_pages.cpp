@@ -1,7 +1,7 @@
-// SemantiCache's pages (core/luka/semantic_pages.h): delimiter chunking on known token streams,
+// SemantiCache's pages (core/luka/methods/semantic_pages.h): delimiter chunking on known token streams,
 // GSC and merging against a line-by-line NumPy port of the paper's Algorithm 1
 // (tests/fixtures/semanticache_reference.py), and proportional attention against dense attention.
-#include "core/luka/semantic_pages.h"
+#include "core/luka/methods/semantic_pages.h"
 
 #include <gtest/gtest.h>
 

@@ -1,4 +1,4 @@
-#include "core/luka/dar.h"
+#include "core/luka/methods/dar.h"
 
 #include <map>
 #include <mutex>

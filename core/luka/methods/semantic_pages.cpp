@@ -1,4 +1,4 @@
-#include "core/luka/semantic_pages.h"
+#include "core/luka/methods/semantic_pages.h"
 
 #include <algorithm>
 #include <cmath>

@@ -1,4 +1,4 @@
-#include "core/luka/kascade.h"
+#include "core/luka/methods/kascade.h"
 
 #include <algorithm>
 #include <cmath>
