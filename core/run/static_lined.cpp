@@ -20,11 +20,10 @@ std::int64_t unit_count(Selection s, std::int64_t heads, std::int64_t kv_heads) 
 }  // namespace
 
 std::string static_luka_reason(const LayerConfig& c) {
-  if (c.mode == AttentionMode::kDense || c.mode == AttentionMode::kLined || c.mode == AttentionMode::kKascade)
+  if (c.mode == AttentionMode::kDense || c.mode == AttentionMode::kLined || c.mode == AttentionMode::kClustered ||
+      c.mode == AttentionMode::kKascade)
     return "";
-  if (c.mode != AttentionMode::kClustered) return std::string("mode ") + to_string(c.mode);
-  const ClusteredConfig& k = c.clustered;
-  return "";
+  return std::string("mode ") + to_string(c.mode);
 }
 
 void fill_selection_constants(const StaticDecodeStep& step) {
