@@ -11,13 +11,14 @@ const char* const kLukaOptionsHelp =
     "LuKA attention (default: dense everywhere; every key in docs/luka-config.md):\n"
     "  --preset NAME         dense, lined, clustered, mixed(a,b), paper, authors_eval, kascade,\n"
     "                        semanticache, streaming_llm, snapkv, tova, knorm, expected_attention,\n"
-    "                        random, pyramidkv, adakv, auto:FILE[,budget=B][,loss=output|kl]\n"
+    "                        random, pyramidkv, adakv, decoding, tova_decoding, quest,\n"
+    "                        auto:FILE[,budget=B][,loss=output|kl]\n"
     "                        (docs/luka-config.md)\n"
     "  --layers-config FILE  JSON: {\"preset\": ..., \"default\": {key: value}, \"layers\": {\"0-7\": {...}}}\n"
     "  --set SPEC            per-layer override, repeatable: \"layer=5,mode=lined,rho=0.25\",\n"
     "                        \"layers=0-7,mode=clustered,top_k=4\"; layers: a layer list, e.g.\n"
     "                        5, 0-7, 0-3|8, 0-3,8 or all (docs/luka-config.md#layer-lists)\n"
-    "  keys: mode (dense|lined|clustered|kascade|press), dense_shadow,\n"
+    "  keys: mode (dense|lined|clustered|kascade|press|quest), dense_shadow,\n"
     "    importance_source (effective|cover);\n"
     "    lined: window, window_frac, rho, lined_selection (head|group|layer), decay, sparse_prefill,\n"
     "        sparse_prefill_window (sliding|fixed), lined_rounding (ceil|floor), heavy_late;\n"
@@ -40,7 +41,9 @@ const char* const kLukaOptionsHelp =
     "        expected_attention|random), press_allocation (uniform|pyramidkv|adakv), compression_ratio,\n"
     "        budget_tokens (0: use the ratio), press_sink, press_window, press_kernel,\n"
     "        press_future_positions, press_covariance, press_vnorm, press_epsilon, press_seed,\n"
-    "        press_beta, press_alpha\n"
+    "        press_beta, press_alpha; during decoding (kvpress's DecodingPress; tova with interval 1 is\n"
+    "        TOVA's own eviction): press_interval (0: off), press_target_size;\n"
+    "    quest: quest_page_size, quest_pages, quest_window (docs/methods.md)\n"
     "  authors_eval reproduces the LuKA authors' evaluation code: their tail_len T is tail T+1 here.";
 
 void add_luka_options(ArgParser& args) {

@@ -34,7 +34,8 @@ const std::pair<const char*, AttentionMode> kModes[] = {
     {"lined", AttentionMode::kLined},
     {"clustered", AttentionMode::kClustered},
     {"kascade", AttentionMode::kKascade},
-    {"press", AttentionMode::kPress}};
+    {"press", AttentionMode::kPress},
+    {"quest", AttentionMode::kQuest}};
 const std::pair<const char*, PressMethod> kPressMethods[] = {
     {"streaming_llm", PressMethod::kStreamingLlm}, {"snapkv", PressMethod::kSnapKv},
     {"tova", PressMethod::kTova},                  {"knorm", PressMethod::kKnorm},
@@ -266,6 +267,11 @@ const Key kKeys[] = {
     LUKA_KEY_INT("press_seed", press.seed),
     LUKA_KEY_INT("press_beta", press.beta),
     LUKA_KEY_DOUBLE("press_alpha", press.alpha_safeguard),
+    LUKA_KEY_INT("press_interval", press.interval),
+    LUKA_KEY_INT("press_target_size", press.target_size),
+    LUKA_KEY_INT("quest_page_size", quest.page_size),
+    LUKA_KEY_INT("quest_pages", quest.pages),
+    LUKA_KEY_INT("quest_window", quest.window),
 };
 
 #undef LUKA_KEY_INT
@@ -384,7 +390,16 @@ void validate(const LayerConfig& c, std::int64_t layer) {
   if (p.n_future_positions < 1) fail(where, "press_future_positions must be >= 1");
   if (p.beta < 1) fail(where, "press_beta must be >= 1");
   if (!(p.alpha_safeguard >= 0 && p.alpha_safeguard <= 1)) fail(where, "press_alpha must be in [0, 1]");
-  if (d.window > 0 && c.mode == AttentionMode::kPress) fail(where, "dar applies to dense, lined and clustered layers, not press");
+  if (p.interval < 0) fail(where, "press_interval must be >= 0 (0: no compression during decoding)");
+  if (p.target_size < 1) fail(where, "press_target_size must be >= 1");
+  if (p.interval > 0 && p.allocation != PressAllocation::kUniform)
+    fail(where, "press_interval (compression during decoding) needs press_allocation=uniform");
+  if (d.window > 0 && (c.mode == AttentionMode::kPress || c.mode == AttentionMode::kQuest))
+    fail(where, std::string("dar applies to dense, lined and clustered layers, not ") + to_string(c.mode));
+  const QuestConfig& q = c.quest;
+  if (q.page_size < 1) fail(where, "quest_page_size must be >= 1");
+  if (q.pages < 0) fail(where, "quest_pages must be >= 0");
+  if (q.window < 1) fail(where, "quest_window must be >= 1 (the decoding token attends to itself)");
 }
 
 void validate_kascade_sources(const LukaConfig& config) {
@@ -584,6 +599,23 @@ LukaConfig LukaConfig::preset(const std::string& name, std::int64_t num_layers) 
     }
     return c;
   }
+  // Quest as its paper runs it: every layer but the first two (which it leaves dense).
+  if (name == "quest") {
+    for (std::size_t l = 2; l < c.layers.size(); ++l) c.layers[l].mode = AttentionMode::kQuest;
+    return c;
+  }
+  // Compression during decoding only, at kvpress's DecodingPress defaults (every 512 steps to
+  // 2,048 per KV head) with Knorm, which needs no queries; tova_decoding is TOVA's own policy,
+  // one eviction a step once the cache holds 2,048.
+  if (name == "decoding" || name == "tova_decoding") {
+    for (auto& l : c.layers) {
+      l.mode = AttentionMode::kPress;
+      l.press.compression_ratio = 0;
+      l.press.method = name == "decoding" ? PressMethod::kKnorm : PressMethod::kTova;
+      l.press.interval = name == "decoding" ? 512 : 1;
+    }
+    return c;
+  }
   // kvpress's presses at its defaults on every layer: a scorer's name, or pyramidkv (SnapKV with
   // pyramid layer budgets, as kvpress's PyramidKVPress) and adakv (AdaKV over SnapKV).
   const bool pyramid = name == "pyramidkv", adakv = name == "adakv";
@@ -597,7 +629,9 @@ LukaConfig LukaConfig::preset(const std::string& name, std::int64_t num_layers) 
       return c;
     }
   fail("luka config", "unknown preset '" + name + "' (expected dense, lined, clustered, mixed(a,b), paper, authors_eval, kascade, semanticache, "
-       "streaming_llm, snapkv, tova, knorm, expected_attention, random, pyramidkv, adakv, auto:FILE[,budget=B][,loss=output|kl])");
+       "streaming_llm, snapkv, tova, knorm, expected_attention, random, pyramidkv, adakv, decoding, tova_decoding, "
+       "quest, "
+       "auto:FILE[,budget=B][,loss=output|kl])");
 }
 
 LukaConfig LukaConfig::from_json(const std::string& text, std::int64_t num_layers, const std::string& where) {

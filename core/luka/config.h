@@ -82,6 +82,20 @@ struct PressConfig {
   std::int64_t seed = 0;           // random
   std::int64_t beta = 20;          // pyramidkv
   double alpha_safeguard = 0.2;    // adakv
+  // Compression during decoding (kvpress's DecodingPress): every `interval` decode steps (0: never)
+  // the layer's kept set is scored again with the method and cut to `target_size` positions per KV
+  // head. With interval 1 and method tova it is TOVA's own per-step eviction.
+  std::int64_t interval = 0;
+  std::int64_t target_size = 2048;
+};
+
+// Quest (core/press/quest.h, docs/methods.md): pages of page_size positions bounded by the
+// per-channel min and max of their keys; each decode step a query head attends exactly to the
+// `pages` pages of highest bound and to the last `window` positions; the other pages are left out.
+struct QuestConfig {
+  std::int64_t page_size = 16;
+  std::int64_t pages = 64;
+  std::int64_t window = 16;
 };
 
 struct LayerConfig {
@@ -91,6 +105,7 @@ struct LayerConfig {
   KascadeConfig kascade;
   DarConfig dar;
   PressConfig press;
+  QuestConfig quest;
   bool dense_shadow = false;     // also run dense attention and report fidelity
   ImportanceSource importance_source = ImportanceSource::kEffective;
 };

@@ -23,6 +23,7 @@ std::string gpu_unsupported(const LayerConfig& c) {
   const ClusteredConfig& k = c.clustered;
   if (c.mode == AttentionMode::kKascade) return "mode kascade runs on the CPU path only";
   if (c.mode == AttentionMode::kPress) return "mode press runs on the CPU path only";
+  if (c.mode == AttentionMode::kQuest) return "mode quest runs on the CPU path only";
   if (c.dar.window > 0) return "the dar probe runs on the CPU path only";
   if (c.mode == AttentionMode::kClustered && k.segmenter != Segmenter::kFixed) return "segmenter=delimiter runs on the CPU path only";
   if (c.mode == AttentionMode::kClustered && k.compressor == Compressor::kGsc) return "compressor=gsc runs on the CPU path only";

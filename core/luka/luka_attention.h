@@ -62,6 +62,9 @@ class LukaAttention final : public LukaLayer {
   // until a prefill in press mode (positions from the prompt's end on are always attended).
   const std::vector<std::vector<std::int64_t>>& press_kept() const { return press_kept_; }
   std::int64_t press_prompt() const { return press_prompt_; }
+  // Press mode with compression during decoding (press_interval): each KV head's cache as kvpress
+  // holds it, its positions in kvpress's row order (empty until such a step).
+  const std::vector<std::vector<std::int64_t>>& press_rows() const { return press_rows_; }
 
   // For fidelity experiments: summary logits become the log-sum-exp of their children's logits,
   // so a page's α is exactly its dense mass (an oracle no real summary can reach).
@@ -90,6 +93,9 @@ class LukaAttention final : public LukaLayer {
   at::Tensor decode_clustered(Step& s);
   void decode_kascade(Step& s);                 // cpu/kascade.cpp
   void decode_press(Step& s);                   // cpu/press.cpp
+  void decode_press_decoding(Step& s);          // cpu/press.cpp: press_interval > 0
+  void press_compress_rows(const AttentionInputs& in);
+  void decode_quest(Step& s);                   // cpu/quest.cpp
   // Press mode: scores the prompt's cache (`in` is the prefill's) and keeps per KV head.
   void press_prompt(const AttentionInputs& in);
   // Kascade's sparse step: per query head h, an exact softmax over the keys *sets[h] into s.eff
@@ -140,6 +146,16 @@ class LukaAttention final : public LukaLayer {
   int layer_count_ = 1;
   std::vector<std::vector<std::int64_t>> press_kept_;  // press: per KV head, kept prompt positions
   std::int64_t press_prompt_ = 0;                      // press: the prompt's length (0: none)
+  // Press decoding: per KV head the kept positions in kvpress's row order, covering [0,
+  // press_rows_end_); the decode steps since the last compression; their queries before RoPE
+  // ([H, 1, D] each, at most kPressQueryBuffer: kvpress's hidden_states_buffer_size).
+  static constexpr std::int64_t kPressQueryBuffer = 256;
+  std::vector<std::vector<std::int64_t>> press_rows_;
+  std::int64_t press_rows_end_ = 0, press_steps_ = 0;
+  std::vector<at::Tensor> press_queries_;
+  // Quest: the bounds of the full pages of [0, quest_paged_) ([KV, pages, D] fp32 min and max).
+  at::Tensor quest_min_, quest_max_;
+  std::int64_t quest_paged_ = 0, quest_page_size_ = 0;
   std::shared_ptr<KascadeBoard> board_;  // Kascade: this model's, or the layer's own when alone
   // DAR: the basis, and the cache as attention sees it ([KV, cap, D], the cache's dtype), whose
   // positions [0, dar_projected_) hold projections; stale after a config change or a reset.

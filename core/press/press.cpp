@@ -133,19 +133,23 @@ at::Tensor expected_attention(const ScorerParams& p, const LayerInputs& in, cons
   if (n < 0 || s.T <= n)
     fail(kWhere, "expected_attention: the prompt (" + std::to_string(s.T) +
                      " positions) must be longer than n_sink = " + std::to_string(n));
-  if (in.queries_pre_rope.size(1) != s.T)
-    fail(kWhere, "expected_attention: queries_pre_rope must hold every prompt query (" + std::to_string(s.T) + ")");
+  // kvpress takes the statistics and the future positions from the queries it is handed: every
+  // prompt query at prefill (Tq = T), the buffered decode queries during decoding (DecodingPress).
+  const std::int64_t Tq = in.queries_pre_rope.size(1);
+  if (Tq <= n)
+    fail(kWhere,
+         "expected_attention: " + std::to_string(Tq) + " queries must be more than n_sink = " + std::to_string(n));
   if (p.n_future_positions < 1) fail(kWhere, "expected_attention: n_future_positions must be positive");
   // Query statistics over the prompt past its sinks (kvpress: they "likely contain outliers").
-  const at::Tensor q = in.queries_pre_rope.to(at::kFloat).slice(1, n, s.T);  // [heads, T - n, d]
+  const at::Tensor q = in.queries_pre_rope.to(at::kFloat).slice(1, n, Tq);  // [heads, Tq - n, d]
   at::Tensor mu = q.mean(1, true);
   at::Tensor cov;
   if (p.use_covariance) {
     const at::Tensor c = q - mu;
-    cov = at::einsum("nsi,nsj->nij", {c, c}) / static_cast<double>(s.T - n);
+    cov = at::einsum("nsi,nsj->nij", {c, c}) / static_cast<double>(Tq - n);
   }
   mu = mu.squeeze(1);  // [heads, d]
-  const at::Tensor R = average_rope(in, s.T, s.d, p.n_future_positions);
+  const at::Tensor R = average_rope(in, Tq, s.d, p.n_future_positions);
   mu = at::matmul(mu, R.t());
   if (cov.defined()) cov = at::matmul(R, at::matmul(cov, R.t()));
 

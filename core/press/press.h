@@ -77,7 +77,9 @@ struct LayerInputs {
   // [heads, Tq, d], post-RoPE: the prompt's last Tq queries (Tq <= T). snapkv reads the last
   // window_size of them (and needs T > window_size), tova the last one.
   at::Tensor queries;
-  // [heads, T, d], before RoPE (after Qwen3's q_norm): every prompt query (expected_attention).
+  // [heads, Tq, d], before RoPE (after Qwen3's q_norm): every prompt query (expected_attention);
+  // during decoding the buffered decode queries, whose count also sets the future positions
+  // (kvpress's DecodingPress hands its buffer of hidden states).
   at::Tensor queries_pre_rope;
   // RoPE's inverse frequencies [d / 2] and its attention scaling (expected_attention's future positions).
   at::Tensor inv_freq;

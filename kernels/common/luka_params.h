@@ -11,7 +11,7 @@
 
 namespace luka {
 
-enum class AttentionMode { kDense, kLined, kClustered, kKascade, kPress };
+enum class AttentionMode { kDense, kLined, kClustered, kKascade, kPress, kQuest };
 // kvpress's presses (core/press, docs/methods.md): the scorer, and how a budget is spread.
 enum class PressMethod { kStreamingLlm, kSnapKv, kTova, kKnorm, kExpectedAttention, kRandom };
 enum class PressAllocation { kUniform, kPyramid, kAdaKv };

@@ -7,6 +7,11 @@
 //
 // A layer switched to press after its prompt's prefill has no kept set and attends to every
 // position until the next prompt (the scorers need the prompt's queries, which are gone).
+//
+// With press_interval > 0 the layer also compresses during decoding, as kvpress's DecodingPress
+// (decode_press_decoding, below); with press_method=tova and interval 1 that is TOVA's own
+// per-step eviction.
+#include <algorithm>
 #include <numeric>
 #include <string>
 
@@ -49,11 +54,7 @@ press::Allocation allocation_of(PressAllocation a) {
   return press::Allocation::kUniform;
 }
 
-}  // namespace
-
-void LukaAttention::press_prompt(const AttentionInputs& in) {
-  const PressConfig& c = config_.press;
-  const std::int64_t T = in.k.size(1);
+press::ScorerParams scorer_params(const PressConfig& c) {
   press::ScorerParams sp;
   sp.n_sink = static_cast<int>(c.n_sink);
   sp.window_size = static_cast<int>(c.window_size);
@@ -63,6 +64,15 @@ void LukaAttention::press_prompt(const AttentionInputs& in) {
   sp.use_vnorm = c.use_vnorm;
   sp.epsilon = c.epsilon;
   sp.seed = static_cast<std::uint64_t>(c.seed);
+  return sp;
+}
+
+}  // namespace
+
+void LukaAttention::press_prompt(const AttentionInputs& in) {
+  const PressConfig& c = config_.press;
+  const std::int64_t T = in.k.size(1);
+  const press::ScorerParams sp = scorer_params(c);
   press::AllocationParams ap;
   ap.allocation = allocation_of(c.allocation);
   ap.beta = static_cast<int>(c.beta);
@@ -92,6 +102,7 @@ void LukaAttention::press_prompt(const AttentionInputs& in) {
 }
 
 void LukaAttention::decode_press(Step& s) {
+  if (config_.press.interval > 0) return decode_press_decoding(s);
   const AttentionInputs& in = s.in;
   const std::int64_t H = in.q.size(0), T = in.k.size(1), G = in.group_size, KV = H / G;
   std::vector<std::vector<std::int64_t>> sets(static_cast<std::size_t>(KV));
@@ -113,6 +124,108 @@ void LukaAttention::decode_press(Step& s) {
         static_cast<std::int64_t>(sets[static_cast<std::size_t>(h / G)].size());
   }
   attend_sets(s, per_head, false);
+}
+
+// Compression during decoding (press_interval > 0), kvpress's DecodingPress step by step: the
+// layer's cache is press_rows_, per KV head the positions in the order kvpress's compressed cache
+// holds them (its top-k order after a compression: scorers that read positions by row, such as
+// streaming_llm's sinks, snapkv's pooling and random's numbers, see the same rows). A step attends
+// to every row, appends its own position, and after its attention, every `interval` steps, the
+// rows are scored again with the method and cut to `target_size` per KV head. What is cut shows
+// as the next step's smaller cover.
+void LukaAttention::decode_press_decoding(Step& s) {
+  const AttentionInputs& in = s.in;
+  const PressConfig& c = config_.press;
+  const std::int64_t H = in.q.size(0), D = in.q.size(2), T = in.k.size(1), G = in.group_size, KV = H / G;
+  if (static_cast<std::int64_t>(press_rows_.size()) != KV) {  // first step: the prompt as press mode kept it
+    const bool kept = press_prompt_ > 0 && static_cast<std::int64_t>(press_kept_.size()) == KV;
+    press_rows_ = kept ? press_kept_ : std::vector<std::vector<std::int64_t>>(static_cast<std::size_t>(KV));
+    press_rows_end_ = kept ? press_prompt_ : 0;
+    press_steps_ = 0;
+    press_queries_.clear();
+  }
+  for (auto& rows : press_rows_)
+    for (std::int64_t t = press_rows_end_; t < T; ++t) rows.push_back(t);
+  press_rows_end_ = T;
+  std::vector<std::vector<std::int64_t>> sorted(static_cast<std::size_t>(KV));
+  for (std::int64_t g = 0; g < KV; ++g) {
+    sorted[static_cast<std::size_t>(g)] = press_rows_[static_cast<std::size_t>(g)];
+    std::sort(sorted[static_cast<std::size_t>(g)].begin(), sorted[static_cast<std::size_t>(g)].end());
+  }
+  std::vector<const std::vector<std::int64_t>*> per_head(static_cast<std::size_t>(H));
+  last_.selected.assign(static_cast<std::size_t>(H), {});
+  for (std::int64_t h = 0; h < H; ++h) {
+    const auto& set = sorted[static_cast<std::size_t>(h / G)];
+    per_head[static_cast<std::size_t>(h)] = &set;
+    last_.selected[static_cast<std::size_t>(h)] = set;
+    last_.cover_size[static_cast<std::size_t>(h)] = static_cast<std::int64_t>(set.size());
+  }
+  attend_sets(s, per_head, false);
+
+  // kvpress's hook after the layer's forward: buffer the step's query, count, compress.
+  const bool needs_rope = c.method == PressMethod::kSnapKv || c.method == PressMethod::kExpectedAttention;
+  if (needs_rope && !rope_inv_freq_.defined())
+    fail("luka layer " + std::to_string(layer_),
+         std::string("press_interval with press_method=") + to_string(c.method) +
+             " needs the model's RoPE frequencies");
+  if (needs_rope)
+    press_queries_.push_back(rope_rotate(in.q.to(at::kFloat).reshape({H, 1, D}), T - 1, rope_inv_freq_, -1));
+  ++press_steps_;
+  if (press_steps_ >= c.interval || c.target_size <= 1) {
+    press_compress_rows(in);
+    press_steps_ = 0;
+    press_queries_.clear();
+  }
+  if (static_cast<std::int64_t>(press_queries_.size()) > kPressQueryBuffer)
+    press_queries_.erase(press_queries_.begin(), press_queries_.end() - kPressQueryBuffer);
+}
+
+void LukaAttention::press_compress_rows(const AttentionInputs& in) {
+  const PressConfig& c = config_.press;
+  const std::int64_t KV = in.k.size(0), D = in.k.size(2), T = in.k.size(1), H = in.q.size(0);
+  const std::int64_t n = static_cast<std::int64_t>(press_rows_[0].size());
+  if (n <= c.target_size) return;  // kvpress: ratio 0, the cache as it is
+  std::vector<std::int64_t> flat;
+  for (const auto& rows : press_rows_) {
+    if (static_cast<std::int64_t>(rows.size()) != n)
+      fail("luka layer " + std::to_string(layer_), "press rows of unequal length");
+    flat.insert(flat.end(), rows.begin(), rows.end());
+  }
+  const at::Tensor index = at::tensor(flat, at::kLong).view({KV, n, 1}).expand({KV, n, D});
+  press::LayerInputs li;
+  li.keys = at::gather(in.k, 1, index).to(at::kFloat);
+  li.values = at::gather(in.v, 1, index).to(at::kFloat);
+  if (c.method == PressMethod::kTova) {
+    li.queries = in.q.to(at::kFloat).reshape({H, 1, D});  // the step's own query, after RoPE
+  } else if (!press_queries_.empty()) {
+    // kvpress rotates its buffered queries with the step's RoPE embedding only (position T - 1).
+    const at::Tensor pre = at::cat(press_queries_, 1);  // [H, B, D]
+    const std::int64_t B = pre.size(1);
+    li.queries_pre_rope = pre;
+    const at::Tensor rows = pre.transpose(0, 1).reshape({B * H, 1, D});  // each its own row at position T - 1
+    li.queries = rope_rotate(rows, T - 1, rope_inv_freq_, 1).reshape({B, H, D}).transpose(0, 1);
+    li.inv_freq = rope_inv_freq_;
+  }
+  at::Tensor scores;
+  try {
+    scores = press::score(scorer_of(c.method), scorer_params(c), li, c.target_size).contiguous();
+  } catch (const Error& e) {
+    fail("luka layer " + std::to_string(layer_) + ": press_interval " + to_string(c.method), e.what());
+  }
+  // kvpress's torch.topk order: descending score (the lower row first on ties).
+  const float* sc = scores.const_data_ptr<float>();
+  std::vector<std::int64_t> order(static_cast<std::size_t>(n));
+  for (std::int64_t g = 0; g < KV; ++g) {
+    const float* row = sc + g * n;
+    std::iota(order.begin(), order.end(), 0);
+    std::partial_sort(order.begin(), order.begin() + c.target_size, order.end(),
+                      [row](std::int64_t a, std::int64_t b) { return row[a] != row[b] ? row[a] > row[b] : a < b; });
+    auto& rows = press_rows_[static_cast<std::size_t>(g)];
+    std::vector<std::int64_t> kept(static_cast<std::size_t>(c.target_size));
+    for (std::int64_t i = 0; i < c.target_size; ++i)
+      kept[static_cast<std::size_t>(i)] = rows[static_cast<std::size_t>(order[static_cast<std::size_t>(i)])];
+    rows = std::move(kept);
+  }
 }
 
 }  // namespace luka

@@ -44,6 +44,8 @@ void LukaAttention::reset() {
   pages_.clear();
   press_kept_.clear();
   press_prompt_ = 0;
+  press_rows_.clear();  // press decoding and quest start again with the new sequence
+  quest_paged_ = 0;
   paged_end_ = 0;
   clock_ = rules::PageClock{config_.clustered.page_counter_start, 0};
   last_ = LukaStep{};
@@ -246,6 +248,8 @@ at::Tensor LukaAttention::decode(const AttentionInputs& in) {
     decode_kascade(s);
   } else if (config_.mode == AttentionMode::kPress) {
     decode_press(s);
+  } else if (config_.mode == AttentionMode::kQuest) {
+    decode_quest(s);
   } else {
     cover_rows = decode_clustered(s);
   }

@@ -112,7 +112,7 @@ TEST(LukaConfig, OverridesAndJson) {
 
 TEST(LukaConfig, InvalidConfigsAreClearErrors) {
   auto c = LukaConfig::preset("dense", 4);
-  EXPECT_NE(error_of([&] { c.apply_override("mode=sparse"); }).find("unknown mode 'sparse' (expected dense, lined, clustered, kascade, press)"),
+  EXPECT_NE(error_of([&] { c.apply_override("mode=sparse"); }).find("unknown mode 'sparse' (expected dense, lined, clustered, kascade, press, quest)"),
             std::string::npos);
   EXPECT_NE(error_of([&] { c.apply_override("page_size=0"); }).find("page_size must be positive"), std::string::npos);
   EXPECT_NE(error_of([&] { c.apply_override("rho=1.5"); }).find("rho must be in (0, 1]"), std::string::npos);
