@@ -116,8 +116,10 @@ struct LukaConfig {
   // Presets (docs/design.md §5.6): "dense", "lined", "clustered", "mixed(a,b)" (first a and last b
   // layers lined, the rest clustered), "paper", "authors_eval", "kascade" (anchors spaced as the
   // paper's Qwen3-8B ones; `luka calibrate --kascade` measures a model's own), "semanticache"
-  // (every layer clustered with delimiter chunks, GSC and proportional attention). Throws luka::Error
-  // for others.
+  // (every layer clustered with delimiter chunks, GSC and proportional attention), kvpress's methods
+  // (streaming_llm, snapkv, tova, knorm, expected_attention, random, pyramidkv, adakv), decoding and
+  // tova_decoding (compression during decoding), quest (every layer but the first two). Throws
+  // luka::Error for others.
   static LukaConfig preset(const std::string& name, std::int64_t num_layers);
 
   // JSON: {"preset": NAME?, "default": {key: value...}?, "layers": {"0-7": {...}, "12": {...}}?}.

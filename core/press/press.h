@@ -8,8 +8,9 @@
 // every rounding; docs/methods.md says where kvpress departs from the papers.
 //
 // ATen, on the CPU, in float32 whatever the inputs' dtype (kvpress scores in the model's dtype;
-// the sets agree wherever the fp32 scores do not tie). Not yet a layer mode: nothing in the
-// decoder calls this (docs/methods.md).
+// the sets agree wherever the fp32 scores do not tie). The layer mode `press`
+// (core/luka/cpu/press.cpp) calls it after the prompt's prefill and, with press_interval, during
+// decoding (docs/methods.md).
 #pragma once
 
 #include <ATen/ATen.h>

@@ -7,7 +7,7 @@
 // Unselected pages are left out, not summarized (the difference from LuKA's clustered mode).
 // kvpress has no Quest press; tests/fixtures/quest_reference.py is the NumPy reference.
 //
-// ATen on the CPU, float32. Not yet a layer mode (docs/methods.md).
+// ATen on the CPU, float32. The layer mode `quest` (core/luka/cpu/quest.cpp) runs it at every decode step.
 #pragma once
 
 #include <ATen/ATen.h>
