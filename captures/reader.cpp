@@ -6,6 +6,7 @@
 #include <fstream>
 #include <limits>
 
+#include "captures/consistency.h"
 #include "captures/heap_check.h"
 #include "captures/schema.h"
 #include "core/util/half.h"
@@ -97,13 +98,7 @@ std::unique_ptr<CaptureFile> CaptureFile::open(const std::filesystem::path& path
     l.rows = h5::read_attr_int(g, schema::kRowsAttr, name) != 0;
     l.covers = h5::read_attr_int(g, schema::kCoversAttr, name) != 0;
     l.deflate = static_cast<int>(h5::read_attr_int(g, schema::kDeflateAttr, name));
-    if (l.page_size.size() != l.layers.size() || l.prompt_tokens < 0 || l.num_heads <= 0 ||
-        !std::is_sorted(l.layers.begin(), l.layers.end()) || !std::is_sorted(l.heads.begin(), l.heads.end()))
-      fail(name, "damaged capture: inconsistent /layout attributes");
-    for (const int x : l.layers)
-      if (x < 0 || x >= l.num_layers) fail(name, "damaged capture: recorded layer out of range");
-    for (const int x : l.heads)
-      if (x < 0 || x >= l.num_heads) fail(name, "damaged capture: recorded head out of range");
+    check_layout(l, name);
   }
   s.finished = h5::has_attr(file, schema::kFinishedAttr) && h5::read_attr_int(file, schema::kFinishedAttr, name) == 1;
   {
@@ -128,11 +123,7 @@ std::unique_ptr<CaptureFile> CaptureFile::open(const std::filesystem::path& path
     if (n < s.layout.prompt_tokens) fail(name, "damaged capture: fewer tokens than the prompt");
     s.num_tokens = n;
   }
-  // A step's T sizes the rows read for it: a damaged value must fail here, not as a huge allocation.
-  for (std::size_t i = 0; i < f->step_tokens_.size(); ++i)
-    if (f->step_tokens_[i] < 1 || f->step_tokens_[i] > s.num_tokens)
-      fail(name, "damaged capture: decode step " + std::to_string(i + 1) + " attends " + std::to_string(f->step_tokens_[i]) +
-                     " tokens, outside the " + std::to_string(s.num_tokens) + " recorded");
+  check_step_tokens(f->step_tokens_, s.num_tokens, name);
   for (const int layer : s.layout.layers)
     if (!h5::exists(file, schema::layer_group(schema::kPages, layer)))
       fail(name, "damaged capture: missing group '/" + schema::layer_group(schema::kPages, layer) + "'");
@@ -181,53 +172,43 @@ Summary CaptureFile::summary() const { return summary_; }
 std::vector<Token> CaptureFile::tokens() const {
   std::lock_guard<std::recursive_mutex> lock(h5::lock());
   const hsize_t n = static_cast<hsize_t>(summary_.num_tokens);
-  std::vector<std::int32_t> ids(n), seg(n);
-  std::vector<std::uint8_t> gen(n);
-  std::vector<std::int64_t> ends(n);
-  h5::read(dataset(schema::path(schema::kTokenId)), H5T_NATIVE_INT32, {0}, {n}, ids.data(), name_);
-  h5::read(dataset(schema::path(schema::kTokenSegment)), H5T_NATIVE_INT32, {0}, {n}, seg.data(), name_);
-  std::vector<float> prob(n, std::numeric_limits<float>::quiet_NaN());
-  if (h5::exists(file_, schema::path(schema::kTokenProb))) h5::read(dataset(schema::path(schema::kTokenProb)), H5T_NATIVE_FLOAT, {0}, {n}, prob.data(), name_);
-  h5::read(dataset(schema::path(schema::kTokenGenerated)), H5T_NATIVE_UINT8, {0}, {n}, gen.data(), name_);
-  h5::read(dataset(schema::path(schema::kTokenPieceEnd)), H5T_NATIVE_INT64, {0}, {n}, ends.data(), name_);
-  const std::int64_t total = n ? ends.back() : 0;
+  TokenColumns c;
+  c.ids.resize(n);
+  c.segments.resize(n);
+  c.generated.resize(n);
+  c.piece_end.resize(n);
+  c.probs.assign(n, std::numeric_limits<float>::quiet_NaN());
+  h5::read(dataset(schema::path(schema::kTokenId)), H5T_NATIVE_INT32, {0}, {n}, c.ids.data(), name_);
+  h5::read(dataset(schema::path(schema::kTokenSegment)), H5T_NATIVE_INT32, {0}, {n}, c.segments.data(), name_);
+  if (h5::exists(file_, schema::path(schema::kTokenProb)))
+    h5::read(dataset(schema::path(schema::kTokenProb)), H5T_NATIVE_FLOAT, {0}, {n}, c.probs.data(), name_);
+  h5::read(dataset(schema::path(schema::kTokenGenerated)), H5T_NATIVE_UINT8, {0}, {n}, c.generated.data(), name_);
+  h5::read(dataset(schema::path(schema::kTokenPieceEnd)), H5T_NATIVE_INT64, {0}, {n}, c.piece_end.data(), name_);
+  const std::int64_t total = n ? c.piece_end.back() : 0;
   const auto bd = h5::dims(dataset(schema::path(schema::kTokenPieceBytes)), name_);
   if (total < 0 || static_cast<hsize_t>(total) > bd.at(0)) fail(name_, "damaged capture: token pieces out of range");
-  std::string bytes(static_cast<std::size_t>(total), '\0');
-  h5::read(dataset(schema::path(schema::kTokenPieceBytes)), H5T_NATIVE_UINT8, {0}, {static_cast<hsize_t>(total)}, bytes.data(), name_);
-  std::vector<Token> out(n);
-  std::int64_t begin = 0;
-  for (hsize_t i = 0; i < n; ++i) {
-    if (ends[i] < begin || ends[i] > total) fail(name_, "damaged capture: token pieces out of order");
-    out[i] = Token{ids[i], bytes.substr(static_cast<std::size_t>(begin), static_cast<std::size_t>(ends[i] - begin)), gen[i] != 0, seg[i], prob[i]};
-    begin = ends[i];
-  }
-  return out;
+  c.pieces.assign(static_cast<std::size_t>(total), '\0');
+  h5::read(dataset(schema::path(schema::kTokenPieceBytes)), H5T_NATIVE_UINT8, {0}, {static_cast<hsize_t>(total)},
+           c.pieces.data(), name_);
+  return tokens_from_columns(c, name_);
 }
 
 std::vector<Segment> CaptureFile::segments() const {
   std::lock_guard<std::recursive_mutex> lock(h5::lock());
   h5::Handle g(h5::check(H5Gopen2(file_, schema::kSegments, H5P_DEFAULT), name_, "segments"));
-  const auto labels = h5::read_strings(g, schema::kSegmentLabel.name, name_);
-  const auto colours = h5::read_strings(g, schema::kSegmentColour.name, name_);
-  const hsize_t n = labels.size();
-  if (colours.size() != n) fail(name_, "damaged capture: segment table columns differ in length");
-  std::vector<std::int64_t> b(n), e(n);
-  for (const auto& [key, v] : {std::pair{schema::path(schema::kSegmentBegin), &b}, {schema::path(schema::kSegmentEnd), &e}}) {
+  SegmentColumns c;
+  c.labels = h5::read_strings(g, schema::kSegmentLabel.name, name_);
+  c.colours = h5::read_strings(g, schema::kSegmentColour.name, name_);
+  const hsize_t n = c.labels.size();
+  if (c.colours.size() != n) fail(name_, "damaged capture: segment table columns differ in length");
+  c.begin.resize(n);
+  c.end.resize(n);
+  for (const auto& [key, v] : {std::pair{schema::path(schema::kSegmentBegin), &c.begin}, {schema::path(schema::kSegmentEnd), &c.end}}) {
     const hid_t ds = dataset(key);
     if (h5::dims(ds, name_) != std::vector<hsize_t>{n}) fail(name_, "damaged capture: segment table columns differ in length");
     h5::read(ds, H5T_NATIVE_INT64, {0}, {n}, v->data(), name_);
   }
-  std::vector<Segment> out;
-  for (hsize_t i = 0; i < n; ++i) {
-    // A segment is a span of the recorded tokens; one that ends before it begins numbered topics
-    // from nothing.
-    if (b[i] < 0 || e[i] < b[i] || e[i] > summary_.num_tokens)
-      fail(name_, "damaged capture: segment " + std::to_string(i) + " spans tokens [" + std::to_string(b[i]) + ", " +
-                      std::to_string(e[i]) + "), not a span of the " + std::to_string(summary_.num_tokens) + " recorded");
-    out.push_back({labels[i], colours[i], b[i], e[i]});
-  }
-  return out;
+  return segments_from_columns(c, summary_.num_tokens, name_);
 }
 
 MapWindow CaptureFile::map_window(int layer, int head, int level, std::int64_t row0, std::int64_t col0, std::int64_t rows,
@@ -352,48 +333,28 @@ std::vector<PageInfo> CaptureFile::pages(int layer) const {
               created = dataset(schema::path(schema::kPageCreated, layer));
   const hsize_t n = h5::dims(start, name_).at(0);
   if (h5::dims(end, name_).at(0) < n || h5::dims(created, name_).at(0) < n) fail(name_, "damaged capture: page table columns differ");
-  std::vector<std::int64_t> a(n), b(n), c(n);
-  h5::read(start, H5T_NATIVE_INT64, {0}, {n}, a.data(), name_);
-  h5::read(end, H5T_NATIVE_INT64, {0}, {n}, b.data(), name_);
-  h5::read(created, H5T_NATIVE_INT64, {0}, {n}, c.data(), name_);
+  PageColumns c;
+  c.start.resize(n);
+  c.end.resize(n);
+  c.created.resize(n);
+  h5::read(start, H5T_NATIVE_INT64, {0}, {n}, c.start.data(), name_);
+  h5::read(end, H5T_NATIVE_INT64, {0}, {n}, c.end.data(), name_);
+  h5::read(created, H5T_NATIVE_INT64, {0}, {n}, c.created.data(), name_);
   // Version 1 has no member lists: every page holds [start, end).
-  std::vector<std::int64_t> member_end, members;
-  std::vector<std::uint8_t> raw;
   if (version_ >= 2) {
     const hid_t r = dataset(schema::path(schema::kPageRaw, layer)), e = dataset(schema::path(schema::kPageMemberEnd, layer)),
                 m = dataset(schema::path(schema::kPageMembers, layer));
     if (h5::dims(r, name_).at(0) < n || h5::dims(e, name_).at(0) < n) fail(name_, "damaged capture: page table columns differ");
-    raw.resize(n);
-    member_end.resize(n);
-    h5::read(r, H5T_NATIVE_UINT8, {0}, {n}, raw.data(), name_);
-    h5::read(e, H5T_NATIVE_INT64, {0}, {n}, member_end.data(), name_);
-    const hsize_t listed = n ? static_cast<hsize_t>(std::max<std::int64_t>(0, member_end[n - 1])) : 0;
+    c.raw.resize(n);
+    c.member_end.resize(n);
+    h5::read(r, H5T_NATIVE_UINT8, {0}, {n}, c.raw.data(), name_);
+    h5::read(e, H5T_NATIVE_INT64, {0}, {n}, c.member_end.data(), name_);
+    const hsize_t listed = n ? static_cast<hsize_t>(std::max<std::int64_t>(0, c.member_end[n - 1])) : 0;
     if (h5::dims(m, name_).at(0) < listed) fail(name_, "damaged capture: page members end past their table");
-    members.resize(listed);
-    if (listed) h5::read(m, H5T_NATIVE_INT64, {0}, {listed}, members.data(), name_);
+    c.members.resize(listed);
+    if (listed) h5::read(m, H5T_NATIVE_INT64, {0}, {listed}, c.members.data(), name_);
   }
-  std::vector<PageInfo> out;
-  std::int64_t from = 0;
-  for (hsize_t i = 0; i < n; ++i) {
-    PageInfo p{a[i], b[i], c[i], {}, false};
-    if (version_ >= 2) {
-      const std::int64_t to = member_end[i];
-      if (to < from || to > static_cast<std::int64_t>(members.size())) fail(name_, "damaged capture: page member ends are not ascending");
-      p.members.assign(members.begin() + from, members.begin() + to);
-      p.raw = raw[i] != 0;
-      from = to;
-      for (std::size_t j = 0; j < p.members.size(); ++j)
-        if (p.members[j] < p.start || p.members[j] >= p.end || (j > 0 && p.members[j] <= p.members[j - 1]))
-          fail(name_, "damaged capture: page " + std::to_string(i) + " lists positions outside [start, end) or out of order");
-    }
-    if (c[i] > summary_.complete_steps) continue;  // made by a step that did not complete
-    if (p.start < 0 || p.end < p.start || p.end > summary_.num_tokens || c[i] < 0)
-      fail(name_, "damaged capture: layer " + std::to_string(layer) + " page " + std::to_string(i) + " spans tokens [" +
-                      std::to_string(p.start) + ", " + std::to_string(p.end) + ") made at step " + std::to_string(c[i]) +
-                      ", not a span of the " + std::to_string(summary_.num_tokens) + " recorded");
-    out.push_back(std::move(p));
-  }
-  return out;
+  return pages_from_columns(layer, c, version_, summary_.complete_steps, summary_.num_tokens, name_);
 }
 
 StepMetrics CaptureFile::metrics(std::int64_t step, int layer) const {
