@@ -8,8 +8,8 @@ namespace luka::gguf {
 
 namespace {
 
-constexpr std::int64_t kQK = 32;    // elements per block of the 32-wide types
-constexpr std::int64_t kQK_K = 256; // elements per K-quant super-block
+constexpr std::int64_t kQK = kBlockValues;         // elements per block of the 32-wide types
+constexpr std::int64_t kQK_K = kSuperBlockValues;  // elements per K-quant super-block
 
 std::uint16_t read_u16(const std::uint8_t* p) { return static_cast<std::uint16_t>(p[0] | (p[1] << 8)); }
 float read_half(const std::uint8_t* p) { return half_to_float(read_u16(p)); }
@@ -112,40 +112,9 @@ std::string type_label(std::uint32_t raw) {
 }
 
 std::optional<TypeTraits> type_traits(std::uint32_t raw) {
-  switch (static_cast<GgmlType>(raw)) {
-    case GgmlType::kF32: return TypeTraits{1, 4};
-    case GgmlType::kF16: return TypeTraits{1, 2};
-    case GgmlType::kQ4_0: return TypeTraits{32, 18};
-    case GgmlType::kQ4_1: return TypeTraits{32, 20};
-    case GgmlType::kQ5_0: return TypeTraits{32, 22};
-    case GgmlType::kQ5_1: return TypeTraits{32, 24};
-    case GgmlType::kQ8_0: return TypeTraits{32, 34};
-    case GgmlType::kQ8_1: return TypeTraits{32, 36};
-    case GgmlType::kQ2_K: return TypeTraits{256, 84};
-    case GgmlType::kQ3_K: return TypeTraits{256, 110};
-    case GgmlType::kQ4_K: return TypeTraits{256, 144};
-    case GgmlType::kQ5_K: return TypeTraits{256, 176};
-    case GgmlType::kQ6_K: return TypeTraits{256, 210};
-    case GgmlType::kQ8_K: return TypeTraits{256, 292};
-    case GgmlType::kIQ2_XXS: return TypeTraits{256, 66};
-    case GgmlType::kIQ2_XS: return TypeTraits{256, 74};
-    case GgmlType::kIQ3_XXS: return TypeTraits{256, 98};
-    case GgmlType::kIQ1_S: return TypeTraits{256, 50};
-    case GgmlType::kIQ4_NL: return TypeTraits{32, 18};
-    case GgmlType::kIQ3_S: return TypeTraits{256, 110};
-    case GgmlType::kIQ2_S: return TypeTraits{256, 82};
-    case GgmlType::kIQ4_XS: return TypeTraits{256, 136};
-    case GgmlType::kI8: return TypeTraits{1, 1};
-    case GgmlType::kI16: return TypeTraits{1, 2};
-    case GgmlType::kI32: return TypeTraits{1, 4};
-    case GgmlType::kI64: return TypeTraits{1, 8};
-    case GgmlType::kF64: return TypeTraits{1, 8};
-    case GgmlType::kIQ1_M: return TypeTraits{256, 56};
-    case GgmlType::kBF16: return TypeTraits{1, 2};
-    case GgmlType::kTQ1_0: return TypeTraits{256, 54};
-    case GgmlType::kTQ2_0: return TypeTraits{256, 66};
-  }
-  return std::nullopt;
+  const BlockGeometry g = block_geometry(static_cast<GgmlType>(raw));
+  if (g.values == 0) return std::nullopt;
+  return TypeTraits{g.values, g.bytes};
 }
 
 bool can_dequantize(GgmlType type) {
@@ -190,17 +159,17 @@ void dequantize(GgmlType type, const void* src, std::int64_t blocks, float* dst)
 }
 
 std::int64_t first_nonfinite_block(GgmlType type, const void* src, std::int64_t blocks) {
-  // Byte offsets of each block's fp16 scales, and the block size (see dequantize).
+  // Byte offsets of each block's fp16 scales (see dequantize).
   int offsets[2] = {-1, -1};
-  std::int64_t block_bytes = 0;
   switch (type) {
-    case GgmlType::kQ4_0: block_bytes = 18, offsets[0] = 0; break;
-    case GgmlType::kQ4_1: block_bytes = 20, offsets[0] = 0, offsets[1] = 2; break;
-    case GgmlType::kQ8_0: block_bytes = 34, offsets[0] = 0; break;
-    case GgmlType::kQ4_K: block_bytes = 144, offsets[0] = 0, offsets[1] = 2; break;
-    case GgmlType::kQ6_K: block_bytes = 210, offsets[0] = 208; break;
+    case GgmlType::kQ4_0: offsets[0] = 0; break;
+    case GgmlType::kQ4_1: offsets[0] = 0, offsets[1] = 2; break;
+    case GgmlType::kQ8_0: offsets[0] = 0; break;
+    case GgmlType::kQ4_K: offsets[0] = 0, offsets[1] = 2; break;
+    case GgmlType::kQ6_K: offsets[0] = 208; break;
     default: return -1;
   }
+  const std::int64_t block_bytes = block_geometry(type).bytes;
   const auto* p = static_cast<const std::uint8_t*>(src);
   for (std::int64_t b = 0; b < blocks; ++b)
     for (const int o : offsets) {

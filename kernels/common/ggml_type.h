@@ -1,7 +1,8 @@
-// The ggml tensor type ids that GGUF files store, and their names: what the quantized CPU kernels
-// (kernels/cpu/quant_gemv, decode_step) dispatch on. The GGUF reader and the dequantization, with
-// each type's block geometry, are core/gguf/ggml_types.h, which builds on this. Namespace gguf: the
-// numbers are the file format's. Standard library only (kernels/common).
+// The ggml tensor type ids that GGUF files store, their names and their block geometry (values and
+// bytes per block), written once: what the GGUF reader sizes tensors by (core/gguf/ggml_types.h,
+// which adds the dequantization) and what the quantized CPU kernels (kernels/cpu/quant_gemv,
+// decode_step) dispatch on. Namespace gguf: the numbers are the file format's. Standard library
+// only (kernels/common).
 #pragma once
 
 #include <cstdint>
@@ -15,6 +16,54 @@ enum class GgmlType : std::uint32_t {
   kIQ4_XS = 23, kI8 = 24, kI16 = 25, kI32 = 26, kI64 = 27, kF64 = 28, kIQ1_M = 29, kBF16 = 30,
   kTQ1_0 = 34, kTQ2_0 = 35,
 };
+
+// Values per block of the 32-wide types (Q4_0, Q8_0, ...) and per super-block of the K-quants.
+constexpr std::int64_t kBlockValues = 32;
+constexpr std::int64_t kSuperBlockValues = 256;
+
+// Values and bytes per block; {1, bytes} for the plain types, {0, 0} for numbers that are no ggml
+// type. The bytes are ggml's block structs (e.g. Q4_K: half d, half dmin, 12 bytes of scales, 128 of
+// 4-bit values = 144).
+struct BlockGeometry {
+  std::int64_t values;
+  std::int64_t bytes;
+};
+constexpr BlockGeometry block_geometry(GgmlType type) {
+  switch (type) {
+    case GgmlType::kF32: return {1, 4};
+    case GgmlType::kF16: return {1, 2};
+    case GgmlType::kQ4_0: return {kBlockValues, 18};
+    case GgmlType::kQ4_1: return {kBlockValues, 20};
+    case GgmlType::kQ5_0: return {kBlockValues, 22};
+    case GgmlType::kQ5_1: return {kBlockValues, 24};
+    case GgmlType::kQ8_0: return {kBlockValues, 34};
+    case GgmlType::kQ8_1: return {kBlockValues, 36};
+    case GgmlType::kQ2_K: return {kSuperBlockValues, 84};
+    case GgmlType::kQ3_K: return {kSuperBlockValues, 110};
+    case GgmlType::kQ4_K: return {kSuperBlockValues, 144};
+    case GgmlType::kQ5_K: return {kSuperBlockValues, 176};
+    case GgmlType::kQ6_K: return {kSuperBlockValues, 210};
+    case GgmlType::kQ8_K: return {kSuperBlockValues, 292};
+    case GgmlType::kIQ2_XXS: return {kSuperBlockValues, 66};
+    case GgmlType::kIQ2_XS: return {kSuperBlockValues, 74};
+    case GgmlType::kIQ3_XXS: return {kSuperBlockValues, 98};
+    case GgmlType::kIQ1_S: return {kSuperBlockValues, 50};
+    case GgmlType::kIQ4_NL: return {kBlockValues, 18};
+    case GgmlType::kIQ3_S: return {kSuperBlockValues, 110};
+    case GgmlType::kIQ2_S: return {kSuperBlockValues, 82};
+    case GgmlType::kIQ4_XS: return {kSuperBlockValues, 136};
+    case GgmlType::kI8: return {1, 1};
+    case GgmlType::kI16: return {1, 2};
+    case GgmlType::kI32: return {1, 4};
+    case GgmlType::kI64: return {1, 8};
+    case GgmlType::kF64: return {1, 8};
+    case GgmlType::kIQ1_M: return {kSuperBlockValues, 56};
+    case GgmlType::kBF16: return {1, 2};
+    case GgmlType::kTQ1_0: return {kSuperBlockValues, 54};
+    case GgmlType::kTQ2_0: return {kSuperBlockValues, 66};
+  }
+  return {0, 0};
+}
 
 // Name as llama.cpp prints it ("Q4_K", "BF16"); "?" for numbers ggml never used.
 inline const char* type_name(GgmlType type) {

@@ -56,7 +56,7 @@ struct SubBlock {
 void decode_sub_block(GgmlType type, const std::uint8_t* row, std::int64_t sb, SubBlock& s) {
   switch (type) {
     case GgmlType::kQ8_0: {
-      const std::uint8_t* blk = row + sb * 34;
+      const std::uint8_t* blk = row + sb * block_geometry(type).bytes;
       s.d = half_at(blk);
       std::memcpy(s.v, blk + 2, 32);
       s.m = 0;
@@ -65,7 +65,7 @@ void decode_sub_block(GgmlType type, const std::uint8_t* row, std::int64_t sb, S
     case GgmlType::kQ4_0:
     case GgmlType::kQ4_1: {
       const bool q41 = type == GgmlType::kQ4_1;
-      const std::uint8_t* blk = row + sb * (q41 ? 20 : 18);
+      const std::uint8_t* blk = row + sb * block_geometry(type).bytes;
       const std::uint8_t* qs = blk + (q41 ? 4 : 2);
       const int bias = q41 ? 0 : 8;
       for (int e = 0; e < 16; ++e) {
@@ -77,7 +77,7 @@ void decode_sub_block(GgmlType type, const std::uint8_t* row, std::int64_t sb, S
       return;
     }
     case GgmlType::kQ4_K: {
-      const std::uint8_t* blk = row + (sb / 8) * 144;
+      const std::uint8_t* blk = row + (sb / 8) * block_geometry(type).bytes;
       const int j = static_cast<int>(sb % 8);
       const std::uint8_t* sc = blk + 4;
       // The 6-bit scale and min of sub-block j (ggml_types.cpp documents the packing).

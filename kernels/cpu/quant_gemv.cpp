@@ -25,26 +25,22 @@ using gguf::GgmlType;
 
 // [SECTION] Block geometry and shared scalar pieces
 
-constexpr std::int64_t kQ4_0Bytes = 18;   // half d; u8 qs[16]
-constexpr std::int64_t kQ4_1Bytes = 20;   // half d; half m; u8 qs[16]
-constexpr std::int64_t kQ8_0Bytes = 34;   // half d; i8 qs[32]
-constexpr std::int64_t kQ4_KBytes = 144;  // half d; half dmin; u8 scales[12]; u8 qs[128]
-constexpr std::int64_t kQ6_KBytes = 210;  // u8 ql[128]; u8 qh[64]; i8 scales[16]; half d
-
-std::int64_t block_elements(GgmlType type) {
-  return type == GgmlType::kQ4_K || type == GgmlType::kQ6_K ? 256 : 32;
+// The kernels' types (block bytes from ggml_type.h's table): Q4_0 half d, u8 qs[16]; Q4_1 half d,
+// half m, u8 qs[16]; Q8_0 half d, i8 qs[32]; Q4_K half d, half dmin, u8 scales[12], u8 qs[128];
+// Q6_K u8 ql[128], u8 qh[64], i8 scales[16], half d.
+bool kernel_type(GgmlType type) {
+  return type == GgmlType::kQ4_0 || type == GgmlType::kQ4_1 || type == GgmlType::kQ8_0 || type == GgmlType::kQ4_K ||
+         type == GgmlType::kQ6_K;
 }
+constexpr std::int64_t kQ4_0Bytes = block_geometry(GgmlType::kQ4_0).bytes;
+constexpr std::int64_t kQ4_1Bytes = block_geometry(GgmlType::kQ4_1).bytes;
+constexpr std::int64_t kQ8_0Bytes = block_geometry(GgmlType::kQ8_0).bytes;
+constexpr std::int64_t kQ4_KBytes = block_geometry(GgmlType::kQ4_K).bytes;
+constexpr std::int64_t kQ6_KBytes = block_geometry(GgmlType::kQ6_K).bytes;
 
-std::int64_t block_bytes(GgmlType type) {
-  switch (type) {
-    case GgmlType::kQ4_0: return kQ4_0Bytes;
-    case GgmlType::kQ4_1: return kQ4_1Bytes;
-    case GgmlType::kQ8_0: return kQ8_0Bytes;
-    case GgmlType::kQ4_K: return kQ4_KBytes;
-    case GgmlType::kQ6_K: return kQ6_KBytes;
-    default: return 0;
-  }
-}
+std::int64_t block_elements(GgmlType type) { return kernel_type(type) ? block_geometry(type).values : 32; }
+
+std::int64_t block_bytes(GgmlType type) { return kernel_type(type) ? block_geometry(type).bytes : 0; }
 
 float half_at(const std::uint8_t* p) { return half_to_float(static_cast<std::uint16_t>(p[0] | (p[1] << 8))); }
 
