@@ -10,6 +10,7 @@
 #include "core/device/device.h"
 #include "core/model/model.h"
 #include "core/tokenizer/tokenizer.h"
+#include "kernels/cpu/quant_gemv.h"
 
 namespace luka::cli {
 namespace {
@@ -130,6 +131,9 @@ int run_info(int argc, char** argv) {
   char billions[32];
   std::snprintf(billions, sizeof billions, " (%.3f B)", static_cast<double>(model->parameter_count()) / 1e9);
   row("parameters", with_thousands(model->parameter_count()) + billions);
+  // The CPU kernel path each product on the GGUF blocks takes here (LUKA_QUANT_PATH forces one).
+  if (blocks > 0)
+    for (const cpu::QuantPathLine& l : cpu::quant_path_report()) row(l.product.c_str(), l.path);
   if (device) {
     const std::int64_t context = args.has("context") ? args.get_int("context") : c.max_position_embeddings;
     // What a run at `context` tokens holds on the device: the weights in the compute dtype, the

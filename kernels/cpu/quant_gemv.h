@@ -110,9 +110,11 @@ void quant_gemm(gguf::GgmlType type, const void* w, std::int64_t out, std::int64
 
 // Whether a product of `rows` input rows on `type` blocks is best run by quant_gemm (the amx
 // tiles) rather than dequantized slices through LibTorch's fp32 matmul: on the amx path, for the
-// types the tiles read, from kTileMinRows rows (bench/results/cpu-quant-amx.md: below a tile's
-// 16 rows the tiles run mostly empty). The decoder's multi-row products (prefill) follow it.
-constexpr std::int64_t kTileMinRows = 16;
+// types the tiles read, from kTileMinRows rows. bench/results/cpu-quant-amx.md: from 128 rows the
+// tiles beat dequantize + fp32 matmul clearly, at 16 the gain was mixed; and a short prompt's
+// 8-bit rows moved the decode perplexity that follows by +1.5% (16 rows), where 512 rows in one
+// prefill scored +0.32%. The decoder's multi-row products (prefill) follow it.
+constexpr std::int64_t kTileMinRows = 64;
 bool quant_gemm_preferred(gguf::GgmlType type, std::int64_t rows, QuantIsa isa = quant_isa());
 
 // Which kernel path each kind of product takes with `isa` on this CPU, one line each, for

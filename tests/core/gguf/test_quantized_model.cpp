@@ -1,12 +1,16 @@
 // The default model (SmolLM2-135M, Q4_1 projections, Q8_0 tied embedding) decoding with its
 // GGUF blocks kept (WeightFormat::kQuantized) against the dequantized reference path, fp32.
-// The two differ only by the quantized GEMV (its activation quantization) of one-row products:
-// every decode step, and the lm_head of the prompt's last row; the prompt's other products
-// (several rows) use the dequantized weights in both.
+// The two differ by the quantized products' activation quantization: every decode step's
+// one-row products, the lm_head of the prompt's last row, and on the amx path the prompt's
+// products of cpu::kTileMinRows rows or more (int8 tiles); without AMX the prompt's products of several rows use
+// the dequantized weights in both. CTest runs this once per kernel path (LUKA_QUANT_PATH, see
+// tests/core/gguf/CMakeLists.txt); a path this CPU lacks is skipped.
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
+#include <optional>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -15,6 +19,7 @@
 #include "core/model/model.h"
 #include "core/model/weights.h"
 #include "core/tokenizer/tokenizer.h"
+#include "kernels/cpu/quant_gemv.h"
 
 namespace luka {
 namespace {
@@ -37,6 +42,10 @@ class QuantizedModel : public testing::Test {
     quantized_.reset();
   }
   void SetUp() override {
+    const char* env = std::getenv("LUKA_QUANT_PATH");
+    const auto forced = env != nullptr && *env != '\0' ? cpu::parse_quant_isa(env) : std::nullopt;
+    if (forced && !cpu::quant_isa_supported(*forced))
+      GTEST_SKIP() << "LUKA_QUANT_PATH=" << env << ": " << cpu::quant_isa_why_not(*forced);
     if (!reference_) GTEST_SKIP() << "no default model at " << kDefault << " (scripts/setup.sh installs it)";
   }
   static std::shared_ptr<const Model> reference_, quantized_;
@@ -74,9 +83,11 @@ TEST_F(QuantizedModel, HoldsNoDequantizedCopy) {
   EXPECT_EQ(quantized_->quantized_bytes(), 96436224u + 35136u * 4u);
 }
 
-// The prompt's rows multiply by dequantized slices of the blocks and the embedding rows are
-// decoded from its blocks: all of the prefill's logits equal the dequantized model's (up to the
-// order of fp32 sums in slices instead of whole matrices).
+// Without AMX tiles the prompt's rows multiply by dequantized slices of the blocks and the
+// embedding rows are decoded from its blocks: all of the prefill's logits equal the dequantized
+// model's (up to the order of fp32 sums in slices instead of whole matrices). With the tiles (the
+// amx path, cpu::kTileMinRows rows or more) the rows are 8-bit per 32 values, as in a decode step: the logits
+// move by a few percent of their spread, the bound GreedyIdsMatchDequantized allows a step.
 TEST_F(QuantizedModel, PrefillRowsMatchTheDequantizedModel) {
   c10::InferenceMode guard;
   const Tokenizer tokenizer = Tokenizer::load(kDefault);
@@ -85,7 +96,13 @@ TEST_F(QuantizedModel, PrefillRowsMatchTheDequantizedModel) {
   Decoder ref(reference_), dec(quantized_);
   const at::Tensor a = ref.prefill(prompt, /*all_logits=*/true), b = dec.prefill(prompt, /*all_logits=*/true);
   ASSERT_EQ(a.sizes(), b.sizes());
-  EXPECT_LE((a - b).abs().max().item<double>(), 1e-4 * std::max(1.0, a.abs().max().item<double>()));
+  if (cpu::quant_gemm_preferred(gguf::GgmlType::kQ4_1, static_cast<std::int64_t>(prompt.size()))) {
+    const at::Tensor spread = a.std(/*dim=*/1, /*unbiased=*/true, /*keepdim=*/true);
+    EXPECT_LT(((a - b).abs() / spread).max().item<double>(), 0.35);
+    EXPECT_LT(((a - b).abs() / spread).mean().item<double>(), 0.06);
+  } else {
+    EXPECT_LE((a - b).abs().max().item<double>(), 1e-4 * std::max(1.0, a.abs().max().item<double>()));
+  }
   // A prefill that returns the last row only: its lm_head is a one-row product on the blocks.
   Decoder ref2(reference_), dec2(quantized_);
   const std::vector<std::int32_t> chat = tokenizer.encode(
@@ -162,6 +179,36 @@ TEST_F(QuantizedModel, PerplexityWithinHalfAPercent) {
               kScored, kPrompt, ppl_ref, ppl_q, 100 * (ppl_q / ppl_ref - 1), flips);
   // Measured: +0.03% over these 240 tokens (the fused step, the lm_head against fp32 activations);
   // +0.25% over emma's tokens 1,024-2,047 (bench/results/cpu-quant-gemv.md). The bound.
+  EXPECT_NEAR(ppl_q / ppl_ref, 1.0, 0.005);
+}
+
+// Perplexity of a 512-token passage scored from one prefill (every row's logits): on the amx
+// path every product of the prompt but the lm_head runs in int8 tiles; on the others it is the
+// dequantized products in slices. Within the 0.5% of the dequantized model either way.
+TEST_F(QuantizedModel, PrefillPerplexityWithinHalfAPercent) {
+  const fs::path text_path = fs::path(LUKA_SHARED_DATA) / "texts" / "emma.txt";
+  if (!fs::exists(text_path)) GTEST_SKIP() << "no " << text_path;
+  std::ifstream in(text_path);
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  c10::InferenceMode guard;
+  const Tokenizer tokenizer = Tokenizer::load(kDefault);
+  const std::vector<std::int32_t> all = tokenizer.encode(text.substr(0, 8000));
+  constexpr std::size_t kTokens = 512;
+  ASSERT_GE(all.size(), kTokens + 1);
+  const std::vector<std::int32_t> ids(all.begin(), all.begin() + kTokens + 1);
+  const std::vector<std::int32_t> prompt(ids.begin(), ids.end() - 1);
+  Decoder ref(reference_), dec(quantized_);
+  const at::Tensor lr = at::log_softmax(ref.prefill(prompt, /*all_logits=*/true).to(at::kDouble), 1);
+  const at::Tensor lq = at::log_softmax(dec.prefill(prompt, /*all_logits=*/true).to(at::kDouble), 1);
+  double nll_ref = 0, nll_q = 0;
+  for (std::size_t i = 0; i < kTokens; ++i) {
+    nll_ref -= lr[static_cast<std::int64_t>(i)][ids[i + 1]].item<double>();
+    nll_q -= lq[static_cast<std::int64_t>(i)][ids[i + 1]].item<double>();
+  }
+  const double ppl_ref = std::exp(nll_ref / kTokens), ppl_q = std::exp(nll_q / kTokens);
+  const bool tiles = cpu::quant_gemm_preferred(gguf::GgmlType::kQ4_1, static_cast<std::int64_t>(kTokens));
+  std::printf("emma.txt, %zu tokens in one prefill, %s: perplexity %.4f dequantized, %.4f quantized (%+.3f%%)\n", kTokens,
+              tiles ? "amx tiles" : "dequantized slices", ppl_ref, ppl_q, 100 * (ppl_q / ppl_ref - 1));
   EXPECT_NEAR(ppl_q / ppl_ref, 1.0, 0.005);
 }
 

@@ -297,9 +297,9 @@ TEST(QuantGemm, EveryTypeEveryPathOddSizes) {
   EXPECT_THROW(quant_gemm(GgmlType::kQ4_0, w.data(), 1, 48, x.data(), 2, y.data(), QuantIsa::kScalar), std::invalid_argument);
 }
 
-// The prefill's choice: tiles only on the amx path, for the types the tiles read, from a tile's
-// 16 rows; and `luka info`'s report names the path each product takes.
-TEST(QuantGemm, TilesChosenOnlyOnAmxFromSixteenRows) {
+// The prefill's choice: tiles only on the amx path, for the types the tiles read, from
+// kTileMinRows rows; and `luka info`'s report names the path each product takes.
+TEST(QuantGemm, TilesChosenOnlyOnAmxFromTheMinimumRows) {
   for (const QuantIsa isa : runnable_isas()) {
     for (const GgmlType type : {GgmlType::kQ4_0, GgmlType::kQ4_1, GgmlType::kQ8_0, GgmlType::kQ4_K, GgmlType::kQ6_K}) {
       const bool tiles = isa == QuantIsa::kAmx && type != GgmlType::kQ6_K;
