@@ -271,7 +271,7 @@ TEST(Cli, ForwardRejectsIdsOutsideTheVocabulary) {
   const fs::path ckpt = checkpoint("qwen3-tied");
   const RunResult r = run_luka({"forward", "--model", ckpt.string(), "--ids", "1,2,999999", "--out",
                                 (fs::path(LUKA_TEST_WORK) / "cli" / "never.npy").string()});
-  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(r.exit_code, 2);  // a bad option value: the command line's fault
   EXPECT_EQ(error_lines(r.err), 1) << r.err;
   EXPECT_NE(r.err.find("999999"), std::string::npos) << r.err;
 }

@@ -105,17 +105,18 @@ TEST(GraphOptions, ParseOnEveryCommandThatTakesDevice) {
 TEST(GraphOptions, GraphOnTheCpuIsAUsageError) {
   const auto dir = test::test_dir("graph_options");
   const std::string model = test::write_random_qwen3(dir / "random-qwen3").string();
+  const std::string out = (dir / "logits.npy").string();
   const test::RunResult r =
-      test::run_program(LUKA_CLI_PATH, {"forward", "--model", model, "--device", "cpu", "--graph", "--ids", "1,2,3"}, dir);
+      test::run_program(LUKA_CLI_PATH, {"forward", "--model", model, "--device", "cpu", "--graph", "--ids", "1,2,3", "--out", out}, dir);
   EXPECT_EQ(r.exit_code, 2) << r.err;
   EXPECT_NE(r.err.find("--graph records CUDA graphs"), std::string::npos) << r.err;
   const test::RunResult both = test::run_program(
-      LUKA_CLI_PATH, {"forward", "--model", model, "--device", "cpu", "--graph", "--no-graph", "--ids", "1,2,3"}, dir);
+      LUKA_CLI_PATH, {"forward", "--model", model, "--device", "cpu", "--graph", "--no-graph", "--ids", "1,2,3", "--out", out}, dir);
   EXPECT_EQ(both.exit_code, 2) << both.err;
   EXPECT_NE(both.err.find("contradict"), std::string::npos) << both.err;
   // --no-graph runs the eager step as before.
   const test::RunResult eager =
-      test::run_program(LUKA_CLI_PATH, {"forward", "--model", model, "--device", "cpu", "--no-graph", "--ids", "1,2,3"}, dir);
+      test::run_program(LUKA_CLI_PATH, {"forward", "--model", model, "--device", "cpu", "--no-graph", "--ids", "1,2,3", "--out", out}, dir);
   EXPECT_EQ(eager.exit_code, 0) << eager.err;
 }
 
