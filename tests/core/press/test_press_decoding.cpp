@@ -25,7 +25,7 @@
 #include "core/model/decoder.h"
 #include "core/model/model.h"
 #include "core/util/npy.h"
-#include "tests/python_reference.h"
+#include "tests/core/press/kvpress_fixture.h"
 
 namespace fs = std::filesystem;
 using namespace luka;
@@ -34,25 +34,11 @@ namespace {
 
 constexpr double kLogitTolerance = 1e-4;  // fp32, as the issue asks
 
-at::Tensor load(const fs::path& path) {
-  NpyArray a = read_npy_f32(path);
-  return at::from_blob(a.data.data(), a.shape, at::kFloat).clone();
-}
+at::Tensor load(const fs::path& path) { return luka::test::load_npy_tensor(path); }
 
 fs::path reference_dir(std::string& why) {
-  const fs::path script = fs::path(LUKA_SOURCE_DIR) / "tests/fixtures/kvpress_decoding_reference.py";
-  fs::create_directories(LUKA_TEST_WORK);
-  const std::string lock_path = (fs::path(LUKA_TEST_WORK) / "kvpress_decoding.lock").string();
-  const int fd = ::open(lock_path.c_str(), O_CREAT | O_RDWR, 0644);
-  if (fd >= 0) ::flock(fd, LOCK_EX);
-  fs::path dir = luka::test::python_reference(script, {}, fs::path(LUKA_TEST_WORK) / "kvpress_decoding", why);
-  if (fd >= 0) ::close(fd);
-  if (dir.empty())
-    why =
-        "kvpress DecodingPress reference not made (kvpress 0.5.5 could not be installed from PyPI into "
-        ".venv-kvpress, or the script failed; run tests/fixtures/kvpress_env.py to see why): " +
-        why;
-  return dir;
+  return luka::test::kvpress_reference_dir("kvpress_decoding_reference.py", "kvpress_decoding",
+                                           "kvpress DecodingPress reference", why);
 }
 
 std::vector<std::int32_t> ids_of(const nlohmann::json& j) { return j.get<std::vector<std::int32_t>>(); }
