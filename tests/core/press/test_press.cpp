@@ -26,7 +26,7 @@
 #include "core/press/press.h"
 #include "core/util/error.h"
 #include "core/util/npy.h"
-#include "tests/python_reference.h"
+#include "tests/core/press/kvpress_fixture.h"
 
 namespace fs = std::filesystem;
 using namespace luka;
@@ -41,28 +41,11 @@ constexpr double kAbs = 1e-6, kRel = 2e-5;
 
 double tolerance(double ref) { return kAbs + kRel * std::fabs(ref); }
 
-at::Tensor load(const fs::path& path) {
-  NpyArray a = read_npy_f32(path);
-  return at::from_blob(a.data.data(), a.shape, at::kFloat).clone();
-}
+at::Tensor load(const fs::path& path) { return luka::test::load_npy_tensor(path); }
 
-// The reference folder, made once for all the test processes (a lock: ctest runs them in parallel,
-// and making it takes a minute or two).
+// The reference folder, made once for all the test processes (making it takes a minute or two).
 fs::path kvpress_reference(std::string& why) {
-  const fs::path script = fs::path(LUKA_SOURCE_DIR) / "tests/fixtures/kvpress_reference.py";
-  const fs::path out = fs::path(LUKA_TEST_WORK) / "kvpress";
-  fs::create_directories(LUKA_TEST_WORK);
-  const std::string lock_path = (fs::path(LUKA_TEST_WORK) / "kvpress.lock").string();
-  const int fd = ::open(lock_path.c_str(), O_CREAT | O_RDWR, 0644);
-  if (fd >= 0) ::flock(fd, LOCK_EX);
-  fs::path dir = luka::test::python_reference(script, {}, out, why);
-  if (fd >= 0) ::close(fd);
-  if (dir.empty())
-    why =
-        "kvpress reference not made (kvpress 0.5.5 could not be installed from PyPI into .venv-kvpress, or the "
-        "script failed; run tests/fixtures/kvpress_env.py to see why): " +
-        why;
-  return dir;
+  return luka::test::kvpress_reference_dir("kvpress_reference.py", "kvpress", "kvpress reference", why);
 }
 
 struct Model {
