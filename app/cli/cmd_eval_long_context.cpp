@@ -375,23 +375,43 @@ void write_tables(const Plan& plan, const std::vector<eval::LongContextRecord>& 
                  plan.evaluation == "niah" ? " and niah-grid.{png,svg,pdf}" : "");
 }
 
+// The device, the model and the presets' configs, made before any evaluation data is read, so
+// that a bad value on the command line (--device, --dtype, --weights, --presets, --set,
+// --capture-record) is refused as such (exit 2) whatever the data.
+struct LoadedRun {
+  std::vector<std::string> presets;
+  std::optional<CaptureContext> capture_context;
+  std::shared_ptr<const Backend> device;
+  std::shared_ptr<const Model> model;
+  std::map<std::string, LukaConfig> configs;
+};
+
+LoadedRun load_run(const ArgParser& args, const fs::path& model_path) {
+  LoadedRun r;
+  r.presets = split_presets(args.get("presets"));
+  const capture::RecordSpec spec =
+      option_value("capture-record", [&] { return capture::RecordSpec::parse(args.get("capture-record")); });
+  if (args.has("capture-dir")) {
+    r.capture_context.emplace();
+    r.capture_context->spec = spec;
+  }
+  r.device = device_option(args);
+  r.model = Model::load(model_path, load_options(args, *r.device));
+  const std::int64_t n_layers = r.model->config().num_layers;
+  for (const std::string& p : r.presets) r.configs.emplace(p, preset_config(p, n_layers, args.get_all("set")));
+  return r;
+}
+
 // Runs every job under every preset, appending to OUT/results.jsonl, then writes the tables.
-int run_plan(const ArgParser& args, const Tokenizer& tokenizer, const fs::path& model_path, Plan& plan) {
-  const std::vector<std::string> presets = split_presets(args.get("presets"));
-  const std::vector<std::string> overrides = args.get_all("set");
+int run_plan(const ArgParser& args, const Tokenizer& tokenizer, const fs::path& model_path, Plan& plan,
+             LoadedRun& loaded) {
+  const std::vector<std::string>& presets = loaded.presets;
   const std::int64_t max_new = args.get_int("max-new-tokens");
   const fs::path out_dir = args.get("out");
-  std::optional<CaptureContext> capture_context;
-  if (args.has("capture-dir")) {
-    capture_context.emplace();
-    capture_context->spec =
-        option_value("capture-record", [&] { return capture::RecordSpec::parse(args.get("capture-record")); });
-  }
-  const std::shared_ptr<const Backend> device = device_option(args);
-  const auto model = Model::load(model_path, load_options(args, *device));
-  const std::int64_t n_layers = model->config().num_layers;
-  std::map<std::string, LukaConfig> configs;
-  for (const std::string& p : presets) configs.emplace(p, preset_config(p, n_layers, overrides));
+  std::optional<CaptureContext>& capture_context = loaded.capture_context;
+  const std::shared_ptr<const Backend> device = loaded.device;
+  const std::shared_ptr<const Model> model = loaded.model;
+  const std::map<std::string, LukaConfig>& configs = loaded.configs;
   for (const Job& j : plan.jobs) check_context(model->config().max_position_embeddings, 0, j.sample.length, max_new);
 
   json run_info = {{"evaluation", plan.evaluation}, {"model", model_identity(model_path)},
@@ -536,6 +556,7 @@ int run_eval_niah(int argc, char** argv) {
   const int values = static_cast<int>(args.get_int("values"));
   const fs::path haystack_path = args.has("haystack") ? fs::path(args.get("haystack")) : default_data("texts");
   const fs::path model_path = resolve_model_path(args);
+  LoadedRun loaded = load_run(args, model_path);
   const Tokenizer tokenizer = Tokenizer::load(model_path);
   const eval::PromptFormat format = prompt_format(args, tokenizer);
   const eval::Haystack haystack = eval::Haystack::load(haystack_path);
@@ -548,7 +569,7 @@ int run_eval_niah(int argc, char** argv) {
             {"niah", depth,
              eval::make_niah_sample(haystack, tokenizer, format, length, depth / 100.0, values, i, seed)});
   plan.settings = {{"haystack", fs::weakly_canonical(haystack_path).string()}, {"values", values}};
-  return run_plan(args, tokenizer, model_path, plan);
+  return run_plan(args, tokenizer, model_path, plan, loaded);
 }
 
 int run_eval_ruler(int argc, char** argv) {
@@ -576,6 +597,7 @@ int run_eval_ruler(int argc, char** argv) {
   const fs::path essay_path = args.has("essay") ? fs::path(args.get("essay")) : default_data("texts");
   const fs::path qa_path = args.has("qa-data") ? fs::path(args.get("qa-data")) : default_data("wikisalad");
   const fs::path model_path = resolve_model_path(args);
+  LoadedRun loaded = load_run(args, model_path);
   const Tokenizer tokenizer = Tokenizer::load(model_path);
   const eval::PromptFormat format = prompt_format(args, tokenizer);
   const eval::Haystack essay = eval::Haystack::load(essay_path);
@@ -593,7 +615,7 @@ int run_eval_ruler(int argc, char** argv) {
         plan.jobs.push_back({task, -1, eval::make_ruler_sample(task, sources, tokenizer, format, length, i, seed)});
   plan.settings = {{"essay", fs::weakly_canonical(essay_path).string()},
                    {"qa_data", fs::weakly_canonical(qa_path).string()}};
-  return run_plan(args, tokenizer, model_path, plan);
+  return run_plan(args, tokenizer, model_path, plan, loaded);
 }
 
 }  // namespace luka::cli
