@@ -46,11 +46,9 @@ at::Tensor dense_weight(const at::Tensor& w, const std::string& name, at::Scalar
 
 }  // namespace
 
-// One layer's weights, transposed once (views), and its reserved cache and state.
+// One layer's weights as the per-layer ops read them, and its reserved cache and state.
 struct StaticDecodeStep::LayerOps {
-  at::Tensor input_norm, post_norm, q_norm, k_norm;
-  at::Tensor q_t, k_t, v_t, o_t, gate_t, up_t, down_t;  // [in, out] views
-  at::Tensor q_b, k_b, v_b, o_b, gate_b, up_b, down_b;
+  StepLayer w;                      // weights, with w.k_cache and w.v_cache the two below
   at::Tensor k_cache, v_cache;      // [KV, T, D]
   LayerAttention* eager = nullptr;  // neither plain dense attention nor a static LuKA layer: the layer's own
   // A LuKA layer in dense mode that the step runs itself: the layer (its state after the prefill
@@ -90,7 +88,7 @@ at::Tensor page_rows(const at::Tensor& cache, std::int64_t first, std::int64_t c
 StaticDecodeStep::~StaticDecodeStep() = default;
 
 StaticDecodeStep::StaticDecodeStep(const Decoder& decoder, const RunLength& run,
-                                   const std::vector<LayerConfig>& layers) {
+                                   const std::vector<LayerConfig>& layers, const StepKernelsFactory& kernels) {
   const Model& model = decoder.model();
   const ModelConfig& c = model.config();
   const ModelWeights& w = model.weights();
@@ -118,22 +116,10 @@ StaticDecodeStep::StaticDecodeStep(const Decoder& decoder, const RunLength& run,
   mask_ = get("mask");
   x_ = get("x");
   h_ = get("h");
-  norm_input_ = get("norm_input");
-  norm_square_ = get("norm_square");
-  norm_scale_ = get("norm_scale");
   q_ = get("q");
-  k_ = get("k");
-  v_ = get("v");
-  rotated_ = get("rotated");
-  position_f32_ = get("position_f32");
-  rope_angle_ = get("rope_angle");
-  rope_cos_ = get("rope_cos");
-  rope_sin_ = get("rope_sin");
   scores_ = get("scores");
   probabilities_ = get("probabilities");
   attention_ = get("attention");
-  gate_ = get("gate");
-  up_ = get("up");
   logits_ = get("logits");
   if (plan_.luka) {
     group_sum_ = get("group_sum");
@@ -143,46 +129,84 @@ StaticDecodeStep::StaticDecodeStep(const Decoder& decoder, const RunLength& run,
   embed_ = dense_weight(w.embed_tokens, "embed_tokens", dt, device);
   final_norm_ = dense_weight(w.final_norm, "final_norm", dt, device);
   lm_head_t_ = dense_weight(w.lm_head, "lm_head", dt, device).t();
-  inv_freq_ = decoder.rope_frequencies();
   scale_ = 1.0 / std::sqrt(static_cast<double>(c.head_dim));
   const at::Tensor constants = get("constants");
   constants.copy_(
-      at::tensor({static_cast<float>(c.rms_norm_eps), static_cast<float>(scale_), static_cast<float>(c.hidden_size),
-                  static_cast<float>(c.head_dim), static_cast<float>(c.num_heads / c.num_kv_heads)}));
-  eps_t_ = constants.narrow(0, 0, 1);
-  scale_t_ = constants.narrow(0, 1, 1);
-  hidden_n_t_ = constants.narrow(0, 2, 1);
-  head_dim_n_t_ = constants.narrow(0, 3, 1);
+      at::tensor({static_cast<float>(c.rms_norm_eps), static_cast<float>(c.hidden_size), static_cast<float>(c.head_dim),
+                  static_cast<float>(scale_), static_cast<float>(c.num_heads / c.num_kv_heads)}));
+  scale_t_ = constants.narrow(0, 3, 1);
   group_n_t_ = constants.narrow(0, 4, 1);
   one_ = get("one");
   one_.fill_(1);
-  qk_norm_ = c.qk_norm;
+
+  // The per-layer ops' tensors: views of the reserved buffers of the same names.
+  seam_.shape = plan_.shape;
+  seam_.eps = static_cast<float>(c.rms_norm_eps);
+  seam_.position = position_;
+  seam_.inv_freq = decoder.rope_frequencies();
+  if (seam_.inv_freq.scalar_type() != at::kFloat || !seam_.inv_freq.is_contiguous())
+    fail("static step", "the decoder's RoPE frequencies are not a contiguous fp32 tensor");
+  seam_.x = x_;
+  seam_.h = h_;
+  seam_.q = q_;
+  seam_.k = get("k");
+  seam_.v = get("v");
+  seam_.rotated = get("rotated");
+  seam_.norm_input = get("norm_input");
+  seam_.norm_square = get("norm_square");
+  seam_.norm_scale = get("norm_scale");
+  seam_.position_f32 = get("position_f32");
+  seam_.rope_angle = get("rope_angle");
+  seam_.rope_cos = get("rope_cos");
+  seam_.rope_sin = get("rope_sin");
+  seam_.gate = get("gate");
+  seam_.up = get("up");
+  seam_.constants = constants.narrow(0, 0, 3);
+  seam_.qkv = get("qkv");
+  seam_.projected = get("projected");
+  seam_.gate_up = get("gate_up");
+  seam_.activation = get("activation");
+  seam_.table_cos = get("table_cos");
+  seam_.table_sin = get("table_sin");
+  if (kernels) {
+    kernels_ = kernels(seam_);
+  } else {
+    if (device.type() != at::kCPU)
+      fail("static step", "on " + device.str() + " the per-layer ops must be given (make_cuda_step_kernels)");
+    kernels_ = make_cpu_step_kernels(seam_);
+  }
+  if (!kernels_) fail("static step", "no per-layer ops were made");
+
   for (int l = 0; l < c.num_layers; ++l) {
     const LayerWeights& lw = w.layers[static_cast<std::size_t>(l)];
     const std::string p = "layers." + std::to_string(l) + ".";
     LayerOps o;
-    o.input_norm = dense_weight(lw.input_norm, p + "input_norm", dt, device);
-    o.post_norm = dense_weight(lw.post_attention_norm, p + "post_attention_norm", dt, device);
-    if (qk_norm_) {
-      o.q_norm = dense_weight(lw.q_norm, p + "q_norm", dt, device);
-      o.k_norm = dense_weight(lw.k_norm, p + "k_norm", dt, device);
+    StepLayer& sw = o.w;
+    sw.input_norm = dense_weight(lw.input_norm, p + "input_norm", dt, device);
+    sw.post_norm = dense_weight(lw.post_attention_norm, p + "post_attention_norm", dt, device);
+    if (c.qk_norm) {
+      sw.q_norm = dense_weight(lw.q_norm, p + "q_norm", dt, device);
+      sw.k_norm = dense_weight(lw.k_norm, p + "k_norm", dt, device);
     }
-    o.q_t = dense_weight(lw.q_proj, p + "q_proj", dt, device).t();
-    o.k_t = dense_weight(lw.k_proj, p + "k_proj", dt, device).t();
-    o.v_t = dense_weight(lw.v_proj, p + "v_proj", dt, device).t();
-    o.o_t = dense_weight(lw.o_proj, p + "o_proj", dt, device).t();
-    o.gate_t = dense_weight(lw.gate_proj, p + "gate_proj", dt, device).t();
-    o.up_t = dense_weight(lw.up_proj, p + "up_proj", dt, device).t();
-    o.down_t = dense_weight(lw.down_proj, p + "down_proj", dt, device).t();
-    o.q_b = lw.q_bias;
-    o.k_b = lw.k_bias;
-    o.v_b = lw.v_bias;
-    o.o_b = lw.o_bias;
-    o.gate_b = lw.gate_bias;
-    o.up_b = lw.up_bias;
-    o.down_b = lw.down_bias;
+    sw.q = dense_weight(lw.q_proj, p + "q_proj", dt, device);
+    sw.k = dense_weight(lw.k_proj, p + "k_proj", dt, device);
+    sw.v = dense_weight(lw.v_proj, p + "v_proj", dt, device);
+    sw.o = dense_weight(lw.o_proj, p + "o_proj", dt, device);
+    sw.gate = dense_weight(lw.gate_proj, p + "gate_proj", dt, device);
+    sw.up = dense_weight(lw.up_proj, p + "up_proj", dt, device);
+    sw.down = dense_weight(lw.down_proj, p + "down_proj", dt, device);
+    sw.q_b = lw.q_bias;
+    sw.k_b = lw.k_bias;
+    sw.v_b = lw.v_bias;
+    sw.o_b = lw.o_bias;
+    sw.gate_b = lw.gate_bias;
+    sw.up_b = lw.up_bias;
+    sw.down_b = lw.down_bias;
     o.k_cache = buffer("k_cache", l);
     o.v_cache = buffer("v_cache", l);
+    sw.k_cache = o.k_cache;
+    sw.v_cache = o.v_cache;
+    kernels_->prepare(sw);
     LayerAttention& a = decoder.attention(l);
     auto* luka = dynamic_cast<LukaAttention*>(&a);
     if (luka && plan_.luka && luka_eager_reason(luka->config()).empty()) {
@@ -296,84 +320,31 @@ void StaticDecodeStep::start(Decoder& decoder, const std::vector<std::int32_t>& 
   started_ = true;
 }
 
-// y[r] = w · (x[r] · rsqrt(mean(x[r]²) + eps)) for `rows` rows of n, in fp32 as Hugging Face's
-// RMSNorm computes it (the normalised row cast to the compute dtype before the weight).
-void StaticDecodeStep::rms_norm_rows(const at::Tensor& x, std::int64_t rows, std::int64_t n, const at::Tensor& weight,
-                                     const at::Tensor& y) {
-  at::Tensor in = norm_input_.narrow(0, 0, rows * n).view({rows, n});
-  at::Tensor sq = norm_square_.narrow(0, 0, rows * n).view({rows, n});
-  at::Tensor scale = norm_scale_.narrow(0, 0, rows).view({rows, 1});
-  in.copy_(x.view({rows, n}));
-  at::mul_out(sq, in, in);
-  const std::int64_t last[] = {1};
-  // mean as ATen's CPU mean computes it (a sum, then a division by the count), with the count and
-  // eps held in tensors.
-  at::sum_out(scale, sq, at::IntArrayRef(last), /*keepdim=*/true);
-  scale.div_(n == plan_.shape.hidden ? hidden_n_t_ : head_dim_n_t_);
-  scale.add_(eps_t_).rsqrt_();
-  in.mul_(scale);
-  at::Tensor out = y.view({rows, n});
-  out.copy_(in);
-  out.mul_(weight);
-}
-
-// Rotate-half RoPE in place on `rows` rows of x [rows, D] with this step's tables.
-void StaticDecodeStep::rope(const at::Tensor& x, std::int64_t rows) {
-  const std::int64_t half = x.size(1) / 2;
-  at::Tensor r = rotated_.narrow(0, 0, rows);
-  at::neg_out(out_arg(r.narrow(1, 0, half)), x.narrow(1, half, half));
-  r.narrow(1, half, half).copy_(x.narrow(1, 0, half));
-  r.mul_(rope_sin_);
-  x.mul_(rope_cos_);
-  x.add_(r);
-}
-
 void StaticDecodeStep::step() {
   if (!started_) fail("static step", "step() before start()");
   if (host_step_ >= plan_.run.max_new_tokens)
     fail("static step", "planned for " + std::to_string(plan_.run.max_new_tokens) + " steps");
   c10::InferenceMode guard;
   const ModelShape& m = plan_.shape;
-  const std::int64_t H = m.heads, KV = m.kv_heads, D = m.head_dim, G = H / KV, half = D / 2;
+  const std::int64_t H = m.heads, KV = m.kv_heads, D = m.head_dim, G = H / KV;
   if (has_eager_) {
     // Eager layers read the sequence's ids (the delimiter segmenter); on the CPU the token is
     // right there, on a GPU this read is the one synchronisation such a run keeps.
     host_ids_.push_back(static_cast<std::int32_t>(token_.to(at::kCPU).const_data_ptr<std::int64_t>()[0]));
   }
 
-  // The token's row, the RoPE tables of its position and the mask of the keys past it.
+  // The token's row, the RoPE tables of its position, the mask of the keys past it, and the first
+  // layer's input norm (every later norm comes with the residual add before it).
   at::index_select_out(x_, embed_, 0, token_);
-  position_f32_.copy_(position_);
-  at::mul_out(rope_angle_, inv_freq_, position_f32_);
-  at::cos_out(out_arg(rope_cos_.narrow(0, 0, half)), rope_angle_);
-  at::sin_out(out_arg(rope_sin_.narrow(0, 0, half)), rope_angle_);
-  rope_cos_.narrow(0, half, half).copy_(rope_cos_.narrow(0, 0, half));
-  rope_sin_.narrow(0, half, half).copy_(rope_sin_.narrow(0, 0, half));
+  kernels_->rope_tables();
   at::gt_out(mask_, key_positions_, position_);
+  kernels_->norm(layers_.front().w.input_norm);
 
-  const at::Tensor q_row = q_.view({1, H * D}), k_row = k_.view({1, KV * D}), v_row = v_.view({1, KV * D});
   const at::Tensor scores = scores_.view({KV, G, plan_.context}), probs = probabilities_.view({KV, G, plan_.context});
   const at::Tensor att = attention_.view({KV, G, D});
   for (std::size_t l = 0; l < layers_.size(); ++l) {
     LayerOps& o = layers_[l];
-    rms_norm_rows(x_, 1, m.hidden, o.input_norm, h_);
-    const auto linear = [&](const at::Tensor& out, const at::Tensor& in, const at::Tensor& w_t, const at::Tensor& b) {
-      if (b.defined())
-        at::addmm_out(out_arg(out), b, in, w_t);
-      else
-        at::mm_out(out_arg(out), in, w_t);
-    };
-    linear(q_row, h_, o.q_t, o.q_b);
-    linear(k_row, h_, o.k_t, o.k_b);
-    linear(v_row, h_, o.v_t, o.v_b);
-    if (qk_norm_) {
-      rms_norm_rows(q_, H, D, o.q_norm, q_);
-      rms_norm_rows(k_, KV, D, o.k_norm, k_);
-    }
-    rope(q_, H);
-    rope(k_, KV);
-    o.k_cache.index_copy_(1, position_, k_.view({KV, 1, D}));
-    o.v_cache.index_copy_(1, position_, v_.view({KV, 1, D}));
+    kernels_->qkv(o.w);  // q (in q_) normed and rotated; k and v appended at the position
     if (o.eager) {
       const std::int64_t T = host_position_ + 1;
       AttentionInputs in;
@@ -403,17 +374,11 @@ void StaticDecodeStep::step() {
       }
       if (o.luka) accumulate(o);
     }
-    x_.addmm_(attention_.view({1, H * D}), o.o_t);
-    if (o.o_b.defined()) x_.add_(o.o_b);
-    rms_norm_rows(x_, 1, m.hidden, o.post_norm, h_);
-    linear(gate_, h_, o.gate_t, o.gate_b);
-    linear(up_, h_, o.up_t, o.up_b);
-    at::silu_(gate_);
-    gate_.mul_(up_);
-    x_.addmm_(gate_, o.down_t);
-    if (o.down_b.defined()) x_.add_(o.down_b);
+    kernels_->residual_projection_norm(attention_.view({1, H * D}), o.w.o, o.w.o_b, o.w.post_norm);
+    const at::Tensor activation = kernels_->mlp_activation(o.w);
+    kernels_->residual_projection_norm(activation, o.w.down, o.w.down_b,
+                                       l + 1 < layers_.size() ? layers_[l + 1].w.input_norm : final_norm_);
   }
-  rms_norm_rows(x_, 1, m.hidden, final_norm_, h_);
   at::mm_out(logits_, h_, lm_head_t_);
   // Greedy: the next token, recorded at this step's index; then the position and the counter move.
   at::argmax_out(token_, logits_, 1, /*keepdim=*/false);

@@ -20,6 +20,11 @@
 // LayerAttention on views of the reserved cache, as Decoder::decode runs it: the same results, but
 // that layer's code allocates and needs the length on the host (kept beside the device scalars).
 //
+// The per-layer ops (norms, projections, q/k norm + RoPE + KV append, SwiGLU) run through the
+// seam of core/run/step_kernels.h: by default its ATen ops on CPU tensors; given another kind
+// (the fused ops' CPU twins, or the fused CUDA kernels on a GPU), the same step runs those, so the
+// code a CUDA graph records is the code the CPU tests run.
+//
 // The step starts from a decoder that has prefilled the prompt: start() copies its caches. The
 // decoder's LuKA layers (shared with it) then advance with the static step, and the decoder itself
 // does not: reset it before its next use.
@@ -28,10 +33,12 @@
 #include <ATen/ATen.h>
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "core/run/step_kernels.h"
 #include "core/run/step_plan.h"
 
 namespace luka {
@@ -39,13 +46,22 @@ namespace luka {
 class Decoder;
 class LayerAttention;
 
+// Makes the step's per-layer ops on its reserved tensors (make_cpu_step_kernels,
+// make_cpu_fused_step_kernels, make_cuda_step_kernels).
+using StepKernelsFactory = std::function<std::unique_ptr<StepKernels>(const StepTensors&)>;
+
 class StaticDecodeStep {
  public:
   // Reserves the plan's buffers for `decoder`'s model (fp32 weights held as tensors: not GGUF
-  // blocks only) and `layers` (its LuKA layer configs, or empty for plain attention). Throws
+  // blocks only) and `layers` (its LuKA layer configs, or empty for plain attention), and makes
+  // its per-layer ops with `kernels` (empty: the ATen ops, on CPU tensors only). Throws
   // luka::Error naming what the step cannot run.
-  StaticDecodeStep(const Decoder& decoder, const RunLength& run, const std::vector<LayerConfig>& layers = {});
+  StaticDecodeStep(const Decoder& decoder, const RunLength& run, const std::vector<LayerConfig>& layers = {},
+                   const StepKernelsFactory& kernels = {});
   ~StaticDecodeStep();
+  // The per-layer ops hold the step's tensors by reference: a step stays where it was made.
+  StaticDecodeStep(const StaticDecodeStep&) = delete;
+  StaticDecodeStep& operator=(const StaticDecodeStep&) = delete;
 
   // After decoder.prefill(prompt) (position() == run.prompt == prompt.size()): copies its caches
   // into the reserved ones and sets the first token to feed (the one chosen from the prefill's
@@ -68,26 +84,25 @@ class StaticDecodeStep {
   std::vector<int> eager_layers() const;
   // A LuKA layer the step runs itself (dense mode): its pages so far (-1 for other layers).
   std::int64_t pages(int layer) const;
+  // The per-layer ops' name ("cpu", "cpu-fused", "cuda-fused").
+  const char* kernels() const { return kernels_->name(); }
 
  private:
   struct LayerOps;
-  void rms_norm_rows(const at::Tensor& x, std::int64_t rows, std::int64_t n, const at::Tensor& weight,
-                     const at::Tensor& y);
-  void rope(const at::Tensor& x, std::int64_t rows);
   void accumulate(LayerOps& o);
   void make_pages(LayerOps& o, std::int64_t count);
 
   StepPlan plan_;
   std::vector<at::Tensor> tensors_;  // one per plan_.buffers entry, in its order
   std::vector<LayerOps> layers_;
-  at::Tensor token_, position_, step_, ids_, key_positions_, mask_, x_, h_, norm_input_, norm_square_, norm_scale_, q_,
-      k_, v_, rotated_, position_f32_, rope_angle_, rope_cos_, rope_sin_, scores_, probabilities_, attention_, gate_,
-      up_, logits_, group_sum_, page_weights_;
-  at::Tensor embed_, final_norm_, lm_head_t_, inv_freq_;
+  StepTensors seam_;  // views of the reserved buffers the per-layer ops read and write
+  std::unique_ptr<StepKernels> kernels_;
+  at::Tensor token_, position_, step_, ids_, key_positions_, mask_, x_, h_, q_, scores_, probabilities_, attention_,
+      logits_, group_sum_, page_weights_;
+  at::Tensor embed_, final_norm_, lm_head_t_;
   double scale_ = 1;
   // Views of the plan's "constants": [1] fp32 each, and the int64 1.
-  at::Tensor eps_t_, scale_t_, hidden_n_t_, head_dim_n_t_, group_n_t_, one_;
-  bool qk_norm_ = false;
+  at::Tensor scale_t_, group_n_t_, one_;
   std::int64_t host_position_ = 0, host_step_ = 0;
   std::vector<std::int32_t> host_ids_;  // the sequence on the host, for eager layers (reserved)
   bool has_eager_ = false;

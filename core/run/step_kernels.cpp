@@ -1,6 +1,9 @@
 #include "core/run/step_kernels.h"
 
+#include <stdexcept>
+
 #include "core/util/error.h"
+#include "kernels/cpu/fused_layer.h"
 
 namespace luka {
 
@@ -131,7 +134,7 @@ namespace {
 
 at::Tensor& out_arg(const at::Tensor& t) { return const_cast<at::Tensor&>(t); }
 
-// core/run/static_step.cpp's ops, on the same buffers: any change there is a change here.
+// Decoder::decode's ops (Hugging Face's order) as out= ops on the reserved buffers.
 class CpuStepKernels final : public StepKernels {
  public:
   explicit CpuStepKernels(const StepTensors& t) : t_(t) {
@@ -193,8 +196,10 @@ class CpuStepKernels final : public StepKernels {
       at::mm_out(out_arg(out), in, w.t());
   }
 
-  // static_step.cpp's rms_norm_rows: the mean as ATen's CPU mean computes it (a sum, then a
-  // division by the count), the count and eps held in tensors.
+  // y[r] = w · (x[r] · rsqrt(mean(x[r]²) + eps)) for `rows` rows of n, in fp32 as Hugging Face's
+  // RMSNorm computes it (the normalised row cast to the compute dtype before the weight); the mean
+  // as ATen's CPU mean computes it (a sum, then a division by the count), the count and eps held
+  // in tensors (an op given a scalar wraps it in a fresh tensor: an allocation per op).
   void rms_norm_rows(const at::Tensor& x, std::int64_t rows, std::int64_t n, const at::Tensor& weight,
                      const at::Tensor& y) {
     at::Tensor in = t_.norm_input.narrow(0, 0, rows * n).view({rows, n});
@@ -212,7 +217,7 @@ class CpuStepKernels final : public StepKernels {
     out.mul_(weight);
   }
 
-  // static_step.cpp's rope: rotate-half in place on `rows` rows of x [rows, D].
+  // Rotate-half RoPE in place on `rows` rows of x [rows, D] with this step's tables.
   void rope(const at::Tensor& x, std::int64_t rows) {
     const std::int64_t half = x.size(1) / 2;
     at::Tensor r = t_.rotated.narrow(0, 0, rows);
@@ -227,10 +232,140 @@ class CpuStepKernels final : public StepKernels {
   at::Tensor eps_, hidden_n_, head_dim_n_;
 };
 
+// The fused ops: one argument packing for whichever device the launchers run on.
+class FusedStepKernels final : public StepKernels {
+ public:
+  FusedStepKernels(const StepTensors& t, FusedLaunchers launchers) : t_(t), launch_(std::move(launchers)) {
+    const at::ScalarType dt = t.x.scalar_type();
+    if (dt != at::kFloat && dt != at::kBFloat16)
+      fail(launch_.name, std::string("fp32 and bf16 only, not ") + c10::toString(dt));
+    for (const at::Tensor* b : {&t.qkv, &t.projected, &t.gate_up, &t.activation, &t.table_cos, &t.table_sin, &t.q})
+      if (!b->defined() || !b->is_contiguous()) fail(launch_.name, "the fused ops' buffers are not reserved");
+    dtype_ = dt == at::kFloat ? fused::ElemDtype::kF32 : fused::ElemDtype::kBF16;
+  }
+  const char* name() const override { return launch_.name.c_str(); }
+  void prepare(StepLayer& layer) const override { prepare_step_layer(layer); }
+
+  void rope_tables() override {
+    fused::RopeTableArgs a;
+    a.dtype = dtype_;
+    a.position = t_.position.const_data_ptr<std::int64_t>();
+    a.inv_freq = t_.inv_freq.const_data_ptr<float>();
+    a.cos = t_.table_cos.mutable_data_ptr<float>();
+    a.sin = t_.table_sin.mutable_data_ptr<float>();
+    a.half = t_.shape.head_dim / 2;
+    check(launch_.rope_tables(a));
+  }
+
+  void norm(const at::Tensor& weight) override { norm_of(nullptr, weight); }
+
+  at::Tensor qkv(const StepLayer& o) override {
+    const ModelShape& m = t_.shape;
+    if (!o.qkv.weight.defined()) fail(launch_.name, "a layer without its q|k|v concatenation (prepare it first)");
+    linear(t_.qkv, t_.h, o.qkv.weight, o.qkv.bias);
+    if (o.v_cache.strides() != o.k_cache.strides() || o.k_cache.stride(2) != 1)
+      fail(launch_.name, "the key and value caches need one [KV, T, D] layout with contiguous rows");
+    fused::QkvArgs a;
+    a.dtype = dtype_;
+    a.qkv = t_.qkv.const_data_ptr();
+    a.q_out = t_.q.mutable_data_ptr();
+    a.q_norm = o.q_norm.defined() ? o.q_norm.const_data_ptr() : nullptr;
+    a.k_norm = o.k_norm.defined() ? o.k_norm.const_data_ptr() : nullptr;
+    a.eps = t_.eps;
+    a.cos = t_.table_cos.const_data_ptr<float>();
+    a.sin = t_.table_sin.const_data_ptr<float>();
+    a.position = t_.position.const_data_ptr<std::int64_t>();
+    a.k_cache = o.k_cache.mutable_data_ptr();
+    a.v_cache = o.v_cache.mutable_data_ptr();
+    a.head_stride = o.k_cache.stride(0);
+    a.token_stride = o.k_cache.stride(1);
+    a.capacity = o.k_cache.size(1);
+    a.heads = m.heads;
+    a.kv_heads = m.kv_heads;
+    a.head_dim = m.head_dim;
+    check(launch_.qkv(a));
+    return t_.q;
+  }
+
+  void residual_projection_norm(const at::Tensor& in, const at::Tensor& weight, const at::Tensor& bias,
+                                const at::Tensor& norm_weight) override {
+    linear(t_.projected, in, weight, bias);
+    norm_of(t_.projected.const_data_ptr(), norm_weight);
+  }
+
+  at::Tensor mlp_activation(const StepLayer& o) override {
+    if (!o.gate_up.weight.defined()) fail(launch_.name, "a layer without its gate|up concatenation (prepare it first)");
+    linear(t_.gate_up, t_.h, o.gate_up.weight, o.gate_up.bias);
+    fused::SwigluArgs a;
+    a.dtype = dtype_;
+    a.gate_up = t_.gate_up.const_data_ptr();
+    a.out = t_.activation.mutable_data_ptr();
+    a.intermediate = t_.shape.intermediate;
+    check(launch_.swiglu(a));
+    return t_.activation;
+  }
+
+ private:
+  // The bias through the GEMM's epilogue where ATen takes it, so a product and its bias stay one launch.
+  static void linear(const at::Tensor& out, const at::Tensor& in, const at::Tensor& w, const at::Tensor& b) {
+    if (b.defined())
+      at::addmm_out(out_arg(out), b, in, w.t());
+    else
+      at::mm_out(out_arg(out), in, w.t());
+  }
+
+  void norm_of(const void* add, const at::Tensor& weight) {
+    fused::NormArgs a;
+    a.dtype = dtype_;
+    a.x = t_.x.mutable_data_ptr();
+    a.add = add;
+    a.weight = weight.const_data_ptr();
+    a.out = t_.h.mutable_data_ptr();
+    a.n = t_.shape.hidden;
+    a.eps = t_.eps;
+    check(launch_.norm(a));
+  }
+
+  void check(const std::string& why) const {
+    if (!why.empty()) fail(launch_.name, why);
+  }
+
+  const StepTensors& t_;
+  FusedLaunchers launch_;
+  fused::ElemDtype dtype_ = fused::ElemDtype::kF32;
+};
+
+// A CPU twin as a launcher: its refusal (std::invalid_argument) as the message.
+template <class Args>
+std::function<std::string(const Args&)> twin(void (*op)(const Args&)) {
+  return [op](const Args& a) -> std::string {
+    try {
+      op(a);
+      return "";
+    } catch (const std::invalid_argument& e) {
+      return e.what();
+    }
+  };
+}
+
 }  // namespace
 
 std::unique_ptr<StepKernels> make_cpu_step_kernels(const StepTensors& tensors) {
   return std::make_unique<CpuStepKernels>(tensors);
+}
+
+std::unique_ptr<StepKernels> make_fused_step_kernels(const StepTensors& tensors, FusedLaunchers launchers) {
+  return std::make_unique<FusedStepKernels>(tensors, std::move(launchers));
+}
+
+FusedLaunchers cpu_fused_launchers() {
+  return {"cpu-fused", twin<fused::NormArgs>(&cpu::residual_rms_norm), twin<fused::RopeTableArgs>(&cpu::rope_tables),
+          twin<fused::QkvArgs>(&cpu::qkv_norm_rope), twin<fused::SwigluArgs>(&cpu::swiglu)};
+}
+
+std::unique_ptr<StepKernels> make_cpu_fused_step_kernels(const StepTensors& tensors) {
+  if (tensors.x.is_cuda()) fail("cpu-fused step kernels", "the step's tensors are on a CUDA device");
+  return make_fused_step_kernels(tensors, cpu_fused_launchers());
 }
 
 }  // namespace luka

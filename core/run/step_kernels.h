@@ -1,24 +1,28 @@
 // The per-layer ops of a batch-1 decode step behind one seam (issue 44): the norms, the q|k|v
 // projections with their q/k norm, RoPE and KV append, the output and down projections with the
 // residual add folded into the norm after them, and the MLP's activation. Attention stays the
-// caller's. Two implementations:
-//   - CPU: ATen out= ops on the step's reserved buffers, the same ops in the same order as
-//     core/run/static_step.cpp (so the same values bit for bit; tests/core/run/test_step_kernels.cpp
-//     runs a whole step through it against StaticDecodeStep);
-//   - CUDA (make_cuda_step_kernels, built with LUKA_CUDA): the fused kernels of
-//     kernels/cuda/fused with cuBLAS GEMMs (ATen's mm out=) over q|k|v and gate|up weights
-//     concatenated at load, at most 10 launches per layer (layer_launches below).
+// caller's (core/run/static_step.cpp runs every step through this seam). Two kinds:
+//   - "cpu": ATen out= ops on the step's reserved buffers, in the order Decoder::decode's ops
+//     compute them (the static step's logits stay within 2e-6 of the decoder's);
+//   - fused (make_fused_step_kernels): the four fused kernels between GEMMs (ATen's mm out=) over
+//     the q|k|v and gate|up weights concatenated at load, at most 10 launches per layer
+//     (layer_launches below). The same argument packing drives either the CUDA kernels of
+//     kernels/cuda/fused (make_cuda_step_kernels, built with LUKA_CUDA) or their CPU twins
+//     (kernels/cpu/fused_layer.h; make_cpu_fused_step_kernels), so the CUDA path's host code runs
+//     and is tested on CPU tensors, a whole static step against Decoder::decode.
 // Neither allocates or reads back to the host in a step: the position is a device tensor.
 #pragma once
 
 #include <ATen/ATen.h>
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "core/run/step_plan.h"
+#include "kernels/common/fused_layer.h"
 
 namespace luka {
 
@@ -85,12 +89,15 @@ class StepKernels {
  public:
   virtual ~StepKernels() = default;
   virtual const char* name() const = 0;
+  // What the ops need of a layer beyond its separate weights, made once at load (the fused ops:
+  // the q|k|v and gate|up concatenations).
+  virtual void prepare(StepLayer& layer) const { (void)layer; }
   // The RoPE tables of the position (once per step, before the layers).
   virtual void rope_tables() = 0;
   // h = RMSNorm(x)·weight (the first layer's input norm).
   virtual void norm(const at::Tensor& weight) = 0;
   // h·W_q, h·W_k, h·W_v; q and k normed per head (q_norm, k_norm) and rotated; k and v appended to
-  // the layer's caches at the position. Returns q, [H, D].
+  // the layer's caches at the position. Returns q, [H, D]: the tensors' q.
   virtual at::Tensor qkv(const StepLayer& layer) = 0;
   // x += in·Wᵀ (+ bias), then h = RMSNorm(x)·norm_weight: the output projection with the post
   // attention norm, or the down projection with the next layer's input norm (or the final norm).
@@ -100,10 +107,26 @@ class StepKernels {
   virtual at::Tensor mlp_activation(const StepLayer& layer) = 0;
 };
 
-// The ATen ops of core/run/static_step.cpp on `tensors` (held by reference: keep them alive).
+// The ATen ops on `tensors` (held by reference: keep them alive).
 std::unique_ptr<StepKernels> make_cpu_step_kernels(const StepTensors& tensors);
-// The fused CUDA kernels on `tensors` (device tensors), in the build with LUKA_CUDA only
-// (core/run/step_kernels_cuda.cpp, library luka_step_kernels_cuda).
+
+// The four fused ops as one device runs them: each returns "" or why it refused its arguments
+// (fused::check's message).
+struct FusedLaunchers {
+  std::string name;
+  std::function<std::string(const fused::NormArgs&)> norm;
+  std::function<std::string(const fused::RopeTableArgs&)> rope_tables;
+  std::function<std::string(const fused::QkvArgs&)> qkv;
+  std::function<std::string(const fused::SwigluArgs&)> swiglu;
+};
+// The fused ops on `tensors` (fp32 or bf16, on the launchers' device). Throws luka::Error for
+// another dtype, or when a launcher refuses (naming the op).
+std::unique_ptr<StepKernels> make_fused_step_kernels(const StepTensors& tensors, FusedLaunchers launchers);
+// The CPU twins of the fused kernels (kernels/cpu/fused_layer.h), for CPU tensors: "cpu-fused".
+FusedLaunchers cpu_fused_launchers();
+std::unique_ptr<StepKernels> make_cpu_fused_step_kernels(const StepTensors& tensors);
+// The fused CUDA kernels on ATen's current stream, for CUDA tensors: "cuda-fused". In the build
+// with LUKA_CUDA only (core/run/step_kernels_cuda.cpp, library luka_step_kernels_cuda).
 std::unique_ptr<StepKernels> make_cuda_step_kernels(const StepTensors& tensors);
 
 }  // namespace luka

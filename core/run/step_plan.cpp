@@ -157,9 +157,18 @@ StepPlan plan_step(const ModelShape& m, const RunLength& run, const std::vector<
   add("gate", -1, {1, m.intermediate}, ElemKind::kCompute);
   add("up", -1, {1, m.intermediate}, ElemKind::kCompute);
   add("logits", -1, {1, m.vocab}, ElemKind::kF32);
+  // The fused ops' rows (core/run/step_kernels.h): q|k|v, a projection's output, gate|up, the
+  // activation, and the RoPE tables (fp32 [D/2], rounded to the compute dtype).
+  add("qkv", -1, {1, (H + 2 * KV) * D}, ElemKind::kCompute);
+  add("projected", -1, {1, m.hidden}, ElemKind::kCompute);
+  add("gate_up", -1, {1, 2 * m.intermediate}, ElemKind::kCompute);
+  add("activation", -1, {1, m.intermediate}, ElemKind::kCompute);
+  add("table_cos", -1, {D / 2}, ElemKind::kF32);
+  add("table_sin", -1, {D / 2}, ElemKind::kF32);
   // The constants the step's ops take as tensors, not as scalars: an op given a scalar wraps it in
-  // a fresh tensor each call (an allocation per op). fp32: eps, 1/sqrt(D), hidden, D, the group
-  // size; and the int64 1 that advances the position and the step counter.
+  // a fresh tensor each call (an allocation per op). fp32: eps, hidden, D (the first three as
+  // step_kernels.h's StepTensors holds them), 1/sqrt(D), the group size; and the int64 1 that
+  // advances the position and the step counter.
   add("constants", -1, {5}, ElemKind::kF32);
   add("one", -1, {1}, ElemKind::kI64);
   if (m.dtype_bytes != 4) add("logits_compute", -1, {1, m.vocab}, ElemKind::kCompute);

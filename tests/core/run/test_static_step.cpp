@@ -125,15 +125,17 @@ Outcome reference(const std::optional<LukaConfig>& config, int layers) {
 }
 
 // Runs the static step; `check` sees it after the last step.
+// `kernels`: the per-layer ops (empty: the ATen ops).
 Outcome static_run(const std::optional<LukaConfig>& config, int layers,
-                   const std::function<void(const StaticDecodeStep&)>& check = nullptr) {
+                   const std::function<void(const StaticDecodeStep&)>& check = nullptr,
+                   const StepKernelsFactory& kernels = {}) {
   Decoder d(model(layers));
   if (config) install_luka(d, *config);
   const std::vector<std::int32_t> prompt = prompt_ids();
   const RunLength run{static_cast<std::int64_t>(prompt.size()), kSteps};
   d.reserve(run.context());
   const at::Tensor logits = d.prefill(prompt);
-  StaticDecodeStep step(d, run, config ? config->layers : std::vector<LayerConfig>{});
+  StaticDecodeStep step(d, run, config ? config->layers : std::vector<LayerConfig>{}, kernels);
   step.start(d, prompt, static_cast<std::int32_t>(logits.argmax().item<std::int64_t>()));
   Outcome r;
   r.eager = step.eager_layers();
@@ -213,6 +215,45 @@ TEST(StaticDecodeStep, LukaDenseRunsInsideTheStepWithTheLayersStateAndAllocatesN
     EXPECT_TRUE(got.eager.empty());
     expect_parity(want, got);
     EXPECT_EQ(got.allocations, 0);
+  }
+}
+
+// The fused path's host code on CPU tensors: the step's per-layer ops as the fused kernels' CPU
+// twins (make_cpu_fused_step_kernels: the q|k|v and gate|up GEMMs over the weights concatenated at
+// load, the four fused ops with the argument packing the CUDA kernels get). Plain attention, and
+// LuKA in clustered and mixed(8,8) mode: the decoder's ids, logits within 1e-5 (the twins sum a
+// norm in the kernel's order, not ATen's), the LuKA state, and no allocation after warm-up.
+TEST(StaticDecodeStep, TheFusedOpsCpuTwinsRunTheSameStep) {
+  const StepKernelsFactory fused = [](const StepTensors& t) { return make_cpu_fused_step_kernels(t); };
+  {
+    const Outcome want = reference(std::nullopt, test::kRandomQwen3Layers);
+    const Outcome got = static_run(std::nullopt, test::kRandomQwen3Layers,
+                                   [](const StaticDecodeStep& step) { EXPECT_STREQ(step.kernels(), "cpu-fused"); }, fused);
+    expect_parity(want, got);
+    EXPECT_EQ(got.allocations, 0);
+  }
+  for (const char* name : {"clustered", "mixed(8,8)"}) {
+    SCOPED_TRACE(name);
+    const LukaConfig config = preset(name);
+    const Outcome want = reference(config, layers_for(name));
+    const Outcome got =
+        static_run(config, layers_for(name), [&](const StaticDecodeStep& step) { expect_state(step, want); }, fused);
+    EXPECT_TRUE(got.eager.empty());
+    expect_parity(want, got);
+    EXPECT_EQ(got.allocations, 0);
+  }
+}
+
+// The default ops are ATen's, on CPU tensors; a factory that makes nothing is refused.
+TEST(StaticDecodeStep, NamesItsPerLayerOpsAndRefusesAFactoryThatMakesNone) {
+  Decoder d(model());
+  const StaticDecodeStep step(d, RunLength{40, 4});
+  EXPECT_STREQ(step.kernels(), "cpu");
+  try {
+    const StaticDecodeStep none(d, RunLength{40, 4}, {}, [](const StepTensors&) { return std::unique_ptr<StepKernels>(); });
+    ADD_FAILURE() << "a step without per-layer ops was made";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("no per-layer ops"), std::string::npos) << e.what();
   }
 }
 

@@ -1,30 +1,21 @@
 // The per-layer seam of the decode step (core/run/step_kernels): the launch plan of one layer and
 // of a whole step against the count written out by hand; the q|k|v and gate|up weights
-// concatenated at load against the separate projections (fp32, bit for bit); and a whole decode
-// step composed through the CPU ops against StaticDecodeStep on the same random Qwen3 (its logits
-// and caches bit for bit, over several steps), which is what lets the static step call them.
+// concatenated at load against the separate projections (fp32, bit for bit); a fused op's refusal
+// named. The static step runs every step through the seam (tests/core/run/test_static_step.cpp,
+// with either kind of ops against Decoder::decode).
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
-#include <unistd.h>
 
-#include <cmath>
-#include <filesystem>
-#include <limits>
+#include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
-#include "core/model/decoder.h"
-#include "core/model/model.h"
-#include "core/model/weights.h"
-#include "core/run/static_step.h"
 #include "core/run/step_kernels.h"
 #include "core/util/error.h"
-#include "tests/random_checkpoint.h"
 
 namespace luka {
 namespace {
-
-namespace fs = std::filesystem;
 
 TEST(StepLaunches, OneLayerIsTenLaunchesWithNoStandaloneAdd) {
   const std::vector<KernelLaunch> layer = layer_launches(2);
@@ -101,103 +92,47 @@ TEST(ConcatenatedProjection, PartsThatDisagreeAreRefusedByName) {
   EXPECT_THROW(concatenate_projections({randn({4, 8}, 1)}, {randn({3}, 2)}, "gate|up"), Error);
 }
 
-// A decode step of the random Qwen3 composed through the CPU ops, with StaticDecodeStep's
-// non-layer ops (embedding, masked attention over every reserved key, lm_head, argmax).
-class SeamStep {
- public:
-  SeamStep(const Decoder& d, std::int64_t context, std::int64_t position, std::int64_t token) {
-    const Model& model = d.model();
-    const ModelConfig& c = model.config();
-    const ModelWeights& w = model.weights();
-    t_ = reserve_step_tensors(model_shape(c, 4), c.rms_norm_eps, d.rope_frequencies(), at::TensorOptions(at::kFloat));
-    t_.position.fill_(position);
-    for (int l = 0; l < c.num_layers; ++l) {
-      const LayerWeights& lw = w.layers[static_cast<std::size_t>(l)];
-      StepLayer s;
-      s.input_norm = lw.input_norm;
-      s.post_norm = lw.post_attention_norm;
-      s.q_norm = lw.q_norm;
-      s.k_norm = lw.k_norm;
-      s.q = lw.q_proj, s.k = lw.k_proj, s.v = lw.v_proj, s.o = lw.o_proj;
-      s.gate = lw.gate_proj, s.up = lw.up_proj, s.down = lw.down_proj;
-      s.q_b = lw.q_bias, s.k_b = lw.k_bias, s.v_b = lw.v_bias, s.o_b = lw.o_bias;
-      s.gate_b = lw.gate_bias, s.up_b = lw.up_bias, s.down_b = lw.down_bias;
-      s.k_cache = at::zeros({c.num_kv_heads, context, c.head_dim});
-      s.v_cache = at::zeros({c.num_kv_heads, context, c.head_dim});
-      s.k_cache.narrow(1, 0, position).copy_(d.cache(l).keys());
-      s.v_cache.narrow(1, 0, position).copy_(d.cache(l).values());
-      prepare_step_layer(s);
-      layers_.push_back(s);
+// The fused ops on CPU tensors (the kernels' twins): a dtype they do not run, and the buffers they
+// need missing, are refused by name before any op; a launcher's refusal names the op.
+TEST(FusedStepKernels, RefusesWhatTheKernelsCannotRunByName) {
+  ModelShape m;
+  m.hidden = 64;
+  m.heads = 4;
+  m.kv_heads = 2;
+  m.head_dim = 16;
+  m.intermediate = 96;
+  m.layers = 1;
+  m.vocab = 32;
+  const at::Tensor inv_freq = at::ones({8});
+  const auto expect_error = [](const std::function<void()>& f, const std::string& needle) {
+    try {
+      f();
+      ADD_FAILURE() << "no error; expected one naming " << needle;
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
     }
-    embed_ = w.embed_tokens;
-    final_norm_ = w.final_norm;
-    lm_head_ = w.lm_head;
-    token_ = at::full({1}, token, at::kLong);
-    key_positions_ = at::arange(context, at::kLong);
-    scale_ = at::full({1}, static_cast<float>(1.0 / std::sqrt(static_cast<double>(c.head_dim))));
-    kernels_ = make_cpu_step_kernels(t_);
-  }
+  };
+  const StepTensors f64 = reserve_step_tensors(m, 1e-6, inv_freq, at::TensorOptions().dtype(at::kDouble));
+  expect_error([&] { make_cpu_fused_step_kernels(f64); }, "fp32 and bf16 only");
+  StepTensors missing = reserve_step_tensors(m, 1e-6, inv_freq, at::TensorOptions().dtype(at::kFloat));
+  missing.qkv = at::Tensor();
+  expect_error([&] { make_cpu_fused_step_kernels(missing); }, "buffers are not reserved");
 
-  at::Tensor step() {
-    const ModelShape& m = t_.shape;
-    const std::int64_t H = m.heads, KV = m.kv_heads, D = m.head_dim, G = H / KV;
-    at::index_select_out(t_.x, embed_, 0, token_);
-    kernels_->rope_tables();
-    const at::Tensor mask = at::gt(key_positions_, t_.position);
-    kernels_->norm(layers_[0].input_norm);
-    for (std::size_t l = 0; l < layers_.size(); ++l) {
-      const StepLayer& s = layers_[l];
-      const at::Tensor q = kernels_->qkv(s);
-      at::Tensor scores = at::bmm(q.view({KV, G, D}), s.k_cache.transpose(1, 2)).view({H, -1});
-      scores.mul_(scale_);
-      scores.masked_fill_(mask, -std::numeric_limits<double>::infinity());
-      const at::Tensor probs = at::_softmax(scores, 1, false);
-      const at::Tensor att = at::bmm(probs.view({KV, G, -1}), s.v_cache);
-      kernels_->residual_projection_norm(att.view({1, H * D}), s.o, s.o_b, s.post_norm);
-      const at::Tensor a = kernels_->mlp_activation(s);
-      kernels_->residual_projection_norm(a, s.down, s.down_b,
-                                         l + 1 < layers_.size() ? layers_[l + 1].input_norm : final_norm_);
-    }
-    const at::Tensor logits = at::mm(t_.h, lm_head_.t());
-    token_.copy_(logits.argmax(1));
-    t_.position.add_(1);
-    return logits[0];
-  }
-  const at::Tensor& k_cache(int l) const { return layers_[static_cast<std::size_t>(l)].k_cache; }
-  const at::Tensor& v_cache(int l) const { return layers_[static_cast<std::size_t>(l)].v_cache; }
-
- private:
-  StepTensors t_;
-  std::vector<StepLayer> layers_;
-  std::unique_ptr<StepKernels> kernels_;
-  at::Tensor embed_, final_norm_, lm_head_, token_, key_positions_, scale_;
-};
-
-TEST(StepKernelsCpu, AStepThroughTheSeamEqualsTheStaticStepBitForBit) {
-  c10::InferenceMode guard;
-  const fs::path dir = fs::path(LUKA_TEST_WORK) / ("step-kernels-qwen3-" + std::to_string(::getpid()));
-  const std::shared_ptr<const Model> model = Model::load(test::write_random_qwen3(dir), LoadOptions{});
-  Decoder d(model);
-  std::vector<std::int32_t> prompt;
-  for (int i = 0; i < 24; ++i) prompt.push_back(static_cast<std::int32_t>((i * 97 + 5) % test::kRandomQwen3Vocab));
-  constexpr std::int64_t kSteps = 6;
-  const RunLength run{static_cast<std::int64_t>(prompt.size()), kSteps};
-  d.reserve(run.context());
-  const std::int64_t first = d.prefill(prompt).argmax().item<std::int64_t>();
-  SeamStep seam(d, run.context(), run.prompt, first);
-  StaticDecodeStep reference(d, run);
-  reference.start(d, prompt, static_cast<std::int32_t>(first));
-  for (std::int64_t s = 0; s < kSteps; ++s) {
-    reference.step();
-    const at::Tensor logits = seam.step();
-    EXPECT_TRUE(at::equal(logits, reference.logits())) << "step " << s << ": max difference "
-                                                       << (logits - reference.logits()).abs().max().item<double>();
-  }
-  for (int l = 0; l < test::kRandomQwen3Layers; ++l) {
-    EXPECT_TRUE(at::equal(seam.k_cache(l), reference.buffer("k_cache", l))) << "layer " << l;
-    EXPECT_TRUE(at::equal(seam.v_cache(l), reference.buffer("v_cache", l))) << "layer " << l;
-  }
-  fs::remove_all(dir);
+  const StepTensors t = reserve_step_tensors(m, 1e-6, inv_freq, at::TensorOptions().dtype(at::kFloat));
+  FusedLaunchers refusing = cpu_fused_launchers();
+  refusing.name = "test-fused";
+  refusing.swiglu = [](const fused::SwigluArgs&) { return std::string("swiglu: refused for the test"); };
+  const std::unique_ptr<StepKernels> k = make_fused_step_kernels(t, refusing);
+  StepLayer layer;
+  layer.gate = at::randn({96, 64});
+  layer.up = at::randn({96, 64});
+  layer.q = at::randn({64, 64});
+  layer.k = at::randn({32, 64});
+  layer.v = at::randn({32, 64});
+  expect_error([&] { k->mlp_activation(layer); }, "prepare it first");
+  k->prepare(layer);
+  ASSERT_TRUE(layer.gate_up.weight.defined());
+  expect_error([&] { k->mlp_activation(layer); }, "test-fused: swiglu: refused for the test");
 }
 
 }  // namespace
