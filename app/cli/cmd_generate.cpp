@@ -13,6 +13,7 @@
 #include "core/chat/chat_format.h"
 #include "core/device/device.h"
 #include "core/run/run_loop.h"
+#include "core/run/static_step.h"
 #include "core/model/decoder.h"
 #include "core/model/model.h"
 #include "core/tokenizer/tokenizer.h"
@@ -38,8 +39,10 @@ int run_generate(int argc, char** argv) {
   add_device_option(args);
   add_weights_option(args);
   args.flag("json", "print one JSON object at the end (text, ids, timings, device) instead of streaming the text");
-  args.flag("verbose", "say on standard error how each decode step is issued: eager, or a CUDA graph and its "
-                       "kernel nodes");
+  args.flag("static-step", "run each decode step as the static step on buffers reserved for the whole run (greedy;\n"
+                           "fp32 weights held as tensors: --weights dequantized): the step --graph records, on any device")
+      .flag("verbose", "say on standard error how each decode step is issued: eager, the static step, or a CUDA\n"
+                       "graph and its kernel nodes");
   add_sampling_options(args);
   add_luka_options(args);
   args.epilog(std::string("Generation stops at the model's end-of-sequence tokens, <|im_end|>, or --max-new-tokens\n"
@@ -72,7 +75,12 @@ int run_generate(int argc, char** argv) {
 
   RunSettings run;
   run.schedule = schedule_option(args);
-  const std::shared_ptr<const Backend> device = device_option(args);
+  const std::shared_ptr<const Backend> device = device_option(args, /*records_steps=*/true);
+  const bool graph = graph_option(args) == DecodeIssue::kGraph, static_step = args.get_flag("static-step");
+  if ((graph || static_step) && sampling.temperature > 0)
+    throw UsageError(std::string(graph ? "--graph" : "--static-step") + " chooses greedily: drop --temperature");
+  if ((graph || static_step) && !run.schedule.empty())
+    throw UsageError(std::string(graph ? "--graph" : "--static-step") + " runs one config for the whole run: drop --schedule");
   const auto model = Model::load(path, load_options(args, *device));
   Decoder decoder(model);
   const std::int64_t n_layers = model->config().num_layers;
@@ -112,6 +120,15 @@ int run_generate(int argc, char** argv) {
   } stream(tokenizer, args.get_flag("json"));
   RunLoop loop(decoder, layers, luka.value_or(LukaConfig{}));
   loop.set_sampler_factory([device](const SamplingParams& p) { return device->sampler(p); });
+  if (graph) {
+    std::string why;
+    DecodeEngineFactory engine = device->graph_engine(&why);
+    if (!engine) fail("--graph", why);
+    loop.set_decode_engine(std::move(engine));
+  } else if (static_step) {
+    if (device->is_cuda()) fail("--static-step", "on a GPU the static step runs recorded: use --graph");
+    loop.set_decode_engine(static_step_engine());
+  }
   const RunResult result = loop.run(prompt, run, &stream);
   const std::string rest = stream.text.finish();
   if (args.get_flag("json")) {
@@ -130,8 +147,12 @@ int run_generate(int argc, char** argv) {
   }
   std::fflush(stdout);
 
-  // Every step is issued eagerly until this build records one (check_graph_option refuses --graph).
-  if (args.get_flag("verbose")) std::fprintf(stderr, "decode step: eager (one launch per op, no CUDA graph)\n");
+  if (args.get_flag("verbose")) {
+    if (loop.engine_description().empty())
+      std::fprintf(stderr, "decode step: eager (one launch per op, no CUDA graph)\n");
+    else
+      std::fprintf(stderr, "decode step: %s\n", loop.engine_description().c_str());
+  }
   const auto rate = [](std::int64_t tokens, double seconds) { return seconds > 0 ? tokens / seconds : 0.0; };
   std::fprintf(stderr, "prefill: %lld tokens in %.3f s (%.1f tokens/s)\n", static_cast<long long>(result.prompt_tokens),
                result.prefill_seconds, rate(result.prompt_tokens, result.prefill_seconds));

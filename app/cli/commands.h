@@ -43,7 +43,8 @@ LoadOptions load_options(const ArgParser& args);
 // opens it (loading the CUDA plugin for cuda and auto) and says on standard error which device
 // runs; a GPU asked for and missing is a luka::Error, a malformed value a UsageError.
 void add_device_option(ArgParser& args);
-std::shared_ptr<const Backend> device_option(const ArgParser& args);
+// `records_steps`: the command takes --graph on a GPU (check_graph_option).
+std::shared_ptr<const Backend> device_option(const ArgParser& args, bool records_steps = false);
 // The model's load options on `device`: --dtype and --threads, placed there.
 LoadOptions load_options(const ArgParser& args, const Backend& device);
 // --weights auto|quantized|dequantized (default auto), on every command that loads a model;

@@ -38,8 +38,8 @@ void add_graph_options(ArgParser& args);
 // What the flags ask for; both given is a UsageError.
 DecodeIssue graph_option(const ArgParser& args);
 // After the device is known: --graph on the CPU is a UsageError (a CUDA graph needs a GPU); on a
-// GPU it is a luka::Error while this build records no decode step (the static step runs on the CPU
-// only, core/run/static_step.h).
-void check_graph_option(const ArgParser& args, bool on_cuda);
+// GPU, a command that does not record its steps (`records_steps` false: all but generate so far)
+// refuses it with a luka::Error naming the one that does.
+void check_graph_option(const ArgParser& args, bool on_cuda, bool records_steps = false);
 
 }  // namespace luka::cli

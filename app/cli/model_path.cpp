@@ -56,7 +56,7 @@ void add_device_option(ArgParser& args) {
   add_graph_options(args);  // how the decode steps run on that device
 }
 
-std::shared_ptr<const Backend> device_option(const ArgParser& args) {
+std::shared_ptr<const Backend> device_option(const ArgParser& args, bool records_steps) {
   DeviceRequest request;
   try {
     request = parse_device(args.get("device"));
@@ -66,7 +66,7 @@ std::shared_ptr<const Backend> device_option(const ArgParser& args) {
   std::string note;
   std::shared_ptr<const Backend> device = open_backend(request, &note);
   std::fprintf(stderr, "%s\n", note.c_str());
-  check_graph_option(args, device->is_cuda());
+  check_graph_option(args, device->is_cuda(), records_steps);
   return device;
 }
 

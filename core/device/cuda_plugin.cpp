@@ -13,6 +13,9 @@
 
 #include "core/device/cuda_plugin_api.h"
 #include "core/device/cuda_sampler.h"
+#ifdef LUKA_GRAPHED_STEP
+#include "core/run/graphed_step.h"
+#endif
 #include "core/generate/sampling_math.h"
 #include "core/luka/cuda_attention.h"
 #include "core/model/model.h"
@@ -129,6 +132,15 @@ class CudaBackend final : public Backend {
     return std::make_unique<CudaTokenSampler>(params);
   }
   GpuInfo gpu() const override { return query(gpu_.index); }
+  DecodeEngineFactory graph_engine(std::string* why) const override {
+#ifdef LUKA_GRAPHED_STEP
+    (void)why;
+    return graphed_step_engine();
+#else
+    if (why) *why = "this plugin was built without the static step (core/run needs ICU)";
+    return {};
+#endif
+  }
 
  private:
   GpuInfo gpu_;

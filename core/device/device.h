@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "core/device/decode_engine.h"
 #include "core/generate/sampler.h"
 
 namespace luka {
@@ -54,6 +55,12 @@ class Backend {
   virtual std::unique_ptr<TokenSampler> sampler(const SamplingParams& params) const = 0;
   // The GPU's memory (0 on the CPU).
   virtual GpuInfo gpu() const { return {}; }
+  // The decode step recorded once as a CUDA graph and replayed (core/device/decode_engine.h): the
+  // CUDA plugin's factory, or an empty one with the reason in *why (the CPU records no graph).
+  virtual DecodeEngineFactory graph_engine(std::string* why) const {
+    if (why) *why = "only a CUDA device records a decode step as a graph";
+    return {};
+  }
 };
 
 std::shared_ptr<const Backend> cpu_backend();

@@ -67,6 +67,14 @@ RunResult RunLoop::run(const std::vector<std::int32_t>& prompt, const RunSetting
   if (!s.forced.empty() && static_cast<std::int64_t>(s.forced.size()) < s.max_new_tokens)
     fail("run", "teacher forcing needs a token for each of the max_new_tokens");
   check_schedule(config(), s.schedule);
+  if (engine_factory_) {
+    if (!s.forced.empty() || !s.schedule.empty() || !s.reset)
+      fail("run", "the static decode step runs a new sequence without teacher forcing or a schedule");
+    if (s.sampling.temperature > 0)
+      fail("run", "the static decode step chooses greedily: sampling at temperature " +
+                      std::to_string(s.sampling.temperature) + " needs the decoder's step");
+  }
+  engine_description_.clear();
   RunResult result;
   result.prompt_tokens = static_cast<std::int64_t>(prompt.size());
   check_context(decoder_.model().config().max_position_embeddings, s.reset ? 0 : decoder_.position(), result.prompt_tokens,
@@ -88,11 +96,29 @@ RunResult RunLoop::run(const std::vector<std::int32_t>& prompt, const RunSetting
     fail("run", "nothing to sample from: an empty prompt needs teacher forcing");
   }
 
+  std::unique_ptr<DecodeEngine> engine;
+  std::int32_t engine_token = -1;
+  if (engine_factory_ && s.max_new_tokens > 1) {
+    std::vector<LayerConfig> layers;
+    if (!layers_.empty()) layers = config().layers;
+    engine = engine_factory_(decoder_, result.prompt_tokens, s.max_new_tokens, layers);
+  }
+  // After a run through the engine the decoder's caches stand at the prompt: a later run starts anew.
+  struct ResetAfter {
+    Decoder* decoder = nullptr;
+    ~ResetAfter() {
+      if (decoder) decoder->reset();
+    }
+  } reset_after{engine ? &decoder_ : nullptr};
+
   for (std::int64_t index = 0;; ++index) {
     ChosenToken t;
     t.index = index;
     if (logits.defined()) obs.logits(index, logits);
-    if (!s.forced.empty()) {
+    if (engine && index > 0) {
+      t.id = engine_token;  // chosen on the engine's device, greedily
+      t.stop = std::binary_search(s.stop_ids.begin(), s.stop_ids.end(), t.id);
+    } else if (!s.forced.empty()) {
       t.id = s.forced[static_cast<std::size_t>(index)];
       if (s.probabilities && logits.defined())
         t.probability = at::softmax(logits.to(at::kDouble), 0)[t.id].item<double>();
@@ -132,6 +158,7 @@ RunResult RunLoop::run(const std::vector<std::int32_t>& prompt, const RunSetting
         live.swap(requested_);
       }
       if (!live) return;
+      if (engine) fail("run", "a live config change needs the decoder's step, not the static one");
       apply(*live);
       obs.config_changed(step, "live", *live);
     };
@@ -142,12 +169,19 @@ RunResult RunLoop::run(const std::vector<std::int32_t>& prompt, const RunSetting
     }
     apply_live();
     const auto t1 = Clock::now();
-    logits = decoder_.decode(t.id);
+    if (engine) {
+      if (step == 1) engine->start(decoder_, prompt, t.id);
+      engine_token = engine->step();  // reads the token back: the step's time includes its end
+      logits = engine->logits();
+    } else {
+      logits = decoder_.decode(t.id);
+    }
     const double dt = seconds(t1, Clock::now());
     result.decode_seconds += dt;
     ++result.decode_steps;
     obs.after_step(step, dt);
   }
+  if (engine) engine_description_ = engine->describe();
   return result;
 }
 

@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "core/device/decode_engine.h"
 #include "core/generate/sampler.h"
 #include "core/luka/config.h"
 #include "core/luka/schedule.h"
@@ -97,6 +98,13 @@ class RunLoop {
 
   // Where tokens are sampled (default: the CPU sampler; the CUDA plugin gives its own).
   void set_sampler_factory(SamplerFactory factory) { sampler_factory_ = std::move(factory); }
+  // Decode steps through `factory`'s engine (core/device/decode_engine.h) instead of
+  // Decoder::decode: greedy runs of a new sequence without teacher forcing, a schedule or a live
+  // change (run() refuses the rest). The decoder is reset after such a run: its caches did not
+  // advance. An empty factory goes back to Decoder::decode.
+  void set_decode_engine(DecodeEngineFactory factory) { engine_factory_ = std::move(factory); }
+  // The last run's engine, as it describes itself ("" when the decoder ran the steps).
+  const std::string& engine_description() const { return engine_description_; }
 
   // A live change: every layer takes `config` before the next decode step. Any thread.
   void request_config(const LukaConfig& config);
@@ -114,6 +122,8 @@ class RunLoop {
   Decoder& decoder_;
   std::vector<std::shared_ptr<LukaLayer>> layers_;
   SamplerFactory sampler_factory_;
+  DecodeEngineFactory engine_factory_;
+  std::string engine_description_;
   mutable std::mutex mu_;
   LukaConfig config_;
   std::optional<LukaConfig> requested_;

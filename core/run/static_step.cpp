@@ -321,17 +321,30 @@ void StaticDecodeStep::start(Decoder& decoder, const std::vector<std::int32_t>& 
 }
 
 void StaticDecodeStep::step() {
-  if (!started_) fail("static step", "step() before start()");
-  if (host_step_ >= plan_.run.max_new_tokens)
-    fail("static step", "planned for " + std::to_string(plan_.run.max_new_tokens) + " steps");
-  c10::InferenceMode guard;
-  const ModelShape& m = plan_.shape;
-  const std::int64_t H = m.heads, KV = m.kv_heads, D = m.head_dim, G = H / KV;
+  check_next_step();
   if (has_eager_) {
     // Eager layers read the sequence's ids (the delimiter segmenter); on the CPU the token is
     // right there, on a GPU this read is the one synchronisation such a run keeps.
     host_ids_.push_back(static_cast<std::int32_t>(token_.to(at::kCPU).const_data_ptr<std::int64_t>()[0]));
   }
+  enqueue_step();
+  end_step();
+}
+
+void StaticDecodeStep::check_next_step() const {
+  if (!started_) fail("static step", "step() before start()");
+  if (host_step_ >= plan_.run.max_new_tokens)
+    fail("static step", "planned for " + std::to_string(plan_.run.max_new_tokens) + " steps");
+}
+
+std::int32_t StaticDecodeStep::token() const {
+  return static_cast<std::int32_t>(token_.to(at::kCPU).const_data_ptr<std::int64_t>()[0]);
+}
+
+void StaticDecodeStep::enqueue_step() {
+  c10::InferenceMode guard;
+  const ModelShape& m = plan_.shape;
+  const std::int64_t H = m.heads, KV = m.kv_heads, D = m.head_dim, G = H / KV;
 
   // The token's row, the RoPE tables of its position, the mask of the keys past it, and the first
   // layer's input norm (every later norm comes with the residual add before it).
@@ -385,6 +398,10 @@ void StaticDecodeStep::step() {
   ids_.index_copy_(0, step_, token_);
   step_.add_(one_);
   position_.add_(one_);
+}
+
+void StaticDecodeStep::end_step() {
+  c10::InferenceMode guard;
   ++host_step_;
   ++host_position_;
   // The page variant: the layers whose schedule makes pages after this step (known on the host
@@ -446,6 +463,42 @@ void StaticDecodeStep::make_pages(LayerOps& o, std::int64_t count) {
   o.pages += count;
   o.paged_end += n;
   if (o.clustered) o.clustered->set_pages(o.pages, o.paged_end);
+}
+
+namespace {
+
+class StaticStepEngine final : public DecodeEngine {
+ public:
+  StaticStepEngine(const Decoder& decoder, const RunLength& run, const std::vector<LayerConfig>& layers,
+                   const StepKernelsFactory& kernels)
+      : step_(decoder, run, layers, kernels) {}
+  void start(Decoder& decoder, const std::vector<std::int32_t>& prompt, std::int32_t first) override {
+    step_.start(decoder, prompt, first);
+  }
+  std::int32_t step() override {
+    step_.step();
+    return step_.token();
+  }
+  at::Tensor logits() const override { return step_.logits(); }
+  std::string describe() const override {
+    std::string s = std::string("static step (") + step_.kernels() + " per-layer ops, " +
+                    std::to_string(step_.plan().total_bytes() >> 20) + " MiB reserved)";
+    const std::vector<int> eager = step_.eager_layers();
+    if (!eager.empty()) s += ", " + std::to_string(eager.size()) + " layers through their own attention";
+    return s;
+  }
+
+ private:
+  StaticDecodeStep step_;
+};
+
+}  // namespace
+
+DecodeEngineFactory static_step_engine(StepKernelsFactory kernels) {
+  return [kernels](const Decoder& decoder, std::int64_t prompt_tokens, std::int64_t max_new_tokens,
+                   const std::vector<LayerConfig>& layers) -> std::unique_ptr<DecodeEngine> {
+    return std::make_unique<StaticStepEngine>(decoder, RunLength{prompt_tokens, max_new_tokens}, layers, kernels);
+  };
 }
 
 }  // namespace luka

@@ -38,6 +38,7 @@
 #include <string>
 #include <vector>
 
+#include "core/device/decode_engine.h"
 #include "core/run/step_kernels.h"
 #include "core/run/step_plan.h"
 
@@ -71,6 +72,16 @@ class StaticDecodeStep {
   // into `token` and ids()[step], and advances position and step. Throws luka::Error past the
   // planned steps.
   void step();
+  // step() in parts, for a caller that records the device work once and replays it (a CUDA
+  // graph: core/run/graphed_step.h): check_next_step() throws as step() would; enqueue_step() is
+  // the step's device work alone (what is recorded; it reads nothing from the host, so a step with
+  // eager layers, which read the ids there, is not recorded); end_step() advances the host's
+  // counters and makes the pages due after the step (eagerly: their offsets move).
+  void check_next_step() const;
+  void enqueue_step();
+  void end_step();
+  // The token the last step chose (read from the device).
+  std::int32_t token() const;
 
   const StepPlan& plan() const { return plan_; }
   // The last step's logits, float32 [vocab] (a view of the reserved buffer: copy it to keep it).
@@ -108,5 +119,9 @@ class StaticDecodeStep {
   bool has_eager_ = false;
   bool started_ = false;
 };
+
+// The static step as the run loop's decode engine (core/device/decode_engine.h), its per-layer
+// ops from `kernels` (empty: the ATen ops, CPU tensors only).
+DecodeEngineFactory static_step_engine(StepKernelsFactory kernels = {});
 
 }  // namespace luka

@@ -502,6 +502,25 @@ TEST(Cli, GenerateGreedyMatchesTransformers) {
   EXPECT_NE(r.err.find("tokens/s"), std::string::npos) << r.err;
 }
 
+// The static decode step (--static-step: the step --graph records on a GPU) through the CLI: the
+// same text as transformers' greedy generate, and --verbose names it; sampling is refused.
+TEST(Cli, GenerateStaticStepMatchesTransformersAndNamesItself) {
+  const fs::path ckpt = checkpoint("qwen3-tok");
+  if (!fs::exists(ckpt / "tokenizer.json"))
+    GTEST_SKIP() << "the qwen3-tok fixture needs the Qwen3 tokenizer from " << LUKA_SHARED_DATA;
+  const auto ref = nlohmann::json::parse(read_file(ckpt / "reference" / "greedy_text.json"));
+  const RunResult r = run_luka({"generate", "--model", ckpt.string(), "--prompt", ref["prompt"].get<std::string>(),
+                                "--max-new-tokens", std::to_string(ref["new_tokens"].get<int>()), "--threads", "2",
+                                "--device", "cpu", "--static-step", "--verbose"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, ref["text"].get<std::string>() + "\n");
+  EXPECT_NE(r.err.find("decode step: static step (cpu per-layer ops"), std::string::npos) << r.err;
+  const RunResult sampled = run_luka({"generate", "--model", ckpt.string(), "--prompt", "hello", "--device", "cpu",
+                                      "--static-step", "--temperature", "0.7"});
+  EXPECT_EQ(sampled.exit_code, 2) << sampled.err;
+  EXPECT_NE(sampled.err.find("--static-step chooses greedily"), std::string::npos) << sampled.err;
+}
+
 }  // namespace
 
 // --- GGUF and the default model (SmolLM2-135M-Instruct, installed by scripts/setup.sh) ---------

@@ -1,6 +1,7 @@
 // --graph and --no-graph (app/cli/luka_options): they parse on every command that takes
 // --device, contradict each other, and --graph is refused where it cannot run: on the CPU (a
-// usage error, exit 2) and in a build whose CUDA plugin records no decode step (exit 1).
+// usage error, exit 2) and, on a GPU, by the commands that do not record their steps (exit 1;
+// luka generate does).
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -43,13 +44,15 @@ TEST(GraphOptions, EagerUnlessGraphIsAskedForAndNeverBoth) {
     ASSERT_TRUE(parse(p, {"luka", "demo", "--graph"}));
     EXPECT_EQ(graph_option(p), DecodeIssue::kGraph);
     EXPECT_THROW(check_graph_option(p, false), UsageError);  // the CPU has no CUDA graph
+    EXPECT_THROW(check_graph_option(p, false, true), UsageError);
+    EXPECT_NO_THROW(check_graph_option(p, true, true));  // generate on a GPU records its steps
     try {
       check_graph_option(p, true);
-      ADD_FAILURE() << "--graph was accepted by a build without a recorded step";
+      ADD_FAILURE() << "--graph was accepted by a command that does not record its steps";
     } catch (const UsageError&) {
-      ADD_FAILURE() << "a missing feature of the build is not a usage error";
+      ADD_FAILURE() << "a command without the recorded step is not a usage error";
     } catch (const Error& e) {
-      EXPECT_NE(std::string(e.what()).find("--graph"), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find("only luka generate"), std::string::npos) << e.what();
     }
   }
   {

@@ -23,6 +23,8 @@
 #include "core/luka/luka_attention.h"
 #include "core/model/decoder.h"
 #include "core/model/model.h"
+#include "core/run/graphed_step.h"
+#include "core/run/run_loop.h"
 #include "core/run/static_step.h"
 #include "core/util/error.h"
 #include "tests/random_checkpoint.h"
@@ -255,6 +257,93 @@ TEST(StaticDecodeStep, NamesItsPerLayerOpsAndRefusesAFactoryThatMakesNone) {
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("no per-layer ops"), std::string::npos) << e.what();
   }
+}
+
+// The run loop with the static step as its decode engine (what `luka generate --static-step` runs,
+// and --graph records on a GPU): the same greedy ids as Decoder::decode's steps, for plain
+// attention and LuKA clustered layers; the engine says what it ran; the decoder is reset after.
+TEST(StaticStepEngine, TheRunLoopGivesTheDecodersTokens) {
+  for (const char* name : {"", "clustered"}) {
+    SCOPED_TRACE(*name ? name : "plain");
+    const std::vector<std::int32_t> prompt = prompt_ids();
+    RunSettings settings;
+    settings.max_new_tokens = 24;
+    std::vector<std::int32_t> want;
+    {
+      Decoder d(model());
+      std::vector<std::shared_ptr<LukaLayer>> layers;
+      LukaConfig config;
+      if (*name) {
+        config = preset(name);
+        layers = install_luka(d, config);
+      }
+      RunLoop loop(d, layers, config);
+      want = loop.run(prompt, settings).ids;
+      EXPECT_TRUE(loop.engine_description().empty());
+    }
+    Decoder d(model());
+    std::vector<std::shared_ptr<LukaLayer>> layers;
+    LukaConfig config;
+    if (*name) {
+      config = preset(name);
+      layers = install_luka(d, config);
+    }
+    RunLoop loop(d, layers, config);
+    loop.set_decode_engine(static_step_engine());
+    const RunResult got = loop.run(prompt, settings);
+    EXPECT_EQ(got.ids, want);
+    EXPECT_EQ(got.decode_steps, settings.max_new_tokens - 1);
+    EXPECT_NE(loop.engine_description().find("static step (cpu per-layer ops"), std::string::npos)
+        << loop.engine_description();
+    EXPECT_EQ(d.position(), 0) << "the decoder's caches did not advance: it is reset";
+  }
+}
+
+// What the engine cannot run is refused before anything runs: sampling, a schedule, teacher
+// forcing, a continuation.
+TEST(StaticStepEngine, RefusesWhatItCannotRun) {
+  Decoder d(model());
+  RunLoop loop(d);
+  loop.set_decode_engine(static_step_engine());
+  const std::vector<std::int32_t> prompt = prompt_ids();
+  const auto expect_error = [&](const RunSettings& s, const std::string& needle) {
+    try {
+      loop.run(prompt, s);
+      ADD_FAILURE() << "ran; expected an error naming " << needle;
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+    }
+  };
+  RunSettings sampled;
+  sampled.sampling.temperature = 0.7f;
+  expect_error(sampled, "chooses greedily");
+  RunSettings forced;
+  forced.max_new_tokens = 2;
+  forced.forced = {1, 2};
+  expect_error(forced, "without teacher forcing");
+  RunSettings continued;
+  continued.reset = false;
+  expect_error(continued, "a new sequence");
+}
+
+// Which steps of a recorded run are eager, record or replay (core/run/graphed_step.h): the
+// warm-up, one recording, replays, and a recording again after a config change.
+TEST(GraphSchedule, WarmsUpRecordsOnceAndReplaysUntilInvalidated) {
+  GraphSchedule s(2);
+  std::vector<std::string> issued;
+  for (int i = 0; i < 5; ++i) issued.push_back(to_string(s.next()));
+  EXPECT_EQ(issued, (std::vector<std::string>{"eager", "eager", "record", "replay", "replay"}));
+  EXPECT_TRUE(s.recorded());
+  s.invalidate();
+  EXPECT_FALSE(s.recorded());
+  EXPECT_EQ(s.next(), StepIssue::kRecord);  // no second warm-up
+  EXPECT_EQ(s.next(), StepIssue::kReplay);
+  EXPECT_EQ(s.records(), 2);
+  EXPECT_EQ(s.replays(), 3);
+  EXPECT_EQ(s.steps(), 7);
+  GraphSchedule none(0);
+  EXPECT_EQ(none.next(), StepIssue::kRecord);
+  EXPECT_THROW(GraphSchedule(-1), Error);
 }
 
 // The counter itself sees an allocation: a test that counts nothing would prove nothing.

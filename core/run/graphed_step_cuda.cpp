@@ -1,0 +1,114 @@
+// The CUDA side of core/run/graphed_step.h: the static step over the fused CUDA kernels, its
+// device work recorded with at::cuda::CUDAGraph (a private pool, capture on a side stream in
+// cudaStreamCaptureModeGlobal, so a capture-unsafe call anywhere fails the capture) and replayed
+// on the current stream. Built only with LUKA_CUDA (library luka_graphed_step_cuda).
+#include <ATen/cuda/CUDAContext.h>
+#include <ATen/cuda/CUDAGraph.h>
+#include <c10/cuda/CUDAGuard.h>
+#include <c10/cuda/CUDAStream.h>
+
+#include <chrono>
+#include <cstdio>
+
+#include "core/run/graphed_step.h"
+#include "core/run/static_step.h"
+#include "core/run/step_kernels.h"
+#include "core/util/error.h"
+#include "kernels/cuda/graph.h"
+
+namespace luka {
+
+namespace {
+
+class GraphedStepEngine final : public DecodeEngine {
+ public:
+  GraphedStepEngine(const Decoder& decoder, const RunLength& run, const std::vector<LayerConfig>& layers, int warmup)
+      : step_(decoder, run, layers, [](const StepTensors& t) { return make_cuda_step_kernels(t); }),
+        schedule_(warmup) {
+    if (!step_.eager_layers().empty())
+      fail("graph", std::to_string(step_.eager_layers().size()) +
+                        " layers run through their own attention, which reads the length on the host: no graph "
+                        "records such a step (run without --graph)");
+  }
+
+  void start(Decoder& decoder, const std::vector<std::int32_t>& prompt, std::int32_t first) override {
+    step_.start(decoder, prompt, first);
+  }
+
+  std::int32_t step() override {
+    step_.check_next_step();
+    switch (schedule_.next()) {
+      case StepIssue::kEager:
+        step_.enqueue_step();
+        ++eager_;
+        break;
+      case StepIssue::kRecord:
+        record();
+        replay();
+        break;
+      case StepIssue::kReplay:
+        replay();
+        break;
+    }
+    step_.end_step();
+    return step_.token();
+  }
+
+  at::Tensor logits() const override { return step_.logits(); }
+
+  std::string describe() const override {
+    char line[256];
+    std::snprintf(line, sizeof line,
+                  "CUDA graph: %lld kernel nodes (%lld nodes in all), recorded in %.3f s; %lld replays, %lld eager steps",
+                  static_cast<long long>(nodes_.kernels), static_cast<long long>(nodes_.total), record_seconds_,
+                  static_cast<long long>(schedule_.replays() + schedule_.records()), static_cast<long long>(eager_));
+    return line;
+  }
+
+ private:
+  void record() {
+    // The work so far done before the capture begins; the capture on a side stream of the pool.
+    at::cuda::device_synchronize();
+    const auto t0 = std::chrono::steady_clock::now();
+    graph_ = std::make_unique<at::cuda::CUDAGraph>(/*keep_graph=*/true);
+    const c10::cuda::CUDAStream side = c10::cuda::getStreamFromPool();
+    try {
+      c10::cuda::CUDAStreamGuard guard(side);
+      graph_->capture_begin();
+      step_.enqueue_step();
+      graph_->capture_end();
+      nodes_ = cuda::count_nodes(graph_->raw_cuda_graph());
+      graph_->instantiate();
+    } catch (const c10::Error& e) {
+      graph_.reset();
+      fail("graph", std::string("recording the decode step failed: ") + e.what_without_backtrace());
+    }
+    record_seconds_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  }
+
+  void replay() {
+    try {
+      graph_->replay();
+    } catch (const c10::Error& e) {
+      fail("graph", std::string("replaying the decode step failed: ") + e.what_without_backtrace());
+    }
+  }
+
+  StaticDecodeStep step_;
+  GraphSchedule schedule_;
+  std::unique_ptr<at::cuda::CUDAGraph> graph_;
+  cuda::GraphNodes nodes_;
+  double record_seconds_ = 0;
+  std::int64_t eager_ = 0;
+};
+
+}  // namespace
+
+DecodeEngineFactory graphed_step_engine(int warmup) {
+  return [warmup](const Decoder& decoder, std::int64_t prompt_tokens, std::int64_t max_new_tokens,
+                  const std::vector<LayerConfig>& layers) -> std::unique_ptr<DecodeEngine> {
+    return std::make_unique<GraphedStepEngine>(decoder, RunLength{prompt_tokens, max_new_tokens}, layers, warmup);
+  };
+}
+
+}  // namespace luka
