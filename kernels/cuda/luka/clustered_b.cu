@@ -33,6 +33,16 @@ struct Params {
   float scale, page_decay, add_scale;
 };
 
+// Kernel B is launched as a programmatic dependent of kernel A (sm_90: cudaLaunchKernelEx with
+// programmatic stream serialization), so its blocks are scheduled while A's last blocks drain; each
+// block waits here until A's grid has completed and its writes are visible. Launched without the
+// attribute, or on an older GPU, the wait returns at once (stream order already holds).
+__device__ __forceinline__ void wait_for_kernel_a() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+
 // Block h: one query head. Shared: the merged max and sum of A's states, the children's logits,
 // and the scalars of the finalize (computed by thread 0: at most kMaxChildren terms).
 template <class T>
@@ -43,6 +53,7 @@ __global__ void __launch_bounds__(kThreads)
                        float* token_h2o, float* token_imp) {
   __shared__ float child[kMaxChildren];
   __shared__ float sM, sZ, sMx, sZx;  // A's max and sum; the finalize's (exact: over the new cover)
+  wait_for_kernel_a();
   const int h = blockIdx.x, g = h / pr.group, D = pr.head_dim, warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int P = pr.pages, L = pr.page_size, N = P + pr.tokens - pr.paged_end;
   const float* st = states + static_cast<long long>(h) * pr.splits * (D + 2);
@@ -141,6 +152,26 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
+// One block per query head; with a.overlap, as a programmatic dependent of the kernel before it on
+// the stream (kernel A).
+template <class T>
+cudaError_t launch_b(const ClusteredBArgs& a, const Params& pr, cudaStream_t stream) {
+  cudaLaunchAttribute attribute[1];
+  attribute[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attribute[0].val.programmaticStreamSerializationAllowed = a.overlap ? 1 : 0;
+  cudaLaunchConfig_t config = {};
+  config.gridDim = dim3(static_cast<unsigned>(a.heads));
+  config.blockDim = dim3(kThreads);
+  config.dynamicSmemBytes = 0;
+  config.stream = stream;
+  config.attrs = attribute;
+  config.numAttrs = 1;
+  return cudaLaunchKernelEx(&config, clustered_b_kernel<T>, pr, static_cast<const T*>(a.q),
+                            static_cast<const T*>(a.sum_v), static_cast<const T*>(a.k), static_cast<const T*>(a.v),
+                            a.states, a.logits, a.picks, static_cast<T*>(a.out), a.page_h2o, a.page_imp, a.token_h2o,
+                            a.token_imp);
+}
+
 }  // namespace
 
 std::string clustered_b(const ClusteredBArgs& a, void* stream) {
@@ -171,19 +202,8 @@ std::string clustered_b(const ClusteredBArgs& a, void* stream) {
                   a.page_decay,
                   a.add_scale};
   const auto s = static_cast<cudaStream_t>(stream);
-  if (a.bf16) {
-    using T = __nv_bfloat16;
-    clustered_b_kernel<T><<<static_cast<unsigned>(a.heads), kThreads, 0, s>>>(
-        pr, static_cast<const T*>(a.q), static_cast<const T*>(a.sum_v), static_cast<const T*>(a.k),
-        static_cast<const T*>(a.v), a.states, a.logits, a.picks, static_cast<T*>(a.out), a.page_h2o, a.page_imp,
-        a.token_h2o, a.token_imp);
-  } else {
-    using T = __half;
-    clustered_b_kernel<T><<<static_cast<unsigned>(a.heads), kThreads, 0, s>>>(
-        pr, static_cast<const T*>(a.q), static_cast<const T*>(a.sum_v), static_cast<const T*>(a.k),
-        static_cast<const T*>(a.v), a.states, a.logits, a.picks, static_cast<T*>(a.out), a.page_h2o, a.page_imp,
-        a.token_h2o, a.token_imp);
-  }
+  const cudaError_t launched = a.bf16 ? launch_b<__nv_bfloat16>(a, pr, s) : launch_b<__half>(a, pr, s);
+  if (launched != cudaSuccess) return std::string("clustered_b: ") + cudaGetErrorString(launched);
   const cudaError_t e = cudaGetLastError();
   return e == cudaSuccess ? "" : std::string("clustered_b: ") + cudaGetErrorString(e);
 }

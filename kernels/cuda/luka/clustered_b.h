@@ -3,6 +3,7 @@
 // refinement, and the accumulators in the page-level form of kernels/common/page_accumulators.h
 // (one value per page and head, per-token values for the raw tail and the children only). Pages
 // are the fixed segmenter's: page p holds tokens [p·page_size, (p+1)·page_size). Plain CUDA C++ API.
+// B is launched to overlap A's tail (programmatic dependent launch, ClusteredBArgs::overlap).
 #pragma once
 
 #include <cstdint>
@@ -36,6 +37,9 @@ struct ClusteredBArgs {
   float* token_imp = nullptr;
   std::int64_t acc_stride = 0;
   float page_decay = 1.0f, add_scale = 1.0f;
+  // Launch as a programmatic dependent of the kernel before it on the stream (kernel A), so B's
+  // blocks start while A's tail drains (sm_90; elsewhere the attribute changes nothing).
+  bool overlap = true;
 };
 
 std::string clustered_b(const ClusteredBArgs& args, void* stream);
