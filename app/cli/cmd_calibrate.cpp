@@ -31,6 +31,7 @@
 #include "core/model/decoder.h"
 #include "core/model/model.h"
 #include "core/run/run_loop.h"
+#include "core/run/session.h"
 #include "core/tokenizer/tokenizer.h"
 #include "core/util/output_file.h"
 
@@ -289,11 +290,11 @@ int run_calibrate(int argc, char** argv) {
   // sums[c][l][h]; head pattern scores come from the first candidate's dense shadow rows.
   std::vector<std::vector<std::vector<HeadSums>>> sums(candidates.size(),
                                                        std::vector<std::vector<HeadSums>>(static_cast<std::size_t>(L), std::vector<HeadSums>(static_cast<std::size_t>(H))));
-  Decoder decoder(model);
+  RunSession session(device, model, &tokenizer);
   const auto t0 = std::chrono::steady_clock::now();
   for (std::size_t c = 0; c < candidates.size(); ++c) {
-    const auto layers = device->install_luka(decoder, candidates[c].config);
-    set_token_texts(layers, tokenizer.all_token_bytes());
+    session.use(candidates[c].config);
+    const std::vector<std::shared_ptr<LukaLayer>>& layers = session.layers();
     struct Observer final : RunObserver {
       std::function<void(std::int64_t)> after;
       void after_step(std::int64_t step, double) override { after(step); }
@@ -330,9 +331,7 @@ int run_calibrate(int argc, char** argv) {
         std::fflush(stderr);
       }
     };
-    RunLoop loop(decoder, layers, candidates[c].config);
-    loop.set_sampler_factory([device](const SamplingParams& p) { return device->sampler(p); });
-    const RunResult r = loop.run(head, run, &observer);
+    const RunResult r = session.loop().run(head, run, &observer);
     if (r.decode_steps != steps) fail("calibrate", "ran " + std::to_string(r.decode_steps) + " decode steps, expected " + std::to_string(steps));
   }
   if (!quiet && tty) std::fputc('\n', stderr);

@@ -30,6 +30,7 @@
 #include "core/run/run_loop.h"
 #include "core/luka/luka_attention.h"
 #include "core/model/decoder.h"
+#include "core/run/session.h"
 #include "core/model/model.h"
 #include "core/tokenizer/tokenizer.h"
 
@@ -149,7 +150,7 @@ int run_capture(int argc, char** argv) {
   const auto model = Model::load(path, load_options(args, *device));
   const std::int64_t n = static_cast<std::int64_t>(prompt.ids.size());
   check_context(model->config().max_position_embeddings, 0, n, max_new);  // before the capture file exists
-  Decoder decoder(model);
+  RunSession run_session(device, model, &tokenizer);
   const std::int64_t n_layers = model->config().num_layers;
   if (calibration && (calibration->num_layers != n_layers || calibration->num_heads != model->config().num_heads))
     fail(args.get("calibration"), "is a calibration of a model with " + std::to_string(calibration->num_layers) + " layers and " +
@@ -157,8 +158,8 @@ int run_capture(int argc, char** argv) {
                                       std::to_string(model->config().num_heads));
   LukaConfig luka = luka_config(args, n_layers).value_or(LukaConfig::preset("dense", n_layers));
   check_schedule_option(luka, run.schedule);  // before the capture file exists
-  const auto layers = device->install_luka(decoder, luka);
-  set_token_texts(layers, tokenizer.all_token_bytes());
+  run_session.use(luka);
+  const std::vector<std::shared_ptr<LukaLayer>>& layers = run_session.layers();
 
   capture::Manifest manifest = capture::make_manifest(*model, tokenizer, luka);
   manifest.seed = static_cast<std::int64_t>(sampling.seed);
@@ -262,8 +263,7 @@ int run_capture(int argc, char** argv) {
   recording.tokenizer = &tokenizer;
   recording.progress = progress;
   recording.total_steps = max_new - 1;
-  RunLoop loop(decoder, layers, luka);
-  loop.set_sampler_factory([device](const SamplingParams& p) { return device->sampler(p); });
+  RunLoop& loop = run_session.loop();
   RunResult result;
   try {
     // The run holds the KV caches and LuKA state for the whole context, and the recording's buffers.

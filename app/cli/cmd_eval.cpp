@@ -27,6 +27,7 @@
 #include "core/luka/luka_layer.h"
 #include "core/model/decoder.h"
 #include "core/model/model.h"
+#include "core/run/session.h"
 #include "core/run/run_loop.h"
 #include "core/tokenizer/tokenizer.h"
 #include "core/util/output_file.h"
@@ -186,7 +187,7 @@ int run_eval_wikisalad(int argc, char** argv) {
   std::ofstream results(results_path, std::ios::binary | std::ios::app);
   if (!results) fail(results_path.string(), "cannot open for appending");
   std::vector<eval::QaRecord> records = previous.records;
-  Decoder decoder(model);
+  RunSession session(device, model, &tokenizer);
   RunSettings run;
   run.max_new_tokens = max_new;
   run.stop_ids = stop_token_ids(model->config().eos_token_ids, tokenizer);
@@ -197,10 +198,8 @@ int run_eval_wikisalad(int argc, char** argv) {
   for (std::size_t pi = 0; pi < presets.size(); ++pi) {
     const std::string& preset = presets[pi];
     const LukaConfig& config = configs.at(preset);
-    const auto layers = device->install_luka(decoder, config);
-    set_token_texts(layers, tokenizer.all_token_bytes());
-    RunLoop loop(decoder, layers, config);
-    loop.set_sampler_factory([device](const SamplingParams& p) { return device->sampler(p); });
+    session.use(config);
+    RunLoop& loop = session.loop();
     int matches = 0, scored = 0;
     for (std::size_t qi = 0; qi < questions.size(); ++qi) {
       const eval::QaQuestion& q = questions[qi];

@@ -36,6 +36,7 @@
 #include "core/model/decoder.h"
 #include "core/model/model.h"
 #include "core/run/run_loop.h"
+#include "core/run/session.h"
 #include "core/tokenizer/tokenizer.h"
 #include "core/util/output_file.h"
 #include "core/util/text_file.h"
@@ -451,7 +452,7 @@ int run_plan(const ArgParser& args, const Tokenizer& tokenizer, const fs::path& 
   std::ofstream results(results_path, std::ios::binary | std::ios::app);
   if (!results) fail(results_path.string(), "cannot open for appending");
   std::vector<eval::LongContextRecord> records = previous.records;
-  Decoder decoder(model);
+  RunSession session(device, model, &tokenizer);
   RunSettings run;
   run.max_new_tokens = max_new;
   run.stop_ids = stop_token_ids(model->config().eos_token_ids, tokenizer);
@@ -467,10 +468,9 @@ int run_plan(const ArgParser& args, const Tokenizer& tokenizer, const fs::path& 
   for (std::size_t pi = 0; pi < presets.size(); ++pi) {
     const std::string& preset = presets[pi];
     const LukaConfig& config = configs.at(preset);
-    const auto layers = device->install_luka(decoder, config);
-    set_token_texts(layers, tokenizer.all_token_bytes());
-    RunLoop loop(decoder, layers, config);
-    loop.set_sampler_factory([device](const SamplingParams& p) { return device->sampler(p); });
+    session.use(config);
+    RunLoop& loop = session.loop();
+    const std::vector<std::shared_ptr<LukaLayer>>& layers = session.layers();
     double sum = 0;
     int scored = 0;
     for (const Job& j : plan.jobs) {

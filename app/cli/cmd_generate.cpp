@@ -13,6 +13,7 @@
 #include "core/chat/chat_format.h"
 #include "core/device/device.h"
 #include "core/run/run_loop.h"
+#include "core/run/session.h"
 #include "core/run/static_step.h"
 #include "core/model/decoder.h"
 #include "core/model/model.h"
@@ -81,18 +82,14 @@ int run_generate(int argc, char** argv) {
     throw UsageError(std::string(graph ? "--graph" : "--static-step") + " chooses greedily: drop --temperature");
   if ((graph || static_step) && !run.schedule.empty())
     throw UsageError(std::string(graph ? "--graph" : "--static-step") + " runs one config for the whole run: drop --schedule");
-  const auto model = Model::load(path, load_options(args, *device));
-  Decoder decoder(model);
+  RunSession session(device, Model::load(path, load_options(args, *device)), &tokenizer);
+  const Model* model = &session.model();
   const std::int64_t n_layers = model->config().num_layers;
   std::optional<LukaConfig> luka = luka_config(args, n_layers);
   if (!run.schedule.empty() && !luka) luka = LukaConfig::preset("dense", n_layers);
   if (luka) check_schedule_option(*luka, run.schedule);
-  std::vector<std::shared_ptr<LukaLayer>> layers;
-  if (luka) {
-    layers = device->install_luka(decoder, *luka);
-    set_token_texts(layers, tokenizer.all_token_bytes());
-    std::fprintf(stderr, "attention: %s\n", describe_modes(*luka).c_str());
-  }
+  session.use(luka);
+  if (luka) std::fprintf(stderr, "attention: %s\n", describe_modes(*luka).c_str());
   run.max_new_tokens = max_new;
   run.sampling = sampling;
   if (!args.get_flag("ignore-eos")) run.stop_ids = stop_token_ids(model->config().eos_token_ids, tokenizer);
@@ -118,8 +115,7 @@ int run_generate(int argc, char** argv) {
       std::fprintf(stderr, "\n[decode step %lld] %s -> %s\n", static_cast<long long>(step), what.c_str(), describe_modes(config).c_str());
     }
   } stream(tokenizer, args.get_flag("json"));
-  RunLoop loop(decoder, layers, luka.value_or(LukaConfig{}));
-  loop.set_sampler_factory([device](const SamplingParams& p) { return device->sampler(p); });
+  RunLoop& loop = session.loop();
   if (graph) {
     std::string why;
     DecodeEngineFactory engine = device->graph_engine(&why);

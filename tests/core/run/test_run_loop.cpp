@@ -11,7 +11,10 @@
 
 #include "core/model/decoder.h"
 #include "core/model/model.h"
+#include "core/device/device.h"
+#include "core/luka/luka_attention.h"
 #include "core/run/run_loop.h"
+#include "core/run/session.h"
 #include "core/util/error.h"
 #include "tests/core/model/test_util.h"
 
@@ -45,6 +48,38 @@ TEST(RunLoop, ARunReservesItsWholeContextOnce) {
   }
   EXPECT_EQ(logits.argmax().item<std::int64_t>(), r.ids.back());
   EXPECT_EQ(plain.cache(0).capacity(), 64);
+}
+
+// A session sets a run up in one call and swaps configs: its plain run equals a bare decoder's
+// loop, a LuKA config installs one layer per decoder layer (the run equal to a loop over
+// install_luka's layers), and going back to plain attention gives the plain run again.
+TEST(RunSession, SwapsConfigsAndRunsWhatABareLoopRuns) {
+  const auto model = Model::load(test::checkpoint("qwen3-tied"), LoadOptions{DType::kF32, 0});
+  std::vector<std::int32_t> prompt;
+  for (int i = 0; i < 24; ++i) prompt.push_back((i * 61 + 5) % 512);
+  RunSettings settings;
+  settings.max_new_tokens = 12;
+  const int L = model->config().num_layers;
+  LukaConfig clustered = LukaConfig::preset("clustered", L);
+  clustered.apply_override("page_size=4,tail=4,interval=2,top_k=1");
+
+  Decoder bare(model);
+  const std::vector<std::int32_t> plain_ids = RunLoop(bare).run(prompt, settings).ids;
+  Decoder luka_decoder(model);
+  const auto luka_layers = install_luka(luka_decoder, clustered);
+  const std::vector<std::int32_t> luka_ids = RunLoop(luka_decoder, luka_layers, clustered).run(prompt, settings).ids;
+
+  RunSession session(cpu_backend(), model);
+  EXPECT_FALSE(session.config().has_value());
+  EXPECT_EQ(session.loop().run(prompt, settings).ids, plain_ids);
+  session.use(clustered);
+  ASSERT_EQ(session.layers().size(), static_cast<std::size_t>(L));
+  EXPECT_NE(dynamic_cast<LukaAttention*>(&session.decoder().attention(0)), nullptr);
+  EXPECT_EQ(session.loop().run(prompt, settings).ids, luka_ids);
+  session.use(std::nullopt);
+  EXPECT_TRUE(session.layers().empty());
+  EXPECT_EQ(dynamic_cast<LukaAttention*>(&session.decoder().attention(0)), nullptr);
+  EXPECT_EQ(session.loop().run(prompt, settings).ids, plain_ids);
 }
 
 TEST(RunLoop, StopIdEndsGeneration) {
