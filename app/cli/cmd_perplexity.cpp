@@ -24,6 +24,7 @@
 #include "core/luka/luka_attention.h"
 #include "core/run/run_loop.h"
 #include "core/model/decoder.h"
+#include "core/run/session.h"
 #include "core/model/model.h"
 #include "core/tokenizer/tokenizer.h"
 #include "core/util/error.h"
@@ -78,9 +79,10 @@ int run_perplexity(int argc, char** argv) {
   const bool fidelity = args.get_flag("fidelity");
   if (fidelity)
     for (auto& l : config.layers) l.dense_shadow = true;
-  Decoder decoder(model);
-  const auto layers = device->install_luka(decoder, config);
-  set_token_texts(layers, tokenizer.all_token_bytes());
+  RunSession session(device, model, &tokenizer);
+  session.use(config);
+  Decoder& decoder = session.decoder();
+  const std::vector<std::shared_ptr<LukaLayer>>& layers = session.layers();
   std::unique_ptr<Decoder> reference;
   if (fidelity) {
     reference = std::make_unique<Decoder>(model);
@@ -162,8 +164,7 @@ int run_perplexity(int argc, char** argv) {
       std::fflush(stderr);
     }
   };
-  RunLoop loop(decoder, layers, config);
-  const RunResult result = loop.run(prompt, run, &scoring);
+  const RunResult result = session.loop().run(prompt, run, &scoring);
   const double decode_s = result.decode_seconds;
   const double total_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   if (!quiet) std::fprintf(stderr, "\r\033[K");
