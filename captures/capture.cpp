@@ -57,6 +57,8 @@ const char* mode_name(int code) {
     case kModeLined: return "lined";
     case kModeClustered: return "clustered";
     case kModeKascade: return "kascade";
+    case kModePress: return "press";
+    case kModeQuest: return "quest";
   }
   return "?";
 }

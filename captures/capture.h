@@ -21,17 +21,19 @@ enum CoverState : std::uint8_t {
   kAbsent = 0,      // not in the context at this step (position >= T)
   kSummarized = 1,  // clustered: inside an unrefined page, seen through its summary
   kRefined = 2,     // clustered: inside a refined page, attended exactly
-  kRaw = 3,         // attended exactly: the raw tail (clustered), the recent window (lined), the top-k set (kascade), every token (dense)
+  kRaw = 3,         // attended exactly: the raw tail (clustered), the recent window (lined), the top-k set (kascade),
+                    // the kept set (press, quest), every token (dense)
   kHeavy = 4,       // lined: a heavy hitter outside the window
-  kDropped = 5,     // lined: outside the window and not a heavy hitter; kascade: outside the top-k set
+  kDropped = 5,     // lined: outside the window and not a heavy hitter; kascade: outside the top-k set; press: evicted;
+                    // quest: in a page not selected and outside the recent window
 };
 
 // Per-page states (`page_state` datasets).
 enum PageState : std::uint8_t { kNoPage = 0, kPageSummarized = 1, kPageRefined = 2 };
 
 // Layer modes as stored (`mode` datasets); the numbers are part of the format.
-enum ModeCode : std::int8_t { kModeDense = 0, kModeLined = 1, kModeClustered = 2, kModeKascade = 3 };
-const char* mode_name(int code);  // "dense", "lined", "clustered", "kascade", "?"
+enum ModeCode : std::int8_t { kModeDense = 0, kModeLined = 1, kModeClustered = 2, kModeKascade = 3, kModePress = 4, kModeQuest = 5 };
+const char* mode_name(int code);  // "dense", "lined", "clustered", "kascade", "press", "quest", "?"
 
 // Which parts of a run are recorded (`--record`).
 struct RecordSpec {

@@ -27,6 +27,8 @@ std::int8_t mode_code(AttentionMode m) {
     case AttentionMode::kLined: return kModeLined;
     case AttentionMode::kClustered: return kModeClustered;
     case AttentionMode::kKascade: return kModeKascade;
+    case AttentionMode::kPress: return kModePress;
+    case AttentionMode::kQuest: return kModeQuest;
   }
   return kModeDense;
 }
@@ -259,9 +261,11 @@ void CaptureRecorder::record_step(std::int64_t step, std::vector<Token> new_toke
     out.mode = mode_code(ls.mode);
     out.paged_end = ls.paged_end;
     out.seconds = ls.seconds;
+    // Kascade, press and Quest name the keys each head attended (LukaStep::selected).
+    const bool sets = ls.mode == AttentionMode::kKascade || ls.mode == AttentionMode::kPress || ls.mode == AttentionMode::kQuest;
     const std::size_t per_head = ls.mode == AttentionMode::kLined       ? ls.heavy.size()
                                  : ls.mode == AttentionMode::kClustered ? ls.refined.size()
-                                 : ls.mode == AttentionMode::kKascade   ? ls.selected.size()
+                                 : sets                                 ? ls.selected.size()
                                                                         : ls.cover_size.size();
     for (const int h : layout_.heads) {
       if (static_cast<std::size_t>(h) >= ls.cover_size.size() || static_cast<std::size_t>(h) >= per_head)
@@ -317,7 +321,10 @@ void CaptureRecorder::record_step(std::int64_t step, std::vector<Token> new_toke
         if (ls.mode == AttentionMode::kLined) {
           std::fill(cov, cov + ls.window_start, kDropped);
           for (const std::int64_t t : ls.heavy[h]) cov[t] = kHeavy;
-        } else if (ls.mode == AttentionMode::kKascade) {
+        } else if (ls.mode == AttentionMode::kKascade || ls.mode == AttentionMode::kPress || ls.mode == AttentionMode::kQuest) {
+          // The keys the head attended are its cover: Kascade's top-k set, the tokens a press
+          // kept (the prompt's kept positions and every later one, or what decoding compression
+          // left), the pages Quest selected and its recent window. The rest were left out.
           std::fill(cov, cov + T, kDropped);
           for (const std::int64_t t : ls.selected[h]) cov[t] = kRaw;
         } else if (ls.mode == AttentionMode::kClustered) {

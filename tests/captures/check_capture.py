@@ -8,7 +8,8 @@
 - pyramid: every stored level equals the 2x2 max-pool of the level below it, computed here with
   numpy (levels must be consecutive); level 0 rows are distributions over keys <= query;
 - per decode step: effective rows sum to 1, covers agree with the page table, page states and
-  the layer's mode;
+  the layer's mode (kascade, press and quest: the attended keys raw, the rest dropped, as many raw
+  as cover_size);
 - with --hf-model (a GGUF file or HF folder): the prefill map at level 0 and the effective rows of
   dense steps equal transformers' eager attention probabilities (output_attentions) on the same
   tokens, within 2e-3 (float16 storage); in an all-dense run, each generated token's recorded
@@ -24,6 +25,9 @@ import h5py
 import numpy as np
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+MODES = {0: "dense", 1: "lined", 2: "clustered", 3: "kascade", 4: "press", 5: "quest"}
 
 
 def fail(msg):
@@ -186,6 +190,12 @@ def main():
                 for hcov in cov:  # the raw window is a suffix
                     raw = np.nonzero(hcov == 3)[0]
                     check(len(raw) > 0 and raw[-1] == T - 1 and np.all(np.diff(raw) == 1), "%s step %d: window" % (lg, s + 1))
+            elif mode[s] in (3, 4, 5):
+                # kascade, press, quest: the keys each head attended are raw, the rest dropped;
+                # the step's own token is always attended, and cover_size counts the raw ones.
+                check(np.all(np.isin(cov, [3, 5])), "%s step %d: %s cover codes" % (lg, s + 1, MODES[int(mode[s])]))
+                check(np.all(cov[:, T - 1] == 3), "%s step %d: the query's own token is not attended" % (lg, s + 1))
+                check(np.array_equal((cov == 3).sum(-1), dd["cover_size"][s]), "%s step %d: cover_size != raw tokens" % (lg, s + 1))
             else:
                 pe = int(paged_end[s])
                 check(P == 0 or max(int(z) for z in end[:P]) == pe, "%s step %d: paged_end %d != end of the pages" % (lg, s + 1, pe))

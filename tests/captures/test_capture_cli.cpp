@@ -525,6 +525,70 @@ TEST(CaptureCli, KascadeRecordsSourceHeadMapAndTheReusedSet) {
   }
 }
 
+TEST(CaptureCli, PressAndQuestStepsNameTheirModeAndWhatTheyEvicted) {
+  REQUIRE_TINY_MODEL();
+  // Layer 0: SnapKV keeping half the prompt (a window of 4 queries); layer 1: Quest with pages of
+  // 4, one page a step and a window of 4.
+  const fs::path out = work_dir() / "press_quest.h5";
+  const RunResult r = luka({"capture", "--model", kTinyModel.string(), "--prompt",
+                            "The lighthouse keeper wrote in the log that the fog rolled in over the harbour before dawn, and the ships waited.",
+                            "--set", "layers=0,mode=press,press_method=snapkv,press_window=4,compression_ratio=0.5", "--set",
+                            "layers=1,mode=quest,quest_page_size=4,quest_pages=1,quest_window=4", "--max-new-tokens", "6", "--ignore-eos",
+                            "--quiet", "--device", "cpu", "--threads", "2", "--out", out.string()});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  using namespace luka::capture;
+  const auto file = CaptureFile::open(out);
+  const std::int64_t n = file->summary().layout.prompt_tokens;
+  ASSERT_EQ(file->summary().complete_steps, 5);
+  for (std::int64_t step = 1; step <= 5; ++step) {
+    const StepMetrics m0 = file->metrics(step, 0), m1 = file->metrics(step, 1);
+    EXPECT_EQ(m0.mode, kModePress);
+    EXPECT_EQ(m1.mode, kModeQuest);
+    EXPECT_STREQ(mode_name(m0.mode), "press");
+    EXPECT_STREQ(mode_name(m1.mode), "quest");
+    for (const int layer : {0, 1})
+      for (const int head : {0, 1}) {
+        const auto cover = file->cover(step, layer, head);
+        const auto row = file->row(step, layer, head);
+        std::int64_t kept = 0, kept_prompt = 0;
+        for (std::size_t t = 0; t < cover.size(); ++t) {
+          ASSERT_TRUE(cover[t] == kRaw || cover[t] == kDropped) << "step " << step << " layer " << layer << " token " << t;
+          if (cover[t] == kDropped) EXPECT_EQ(row[t], 0.f) << "an evicted token got attention: step " << step << " layer " << layer << " token " << t;
+          kept += cover[t] == kRaw;
+          kept_prompt += cover[t] == kRaw && static_cast<std::int64_t>(t) < n;
+        }
+        EXPECT_EQ((layer == 0 ? m0 : m1).cover_size[static_cast<std::size_t>(head)], kept);
+        if (layer == 0) EXPECT_EQ(kept_prompt, n / 2) << "SnapKV keeps half the prompt (kvpress: floor(n * (1 - ratio)))";
+        if (layer == 0) EXPECT_EQ(kept - kept_prompt, step) << "and every token after it";
+        if (layer == 1) EXPECT_LE(kept, 4 + 4) << "one page and the window";
+      }
+  }
+  const RunResult check = run(kPython.string(), {(kRoot / "tests/captures/check_capture.py").string(), out.string(), "--expect-steps", "5",
+                                                 "--expect-finished", "1"});
+  EXPECT_EQ(check.exit_code, 0) << check.out << check.err;
+  // luka inspect names the modes, and --track counts what the methods evicted as dropped.
+  const RunResult info = luka({"inspect", out.string(), "--json"});
+  ASSERT_EQ(info.exit_code, 0) << info.err;
+  const std::string attention = nlohmann::json::parse(info.out)["attention"].get<std::string>();
+  EXPECT_NE(attention.find("press"), std::string::npos) << attention;
+  EXPECT_NE(attention.find("quest"), std::string::npos) << attention;
+  const RunResult track = luka({"inspect", out.string(), "--track", "0-" + std::to_string(n - 1), "--json"});
+  ASSERT_EQ(track.exit_code, 0) << track.err;
+  const auto doc = nlohmann::json::parse(track.out);
+  std::size_t dropped = 0;
+  for (const auto& row : doc["rows"])
+    for (const auto& state : row["states"]) dropped += state == "dropped";
+  std::size_t want = 0;
+  for (std::int64_t step = 1; step <= 5; ++step)
+    for (const int layer : {0, 1})
+      for (const int head : {0, 1}) {
+        const auto cover = file->cover(step, layer, head);
+        want += static_cast<std::size_t>(std::count(cover.begin(), cover.begin() + n, kDropped));
+      }
+  EXPECT_GT(want, 0u);
+  EXPECT_EQ(dropped, want);
+}
+
 // SemantiCache's pages in a capture of the real tokenizer's tokens: the file passes the documented
 // reader's checks (pages tile, raw tokens coded raw, refined clusters coded refined), and the
 // Hugging Face tokenizers library, decoding the ids itself, finds every delimiter raw and none in
