@@ -18,7 +18,7 @@
 
 #include "core/luka/luka_layer.h"
 #include "core/luka/step_records.h"
-#include "kernels/cuda/luka_layer.h"
+#include "kernels/cuda/luka/state.h"
 
 namespace luka {
 

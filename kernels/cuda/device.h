@@ -1,6 +1,6 @@
 // CUDA device discovery, with a plain C++ API (no LibTorch), so that the CLI and the tests can ask
 // whether a GPU is there without loading LibTorch's CUDA libraries. The kernels live beside it
-// (decode_attention, luka_decode, luka_layer).
+// (decode_attention, luka_decode, and luka/: the LuKA step by mode and the layer state).
 #pragma once
 
 #include <cstdint>

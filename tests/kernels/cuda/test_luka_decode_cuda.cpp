@@ -24,7 +24,7 @@
 #include "core/luka/cuda_attention.h"
 #include "core/luka/luka_attention.h"
 #include "kernels/cuda/device.h"
-#include "kernels/cuda/luka_layer.h"
+#include "kernels/cuda/luka/state.h"
 
 namespace luka {
 namespace {

@@ -1,4 +1,4 @@
-#include "kernels/cuda/luka_layer.h"
+#include "kernels/cuda/luka/state.h"
 
 #include <algorithm>
 #include <cmath>
