@@ -1,7 +1,7 @@
 // What a LuKA layer computes, described once for both executors: the mode and rule enums and the
 // per-layer parameters of the lined and clustered modes. core/luka's LayerConfig holds them (and
 // parses, validates and prints them, docs/luka-config.md); the CPU core reads them directly, and
-// the CUDA layer (kernels/cuda/luka_layer.h) takes the same structs, so no enum or parameter is
+// the CUDA layer (kernels/cuda/luka/state.h) takes the same structs, so no enum or parameter is
 // declared twice or translated between the two. Plain C++ with the standard library only.
 #pragma once
 
