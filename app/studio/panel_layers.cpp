@@ -7,7 +7,9 @@
 #include <cmath>
 #include <cstdio>
 #include <string>
+#include <vector>
 
+#include "app/studio/method_presets.h"
 #include "app/studio/ui_state.h"
 
 namespace luka::studio {
@@ -75,6 +77,22 @@ const LayerCosts& layer_costs(UiState& ui, const std::shared_ptr<const capture::
 
 }  // namespace
 
+const std::vector<MethodPreset>& method_presets() {
+  static const std::vector<MethodPreset> kPresets = {
+      {"streaming_llm", "StreamingLLM: the first 4 tokens (sinks) and the most recent ones of the prompt"},
+      {"snapkv", "SnapKV: the prompt tokens the last 64 prompt queries attend to most, pooled over 5"},
+      {"tova", "TOVA: the prompt tokens the last prompt query attends to most"},
+      {"knorm", "Knorm: the prompt tokens with the smallest key norms"},
+      {"expected_attention", "ExpectedAttention: the attention expected from the next 512 queries (RoPE statistics)"},
+      {"random", "random prompt tokens (a baseline)"},
+      {"pyramidkv", "PyramidKV: SnapKV with layer budgets in a pyramid (more in the lower layers)"},
+      {"adakv", "AdaKV: SnapKV with head-wise budgets inside each layer's"},
+      {"decoding", "compression during decoding: Knorm every 512 steps down to 2,048 tokens per KV head"},
+      {"tova_decoding", "TOVA's own policy: one token evicted per step once the cache holds 2,048"},
+      {"quest", "Quest: per step, the 64 pages of 16 tokens of highest key bound and the last 16 tokens (all layers but the first two)"}};
+  return kPresets;
+}
+
 void apply_mixed_preset(UiState& ui) {
   const std::string mixed = "mixed(" + std::to_string(ui.layers.mixed_a) + "," + std::to_string(ui.layers.mixed_b) + ")";
   try {
@@ -107,6 +125,24 @@ void draw_layers_panel(UiState& ui) {
       ImGui::SetTooltip("Kascade: anchors at the paper's relative depths compute top-k, the layers after them reuse it");
     if (ImGui::IsItemHovered() && std::string(name) == "semanticache")
       ImGui::SetTooltip("SemantiCache: every layer clustered by delimiter chunks and GSC clusters, proportional attention");
+  }
+  // kvpress's methods and Quest (docs/methods.md): one preset each, in a list, as there are eleven.
+  {
+    const char* label = "kvpress / quest";
+    same_line_if_fits(ImGui::CalcTextSize(label).x + ImGui::GetFrameHeight() + 2 * ImGui::GetStyle().FramePadding.x);
+    ImGui::SetNextItemWidth(ImGui::CalcTextSize(label).x + ImGui::GetFrameHeight() + 2 * ImGui::GetStyle().FramePadding.x);
+    if (ImGui::BeginCombo("##methods", label)) {
+      for (const MethodPreset& m : method_presets()) {
+        if (ImGui::Selectable(m.name)) {
+          ui.controller.set_config(LukaConfig::preset(m.name, L));
+          ui.layers.notice.clear();
+        }
+        if (ImGui::IsItemHovered()) ImGui::SetTooltip("%s", m.tip);
+      }
+      ImGui::EndCombo();
+    }
+    ui.mark_item_drawn("method_presets");
+    if (ImGui::IsItemHovered()) ImGui::SetTooltip("kvpress's presses (every layer), compression during decoding, and Quest");
   }
   // mixed(a,b): the first a and last b layers lined, the rest clustered.
   const std::string mixed = "mixed(" + std::to_string(ui.layers.mixed_a) + "," + std::to_string(ui.layers.mixed_b) + ")";
@@ -145,8 +181,11 @@ void draw_layers_panel(UiState& ui) {
     const float number = ImGui::CalcTextSize("00000").x + 2 * ImGui::GetStyle().FramePadding.x;
     // Which mode the layer runs, and so which of the two rows below is in use.
     const bool lined = lc.mode == AttentionMode::kLined, clustered = lc.mode == AttentionMode::kClustered;
-    const std::string heading = "layer " + std::to_string(ui.selection.layer) + " runs " + luka::to_string(lc.mode) +
-                                (lined || clustered ? "; its parameters:" : "; the parameters it would use as:");
+    const bool press = lc.mode == AttentionMode::kPress, quest = lc.mode == AttentionMode::kQuest;
+    std::string runs = luka::to_string(lc.mode);
+    if (press) runs += std::string(" (") + luka::to_string(lc.press.method) + ")";
+    const std::string heading = "layer " + std::to_string(ui.selection.layer) + " runs " + runs +
+                                (lined || clustered || press || quest ? "; its parameters:" : "; the parameters it would use as:");
     ImGui::TextUnformatted(heading.c_str());
     ui.mark_item_drawn("layer_params_heading");
     ui.drawn["layer_params_heading"].text = heading;
@@ -202,6 +241,58 @@ void draw_layers_panel(UiState& ui) {
     bool exact = lc.clustered.math == RefineMath::kExact;
     if (ImGui::Checkbox("exact", &exact)) lc.clustered.math = exact ? RefineMath::kExact : RefineMath::kMassPreserving, changed = true;
     if (ImGui::IsItemHovered()) ImGui::SetTooltip("clustered: exact refinement (off: mass-preserving)");
+    // Press: the scorer, and the budget as a ratio removed or a token count (which wins when set).
+    // The press and Quest rows show only on a layer that runs them: the table below keeps its room.
+    if (press) {
+      ImGui::TextUnformatted("press (in use):");
+      static const char* kMethods[] = {"streaming_llm", "snapkv", "tova", "knorm", "expected_attention", "random"};
+      static const PressMethod kMethodValues[] = {PressMethod::kStreamingLlm, PressMethod::kSnapKv, PressMethod::kTova,
+                                                  PressMethod::kKnorm, PressMethod::kExpectedAttention, PressMethod::kRandom};
+      const float method_combo = ImGui::CalcTextSize("expected_attention").x + ImGui::GetFrameHeight() + 2 * ImGui::GetStyle().FramePadding.x;
+      same_line_if_fits(method_combo);
+      ImGui::SetNextItemWidth(method_combo);
+      int method = 0;
+      for (int i = 0; i < 6; ++i)
+        if (kMethodValues[i] == lc.press.method) method = i;
+      if (ImGui::Combo("##press_method", &method, kMethods, 6)) lc.press.method = kMethodValues[method], changed = true;
+      if (ImGui::IsItemHovered()) ImGui::SetTooltip("press: how the prompt's tokens are scored (kvpress's press); a change applies from the next prompt");
+      same_line_if_fits(labelled(number, "ratio"));
+      ImGui::SetNextItemWidth(number);
+      float ratio = static_cast<float>(lc.press.compression_ratio);
+      if (ImGui::InputFloat("ratio", &ratio, 0, 0, "%.2f")) lc.press.compression_ratio = std::clamp(ratio, 0.f, 0.99f), changed = true;
+      if (ImGui::IsItemHovered()) ImGui::SetTooltip("press: the fraction of the prompt's tokens evicted (compression_ratio)");
+      same_line_if_fits(labelled(number, "budget"));
+      ImGui::SetNextItemWidth(number);
+      int budget = static_cast<int>(lc.press.budget_tokens);
+      if (ImGui::InputInt("budget", &budget, 0)) lc.press.budget_tokens = std::max(0, budget), changed = true;
+      if (ImGui::IsItemHovered()) ImGui::SetTooltip("press: prompt tokens kept per KV head instead of the ratio (0: use the ratio)");
+      same_line_if_fits(labelled(number, "every"));
+      ImGui::SetNextItemWidth(number);
+      int interval = static_cast<int>(lc.press.interval);
+      if (ImGui::InputInt("every", &interval, 0)) lc.press.interval = std::max(0, interval), changed = true;
+      if (ImGui::IsItemHovered())
+        ImGui::SetTooltip("press: compress during decoding every this many steps down to press_target_size (%lld) per KV head; 0: never",
+                          static_cast<long long>(lc.press.target_size));
+    }
+    // Quest: pages of page_size tokens, how many are attended per step, and the recent window.
+    if (quest) {
+      ImGui::TextUnformatted("quest (in use):");
+      same_line_if_fits(labelled(number, "page##quest"));
+      ImGui::SetNextItemWidth(number);
+      int quest_page = static_cast<int>(lc.quest.page_size);
+      if (ImGui::InputInt("page##quest", &quest_page, 0)) lc.quest.page_size = std::max(1, quest_page), changed = true;
+      if (ImGui::IsItemHovered()) ImGui::SetTooltip("quest: tokens per page, each bounded by its keys' per-channel min and max");
+      same_line_if_fits(labelled(number, "pages"));
+      ImGui::SetNextItemWidth(number);
+      int quest_pages = static_cast<int>(lc.quest.pages);
+      if (ImGui::InputInt("pages", &quest_pages, 0)) lc.quest.pages = std::max(0, quest_pages), changed = true;
+      if (ImGui::IsItemHovered()) ImGui::SetTooltip("quest: the pages of highest bound each head attends to per step; the others are left out");
+      same_line_if_fits(labelled(number, "window##quest"));
+      ImGui::SetNextItemWidth(number);
+      int quest_window = static_cast<int>(lc.quest.window);
+      if (ImGui::InputInt("window##quest", &quest_window, 0)) lc.quest.window = std::max(1, quest_window), changed = true;
+      if (ImGui::IsItemHovered()) ImGui::SetTooltip("quest: the latest tokens always attended");
+    }
     // A short prompt under a long tail: few tokens or none are paged, which looks like clustering
     // doing nothing. Say how many are, and why.
     if (clustered && have_costs) {
@@ -253,7 +344,7 @@ void draw_layers_panel(UiState& ui) {
   ImGui::TableNextRow(ImGuiTableRowFlags_Headers);
   static const char* kHeaderTips[] = {
       "the model's layer (click to select it)",
-      "D dense, L lined, C clustered, K Kascade: a change takes effect at the next decode step",
+      "D dense, L lined, C clustered, K Kascade, P press (kvpress), Q Quest: a change takes effect at the next decode step",
       "keys attended at the step, mean over the recorded heads / the tokens so far",
       "clustered: pages refined to their raw tokens at the step (first recorded head)",
       ""};
@@ -265,10 +356,15 @@ void draw_layers_panel(UiState& ui) {
     ImGui::TableHeader(ImGui::TableGetColumnName(c));
     if (ImGui::IsItemHovered()) ImGui::SetTooltip("%s", c == 4 ? ms_tip.c_str() : kHeaderTips[c]);
   }
-  static const char* kModes[] = {"D", "L", "C", "K"};
+  static const char* kModes[] = {"D", "L", "C", "K", "P", "Q"};
   static const char* kModeTips[] = {"dense", "lined (heavy hitters + recent window)", "clustered (pages, refined on demand)",
-                                    "kascade: an anchor (top-k of its own attention), or reusing an earlier anchor's top-k"};
-  static const AttentionMode kModeValues[] = {AttentionMode::kDense, AttentionMode::kLined, AttentionMode::kClustered, AttentionMode::kKascade};
+                                    "kascade: an anchor (top-k of its own attention), or reusing an earlier anchor's top-k",
+                                    "press: kvpress's scoring of the prompt, which keeps its best tokens and evicts the rest\n"
+                                    "(switched on after the prompt, it keeps every token until the next one)",
+                                    "quest: per step, the pages of highest key bound and the recent window; the other pages left out"};
+  static const AttentionMode kModeValues[] = {AttentionMode::kDense, AttentionMode::kLined, AttentionMode::kClustered,
+                                              AttentionMode::kKascade, AttentionMode::kPress, AttentionMode::kQuest};
+  constexpr int kModeCount = static_cast<int>(sizeof kModes / sizeof kModes[0]);
   for (int l = 0; l < L; ++l) {
     ImGui::TableNextRow();
     ImGui::TableNextColumn();
@@ -277,7 +373,7 @@ void draw_layers_panel(UiState& ui) {
     ImGui::TableNextColumn();
     ImGui::PushID(l);
     ImGui::BeginDisabled(replay);
-    for (int m = 0; m < 4; ++m) {
+    for (int m = 0; m < kModeCount; ++m) {
       if (m) ImGui::SameLine();
       if (ImGui::RadioButton(kModes[m], cfg.layers[static_cast<std::size_t>(l)].mode == kModeValues[m]))
         ui.controller.set_layer_mode(l, kModeValues[m]);

@@ -25,7 +25,7 @@ namespace {
 
 const std::set<std::string> kCommands = {"load_model", "device", "open_capture", "run", "step", "resume", "stop", "set_mode", "preset",
                                          "select", "scale", "zoom", "fit", "layout", "print_geometry", "compare", "compare_run", "wait_compare", "compare_difference", "mouse", "search", "expect_found", "track", "expect_track", "save_session", "load_session", "show_topics", "show_head_scores", "expect_head_scores", "calibration", "head_scores_source", "weights", "expect_calibration", "frames", "wait_idle", "wait_paused", "wait_steps",
-                                         "expect_mode", "expect_steps", "expect_status", "expect_glyph", "free_text", "expect_segments", "set", "sampling", "expect_refined", "view", "grid", "pattern", "wikisalad", "save_prompt", "expect_pattern", "show_timeline", "show_fidelity", "shadow", "expect_fidelity", "export", "measure", "print_first_map", "screenshot", "quit", "key", "expect_ui", "mixed", "hover", "expect_tooltip", "expect_prompt_drawn", "hold_prefill", "release_prefill", "wait_prefill_held", "expect_overlay", "print_status", "hold_tasks", "expect_task", "timeline_difference", "expect_timeline_tooltip", "replay_full_text",
+                                         "expect_mode", "expect_steps", "expect_status", "expect_glyph", "free_text", "expect_segments", "set", "sampling", "expect_refined", "expect_kept", "view", "grid", "pattern", "wikisalad", "save_prompt", "expect_pattern", "show_timeline", "show_fidelity", "shadow", "expect_fidelity", "export", "measure", "print_first_map", "screenshot", "quit", "key", "expect_ui", "mixed", "hover", "expect_tooltip", "expect_prompt_drawn", "hold_prefill", "release_prefill", "wait_prefill_held", "expect_overlay", "print_status", "hold_tasks", "expect_task", "timeline_difference", "expect_timeline_tooltip", "replay_full_text",
                                          "click", "prompt_file", "expect_prompt_notice", "hold_load", "release_load",
                                          "expect_drawn", "select_step", "chat"};
 
@@ -37,7 +37,9 @@ AttentionMode parse_mode(const std::string& s, const std::string& where) {
   if (s == "lined") return AttentionMode::kLined;
   if (s == "clustered") return AttentionMode::kClustered;
   if (s == "kascade") return AttentionMode::kKascade;
-  fail(where, "unknown mode '" + s + "' (dense, lined, clustered, kascade)");
+  if (s == "press") return AttentionMode::kPress;
+  if (s == "quest") return AttentionMode::kQuest;
+  fail(where, "unknown mode '" + s + "' (dense, lined, clustered, kascade, press, quest)");
 }
 
 }  // namespace
@@ -419,6 +421,18 @@ bool Script::run_lines(UiState& ui, std::string& screenshot) {
       const auto r = view->refined_pages(static_cast<std::int64_t>(number(1)), static_cast<int>(number(2)), static_cast<int>(number(3)));
       if (static_cast<double>(r.size()) != number(4))
         fail(where(l), "step " + arg(1) + " layer " + arg(2) + " head " + arg(3) + " refined " + std::to_string(r.size()) + " pages, expected " + arg(4));
+    } else if (cmd == "expect_kept") {  // STEP LAYER HEAD KEPT DROPPED: tokens a head attended and left out at a step
+      const auto view = ui.controller.view();
+      if (!view) fail(where(l), "no capture to check");
+      const auto cover = view->cover(static_cast<std::int64_t>(number(1)), static_cast<int>(number(2)), static_cast<int>(number(3)));
+      std::int64_t kept = 0, dropped = 0;
+      for (const std::uint8_t c : cover) {
+        kept += c == capture::kRaw || c == capture::kRefined || c == capture::kHeavy;
+        dropped += c == capture::kDropped;
+      }
+      if (static_cast<double>(kept) != number(4) || static_cast<double>(dropped) != number(5))
+        fail(where(l), "step " + arg(1) + " layer " + arg(2) + " head " + arg(3) + " kept " + std::to_string(kept) + " and dropped " +
+                           std::to_string(dropped) + " tokens, expected " + arg(4) + " and " + arg(5));
     } else if (cmd == "grid") {
       ui.heatmap.mode = parse_choice<MapMode>(arg(1)).value_or(MapMode::kMap);  // heads, layers; off (or anything else): the map
     } else if (cmd == "view") {

@@ -2,10 +2,10 @@
 // run between frames, in order. `#` starts a comment.
 //
 //   device auto|cpu|cuda|cuda:N | weights dequantized|quantized | load_model PATH | open_capture PATH | free_text TEXT... | run [N] [paused] [ignore_eos] | step | resume | stop
-//   set_mode LAYER dense|lined|clustered | preset NAME | select LAYER HEAD | scale log|linear
+//   set_mode LAYER dense|lined|clustered|kascade|press|quest | preset NAME | select LAYER HEAD | scale log|linear
 //   view effective|dense|difference | grid heads|layers|off | pattern ABAB | wikisalad FILE N |
 //   save_prompt PATH | expect_pattern P | expect_glyph HEX | set OVERRIDE | sampling T K P SEED |
-//   expect_refined STEP LAYER HEAD N |
+//   expect_refined STEP LAYER HEAD N | expect_kept STEP LAYER HEAD KEPT DROPPED (the cover's attended and left-out tokens) |
 //   zoom FACTOR | fit | layout auto|full|rows | print_geometry (the map's screen position and transform) | compare PATH|off | compare_run PRESET|layers panel (B: A's tokens run again under it) | wait_compare [SECONDS] | compare_difference on|off | timeline_difference on|off (the cover timeline's A ≠ B) | mouse X Y (move the cursor) | search TEXT | expect_found TOKEN | track A-B|text:STRING | expect_track FIRST LAST | save_session PATH | load_session PATH | show_topics | show_head_scores | expect_head_scores ROWS | calibration FILE (attach to the runs started next) | head_scores_source prefill|decode|calibration | expect_calibration ROWS [CANDIDATES] | show_timeline | show_fidelity | shadow on|off | export PATH.{png,svg,pdf} | frames N | wait_idle [SECONDS] | wait_paused [SECONDS] | wait_steps N [SECONDS]
 //   measure FRAMES (prints frame times) | print_first_map |
 //   expect_segments N | expect_mode STEP LAYER MODE | expect_fidelity STEP LAYER | expect_steps N | expect_status TEXT | screenshot PATH | quit

@@ -1,0 +1,73 @@
+// kvpress's methods and Quest in the Studio under Xvfb, driven by --script: the layers panel lists
+// their presets and names the press method a layer runs; a live run under them records each
+// step's mode and the tokens each layer kept and evicted, which the saved capture holds (checked
+// here against kvpress's budget and Quest's window), and the script's checks read the same.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <string>
+
+#include "captures/reader.h"
+#include "tests/process_util.h"
+#include "tests/studio/studio_script.h"
+
+namespace fs = std::filesystem;
+
+namespace {
+
+const fs::path kModel = fs::path(LUKA_SOURCE_DIR) / "models" / "default";
+
+#define REQUIRE_STUDIO()                                                                                 \
+  if (!luka::test::have_xvfb()) GTEST_SKIP() << "xvfb-run is not installed (scripts/setup.sh installs it)"; \
+  if (!fs::exists(kModel)) GTEST_SKIP() << "no default model at " << kModel
+
+TEST(StudioMethods, PressAndQuestLayersRunLiveAndTheirCapturesHoldWhatTheyKept) {
+  REQUIRE_STUDIO();
+  const fs::path d = luka::test::test_dir("studio_methods"), saved = d / "run.h5";
+  // SnapKV on every layer (half the prompt, a window of 8 queries), Quest on layers 20-29 (pages
+  // of 4, 2 pages and a window of 8); then layer 3 switched to quest and layer 21 to press from
+  // the panel's modes, which the next run uses.
+  const luka::test::RunResult r = luka::test::run_studio(
+      d, "",
+      "load_model " + kModel.string() + "\nwait_idle 300\npreset snapkv\nset layers=all,press_window=8,compression_ratio=0.5\n"
+      "set layers=20-29,mode=quest,quest_page_size=4,quest_pages=2,quest_window=8\n"
+      "free_text The lighthouse keeper wrote in the log that the fog rolled in over the harbour before dawn, and the ships waited.\n"
+      "run 6 ignore_eos\nwait_idle 300\nselect 4 0\nframes 3\n"
+      "expect_drawn layer_params_heading layer 4 runs press (snapkv)\nexpect_drawn method_presets\n"
+      "expect_mode 3 4 press\nexpect_mode 3 22 quest\n"
+      "set_mode 3 quest\nset_mode 21 press\nrun 6 ignore_eos\nwait_idle 300\nselect 3 0\nframes 3\n"
+      "expect_drawn layer_params_heading layer 3 runs quest\nexpect_mode 2 3 quest\nexpect_mode 2 21 press\n"
+      "save_capture " + saved.string() + "\nquit\n");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  using namespace luka::capture;
+  const auto file = CaptureFile::open(saved);
+  const Summary s = file->summary();
+  const std::int64_t n = s.layout.prompt_tokens;
+  ASSERT_EQ(s.complete_steps, 5);
+  for (std::int64_t step = 1; step <= s.complete_steps; ++step)
+    for (const int layer : {3, 4, 21, 22}) {
+      const StepMetrics m = file->metrics(step, layer);
+      const bool quest = layer == 3 || layer == 22;
+      EXPECT_EQ(m.mode, quest ? kModeQuest : kModePress) << "step " << step << " layer " << layer;
+      for (const int head : {0, 4}) {
+        const auto cover = file->cover(step, layer, head);
+        std::int64_t kept = 0, kept_prompt = 0;
+        for (std::size_t t = 0; t < cover.size(); ++t) {
+          ASSERT_TRUE(cover[t] == kRaw || cover[t] == kDropped) << "step " << step << " layer " << layer << " token " << t;
+          kept += cover[t] == kRaw;
+          kept_prompt += cover[t] == kRaw && static_cast<std::int64_t>(t) < n;
+        }
+        if (quest) {  // layer 22: the window of 8 and at most 2 pages of 4; layer 3: Quest's defaults, a window of 16
+          const std::int64_t window = layer == 22 ? 8 : 16;
+          for (std::int64_t t = m.tokens - window; t < m.tokens; ++t) EXPECT_EQ(cover[static_cast<std::size_t>(t)], kRaw) << "window token " << t;
+          if (layer == 22) EXPECT_LE(kept, 8 + 2 * 4);
+        } else {  // kvpress's budget: floor(n (1 - ratio)) of the prompt, and every token after it
+          EXPECT_EQ(kept_prompt, n / 2) << "step " << step << " layer " << layer;
+          EXPECT_EQ(kept - kept_prompt, step);
+        }
+        EXPECT_EQ(m.cover_size[static_cast<std::size_t>(head)], kept);
+      }
+    }
+}
+
+}  // namespace
