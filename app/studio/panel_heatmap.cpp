@@ -219,6 +219,9 @@ struct Canvas {
   Cached<MapOverlay>& overlay;
   Cached<std::vector<std::string>>& row_cover;
   bool labels = true;  // query / step labels on the left
+  // A fitted map refits to its own capture as it grows; the compare canvas keeps the main one's
+  // scale instead (copy_view), so that A and B stay aligned.
+  bool fits = true;
 };
 
 // Topic bands along the top (keys) and, for the full map, the left (queries).
@@ -242,10 +245,11 @@ void draw_full_map(UiState& ui, Canvas& cv, const capture::Summary& sum, ImVec2 
   const capture::Layout& lay = sum.layout;
   const std::int64_t steps = sum.complete_steps;
   const std::int64_t n = lay.prompt_tokens + steps;  // the map: prompt queries, then one per decode step
-  if (hv.tokens_per_pixel <= 0 || hv.tokens_per_pixel_y <= 0) {
+  if (hv.tokens_per_pixel <= 0 || hv.tokens_per_pixel_y <= 0 || (hv.fitted && cv.fits)) {
     hv.tokens_per_pixel = static_cast<double>(n) / size.x;
     hv.tokens_per_pixel_y = static_cast<double>(n) / size.y;
     hv.x0 = hv.y0 = 0;
+    hv.fitted = true;
   }
   ImGui::SetCursorScreenPos(origin);
   ImGui::PushID(&cv.hv);  // comparing, A's and B's canvases are two items: one ID would share their drags
@@ -256,6 +260,7 @@ void draw_full_map(UiState& ui, Canvas& cv, const capture::Summary& sum, ImVec2 
   if (ImGui::IsItemActive() && ImGui::IsMouseDragging(ImGuiMouseButton_Left)) {
     hv.x0 -= io.MouseDelta.x * hv.tokens_per_pixel;
     hv.y0 -= io.MouseDelta.y * hv.tokens_per_pixel_y;
+    hv.fitted = false;
   }
   if (hovered && io.MouseWheel != 0) {
     const double mx = hv.x0 + (io.MousePos.x - origin.x) * hv.tokens_per_pixel;
@@ -266,12 +271,14 @@ void draw_full_map(UiState& ui, Canvas& cv, const capture::Summary& sum, ImVec2 
     hv.tokens_per_pixel = tx;
     hv.x0 = mx - (io.MousePos.x - origin.x) * hv.tokens_per_pixel;
     hv.y0 = my - (io.MousePos.y - origin.y) * hv.tokens_per_pixel_y;
+    hv.fitted = false;
   }
   const double span_x = size.x * hv.tokens_per_pixel, span_y = size.y * hv.tokens_per_pixel_y;
   if (hv.center_on_found && hv.found >= 0) {
     hv.x0 = static_cast<double>(hv.found) + 0.5 - span_x / 2;
     hv.y0 = static_cast<double>(hv.found) + 0.5 - span_y / 2;
     hv.center_on_found = false;
+    hv.fitted = false;
   }
   hv.x0 = std::clamp(hv.x0, -span_x / 2, n - span_x / 2);
   hv.y0 = std::clamp(hv.y0, -span_y / 2, n - span_y / 2);
@@ -485,9 +492,10 @@ void draw_decode_rows(UiState& ui, Canvas& cv, const capture::Summary& sum, ImVe
   const float strip = 14.f, gap = 6.f;
   const ImVec2 rows_origin(origin.x, origin.y + strip + gap);
   const float rows_h = std::max(8.f, size.y - strip - gap);
-  if (hv.rows_keys_per_pixel <= 0) {
+  if (hv.rows_keys_per_pixel <= 0 || (hv.rows_fitted && cv.fits)) {
     hv.rows_keys_per_pixel = static_cast<double>(keys) / size.x;
     hv.rows_x0 = 0;
+    hv.rows_fitted = true;
   }
   if (hv.row_px <= 0) hv.row_px = std::clamp(static_cast<double>(rows_h) / static_cast<double>(steps), 3.0, 28.0);
   const double visible_steps = rows_h / hv.row_px;
@@ -503,16 +511,19 @@ void draw_decode_rows(UiState& ui, Canvas& cv, const capture::Summary& sum, ImVe
     hv.rows_x0 -= io.MouseDelta.x * hv.rows_keys_per_pixel;
     hv.rows_y0 -= io.MouseDelta.y / hv.row_px;
     hv.rows_follow = false;
+    hv.rows_fitted = false;
   }
   if (hovered && io.MouseWheel != 0) {
     const double mx = hv.rows_x0 + (io.MousePos.x - origin.x) * hv.rows_keys_per_pixel;
     hv.rows_keys_per_pixel = std::clamp(hv.rows_keys_per_pixel * std::pow(0.8, io.MouseWheel), 1.0 / 64, 2.0 * keys / size.x);
     hv.rows_x0 = mx - (io.MousePos.x - origin.x) * hv.rows_keys_per_pixel;
+    hv.rows_fitted = false;
   }
   const double span = size.x * hv.rows_keys_per_pixel;
   if (hv.center_on_found && hv.found >= 0) {
     hv.rows_x0 = static_cast<double>(hv.found) + 0.5 - span / 2;
     hv.center_on_found = false;
+    hv.rows_fitted = false;
   }
   hv.rows_x0 = std::clamp(hv.rows_x0, -span / 2, keys - span / 2);
   hv.rows_y0 = std::clamp(hv.rows_y0, 0.0, max_y0);
@@ -775,12 +786,14 @@ void copy_view(const HeatmapView& from, HeatmapView& to) {
   to.y0 = from.y0;
   to.tokens_per_pixel = from.tokens_per_pixel;
   to.tokens_per_pixel_y = from.tokens_per_pixel_y;
+  to.fitted = from.fitted;
   to.layout = from.layout;
   to.rows_x0 = from.rows_x0;
   to.rows_keys_per_pixel = from.rows_keys_per_pixel;
   to.rows_y0 = from.rows_y0;
   to.row_px = from.row_px;
   to.rows_follow = from.rows_follow;
+  to.rows_fitted = from.rows_fitted;
   to.log_scale = from.log_scale;
   to.log_min = from.log_min;
   to.view = from.view;
@@ -1039,7 +1052,7 @@ void draw_heatmap_panel(UiState& ui) {
       if (cmp.difference) cmp.map.view = figures::MapView::kDifference;
       // B - A: one sign everywhere (the fidelity table's Δ and the cover timeline's too).
       Canvas right{cmp.view,     cmp.difference ? view : nullptr, cmp.map, cmp.tokens, cmp.segments, cmp.overlay,
-                   cmp.row_cover, false};
+                   cmp.row_cover, false, false};
       const ImVec2 b_top_left(b_origin.x - kBand - 2, top_left.y);
       if (b_rows) draw_decode_rows(ui, right, b_sum, b_top_left, b_origin, half);
       else draw_full_map(ui, right, b_sum, b_top_left, b_origin, half);

@@ -148,6 +148,7 @@ std::string load_session(UiState& ui, const std::filesystem::path& file) {
     take(m, "rows_y0", hv.rows_y0, positive);
     take(m, "row_px", hv.row_px, positive);
     take(m, "rows_follow", hv.rows_follow);
+    hv.fitted = hv.rows_fitted = false;  // the zoom as saved stays as the view grows (0 still fits)
   }
   if (j.contains("panels")) {
     const auto& p = j["panels"];

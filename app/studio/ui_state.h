@@ -78,11 +78,15 @@ struct HeatmapView {
   // Visible region of the full map in token coordinates: top-left corner and tokens per screen
   // pixel across (keys) and down (queries); 0: fit the map to the panel.
   double x0 = 0, y0 = 0, tokens_per_pixel = 0, tokens_per_pixel_y = 0;
+  // The map was fitted and the user has not zoomed or panned it since: it stays fitted as a live
+  // run grows (a run is first shown at its prefill, before its decode steps exist).
+  bool fitted = false;
   MapLayout layout = MapLayout::kAuto;
   // Decode rows: first key and keys per pixel across (0: fit), first visible step - 1 (may be
   // fractional) and pixels per step down (0: fit), and whether the view follows the newest step.
   double rows_x0 = 0, rows_keys_per_pixel = 0, rows_y0 = 0, row_px = 0;
   bool rows_follow = true;
+  bool rows_fitted = false;  // as `fitted`, for the rows' keys across
   // The token search box: its text, the token found (-1: none) and what the search said.
   std::string search;
   std::int64_t found = -1;
@@ -106,6 +110,7 @@ struct HeatmapView {
     tokens_per_pixel /= factor;
     tokens_per_pixel_y /= factor;
     rows_keys_per_pixel /= factor;
+    fitted = rows_fitted = false;
   }
   void fit() {
     tokens_per_pixel = tokens_per_pixel_y = rows_keys_per_pixel = row_px = 0;
