@@ -62,9 +62,11 @@ inline std::string quote(const std::string& s) {
   return q + "'";
 }
 
-// Runs a shell command line with no standard input; its outputs go through files in `dir`.
+// Runs a shell command line with no standard input; its outputs go through files in `dir`. The
+// line runs as one group, so that the redirections hold for all of it: a pipeline's first command
+// reads no input and its errors go to err.txt too (after `A | B`, they would bind to B alone).
 inline RunResult run_shell(const std::string& command, const std::filesystem::path& dir) {
-  const std::string cmd = command + " < /dev/null > " + quote((dir / "out.txt").string()) + " 2> " + quote((dir / "err.txt").string());
+  const std::string cmd = "{ " + command + "\n} < /dev/null > " + quote((dir / "out.txt").string()) + " 2> " + quote((dir / "err.txt").string());
   const int status = std::system(cmd.c_str());
   return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, read_file(dir / "out.txt"), read_file(dir / "err.txt")};
 }

@@ -64,7 +64,7 @@ std::vector<std::pair<char, std::string>> topic_choices(const InterwovenPrompt& 
 void builder(UiState& ui) {
   InterwovenPrompt& p = ui.prompt.interwoven;
   if (p.pattern != ui.prompt.pattern_shown) ui.prompt.pattern_edit = ui.prompt.pattern_shown = p.pattern;
-  ImGui::SetNextItemWidth(-1);
+  ImGui::SetNextItemWidth(-1);  // on the mode's line (draw_prompt_panel), to the right edge
   ImGui::InputTextWithHint("##title", "title of the prompt", &p.title);
   // "+ segment" offers every topic: the prompt's own by label, and new ones.
   if (ImGui::Button("+ segment")) ImGui::OpenPopup("add_segment");
@@ -195,6 +195,9 @@ void draw_prompt_panel(UiState& ui) {
     ui.prompt.drawn.clear();
     for (const PromptSegment& seg : ui.prompt.interwoven.segments) ui.prompt.shown += seg.text + "\n";
     ui.prompt.shown += ui.prompt.interwoven.question;
+    // The builder's title field on the mode's line, so that at 1280x800 the segments start high
+    // enough for the first two to be in view without scrolling.
+    ImGui::SameLine();
     draw_segments(ui);
   }
 }

@@ -187,9 +187,7 @@ TEST(StudioFiles, AReplayedLongPromptShowsTwoLinesPerSegmentOrTheFullText) {
 // The prompt builder's Open, clicked as a user clicks it (through ImGui's mouse input): the
 // builder shows the file's segments and says it opened it. Its button shares the panel with the
 // capture row's Open; with one ID the capture row's took every click and this one never fired.
-// DISABLED: the second segment's colour is not found in the builder's region at 1280x800 (issue 49,
-// items 8 and 14: the builder's layout); re-enable with the layout fix.
-TEST(StudioFiles, DISABLED_ThePromptBuildersOpenButtonLoadsThePromptFile) {
+TEST(StudioFiles, ThePromptBuildersOpenButtonLoadsThePromptFile) {
   if (!have_xvfb()) GTEST_SKIP() << "xvfb-run is not installed";
   const fs::path d = work_dir(), orchard = d / "orchard.json", shot = d / "prompt-opened.png";
   std::ofstream(orchard) << R"({
@@ -218,9 +216,7 @@ TEST(StudioFiles, DISABLED_ThePromptBuildersOpenButtonLoadsThePromptFile) {
 // entry the CLI run was given. `luka inspect --json` prints JSON that Python's json module reads,
 // for every kind of capture: the CLI's, the Studio's live run saved, a replay saved again, and
 // captures whose manifest JSON is empty (older files) or unreadable.
-// DISABLED: `luka inspect FILE --json` printed nothing for these captures in the last full run
-// (issue 49, item 2 is not finished); re-enable with its fix.
-TEST(StudioFiles, DISABLED_ASavedLiveRunCarriesTheCliManifestAndInspectJsonIsValidForEveryCapture) {
+TEST(StudioFiles, ASavedLiveRunCarriesTheCliManifestAndInspectJsonIsValidForEveryCapture) {
   REQUIRE_STUDIO();
   const fs::path d = work_dir() / "manifest";
   fs::remove_all(d);
