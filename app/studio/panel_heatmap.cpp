@@ -22,6 +22,7 @@
 
 #include "app/figures/capture_figure.h"
 #include "app/studio/choice_widgets.h"
+#include "app/studio/method_presets.h"
 #include "app/studio/ui_state.h"
 #include "captures/reader.h"
 #include "core/luka/config.h"
@@ -165,6 +166,11 @@ std::vector<std::string> describe_cover(const capture::CaptureView& view, std::i
                   refined.empty() ? "" : ": ", refined.c_str());
     out.push_back(line);
     std::snprintf(line, sizeof line, "%lld raw tokens (the tail)", static_cast<long long>(count[capture::kRaw]));
+    out.push_back(line);
+  } else if (m.mode == capture::kModeKascade || m.mode == capture::kModePress || m.mode == capture::kModeQuest) {
+    std::snprintf(line, sizeof line, "%lld tokens attended exactly (%s), %lld left out", static_cast<long long>(count[capture::kRaw]),
+                  m.mode == capture::kModeKascade ? "the top-k set" : m.mode == capture::kModePress ? "kept by the press" : "Quest's pages and window",
+                  static_cast<long long>(count[capture::kDropped]));
     out.push_back(line);
   } else if (m.mode == capture::kModeLined) {
     std::snprintf(line, sizeof line, "%lld heavy hitters, %lld tokens in the recent window, %lld dropped",
@@ -354,7 +360,9 @@ void draw_full_map(UiState& ui, Canvas& cv, const capture::Summary& sum, ImVec2 
         o.heavy = view->heavy_hitters(s, layer, head);
         const std::int8_t mode = view->metrics(s, layer).mode;
         o.clustered = mode == capture::kModeClustered;
-        if (mode == capture::kModeKascade) {
+        // Kascade's top-k set, and the tokens a press or Quest kept (those they left out show as
+        // the gaps between the ticks, and as `dropped` in the cover timeline).
+        if (mode == capture::kModeKascade || mode == capture::kModePress || mode == capture::kModeQuest) {
           const std::vector<std::uint8_t> cover = view->cover(s, layer, head);
           for (std::size_t t = 0; t < cover.size(); ++t)
             if (cover[t] == capture::kRaw) o.selected.push_back(static_cast<std::int64_t>(t));
@@ -389,7 +397,8 @@ void draw_full_map(UiState& ui, Canvas& cv, const capture::Summary& sum, ImVec2 
         const float x = sx(t + 0.5);
         dl->AddLine(ImVec2(x, y0 - 6), ImVec2(x, y1 + 6), rgb(viz::kHeavyHitterColour), 1.5f);
       }
-      // Kascade: the keys of the step's top-k set, ticks above and below the query's row.
+      // Kascade: the keys of the step's top-k set; a press or Quest: the keys it kept; ticks above
+      // and below the query's row (marked kascade_keys for scripts, whichever the mode).
       for (const std::int64_t t : ov.selected) {
         const float x = sx(t + 0.5);
         dl->AddLine(ImVec2(x, y0 - 7), ImVec2(x, y0 - 2), rgb(viz::kKascadeColour), 1.5f);
@@ -862,6 +871,7 @@ void compare_box(UiState& ui) {
 
 std::vector<std::string> compare_choices(const UiState& ui) {
   std::vector<std::string> v = {"layers panel", "dense", "lined", "clustered", "paper", "kascade", "semanticache"};
+  for (const MethodPreset& m : method_presets()) v.push_back(m.name);
   v.push_back("mixed(" + std::to_string(ui.layers.mixed_a) + "," + std::to_string(ui.layers.mixed_b) + ")");
   return v;
 }

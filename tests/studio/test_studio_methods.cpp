@@ -1,14 +1,16 @@
 // kvpress's methods and Quest in the Studio under Xvfb, driven by --script: the layers panel lists
 // their presets and names the press method a layer runs; a live run under them records each
 // step's mode and the tokens each layer kept and evicted, which the saved capture holds (checked
-// here against kvpress's budget and Quest's window), and the script's checks read the same.
+// here against kvpress's budget and Quest's window), and the map's overlay ticks the kept keys.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <string>
 
 #include "captures/reader.h"
 #include "tests/process_util.h"
+#include "tests/studio/screenshot.h"
 #include "tests/studio/studio_script.h"
 
 namespace fs = std::filesystem;
@@ -37,6 +39,7 @@ TEST(StudioMethods, PressAndQuestLayersRunLiveAndTheirCapturesHoldWhatTheyKept) 
       "expect_mode 3 4 press\nexpect_mode 3 22 quest\n"
       "set_mode 3 quest\nset_mode 21 press\nrun 6 ignore_eos\nwait_idle 300\nselect 3 0\nframes 3\n"
       "expect_drawn layer_params_heading layer 3 runs quest\nexpect_mode 2 3 quest\nexpect_mode 2 21 press\n"
+      "select 21 0\nselect_step 3\nlayout full\nframes 5\nprint_geometry\n"
       "save_capture " + saved.string() + "\nquit\n");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   using namespace luka::capture;
@@ -68,6 +71,12 @@ TEST(StudioMethods, PressAndQuestLayersRunLiveAndTheirCapturesHoldWhatTheyKept) 
         EXPECT_EQ(m.cover_size[static_cast<std::size_t>(head)], kept);
       }
     }
+  // The map's overlay at step 3 of layer 21 (press), head 0: a tick for every key the press kept.
+  const auto drawn = luka::test::drawn_rects(r.out);
+  ASSERT_EQ(drawn.size(), 1u) << r.out;
+  ASSERT_TRUE(drawn[0].count("kascade_keys")) << r.out;
+  const auto cover = file->cover(3, 21, 0);
+  EXPECT_EQ(drawn[0].at("kascade_keys").text, std::to_string(std::count(cover.begin(), cover.end(), kRaw)));
 }
 
 }  // namespace
