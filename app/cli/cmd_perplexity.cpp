@@ -24,6 +24,7 @@
 #include "core/luka/luka_attention.h"
 #include "core/run/run_loop.h"
 #include "core/model/decoder.h"
+#include "core/eval/perplexity.h"
 #include "core/run/session.h"
 #include "core/model/model.h"
 #include "core/tokenizer/tokenizer.h"
@@ -81,133 +82,59 @@ int run_perplexity(int argc, char** argv) {
     for (auto& l : config.layers) l.dense_shadow = true;
   RunSession session(device, model, &tokenizer);
   session.use(config);
-  Decoder& decoder = session.decoder();
-  const std::vector<std::shared_ptr<LukaLayer>>& layers = session.layers();
-  std::unique_ptr<Decoder> reference;
-  if (fidelity) {
-    reference = std::make_unique<Decoder>(model);
-    reference->set_hidden_capture(true);
-    decoder.set_hidden_capture(true);
-  }
-  // Per-layer sums of the cosine between this run's hidden state and the all-dense run's.
-  std::vector<double> cosine(static_cast<std::size_t>(n_layers), 0.0);
-
-  // Per-layer sums of the fidelity columns over heads and steps.
-  std::vector<std::vector<double>> fid(static_cast<std::size_t>(n_layers), std::vector<double>(4, 0.0));
-  std::int64_t fid_steps = 0;
-  double next_token_kl = 0;
-  double nll = 0;
-  std::int64_t scored = 0;
-  const auto score = [&](const at::Tensor& logits, std::int32_t next, const at::Tensor& ref_logits) {
-    const at::Tensor logp = at::log_softmax(logits.to(at::kDouble), -1);
-    const double lp = logp[next].item<double>();
-    if (!std::isfinite(lp))
-      throw Error(text_path + ": the model's log-probability of token " + std::to_string(scored + prompt_tokens + 1) +
-                  " is not finite (" + std::to_string(lp) + "): NaN or Inf in the logits");
-    nll -= lp;
-    ++scored;
-    if (ref_logits.defined()) {
-      const at::Tensor ref_logp = at::log_softmax(ref_logits.to(at::kDouble), -1);
-      next_token_kl += (ref_logp.exp() * (ref_logp - logp)).sum().item<double>();
-    }
-  };
   // Progress on a terminal only; --json keeps standard error quiet too.
   const bool quiet = args.get_flag("json") || !isatty(fileno(stderr));
-  const auto t0 = std::chrono::steady_clock::now();
-  const std::vector<std::int32_t> prompt(ids.begin(), ids.begin() + prompt_tokens);
-  RunSettings run;
-  run.forced.assign(ids.begin() + prompt_tokens, ids.end());
-  run.max_new_tokens = n - prompt_tokens;
-
-  // Scores each token against the logits before it; with --fidelity, steps the all-dense
-  // reference run alongside and sums the per-layer fidelity and hidden-state cosines.
-  struct Scoring final : RunObserver {
-    std::function<void(const at::Tensor&, std::int32_t)> score;
-    std::function<void(std::int64_t)> after;
-    const std::vector<std::int32_t>* forced = nullptr;
-    void logits(std::int64_t index, const at::Tensor& l) override { score(l, (*forced)[static_cast<std::size_t>(index)]); }
-    void after_step(std::int64_t step, double) override { after(step); }
-  } scoring;
-  at::Tensor ref_logits;
-  if (reference && prompt_tokens > 0) ref_logits = reference->prefill(prompt);
-  scoring.forced = &run.forced;
-  scoring.score = [&](const at::Tensor& logits, std::int32_t next) { score(logits, next, ref_logits); };
-  // Entries attended per decode step (raw tokens, summaries, refined children, top-k keys), summed
-  // over steps, layers and heads, against dense's (T per head); a layer without records leaves it
-  // unknown.
-  double attended = 0, attendable = 0;
-  bool counted = true;
-  scoring.after = [&](std::int64_t step) {
-    for (const auto& layer : layers) {
-      const LukaStep& s = layer->last_step();
-      if (s.cover_size.empty()) counted = false;
-      for (const std::int64_t c : s.cover_size) attended += static_cast<double>(c), attendable += static_cast<double>(s.tokens);
-    }
-    const std::int32_t fed = run.forced[static_cast<std::size_t>(step - 1)];
-    if (reference) ref_logits = reference->decode(fed);
-    if (fidelity && layers[0]->last_step().fidelity.defined()) {
-      ++fid_steps;
-      for (std::int64_t l = 0; l < n_layers; ++l) {
-        const at::Tensor a = decoder.last_hidden()[static_cast<std::size_t>(l)].to(at::kDouble);
-        const at::Tensor b = reference->last_hidden()[static_cast<std::size_t>(l)].to(at::kDouble);
-        cosine[static_cast<std::size_t>(l)] += (a.dot(b) / (a.norm() * b.norm()).clamp_min(1e-300)).item<double>();
-      }
-      for (std::int64_t l = 0; l < n_layers; ++l) {
-        const at::Tensor f = layers[static_cast<std::size_t>(l)]->last_step().fidelity.to(at::kDouble).mean(0);
-        for (int c = 0; c < 4; ++c) fid[static_cast<std::size_t>(l)][static_cast<std::size_t>(c)] += f[c].item<double>();
-      }
-    }
-    const std::int64_t pos = prompt_tokens + step - 1;  // the position this step fed
-    if (!quiet && scored > 0 && (pos % 64 == 0 || pos + 2 == n)) {
+  eval::PerplexityOptions options;
+  options.prompt_tokens = prompt_tokens;
+  options.fidelity = fidelity;
+  options.where = text_path;
+  if (!quiet)
+    options.progress = [](std::int64_t pos, std::int64_t tokens, double ppl) {
       std::fprintf(stderr, "\r%lld/%lld tokens, perplexity so far %.3f", static_cast<long long>(pos + 1),
-                   static_cast<long long>(n), scored ? std::exp(nll / static_cast<double>(scored)) : 0.0);
+                   static_cast<long long>(tokens), ppl);
       std::fflush(stderr);
-    }
-  };
-  const RunResult result = session.loop().run(prompt, run, &scoring);
-  const double decode_s = result.decode_seconds;
+    };
+  const auto t0 = std::chrono::steady_clock::now();
+  const eval::PerplexityResult r = eval::perplexity(session, ids, options);
   const double total_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   if (!quiet) std::fprintf(stderr, "\r\033[K");
-  const std::int64_t decode_steps = n - 1 - prompt_tokens;
-  const double mean_nll = nll / static_cast<double>(scored);
-  const double tps = decode_s > 0 ? static_cast<double>(decode_steps) / decode_s : 0.0;
+  const double tps = r.decode_seconds > 0 ? static_cast<double>(r.decode_steps) / r.decode_seconds : 0.0;
 
   nlohmann::json out = {{"model", path.string()},
                         {"text_file", text_path},
                         {"tokens", n},
                         {"prompt_tokens", prompt_tokens},
-                        {"scored_tokens", scored},
-                        {"mean_nll", mean_nll},
-                        {"perplexity", std::exp(mean_nll)},
+                        {"scored_tokens", r.scored},
+                        {"mean_nll", r.mean_nll},
+                        {"perplexity", r.perplexity()},
                         {"decode_tokens_per_s", tps},
                         {"seconds", total_s},
                         {"attention", describe_modes(config)},
-                        {"attended_fraction", counted && attendable > 0 ? nlohmann::json(attended / attendable) : nlohmann::json()}};
+                        {"attended_fraction", r.attended_fraction ? nlohmann::json(*r.attended_fraction) : nlohmann::json()}};
   if (fidelity) {
     nlohmann::json per_layer = nlohmann::json::array();
     for (std::int64_t l = 0; l < n_layers; ++l) {
-      const auto& f = fid[static_cast<std::size_t>(l)];
-      const double d = fid_steps > 0 ? static_cast<double>(fid_steps) : 1.0;
+      const eval::LayerFidelity& f = r.layers[static_cast<std::size_t>(l)];
       per_layer.push_back({{"layer", l},
                            {"mode", to_string(config.layers[static_cast<std::size_t>(l)].mode)},
-                           {"kl", f[0] / d},
-                           {"recall", f[1] / d},
-                           {"topk_overlap", f[2] / d},
-                           {"output_rel_l2", f[3] / d},
-                           {"hidden_cosine_vs_dense", cosine[static_cast<std::size_t>(l)] / d}});
+                           {"kl", f.kl},
+                           {"recall", f.recall},
+                           {"topk_overlap", f.topk_overlap},
+                           {"output_rel_l2", f.output_rel_l2},
+                           {"hidden_cosine_vs_dense", f.hidden_cosine}});
     }
     out["fidelity"] = per_layer;
-    out["next_token_kl_vs_dense"] = next_token_kl / static_cast<double>(scored);
+    out["next_token_kl_vs_dense"] = r.next_token_kl;
   }
   if (args.get_flag("json")) {
     std::printf("%s\n", out.dump().c_str());
     return 0;
   }
   std::printf("perplexity  %.4f\nmean NLL    %.5f nats over %lld tokens\ndecode      %.1f tokens/s\nattention   %s\n",
-              std::exp(mean_nll), mean_nll, static_cast<long long>(scored), tps, describe_modes(config).c_str());
-  if (counted && attendable > 0) std::printf("attended    %.4f of dense's entries per decode step\n", attended / attendable);
+              r.perplexity(), r.mean_nll, static_cast<long long>(r.scored), tps, describe_modes(config).c_str());
+  if (r.attended_fraction) std::printf("attended    %.4f of dense's entries per decode step\n", *r.attended_fraction);
   if (fidelity) {
-    std::printf("next-token KL vs an all-dense run: %.6f nats/token\n", next_token_kl / static_cast<double>(scored));
+    std::printf("next-token KL vs an all-dense run: %.6f nats/token\n", r.next_token_kl);
     std::printf("%-6s %-10s %12s %8s %10s %12s %14s\n", "layer", "mode", "KL", "recall", "top-32", "output err",
                 "hidden cosine");
     for (const auto& l : out["fidelity"])
