@@ -223,7 +223,7 @@ TEST(StaticDecodeStep, LukaDenseRunsInsideTheStepWithTheLayersStateAndAllocatesN
 // The fused path's host code on CPU tensors: the step's per-layer ops as the fused kernels' CPU
 // twins (make_cpu_fused_step_kernels: the q|k|v and gate|up GEMMs over the weights concatenated at
 // load, the four fused ops with the argument packing the CUDA kernels get). Plain attention, and
-// LuKA in clustered and mixed(8,8) mode: the decoder's ids, logits within 1e-5 (the twins sum a
+// LuKA in clustered and mixed(1,1) mode: the decoder's ids, logits within 1e-5 (the twins sum a
 // norm in the kernel's order, not ATen's), the LuKA state, and no allocation after warm-up.
 TEST(StaticDecodeStep, TheFusedOpsCpuTwinsRunTheSameStep) {
   const StepKernelsFactory fused = [](const StepTensors& t) { return make_cpu_fused_step_kernels(t); };
@@ -234,12 +234,14 @@ TEST(StaticDecodeStep, TheFusedOpsCpuTwinsRunTheSameStep) {
     expect_parity(want, got);
     EXPECT_EQ(got.allocations, 0);
   }
-  for (const char* name : {"clustered", "mixed(8,8)"}) {
+  for (const char* name : {"clustered", "mixed(1,1)"}) {
     SCOPED_TRACE(name);
-    const LukaConfig config = preset(name);
-    const Outcome want = reference(config, layers_for(name));
-    const Outcome got =
-        static_run(config, layers_for(name), [&](const StaticDecodeStep& step) { expect_state(step, want); }, fused);
+    // On the 3-layer model (mixed(1,1): lined, clustered, lined), with preset()'s small settings.
+    LukaConfig config = LukaConfig::preset(name, test::kRandomQwen3Layers);
+    config.apply_override("page_size=4,tail=8,interval=4,window=8,rho=0.25,top_k=2");
+    const Outcome want = reference(config, test::kRandomQwen3Layers);
+    const Outcome got = static_run(
+        config, test::kRandomQwen3Layers, [&](const StaticDecodeStep& step) { expect_state(step, want); }, fused);
     EXPECT_TRUE(got.eager.empty());
     expect_parity(want, got);
     EXPECT_EQ(got.allocations, 0);
