@@ -58,16 +58,41 @@ std::uint64_t size_on_disk(const std::filesystem::path& p) {
   return ec ? 0 : n;
 }
 
-}  // namespace
+// Records the run as it goes: the prefill maps, then each decode step with the tokens since the
+// last one (the step's query token first).
+struct Recording final : RunObserver {
+  capture::CaptureRecorder* recorder = nullptr;
+  const Tokenizer* tokenizer = nullptr;
+  std::function<void(const std::string&, bool)> progress;
+  std::int64_t total_steps = 0;
+  std::vector<capture::Token> pending;
+  std::string text;
+  void prefill_begin(std::int64_t tokens) override {
+    progress("prefill of " + std::to_string(tokens) + " tokens", true);
+    if (recorder) recorder->start_prefill();
+  }
+  std::chrono::steady_clock::time_point decode_start;
+  void prefill_end(std::int64_t, double) override {
+    if (recorder) recorder->end_prefill();
+    decode_start = std::chrono::steady_clock::now();
+  }
+  bool token(const ChosenToken& t) override {
+    const std::string piece = tokenizer->token_bytes(t.id);
+    pending.push_back({t.id, piece, true, -1, static_cast<float>(t.probability)});
+    if (!t.stop) text += piece;
+    return !t.stop;
+  }
+  std::chrono::steady_clock::time_point last_step_end;
+  void after_step(std::int64_t step, double) override {
+    if (recorder) recorder->record_step(step, std::move(pending));
+    pending.clear();
+    last_step_end = std::chrono::steady_clock::now();
+    progress("decode step " + std::to_string(step) + "/" + std::to_string(total_steps), step == total_steps);
+  }
+};
 
-int run_capture(int argc, char** argv) {
-  ArgParser args("capture", "[--model PATH] (--prompt STR | --prompt-file F | --wikisalad F --example N) --out run.h5 [options]",
-                 "Runs the prompt (prefill, then greedy or sampled decoding) under a LuKA config and records\n"
-                 "the run to an HDF5 capture: the prefill attention of every recorded layer and head as a\n"
-                 "max-pooled pyramid, and per decode step each layer's mode, effective attention rows,\n"
-                 "covers, refined pages, heavy hitters and (with dense_shadow) fidelity. Every step is\n"
-                 "flushed: a run that is killed leaves a file readable up to its last complete step.");
-  args.option("model", "PATH", kModelOptionHelp);
+// luka capture's options (after --model).
+void add_capture_options(ArgParser& args) {
   add_prompt_options(args);
   args.option("out", "FILE", "the capture file to write (replaced if it exists)")
       .option("max-new-tokens", "N", "tokens to generate (N - 1 decode steps are recorded)", 64)
@@ -95,12 +120,12 @@ int run_capture(int argc, char** argv) {
                           "      --preset clustered --set dense_shadow=true --record \"layers=0-3\" --out ws3.h5\n"
                           "  luka inspect demo.h5\n\n") +
               kPromptOptionsHelp + "\n\n" + kLukaOptionsHelp + "\n\n" + kEnvironmentHelp);
-  if (!args.parse(argc, argv, 2)) return 0;
-  // --record none runs the same code path without recording (the baseline of bench/run_capture_bench.sh).
-  const bool record = args.get("record") != "none";
-  if (record && !args.has("out")) throw UsageError("--out FILE is required");
-  const std::int64_t max_new = args.get_int("max-new-tokens");
-  capture::RecordSpec spec = option_value("record", [&] { return capture::RecordSpec::parse(record ? args.get("record") : "all"); });
+}
+
+// --record's spec (or all, for a run that records nothing) with --deflate's level.
+capture::RecordSpec record_spec(const ArgParser& args, bool record) {
+  capture::RecordSpec spec =
+      option_value("record", [&] { return capture::RecordSpec::parse(record ? args.get("record") : "all"); });
   if (args.has("deflate")) {
     const std::string level = args.get("deflate");
     spec.deflate = option_value("deflate", [&] {
@@ -111,20 +136,13 @@ int run_capture(int argc, char** argv) {
       }
     });
   }
+  return spec;
+}
 
-  const SamplingParams sampling = sampling_options(args);
-  // Read before the model, so a bad file fails fast; its shape is checked against the model below.
-  std::optional<eval::Calibration> calibration;
-  std::string calibration_text;
-  if (args.has("calibration")) {
-    calibration_text = read_text_file(args.get("calibration"), "calibration file");
-    calibration = eval::parse_calibration(calibration_text, args.get("calibration"));
-  }
-
-  const auto path = resolve_model_path(args);
-  const Tokenizer tokenizer = Tokenizer::load(path);
-  // Encoding stops at what the run can use: the context (from the config, before the weights
-  // load), or --max-prompt-tokens when that is fewer.
+// The prompt, encoded only as far as the run can use it: the context (from the model's config,
+// before the weights load), or --max-prompt-tokens when that is fewer (segments clipped).
+PromptInput capture_prompt(const ArgParser& args, const Tokenizer& tokenizer, const std::filesystem::path& path,
+                           std::int64_t max_new) {
   const std::int64_t keep = args.has("max-prompt-tokens") ? args.get_int("max-prompt-tokens") : INT64_MAX;
   if (keep < 1) throw UsageError("--max-prompt-tokens must be >= 1");
   const std::int64_t context = model_context(path);
@@ -140,6 +158,64 @@ int run_capture(int argc, char** argv) {
     prompt.complete = true;  // what runs is the first `keep` tokens, whole
   }
   check_prompt_context(prompt, context, max_new);  // before the weights load
+  return prompt;
+}
+
+// The capture's manifest: the model, tokenizer and config, and how this run was made.
+capture::Manifest capture_manifest(const ArgParser& args, const Model& model, const Tokenizer& tokenizer,
+                                   const LukaConfig& luka, const SamplingParams& sampling, const capture::RecordSpec& spec,
+                                   const Backend& device, const std::string& calibration_text,
+                                   const std::string& prompt_source, std::int64_t n, std::int64_t max_new) {
+  capture::Manifest manifest = capture::make_manifest(model, tokenizer, luka);
+  manifest.seed = static_cast<std::int64_t>(sampling.seed);
+  manifest.created = utc_now();
+  manifest.tool_version = LUKA_VERSION;
+  manifest.git_revision = git_revision();
+  manifest.record = spec.to_string();
+  manifest.device = device.name();
+  if (!calibration_text.empty()) manifest.calibration = nlohmann::json::parse(calibration_text).dump();  // compact
+  nlohmann::json g;
+  g["prompt"] = prompt_source;
+  g["prompt_tokens"] = n;
+  g["max_new_tokens"] = max_new;
+  g["temperature"] = sampling.temperature;
+  g["top_k"] = sampling.top_k;
+  g["top_p"] = sampling.top_p;
+  g["schedule"] = args.get("schedule");
+  manifest.generation = g.dump();
+  return manifest;
+}
+
+}  // namespace
+
+int run_capture(int argc, char** argv) {
+  ArgParser args("capture", "[--model PATH] (--prompt STR | --prompt-file F | --wikisalad F --example N) --out run.h5 [options]",
+                 "Runs the prompt (prefill, then greedy or sampled decoding) under a LuKA config and records\n"
+                 "the run to an HDF5 capture: the prefill attention of every recorded layer and head as a\n"
+                 "max-pooled pyramid, and per decode step each layer's mode, effective attention rows,\n"
+                 "covers, refined pages, heavy hitters and (with dense_shadow) fidelity. Every step is\n"
+                 "flushed: a run that is killed leaves a file readable up to its last complete step.");
+  args.option("model", "PATH", kModelOptionHelp);
+  add_capture_options(args);
+  if (!args.parse(argc, argv, 2)) return 0;
+  // --record none runs the same code path without recording (the baseline of bench/run_capture_bench.sh).
+  const bool record = args.get("record") != "none";
+  if (record && !args.has("out")) throw UsageError("--out FILE is required");
+  const std::int64_t max_new = args.get_int("max-new-tokens");
+  const capture::RecordSpec spec = record_spec(args, record);
+
+  const SamplingParams sampling = sampling_options(args);
+  // Read before the model, so a bad file fails fast; its shape is checked against the model below.
+  std::optional<eval::Calibration> calibration;
+  std::string calibration_text;
+  if (args.has("calibration")) {
+    calibration_text = read_text_file(args.get("calibration"), "calibration file");
+    calibration = eval::parse_calibration(calibration_text, args.get("calibration"));
+  }
+
+  const auto path = resolve_model_path(args);
+  const Tokenizer tokenizer = Tokenizer::load(path);
+  const PromptInput prompt = capture_prompt(args, tokenizer, path, max_new);
   const std::filesystem::path out = args.get("out");
 
   // Recording keeps every core for the model: the pyramids, half conversion and compression run
@@ -161,25 +237,8 @@ int run_capture(int argc, char** argv) {
   run_session.use(luka);
   const std::vector<std::shared_ptr<LukaLayer>>& layers = run_session.layers();
 
-  capture::Manifest manifest = capture::make_manifest(*model, tokenizer, luka);
-  manifest.seed = static_cast<std::int64_t>(sampling.seed);
-  manifest.created = utc_now();
-  manifest.tool_version = LUKA_VERSION;
-  manifest.git_revision = git_revision();
-  manifest.record = spec.to_string();
-  manifest.device = device->name();
-  if (calibration) manifest.calibration = nlohmann::json::parse(calibration_text).dump();  // compact
-  {
-    nlohmann::json g;
-    g["prompt"] = prompt.source;
-    g["prompt_tokens"] = n;
-    g["max_new_tokens"] = max_new;
-    g["temperature"] = sampling.temperature;
-    g["top_k"] = sampling.top_k;
-    g["top_p"] = sampling.top_p;
-    g["schedule"] = args.get("schedule");
-    manifest.generation = g.dump();
-  }
+  const capture::Manifest manifest =
+      capture_manifest(args, *model, tokenizer, luka, sampling, spec, *device, calibration_text, prompt.source, n, max_new);
   // Its errors are --record's layers or heads beyond the model's.
   const capture::Layout layout = option_value("record", [&] { return capture::make_layout(*model, luka, spec, n, n + max_new); });
 
@@ -227,38 +286,7 @@ int run_capture(int argc, char** argv) {
     std::fflush(stderr);
   };
 
-  // Records the run as it goes: the prefill maps, then each decode step with the tokens since the
-  // last one (the step's query token first).
-  struct Recording final : RunObserver {
-    capture::CaptureRecorder* recorder = nullptr;
-    const Tokenizer* tokenizer = nullptr;
-    std::function<void(const std::string&, bool)> progress;
-    std::int64_t total_steps = 0;
-    std::vector<capture::Token> pending;
-    std::string text;
-    void prefill_begin(std::int64_t tokens) override {
-      progress("prefill of " + std::to_string(tokens) + " tokens", true);
-      if (recorder) recorder->start_prefill();
-    }
-    std::chrono::steady_clock::time_point decode_start;
-    void prefill_end(std::int64_t, double) override {
-      if (recorder) recorder->end_prefill();
-      decode_start = std::chrono::steady_clock::now();
-    }
-    bool token(const ChosenToken& t) override {
-      const std::string piece = tokenizer->token_bytes(t.id);
-      pending.push_back({t.id, piece, true, -1, static_cast<float>(t.probability)});
-      if (!t.stop) text += piece;
-      return !t.stop;
-    }
-    std::chrono::steady_clock::time_point last_step_end;
-    void after_step(std::int64_t step, double) override {
-      if (recorder) recorder->record_step(step, std::move(pending));
-      pending.clear();
-      last_step_end = std::chrono::steady_clock::now();
-      progress("decode step " + std::to_string(step) + "/" + std::to_string(total_steps), step == total_steps);
-    }
-  } recording;
+  Recording recording;
   recording.recorder = recorder ? &*recorder : nullptr;
   recording.tokenizer = &tokenizer;
   recording.progress = progress;
