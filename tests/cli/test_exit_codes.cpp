@@ -38,8 +38,13 @@ struct Rule {
   std::string accepted;  // non-empty: any value is valid (free text, an output name)
 };
 
+// A folder per test: ctest runs this file's tests as processes side by side, and each case's
+// output files (case0/, case1/) must not be another test's.
 const fs::path& work() {
-  static const fs::path dir = fs::path(LUKA_TEST_WORK) / "exit_codes";
+  static const fs::path dir = [] {
+    const ::testing::TestInfo* test = ::testing::UnitTest::GetInstance()->current_test_info();
+    return fs::path(LUKA_TEST_WORK) / "exit_codes" / (test ? test->name() : "outside-a-test");
+  }();
   return dir;
 }
 
