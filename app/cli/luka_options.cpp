@@ -83,8 +83,8 @@ std::vector<ScheduleEntry> schedule_option(const ArgParser& args) {
 }
 
 void add_graph_options(ArgParser& args) {
-  args.flag("graph", "GPU only: record each decode step once as a CUDA graph and replay it (luka generate: greedy, "
-                     "fp32 dense weights, plain attention; --verbose names the graph's kernel nodes)")
+  args.flag("graph", "GPU only: record each decode step once as a CUDA graph and replay it\n"
+                     "(luka generate: greedy, fp32 dense weights, plain attention; --verbose names its kernel nodes)")
       .flag("no-graph", "issue each decode step's kernels one by one (eager): the default until the graph path is "
                         "verified on a GPU");
 }
