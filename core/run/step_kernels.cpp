@@ -134,6 +134,15 @@ namespace {
 
 at::Tensor& out_arg(const at::Tensor& t) { return const_cast<at::Tensor&>(t); }
 
+// out = in·wᵀ (+ b), w [out, in] as loaded; the bias through the GEMM's epilogue where ATen takes
+// it, so a product and its bias stay one launch.
+void linear(const at::Tensor& out, const at::Tensor& in, const at::Tensor& w, const at::Tensor& b) {
+  if (b.defined())
+    at::addmm_out(out_arg(out), b, in, w.t());
+  else
+    at::mm_out(out_arg(out), in, w.t());
+}
+
 // Decoder::decode's ops (Hugging Face's order) as out= ops on the reserved buffers.
 class CpuStepKernels final : public StepKernels {
  public:
@@ -189,13 +198,6 @@ class CpuStepKernels final : public StepKernels {
   }
 
  private:
-  static void linear(const at::Tensor& out, const at::Tensor& in, const at::Tensor& w, const at::Tensor& b) {
-    if (b.defined())
-      at::addmm_out(out_arg(out), b, in, w.t());
-    else
-      at::mm_out(out_arg(out), in, w.t());
-  }
-
   // y[r] = w · (x[r] · rsqrt(mean(x[r]²) + eps)) for `rows` rows of n, in fp32 as Hugging Face's
   // RMSNorm computes it (the normalised row cast to the compute dtype before the weight); the mean
   // as ATen's CPU mean computes it (a sum, then a division by the count), the count and eps held
@@ -306,14 +308,6 @@ class FusedStepKernels final : public StepKernels {
   }
 
  private:
-  // The bias through the GEMM's epilogue where ATen takes it, so a product and its bias stay one launch.
-  static void linear(const at::Tensor& out, const at::Tensor& in, const at::Tensor& w, const at::Tensor& b) {
-    if (b.defined())
-      at::addmm_out(out_arg(out), b, in, w.t());
-    else
-      at::mm_out(out_arg(out), in, w.t());
-  }
-
   void norm_of(const void* add, const at::Tensor& weight) {
     fused::NormArgs a;
     a.dtype = dtype_;
