@@ -98,6 +98,9 @@ class LukaAttention final : public LukaLayer {
   void decode_quest(Step& s);                   // cpu/quest.cpp
   // Press mode: scores the prompt's cache (`in` is the prefill's) and keeps per KV head.
   void press_prompt(const AttentionInputs& in);
+  // Press mode, a continuation's prefill after the prompt was compressed: [KV, T] true at the
+  // positions the press left out (undefined when none is).
+  at::Tensor press_left_out(const AttentionInputs& in) const;
   // Kascade's sparse step: per query head h, an exact softmax over the keys *sets[h] into s.eff
   // and s.out. `renormalize`: s.eff already holds h's exact rows (an anchor's), so the softmax over
   // the set is those rows renormalized over it.

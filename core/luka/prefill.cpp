@@ -66,6 +66,7 @@ at::Tensor exact_prefill(const AttentionInputs& in, const PrefillMask& mask, dou
       if (near) scores = at::where(close.unsqueeze(0), at::matmul(qg, near_kf[g].transpose(0, 1)).mul_(in.scale), scores);
       if (uniform.defined()) scores.masked_fill_(uniform.unsqueeze(0), 0.0);
       scores.masked_fill_(hidden.unsqueeze(0), kNegInf);
+      if (mask.left_out.defined()) scores.masked_fill_(mask.left_out[g].view({1, 1, T}), kNegInf);
       const at::Tensor probs = at::softmax(scores, -1);
       if (near) {
         const at::Tensor c = close.unsqueeze(0).to(at::kFloat);

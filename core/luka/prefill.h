@@ -30,8 +30,11 @@ struct PrefillMask {
   at::Tensor near_k, near_v;
   std::int64_t near_window = -1;  // -1: none
   std::int64_t near_first = 0;    // ... and keys before this position whole too (DAR's sinks)
+  // [KV, T] bool, true where no query of this forward may see the key: a continuation after a
+  // press compressed the prompt (query-agnostic evaluation) sees only the kept positions.
+  at::Tensor left_out;
   // Plain causal attention: what the tiled form serves.
-  bool causal() const { return !sparse && near_window < 0; }
+  bool causal() const { return !sparse && near_window < 0 && !left_out.defined(); }
 };
 
 // The prefill (§5.1), on the inputs' device: the tiled form for plain causal attention on the CPU

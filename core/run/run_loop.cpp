@@ -67,6 +67,9 @@ RunResult RunLoop::run(const std::vector<std::int32_t>& prompt, const RunSetting
   if (!s.forced.empty() && static_cast<std::int64_t>(s.forced.size()) < s.max_new_tokens)
     fail("run", "teacher forcing needs a token for each of the max_new_tokens");
   check_schedule(config(), s.schedule);
+  if (s.context_tokens < 0 || s.context_tokens > static_cast<std::int64_t>(prompt.size()))
+    fail("run", "the context of " + std::to_string(s.context_tokens) + " tokens is not part of the prompt's " +
+                    std::to_string(prompt.size()));
   if (engine_factory_) {
     if (!s.forced.empty() || !s.schedule.empty() || !s.reset)
       fail("run", "the static decode step runs a new sequence without teacher forcing or a schedule");
@@ -89,7 +92,13 @@ RunResult RunLoop::run(const std::vector<std::int32_t>& prompt, const RunSetting
   if (!prompt.empty()) {
     obs.prefill_begin(result.prompt_tokens);
     const auto t0 = Clock::now();
-    logits = decoder_.prefill(prompt, /*all_logits=*/false);
+    const auto split = static_cast<std::ptrdiff_t>(s.context_tokens);
+    if (split > 0 && split < static_cast<std::ptrdiff_t>(prompt.size())) {
+      decoder_.prefill(std::vector<std::int32_t>(prompt.begin(), prompt.begin() + split), /*all_logits=*/false);
+      logits = decoder_.prefill(std::vector<std::int32_t>(prompt.begin() + split, prompt.end()), /*all_logits=*/false);
+    } else {
+      logits = decoder_.prefill(prompt, /*all_logits=*/false);
+    }
     result.prefill_seconds = seconds(t0, Clock::now());
     obs.prefill_end(result.prompt_tokens, result.prefill_seconds);
   } else if (s.forced.empty()) {

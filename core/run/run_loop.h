@@ -76,6 +76,10 @@ struct RunSettings {
   std::vector<std::int32_t> forced;    // teacher forcing: these tokens are fed, in order, instead of sampled ones
   bool probabilities = false;          // fill ChosenToken::probability
   bool reset = true;                   // a new sequence; false continues at the decoder's position
+  // Query-agnostic (kvpress's evaluation): the prompt's first context_tokens ids are prefilled as
+  // a forward of their own, so press layers compress them before the rest (the question) is seen,
+  // which is prefilled after them. 0: the prompt in one forward.
+  std::int64_t context_tokens = 0;
 };
 
 struct RunResult {

@@ -101,6 +101,32 @@ void LukaAttention::press_prompt(const AttentionInputs& in) {
   press_prompt_ = T;
 }
 
+// A continuation prefilled after the prompt was compressed (kvpress's query-agnostic evaluation:
+// the context compressed, then the question) attends as a decode step would: to each KV head's
+// kept positions and to every position after them. kvpress's compressed cache no longer holds the
+// rest.
+at::Tensor LukaAttention::press_left_out(const AttentionInputs& in) const {
+  if (config_.mode != AttentionMode::kPress || in.q_pos0 == 0) return {};
+  const std::int64_t KV = in.k.size(0), T = in.k.size(1);
+  const std::vector<std::vector<std::int64_t>>* sets = nullptr;
+  std::int64_t end = 0;  // positions from here on are all attended
+  if (config_.press.interval > 0 && static_cast<std::int64_t>(press_rows_.size()) == KV) {
+    sets = &press_rows_;
+    end = press_rows_end_;
+  } else if (press_prompt_ > 0 && static_cast<std::int64_t>(press_kept_.size()) == KV) {
+    sets = &press_kept_;
+    end = press_prompt_;
+  }
+  if (!sets || end <= 0) return {};
+  at::Tensor out = at::zeros({KV, T}, at::kBool);
+  out.narrow(1, 0, std::min(end, T)).fill_(true);
+  auto hide = out.accessor<bool, 2>();
+  for (std::int64_t g = 0; g < KV; ++g)
+    for (const std::int64_t p : (*sets)[static_cast<std::size_t>(g)])
+      if (p < end && p < T) hide[g][p] = false;
+  return in.k.is_cpu() ? out : out.to(in.k.device());
+}
+
 void LukaAttention::decode_press(Step& s) {
   if (config_.press.interval > 0) return decode_press_decoding(s);
   const AttentionInputs& in = s.in;

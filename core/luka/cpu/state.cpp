@@ -174,6 +174,7 @@ at::Tensor LukaAttention::prefill(const AttentionInputs& in) {
   mask.sparse = config_.mode == AttentionMode::kLined && lc.sparse_prefill;
   mask.fixed = mask.sparse && lc.sparse_prefill_window == PrefillWindow::kFixed;
   mask.window = mask.sparse ? rules::lined_window(to_rule(lc), T) : 0;
+  mask.left_out = press_left_out(in);
   if (dar_basis_ && raw_) {
     mask.near_k = raw_->k;
     mask.near_v = raw_->v;

@@ -74,15 +74,21 @@ struct PressRun {
 
 // kvpress's pipeline as the reference script runs it: the prompt prefilled, the continuation one
 // token a step, then `greedy` (kvpress's own greedy tokens, so both sides see the same inputs).
+// With continuation_prefilled the continuation is one forward after the compressed prompt, as a
+// query-agnostic evaluation asks its question (kvpress's pipeline: the question's forward over the
+// compressed cache); it attends to the same positions, so its last logits are kvpress's too.
 PressRun run(const std::shared_ptr<const Model>& model, const LukaConfig* config,
              const std::vector<std::int32_t>& prompt, const std::vector<std::int32_t>& continuation,
-             const std::vector<std::int32_t>& greedy) {
+             const std::vector<std::int32_t>& greedy, bool continuation_prefilled = false) {
   Decoder d(model);
   PressRun r;
   if (config) r.layers = install_luka(d, *config);
   d.prefill(prompt);
   at::Tensor last;
-  for (const std::int32_t id : continuation) last = d.decode(id);
+  if (continuation_prefilled)
+    last = d.prefill(continuation);  // the question after the compressed context, in one forward
+  else
+    for (const std::int32_t id : continuation) last = d.decode(id);
   std::vector<at::Tensor> rows{last.to(at::kFloat).flatten()};
   for (const std::int32_t id : greedy) rows.push_back(d.decode(id).to(at::kFloat).flatten());
   r.logits = at::stack(rows);
@@ -119,26 +125,26 @@ TEST_F(PressDecoder, DenseEqualsKvpressUncompressed) {
   }
 }
 
-TEST_F(PressDecoder, ContinuationLogitsEqualKvpress) {
+void expect_continuations_equal_kvpress(const fs::path& dir, const nlohmann::json& manifest, bool prefilled) {
   std::map<std::string, std::shared_ptr<const Model>> models;
   std::map<std::string, nlohmann::json> model_json;
-  for (const auto& m : manifest_["models"]) model_json[m["name"]] = m;
+  for (const auto& m : manifest["models"]) model_json[m["name"]] = m;
   double worst = 0;
   int cases = 0;
   std::int64_t heads = 0, equal_heads = 0;
   std::vector<std::string> tie_cases;
-  for (const auto& c : manifest_["cases"]) {
+  for (const auto& c : manifest["cases"]) {
     const std::string name = c["model"], case_name = c["case"];
     SCOPED_TRACE(name + "/" + case_name);
     const nlohmann::json& m = model_json.at(name);
     auto& model = models[name];
-    if (!model) model = Model::load(dir_ / name / "checkpoint", LoadOptions{DType::kF32, 0});
+    if (!model) model = Model::load(dir / name / "checkpoint", LoadOptions{DType::kF32, 0});
     LukaConfig config;
     config.layers.assign(static_cast<std::size_t>(model->config().num_layers), layer_of(c));
-    const at::Tensor ref = load(dir_ / name / case_name / "logits.npy");
-    const PressRun ours = run(model, &config, ids_of(m["prompt_ids"]), ids_of(m["continuation_ids"]), greedy_of(ref));
+    const at::Tensor ref = load(dir / name / case_name / "logits.npy");
+    const PressRun ours = run(model, &config, ids_of(m["prompt_ids"]), ids_of(m["continuation_ids"]), greedy_of(ref), prefilled);
     // The kept sets the decoder's own queries and keys gave.
-    const at::Tensor kept = load(dir_ / name / case_name / "kept.npy");
+    const at::Tensor kept = load(dir / name / case_name / "kept.npy");
     bool same_sets = true;
     for (std::size_t l = 0; l < ours.layers.size(); ++l) {
       const auto& layer = dynamic_cast<const LukaAttention&>(*ours.layers[l]);
@@ -168,15 +174,23 @@ TEST_F(PressDecoder, ContinuationLogitsEqualKvpress) {
   std::string ties;
   for (const std::string& t : tie_cases) ties += " " + t;
   std::printf(
-      "[kvpress decoder] %d cases: %d with every kept set equal to kvpress's, their continuation logits within "
+      "[kvpress decoder, %s] %d cases: %d with every kept set equal to kvpress's, their continuation logits within "
       "%.3g of kvpress's at worst; %lld of %lld KV-head kept sets equal; cases with a set decided by tied "
       "scores:%s\n",
-      cases, cases - static_cast<int>(tie_cases.size()), worst, static_cast<long long>(equal_heads),
+      prefilled ? "continuation in one forward" : "continuation token by token", cases, cases - static_cast<int>(tie_cases.size()), worst, static_cast<long long>(equal_heads),
       static_cast<long long>(heads), ties.empty() ? " none" : ties.c_str());
   EXPECT_GE(cases, 100);
   EXPECT_LE(tie_cases.size() * 20, static_cast<std::size_t>(cases));
   // Sets differ only where scores tie (test_press.cpp): nearly all are equal.
   EXPECT_GE(equal_heads * 100, heads * 95);
+}
+
+TEST_F(PressDecoder, ContinuationLogitsEqualKvpress) { expect_continuations_equal_kvpress(dir_, manifest_, false); }
+
+// Query-agnostic: the compressed prompt, then the continuation as one forward (as a question is
+// asked after its compressed context) gives kvpress's logits too.
+TEST_F(PressDecoder, ContinuationPrefilledAfterCompressionEqualsKvpress) {
+  expect_continuations_equal_kvpress(dir_, manifest_, true);
 }
 
 // A budget that keeps the whole prompt is dense: ratio 0, or budget_tokens of the prompt's length.

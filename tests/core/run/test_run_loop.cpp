@@ -169,5 +169,64 @@ TEST(RunLoop, ContinuationPrefillEqualsOnePrompt) {
   EXPECT_EQ(b.position(), a.position());
 }
 
+// Query-agnostic runs (RunSettings::context_tokens): the prompt's context is its own forward, so
+// a press layer compresses the context alone and the question attends to what it kept. Plain
+// attention gives the one-forward run's tokens; a press run equals the decoder prefilled in the
+// same two parts, and its layers compressed the context's positions only.
+TEST(RunLoop, AQueryAgnosticRunCompressesTheContextBeforeTheQuestion) {
+  const auto model = Model::load(test::checkpoint("qwen3-tied"), LoadOptions{DType::kF32, 0});
+  const int L = model->config().num_layers;
+  std::vector<std::int32_t> prompt;
+  for (int i = 0; i < 48; ++i) prompt.push_back((i * 37 + 11) % 512);
+  RunSettings whole;
+  whole.max_new_tokens = 10;
+  RunSettings split = whole;
+  split.context_tokens = 40;
+
+  Decoder plain_a(model), plain_b(model);
+  EXPECT_EQ(RunLoop(plain_a).run(prompt, split).ids, RunLoop(plain_b).run(prompt, whole).ids);
+
+  LukaConfig knorm;
+  knorm.layers.resize(static_cast<std::size_t>(L));
+  std::vector<std::int64_t> all;
+  for (int l = 0; l < L; ++l) all.push_back(l);
+  knorm.set(all, "mode", "press");
+  knorm.set(all, "press_method", "knorm");
+  knorm.set(all, "compression_ratio", "0.5");
+  Decoder d(model);
+  const auto layers = install_luka(d, knorm);
+  RunLoop loop(d, layers, knorm);
+  const RunResult r = loop.run(prompt, split);
+  for (const auto& layer : layers) {
+    const auto& press = dynamic_cast<const LukaAttention&>(*layer);
+    EXPECT_EQ(press.press_prompt(), 40);
+    for (const auto& kept : press.press_kept()) {
+      EXPECT_EQ(kept.size(), 20u);
+      for (const std::int64_t p : kept) EXPECT_LT(p, 40);
+    }
+  }
+  // The same two forwards by hand, then greedy steps.
+  Decoder manual(model);
+  install_luka(manual, knorm);
+  manual.prefill(std::vector<std::int32_t>(prompt.begin(), prompt.begin() + 40));
+  at::Tensor logits = manual.prefill(std::vector<std::int32_t>(prompt.begin() + 40, prompt.end()));
+  std::vector<std::int32_t> ids;
+  for (int i = 0; i < 10; ++i) {
+    ids.push_back(static_cast<std::int32_t>(logits.argmax().item<std::int64_t>()));
+    logits = manual.decode(ids.back());
+  }
+  EXPECT_EQ(r.ids, ids);
+  // The question's forward saw the kept positions only: a one-forward press run (which compresses
+  // the whole prompt, question included) differs.
+  Decoder one(model);
+  const auto one_layers = install_luka(one, knorm);
+  RunLoop(one, one_layers, knorm).run(prompt, whole);
+  EXPECT_EQ(dynamic_cast<const LukaAttention&>(*one_layers[0]).press_prompt(), 48);
+
+  RunSettings bad = whole;
+  bad.context_tokens = 49;
+  EXPECT_THROW(loop.run(prompt, bad), Error);
+}
+
 }  // namespace
 }  // namespace luka
