@@ -184,16 +184,21 @@ void CaptureRecorder::start_prefill() {
         [this, n, heads, stored, last = heads.empty() ? -1 : *std::max_element(heads.begin(), heads.end())](
             int layer, std::int64_t q0, std::int64_t head0, const at::Tensor& probs) {
           const std::int64_t G = probs.size(0), rows = probs.size(1), S = probs.size(2);
+          // The keys the block's forward saw: the context alone in a query-agnostic prompt's first
+          // forward (set_prefill_split), else the whole prompt. Its rows are the map's rows, padded
+          // with zeros to the prompt's width.
+          const std::int64_t T = prefill_split_ > 0 && q0 < prefill_split_ ? prefill_split_ : n;
           int level = 0;  // the level whose width the block has
-          while (level < stored && level_size(n, level) != S) ++level;
+          while (level < stored && level_size(T, level) != S) ++level;
           const std::int64_t p = std::int64_t{1} << level;
-          if (level_size(n, level) != S || q0 % p != 0 || heads.empty()) return;  // not the recorded prompt
-          const std::int64_t r0 = q0 / p, m = std::min(rows * p, n - q0);        // level rows; prompt rows
+          if (level_size(T, level) != S || q0 % p != 0 || heads.empty()) return;  // not the recorded prompt
+          const std::int64_t r0 = q0 / p, m = std::min(rows * p, T - q0);        // level rows; prompt rows
           if (m <= 0 || level_size(m, level) != rows) return;
+          const std::int64_t W = level_size(n, level);  // the map's width at this level
           // The recorded heads of this group, rounded to half on the model's threads. Level row R
           // is zero right of column R: only columns 0 .. R are converted.
           const at::Tensor block = probs.contiguous();
-          const std::size_t per_head = static_cast<std::size_t>(rows * S);
+          const std::size_t per_head = static_cast<std::size_t>(rows * W), src_per_head = static_cast<std::size_t>(rows * S);
           halves_.resize(heads.size() * per_head);
           std::vector<std::size_t> slots;  // (index in `heads`) for the heads of this group
           for (std::size_t j = 0; j < heads.size(); ++j)
@@ -210,9 +215,9 @@ void CaptureRecorder::start_prefill() {
               const std::int64_t i0 = (t % groups) * kRows;
               for (std::int64_t r = i0; r < std::min(rows, i0 + kRows); ++r) {
                 const std::size_t cols = static_cast<std::size_t>(std::min(S, r0 + r + 1));
-                std::uint16_t* row = dst + j * per_head + static_cast<std::size_t>(r * S);
-                floats_to_halves(src + static_cast<std::size_t>(heads[j] - head0) * per_head + static_cast<std::size_t>(r * S), row, cols);
-                std::fill(row + cols, row + S, std::uint16_t{0});
+                std::uint16_t* row = dst + j * per_head + static_cast<std::size_t>(r * W);
+                floats_to_halves(src + static_cast<std::size_t>(heads[j] - head0) * src_per_head + static_cast<std::size_t>(r * S), row, cols);
+                std::fill(row + cols, row + W, std::uint16_t{0});
               }
             }
           });

@@ -49,6 +49,9 @@ class CaptureRecorder {
   // Called on the model thread as the prefill's recorded rows arrive, with the fraction of them
   // done (rows over recorded layers, 0..1), for progress displays.
   void set_prefill_progress(std::function<void(double)> progress) { prefill_progress_ = std::move(progress); }
+  // A query-agnostic prompt (RunSettings::context_tokens) is prefilled in two forwards: the first
+  // `context_tokens` rows see only those keys. Before start_prefill; 0: one forward.
+  void set_prefill_split(std::int64_t context_tokens) { prefill_split_ = context_tokens; }
   // After decode step `step` (1-based): `new_tokens` are the tokens appended since the last
   // record, the step's query token first.
   void record_step(std::int64_t step, std::vector<Token> new_tokens);
@@ -63,6 +66,7 @@ class CaptureRecorder {
   std::vector<std::uint16_t> halves_;        // prefill rows being handed over (reused)
   std::function<void(double)> prefill_progress_;
   std::vector<std::int64_t> prefill_rows_done_;  // per model layer: prompt rows handed over
+  std::int64_t prefill_split_ = 0;               // set_prefill_split
   double step_seconds_ = 0;
 };
 

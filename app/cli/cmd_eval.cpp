@@ -21,6 +21,7 @@
 #include "core/chat/chat_format.h"
 #include "core/device/device.h"
 #include "core/eval/answer_match.h"
+#include "core/eval/niah.h"
 #include "core/eval/qa_results.h"
 #include "core/eval/wikisalad_qa.h"
 #include "core/luka/config.h"
@@ -90,6 +91,9 @@ int run_eval_wikisalad(int argc, char** argv) {
       .option("max-new-tokens", "N", "answer length limit", 100)
       .range(1, 100000)
       .option("out", "DIR", "where results go", "wikisalad-eval")
+      .flag("query-agnostic",
+            "prefill each example's context before the question is seen, as kvpress evaluates: a press\n"
+            "compresses the context alone, and the question attends to what it kept")
       .flag("restart", "discard the results already in OUT instead of resuming")
       .flag("quiet", "no progress on standard error");
   add_compute_options(args);
@@ -123,12 +127,18 @@ int run_eval_wikisalad(int argc, char** argv) {
 
   // The prompts, checked against the context before anything runs.
   const bool hybrid = is_hybrid_thinking(tokenizer.config());
+  // Query-agnostic: each prompt's ids up to its question, prefilled first.
+  const bool query_agnostic = args.get_flag("query-agnostic");
   std::vector<std::vector<std::int32_t>> prompts;
+  std::vector<std::int64_t> context_tokens;
   for (const eval::QaQuestion& q : questions) {
     ChatOptions chat;
     const std::string text = format_chatml({{"system", eval::kQaSystemPrompt}, {"user", eval::qa_user_message(q.context, q.text)}}, chat, hybrid);
     std::vector<std::int32_t> ids = tokenizer.with_sequence_bos(tokenizer.encode(text));
     check_context(model->config().max_position_embeddings, 0, static_cast<std::int64_t>(ids.size()), max_new);
+    std::size_t question_at = text.rfind("\n\nQuestion: " + q.text);  // the context keeps its blank line
+    if (question_at != std::string::npos) question_at += 2;
+    context_tokens.push_back(query_agnostic ? eval::context_token_count(tokenizer, text, question_at, ids) : 0);
     prompts.push_back(std::move(ids));
   }
 
@@ -140,6 +150,7 @@ int run_eval_wikisalad(int argc, char** argv) {
                    {"max_new_tokens", max_new},
                    {"system_prompt", eval::kQaSystemPrompt},
                    {"presets", json::object()}};
+  if (query_agnostic) run_info["query_agnostic"] = true;
   for (const auto& [name, c] : configs) run_info["presets"][name] = json::parse(c.to_json());
   std::error_code ec;
   fs::create_directories(out_dir, ec);
@@ -157,6 +168,9 @@ int run_eval_wikisalad(int argc, char** argv) {
       if (!before.contains(key) || before[key] != run_info[key])
         fail(out_dir.string(), std::string("its results were made with another ") + key + " (" + (before.contains(key) ? before[key].dump() : "none") +
                                    "); give another --out, or --restart to discard them");
+    if (before.value("query_agnostic", false) != query_agnostic)
+      fail(out_dir.string(), std::string("its results were made ") + (query_agnostic ? "without" : "with") +
+                                 " --query-agnostic; give another --out, or --restart to discard them");
     // Runs from before --weights existed used the dequantized weights.
     if (before.value("weights", std::string("dequantized")) != run_info["weights"].get<std::string>())
       fail(out_dir.string(), "its results were made with --weights " + before.value("weights", std::string("dequantized")) +
@@ -205,6 +219,7 @@ int run_eval_wikisalad(int argc, char** argv) {
       const eval::QaQuestion& q = questions[qi];
       if (done.count(eval::record_key(preset, q.file, q.example, q.question))) continue;
       const auto start = Clock::now();
+      run.context_tokens = context_tokens[qi];
       const RunResult result = loop.run(prompts[qi], run);
       std::vector<std::int32_t> shown;
       for (const std::int32_t id : result.ids)

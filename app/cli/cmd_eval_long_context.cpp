@@ -147,6 +147,9 @@ void add_common_options(ArgParser& args) {
       .option("capture-dir", "DIR",
               "also record each sample's run as DIR/PRESET/SAMPLE.h5 (needles marked as segments)")
       .option("capture-record", "SPEC", "what the captures record (luka capture's --record)", "all")
+      .flag("query-agnostic",
+            "prefill each sample's context before its question is seen, as kvpress evaluates: a press\n"
+            "compresses the context alone, and the question attends to what it kept")
       .flag("restart", "discard the results already in OUT instead of resuming")
       .flag("quiet", "no progress on standard error");
   add_compute_options(args);
@@ -245,13 +248,13 @@ RunResult run_captured(RunLoop& loop, const RunSettings& run, const eval::LongCo
   manifest.git_revision = git_revision();
   manifest.record = c.spec.to_string();
   manifest.device = c.device->name();
-  manifest.generation = json{
-      {"prompt", s.task + " sample " + std::to_string(s.index) + ": " + s.query},
-      {"prompt_tokens", n},
-      {"max_new_tokens", run.max_new_tokens},
-      {"temperature", 0.0},
-      {"answers",
-       s.answers}}.dump();
+  json generation = {{"prompt", s.task + " sample " + std::to_string(s.index) + ": " + s.query},
+                     {"prompt_tokens", n},
+                     {"max_new_tokens", run.max_new_tokens},
+                     {"temperature", 0.0},
+                     {"answers", s.answers}};
+  if (run.context_tokens > 0) generation["query_agnostic_context_tokens"] = run.context_tokens;  // prefilled before the question
+  manifest.generation = generation.dump();
   const capture::Layout layout = capture::make_layout(*c.model, config, c.spec, n, n + run.max_new_tokens);
   std::error_code ec;
   fs::create_directories(file.parent_path(), ec);
@@ -265,6 +268,7 @@ RunResult run_captured(RunLoop& loop, const RunSettings& run, const eval::LongCo
   }
   session.begin(manifest, layout, std::move(prompt), segments);
   capture::CaptureRecorder recorder(session, layout, layers);
+  recorder.set_prefill_split(run.context_tokens);
   struct Recording final : RunObserver {
     capture::CaptureRecorder* recorder = nullptr;
     const Tokenizer* tokenizer = nullptr;
@@ -340,6 +344,10 @@ void check_resume(const fs::path& out_dir, const fs::path& run_path, json& run_i
       fail(out_dir.string(), "its results were made with another " + key + " (" +
                                  (before.contains(key) ? before[key].dump() : "none") +
                                  "); give another --out, or --restart to discard them");
+  // Runs from before --query-agnostic existed asked their questions with the context.
+  if (before.value("query_agnostic", false) != run_info.value("query_agnostic", false))
+    fail(out_dir.string(), std::string("its results were made ") + (before.value("query_agnostic", false) ? "with" : "without") +
+                               " --query-agnostic; give another --out, or --restart to discard them");
   if (before.contains("presets") && before["presets"].is_object())
     for (const auto& [name, c] : before["presets"].items()) {
       if (run_info["presets"].contains(name) && run_info["presets"][name] != c)
@@ -420,6 +428,8 @@ int run_plan(const ArgParser& args, const Tokenizer& tokenizer, const fs::path& 
                    {"max_new_tokens", max_new},     {"seed", args.get_int("seed")},
                    {"format", args.get("format")},  {"suite", plan.settings},
                    {"presets", json::object()}};
+  const bool query_agnostic = args.get_flag("query-agnostic");
+  if (query_agnostic) run_info["query_agnostic"] = true;
   for (const auto& [name, c] : configs) run_info["presets"][name] = json::parse(c.to_json());
   std::error_code ec;
   fs::create_directories(out_dir, ec);
@@ -476,6 +486,8 @@ int run_plan(const ArgParser& args, const Tokenizer& tokenizer, const fs::path& 
     for (const Job& j : plan.jobs) {
       if (done.count(key_of(preset, j))) continue;
       const auto start = Clock::now();
+      run.context_tokens =
+          query_agnostic ? eval::context_token_count(tokenizer, j.sample.text, j.sample.question_at, j.sample.ids) : 0;
       const RunResult result =
           capture_context ? run_captured(loop, run, j.sample, config, layers, *capture_context,
                                          fs::path(args.get("capture-dir")) / folder_name(preset) / capture_name(j))

@@ -224,6 +224,16 @@ std::vector<std::int32_t> prompt_ids(const Tokenizer& tokenizer, const std::stri
   return tokenizer.with_sequence_bos(tokenizer.encode(text));
 }
 
+std::int64_t context_token_count(const Tokenizer& tokenizer, const std::string& text, std::size_t question_at,
+                                 const std::vector<std::int32_t>& ids) {
+  if (question_at == std::string::npos || question_at > text.size())
+    fail("query-agnostic prompt", "the question's place in the prompt is unknown");
+  const std::vector<std::int32_t> head = prompt_ids(tokenizer, text.substr(0, question_at));
+  std::size_t n = 0;
+  while (n < head.size() && n < ids.size() && head[n] == ids[n]) ++n;
+  return static_cast<std::int64_t>(n);
+}
+
 namespace {
 
 // Token counts of build(k), each k encoded once.
@@ -459,6 +469,7 @@ LongContextSample make_niah_sample(const Haystack& haystack, const Tokenizer& to
   s.text = fit->text;
   s.ids = fit->ids;
   s.filler = fit->k;
+  s.question_at = s.text.rfind(question);
   const std::size_t at = s.text.find(block);
   if (at != std::string::npos) {
     std::size_t from = at;

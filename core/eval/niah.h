@@ -90,6 +90,13 @@ std::string format_prompt(const PromptFormat& format, const std::string& user, c
 // format_prompt's text as the model's ids (BOS included where the tokenizer adds one).
 std::vector<std::int32_t> prompt_ids(const Tokenizer& tokenizer, const std::string& text);
 
+// How many of a prompt's leading `ids` (prompt_ids of `text`) hold the context alone, the text
+// before byte `question_at`: the longest common prefix of `ids` and the ids of that text, so the
+// split falls where both encodings agree (a token that joins the context's last characters with
+// the question's first goes with the question). For query-agnostic evaluation.
+std::int64_t context_token_count(const Tokenizer& tokenizer, const std::string& text, std::size_t question_at,
+                                 const std::vector<std::int32_t>& ids);
+
 // The k of a prompt text `build(k)` whose ids (prompt_ids) are exactly `target` tokens, for k in
 // [0, max_k]; build's token count must grow with k (a step may add more than one token, or, where
 // text merges across a join, one fewer). nullopt when no k gives exactly `target`.
@@ -136,6 +143,9 @@ struct LongContextSample {
   ScoreMetric metric = ScoreMetric::kAll;
   std::vector<TokenSpanBytes> needles;  // byte ranges in `text` of the inserted needles
   std::int64_t filler = 0;              // haystack tokens (or other filler units) fitted
+  // Where the question (what follows the context: the question and the answer prefix) starts in
+  // `text`; a query-agnostic run prefills the text before it first (context_token_count).
+  std::size_t question_at = std::string::npos;
 };
 
 // The needle sentence of the usual formulation.

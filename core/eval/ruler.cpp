@@ -228,6 +228,7 @@ void fit_haystack(LongContextSample& s, const Tokenizer& tokenizer, const Prompt
   s.text = fit->text;
   s.ids = fit->ids;
   s.filler = fit->k;
+  s.question_at = s.text.rfind(t.tail);
 }
 
 // A body of whole units (the most that fit), then noise sentences to the exact length.
@@ -252,6 +253,7 @@ void fit_units(LongContextSample& s, const Tokenizer& tokenizer, const PromptFor
         s.text = fit->text;
         s.ids = fit->ids;
         s.filler = u;
+        s.question_at = s.text.rfind(t.tail);
         return;
       }
     }

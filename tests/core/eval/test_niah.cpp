@@ -224,3 +224,23 @@ TEST(NiahSample, RefusesALengthShorterThanTheQuestion) {
   EXPECT_THROW(make_niah_sample(emma(), qwen3(), chat, 400, 1.5, 1, 0, 1), luka::Error);
   EXPECT_THROW(Haystack::load(kShared / "texts" / "no-such.txt"), luka::Error);
 }
+
+// Query-agnostic runs prefill a sample's context first: context_token_count gives the leading ids
+// of the text before the question, the needle among them, and refuses an unknown split.
+TEST(NiahSample, SplitsBeforeTheQuestion) {
+  REQUIRE_SHARED();
+  const PromptFormat chat{true, std::nullopt, false};
+  const LongContextSample s = make_niah_sample(emma(), qwen3(), chat, 600, 0.5, 1, 0, 4);
+  ASSERT_NE(s.question_at, std::string::npos);
+  EXPECT_EQ(s.text.compare(s.question_at, 34, "\nWhat is the special magic number "), 0);
+  const std::int64_t n = context_token_count(qwen3(), s.text, s.question_at, s.ids);
+  const std::vector<std::int32_t> head = prompt_ids(qwen3(), s.text.substr(0, s.question_at));
+  EXPECT_GE(n + 1, static_cast<std::int64_t>(head.size()));
+  EXPECT_LT(n, 600);
+  EXPECT_TRUE(std::equal(s.ids.begin(), s.ids.begin() + n, head.begin()));
+  ASSERT_EQ(s.needles.size(), 1u);
+  EXPECT_LE(s.needles[0].end, s.question_at);
+  const std::string rest = qwen3().decode(std::vector<std::int32_t>(s.ids.begin() + n, s.ids.end()));
+  EXPECT_NE(rest.find("special magic number for " + s.query), std::string::npos) << rest;
+  EXPECT_THROW(context_token_count(qwen3(), s.text, std::string::npos, s.ids), luka::Error);
+}

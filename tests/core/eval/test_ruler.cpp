@@ -254,3 +254,23 @@ TEST(Ruler, QaPutsTheGoldParagraphAmongDistractorDocuments) {
   EXPECT_DOUBLE_EQ(score(s.metric, "Answer: " + s.answers.back() + ".", s.answers), 1.0);
   EXPECT_DOUBLE_EQ(score(s.metric, "zzzz", s.answers), 0.0);
 }
+
+// Query-agnostic runs split every task's prompt before its question: the leading ids are the
+// context's own encoding, every needle lies in them, and the question lies after them.
+TEST(Ruler, EveryTaskSplitsBeforeItsQuestion) {
+  REQUIRE_SHARED();
+  for (const std::string& task : ruler_tasks()) {
+    SCOPED_TRACE(task);
+    const LongContextSample s = sample(task, 512);
+    ASSERT_NE(s.question_at, std::string::npos);
+    const std::int64_t n = context_token_count(fixture().tokenizer, s.text, s.question_at, s.ids);
+    const std::vector<std::int32_t> head = prompt_ids(fixture().tokenizer, s.text.substr(0, s.question_at));
+    // The split may give at most the one token that joins the context and the question to the question.
+    EXPECT_GE(n + 1, static_cast<std::int64_t>(head.size()));
+    EXPECT_LT(n, static_cast<std::int64_t>(s.ids.size()));
+    EXPECT_TRUE(std::equal(s.ids.begin(), s.ids.begin() + n, head.begin()));
+    for (const TokenSpanBytes& needle : s.needles) EXPECT_LE(needle.end, s.question_at);
+    const std::string rest = fixture().tokenizer.decode(std::vector<std::int32_t>(s.ids.begin() + n, s.ids.end()));
+    EXPECT_NE(rest.find(s.text.substr(s.question_at, 12)), std::string::npos) << rest;
+  }
+}
