@@ -1,5 +1,6 @@
 #include "captures/survival.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <map>
@@ -18,8 +19,32 @@ std::int64_t parse_position(const std::string& text, const std::string& spec) {
 
 }  // namespace
 
-TokenSpan parse_track(const std::string& spec, const std::vector<Token>& tokens) {
+TokenSpan parse_track(const std::string& spec, const std::vector<Token>& tokens, const std::vector<Segment>& segments) {
   const std::int64_t n = static_cast<std::int64_t>(tokens.size());
+  const auto inside = [&](TokenSpan span, const std::string& what) {
+    if (span.begin < 0 || span.end > n || span.end <= span.begin)
+      fail("--track", what + " spans tokens " + std::to_string(span.begin) + "-" + std::to_string(span.end - 1) +
+                          ", not within the capture's " + std::to_string(n));
+    return span;
+  };
+  if (spec == "needle") {
+    TokenSpan span{-1, -1};
+    for (const Segment& s : segments)
+      if (s.label.rfind("needle", 0) == 0) {
+        span.begin = span.begin < 0 ? s.begin : std::min(span.begin, s.begin);
+        span.end = std::max(span.end, s.end);
+      }
+    if (span.begin < 0)
+      fail("--track", "the capture marks no needle (a prompt segment labelled \"needle 1\", as luka eval niah and ruler "
+                      "write with --capture-dir)");
+    return inside(span, "the needle");
+  }
+  if (spec.rfind("segment:", 0) == 0) {
+    const std::string label = spec.substr(8);
+    for (const Segment& s : segments)
+      if (s.label == label) return inside({s.begin, s.end}, "segment \"" + label + "\"");
+    fail("--track", "the capture has no prompt segment labelled \"" + label + "\"");
+  }
   if (spec.rfind("text:", 0) == 0) {
     const std::string needle = spec.substr(5);
     if (needle.empty()) fail("--track", "text: needs the text to find");

@@ -18,10 +18,13 @@ struct TokenSpan {
   std::int64_t begin = 0, end = 0;
 };
 
-// "A-B" (positions A to B, both included), "A" (one token), or "text:STRING": the tokens that
-// cover the first occurrence of STRING's bytes in the capture's text. Throws luka::Error for a
-// malformed spec, a span outside the tokens, or text that does not occur.
-TokenSpan parse_track(const std::string& spec, const std::vector<Token>& tokens);
+// "A-B" (positions A to B, both included), "A" (one token), "text:STRING": the tokens that cover
+// the first occurrence of STRING's bytes in the capture's text, "segment:LABEL": the first prompt
+// segment of that label, or "needle": the needles `luka eval niah|ruler --capture-dir` marks (the
+// segments labelled "needle 1", "needle 2", ..., from the first's start to the last's end).
+// Throws luka::Error for a malformed spec, a span outside the tokens, or text or a segment that
+// does not occur.
+TokenSpan parse_track(const std::string& spec, const std::vector<Token>& tokens, const std::vector<Segment>& segments = {});
 
 struct SurvivalRow {
   std::int64_t step = 0;

@@ -69,7 +69,10 @@ void check_selection(const capture::CaptureFile& file, const std::string& path, 
 // luka inspect FILE --track SPEC [--layer L [--head H]] [--json].
 int print_survival(const capture::CaptureFile& file, const ArgParser& args) {
   const auto tokens = file.tokens();
-  const capture::TokenSpan span = option_value("track", [&] { return capture::parse_track(args.get("track"), tokens); });
+  const bool needle = args.get_flag("needle-track");
+  const capture::TokenSpan span = option_value(needle ? "needle-track" : "track", [&] {
+    return capture::parse_track(needle ? "needle" : args.get("track"), tokens, file.segments());
+  });
   // --layer and --head are lists for the other reports; --track takes one of each.
   const auto one = [&](const char* option) {
     const std::vector<std::int64_t> v = parse_int_list(option, args.get(option));
@@ -443,14 +446,17 @@ int print_calibration(const capture::CaptureView& view, const std::string& path,
 }  // namespace
 
 int run_inspect(int argc, char** argv) {
-  ArgParser args("inspect", "FILE [--json] [--track SPEC | --topics | --heads | --calibration] [--layer L] [--head H]",
+  ArgParser args("inspect", "FILE [--json] [--track SPEC | --needle-track | --topics | --heads | --calibration] [--layer L] [--head H]",
                  "Summarizes a capture: model, LuKA config, tokens and segments, decode steps, the layers,\n"
                  "heads and map levels recorded, and the size of each part stored and uncompressed. A capture\n"
                  "cut off by a crash is reported with its complete steps.");
   args.positional("FILE", "the capture to read")
       .flag("json", "print one JSON object instead of text")
-      .option("track", "SPEC", "what became of tokens at every decode step: A-B (positions, both included), A, or\n"
-              "text:STRING (the tokens covering its first occurrence, e.g. an answer span)")
+      .option("track", "SPEC", "what became of tokens at every decode step: A-B (positions, both included), A,\n"
+              "text:STRING (the tokens covering its first occurrence, e.g. an answer span), segment:LABEL (a\n"
+              "prompt segment) or needle (as --needle-track)")
+      .flag("needle-track", "--track of the needles a luka eval niah or ruler capture marks (its segments \"needle 1\",\n"
+            "...): where their tokens were kept, summarized, refined or evicted, per layer and step")
       .flag("topics", "attention by topic of an interwoven prompt: segment x segment mass of the prefill,\n"
             "each decode step's mass per segment and topic, cross-topic leakage, refined pages and heavy\n"
             "hitters by topic, per layer and head")
@@ -475,6 +481,7 @@ int run_inspect(int argc, char** argv) {
               "the prompt's last segment. --topics needs a capture of an interwoven prompt.\n\n"
               "examples:\n  luka capture --prompt \"The capital of France is\" --out run.h5 && luka inspect run.h5\n"
               "  luka inspect run.h5 --track text:Paris --layer 12\n"
+              "  luka inspect caps/clustered/niah-1024-d50-s0.h5 --needle-track   # luka eval niah --capture-dir caps\n"
               "  luka capture --prompt-file assets/prompts/demo.json --record layers=0,14,29 --out demo.h5\n"
               "  luka inspect demo.h5 --topics                      # leakage per layer and head\n"
               "  luka inspect demo.h5 --topics --layer 14 --head 3  # one head's segment matrix and steps\n"
@@ -484,15 +491,17 @@ int run_inspect(int argc, char** argv) {
   const std::string path = args.get("FILE");
 
   const bool topics = args.get_flag("topics"), heads = args.get_flag("heads"), calibration = args.get_flag("calibration");
-  if (static_cast<int>(args.has("track")) + static_cast<int>(topics) + static_cast<int>(heads) + static_cast<int>(calibration) > 1)
+  if (args.has("track") && args.get_flag("needle-track")) throw UsageError("--track and --needle-track: give one");
+  const bool track = args.has("track") || args.get_flag("needle-track");
+  if (static_cast<int>(track) + static_cast<int>(topics) + static_cast<int>(heads) + static_cast<int>(calibration) > 1)
     throw UsageError("--track, --topics, --heads and --calibration are separate reports: give one");
-  if ((args.has("layer") || args.has("head")) && !args.has("track") && !topics && !heads && !calibration)
+  if ((args.has("layer") || args.has("head")) && !track && !topics && !heads && !calibration)
     throw UsageError("--layer and --head go with --track, --topics, --heads or --calibration");
   if (args.has("decode-topic") && !topics && !heads) throw UsageError("--decode-topic goes with --topics or --heads");
-  if (args.has("track") && args.has("head") && !args.has("layer")) throw UsageError("--head needs --layer");
+  if (track && args.has("head") && !args.has("layer")) throw UsageError("--head needs --layer");
   const auto file = capture::CaptureFile::open(path);
   check_selection(*file, path, args);
-  if (args.has("track")) return print_survival(*file, args);
+  if (track) return print_survival(*file, args);
   if (calibration) return print_calibration(*file, path, args);
   if (topics || heads) {
     try {

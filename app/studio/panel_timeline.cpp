@@ -153,6 +153,19 @@ void draw_timeline_panel(UiState& ui) {
   ImGui::SameLine(0, 24);
   ImGui::SetNextItemWidth(150);
   if (ImGui::InputTextWithHint("##track", "track: 120-135, text:..", &ui.timeline.track_spec, ImGuiInputTextFlags_EnterReturnsTrue)) set_track(ui, *view);
+  if (ImGui::IsItemHovered())
+    ImGui::SetTooltip("A-B (token positions), A, text:STRING, segment:LABEL (a prompt segment),\n"
+                      "or needle (the needles of a luka eval niah or ruler capture)");
+  // A needle-in-a-haystack capture marks its needles as segments: one click tracks them.
+  const auto& segments = ui.segments.get(ui.tasks, capture_key(view.get()), [view] { return view->segments(); });
+  if (std::any_of(segments.begin(), segments.end(), [](const capture::Segment& s) { return s.label.rfind("needle", 0) == 0; })) {
+    ImGui::SameLine();
+    if (ImGui::SmallButton("needle")) {
+      ui.timeline.track_spec = "needle";
+      set_track(ui, *view);
+    }
+    ui.mark_drawn("track_needle", ImGui::GetItemRectMin().x, ImGui::GetItemRectMin().y, ImGui::GetItemRectMax().x, ImGui::GetItemRectMax().y);
+  }
   if (ui.timeline.track && ui.timeline.track->end > data.tokens) ui.timeline.track.reset();  // another run's span
   if (ui.timeline.track) {
     const std::int64_t s = std::clamp<std::int64_t>(ui.selection.step > 0 ? ui.selection.step : data.steps, 1, data.steps);

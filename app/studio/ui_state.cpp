@@ -109,6 +109,7 @@ RunRequest run_request(const UiState& ui, bool paused, bool force) {
   RunRequest r;
   r.prompt = ui.prompt.interwoven;
   r.chat = ui.prompt.chat;
+  r.query_agnostic = ui.prompt.query_agnostic && ui.prompt.mode == PromptMode::kInterwoven;
   r.max_new_tokens = ui.run.max_new_tokens;
   r.start_paused = paused;
   r.sampling = ui.run.sampling;
@@ -153,7 +154,7 @@ void set_track(UiState& ui, const capture::CaptureView& view) {
   ui.timeline.track_note.clear();
   if (ui.timeline.track_spec.find_first_not_of(' ') == std::string::npos) return;
   try {
-    ui.timeline.track = capture::parse_track(ui.timeline.track_spec, view.tokens());
+    ui.timeline.track = capture::parse_track(ui.timeline.track_spec, view.tokens(), view.segments());
     ui.timeline.track_note = "tokens " + std::to_string(ui.timeline.track->begin) + "-" + std::to_string(ui.timeline.track->end - 1);
   } catch (const std::exception& e) {
     ui.timeline.track_note = e.what();

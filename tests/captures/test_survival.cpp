@@ -69,6 +69,24 @@ TEST(Survival, ParsesRangesAndFindsText) {
     EXPECT_THROW(parse_track(bad, tokens), luka::Error) << bad;
 }
 
+// A prompt segment by label, and the needles luka eval niah and ruler mark: "needle" spans from the
+// first needle segment to the last (a multi-value cell's needles sit side by side).
+TEST(Survival, TracksASegmentAndTheNeedles) {
+  const KnownCapture c;
+  const auto tokens = c.tokens();
+  const std::vector<Segment> segments = {{"haystack", "#888888", 0, 2}, {"needle 1", "#ff0000", 2, 4}, {"needle 2", "#ff0000", 4, 6}};
+  const TokenSpan one = parse_track("segment:needle 2", tokens, segments);
+  EXPECT_EQ(one.begin, 4);
+  EXPECT_EQ(one.end, 6);
+  const TokenSpan needles = parse_track("needle", tokens, segments);
+  EXPECT_EQ(needles.begin, 2);
+  EXPECT_EQ(needles.end, 6);
+  EXPECT_THROW(parse_track("needle", tokens, {{"haystack", "#888888", 0, 2}}), luka::Error);
+  EXPECT_THROW(parse_track("needle", tokens), luka::Error);
+  EXPECT_THROW(parse_track("segment:needle 3", tokens, segments), luka::Error);
+  EXPECT_THROW(parse_track("segment:needle 1", tokens, {{"needle 1", "#ff0000", 2, 99}}), luka::Error);
+}
+
 TEST(Survival, StatesAndAttentionPerStepLayerAndHead) {
   const KnownCapture c;
   const auto rows = track_tokens(c, {3, 8}, {}, {});  // tokens 3..7: 7 exists from step 2 on

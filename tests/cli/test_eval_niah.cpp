@@ -215,6 +215,51 @@ TEST(EvalNiahCli, EachSampleCanBeACaptureWithItsNeedleMarked) {
                         record["answers"][0].get<std::string>()),
             std::string::npos)
       << needle;
+  // luka inspect --needle-track follows exactly the marked needle through every decode step.
+  const RunResult tracked = run_luka({"inspect", file.string(), "--needle-track", "--json"}, dir);
+  ASSERT_EQ(tracked.exit_code, 0) << tracked.err;
+  const json t = json::parse(tracked.out);
+  EXPECT_EQ(t["begin"].get<std::int64_t>(), segments[0].begin);
+  EXPECT_EQ(t["end"].get<std::int64_t>(), segments[0].end);
+  EXPECT_EQ(t["text"].get<std::string>(), needle);
+  EXPECT_FALSE(t["rows"].empty());
+  const RunResult text = run_luka({"inspect", file.string(), "--needle-track", "--layer", "0"}, dir);
+  EXPECT_EQ(text.exit_code, 0) << text.err;
+  EXPECT_NE(text.out.find("tracking   tokens " + std::to_string(segments[0].begin) + "-"), std::string::npos) << text.out;
+}
+
+// --query-agnostic prefills each sample's context before its question (a press compresses the
+// context alone); run.json says so, and a resume that asks otherwise is refused.
+TEST(EvalNiahCli, AQueryAgnosticRunSaysSoAndIsNotMixedWithAnother) {
+  REQUIRE_INPUTS();
+  const fs::path dir = luka::test::test_dir("eval_niah");
+  std::vector<std::string> args = niah_args(dir / "agnostic", "128");
+  args.insert(args.end(), {"--depths", "50", "--presets", "dense,knorm", "--capture-dir", (dir / "caps").string(), "--query-agnostic"});
+  const RunResult r = run_luka(args, dir);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(json::parse(read_file(dir / "agnostic" / "run.json")).value("query_agnostic", false), true);
+  EXPECT_EQ(lines(dir / "agnostic" / "results.jsonl").size(), 2u);
+  // The capture holds the whole prompt's map (the context's forward padded to the prompt's width)
+  // and says where the context ended, before the question.
+  const auto capture = luka::capture::CaptureFile::open(dir / "caps" / "knorm" / "niah-128-d50-s0.h5");
+  const luka::capture::Summary s = capture->summary();
+  EXPECT_GT(s.complete_steps, 0);
+  const std::int64_t context = json::parse(s.manifest.generation).value("query_agnostic_context_tokens", std::int64_t{0});
+  EXPECT_GT(context, 64);
+  EXPECT_LT(context, 128);
+  // Every row of the prefill map is a distribution, the context's rows and the question's alike.
+  const auto window = capture->map_window(0, 0, 0, 0, 0, 128, 128);
+  ASSERT_EQ(window.rows, 128);
+  ASSERT_EQ(window.values.size(), static_cast<std::size_t>(128 * window.cols));
+  for (std::int64_t q = 0; q < 128; ++q) {
+    double sum = 0;
+    for (std::int64_t k = 0; k < window.cols; ++k) sum += window.values[static_cast<std::size_t>(q * window.cols + k)];
+    EXPECT_NEAR(sum, 1.0, 0.02) << "row " << q << (q < context ? " (context)" : " (question)");
+  }
+  args.pop_back();  // the same folder without --query-agnostic
+  const RunResult mixed = run_luka(args, dir);
+  EXPECT_EQ(mixed.exit_code, 1) << mixed.err;
+  EXPECT_NE(mixed.err.find("--query-agnostic"), std::string::npos) << mixed.err;
 }
 
 TEST(EvalNiahCli, BadOptionsExitTwoWithOneLine) {
