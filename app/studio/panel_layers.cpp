@@ -256,6 +256,38 @@ void draw_layers_panel(UiState& ui) {
         if (kMethodValues[i] == lc.press.method) method = i;
       if (ImGui::Combo("##press_method", &method, kMethods, 6)) lc.press.method = kMethodValues[method], changed = true;
       if (ImGui::IsItemHovered()) ImGui::SetTooltip("press: how the prompt's tokens are scored (kvpress's press); a change applies from the next prompt");
+      // How the budget is shared: the same per head (kvpress's ScorerPress), in a pyramid over the
+      // layers (PyramidKV), or over a layer's heads by score (AdaKV). Compression during decoding
+      // takes the uniform share only.
+      static const char* kAllocations[] = {"uniform", "pyramidkv", "adakv"};
+      static const PressAllocation kAllocationValues[] = {PressAllocation::kUniform, PressAllocation::kPyramid, PressAllocation::kAdaKv};
+      const float allocation_combo = ImGui::CalcTextSize("pyramidkv").x + ImGui::GetFrameHeight() + 2 * ImGui::GetStyle().FramePadding.x;
+      same_line_if_fits(allocation_combo);
+      ImGui::SetNextItemWidth(allocation_combo);
+      int allocation = 0;
+      for (int i = 0; i < 3; ++i)
+        if (kAllocationValues[i] == lc.press.allocation) allocation = i;
+      ImGui::BeginDisabled(lc.press.interval > 0);
+      if (ImGui::Combo("##press_allocation", &allocation, kAllocations, 3)) lc.press.allocation = kAllocationValues[allocation], changed = true;
+      ImGui::EndDisabled();
+      if (ImGui::IsItemHovered(ImGuiHoveredFlags_AllowWhenDisabled))
+        ImGui::SetTooltip("press: how the budget is shared: the same for every KV head (uniform), more in lower layers\n"
+                          "(pyramidkv), or over the layer's heads by score (adakv); compression during decoding is uniform");
+      // The scorer's own main parameter: SnapKV's observation window, the sinks StreamingLLM and
+      // ExpectedAttention always keep.
+      if (lc.press.method == PressMethod::kSnapKv) {
+        same_line_if_fits(labelled(number, "window##press"));
+        ImGui::SetNextItemWidth(number);
+        int window = static_cast<int>(lc.press.window_size);
+        if (ImGui::InputInt("window##press", &window, 0)) lc.press.window_size = std::max(1, window), changed = true;
+        if (ImGui::IsItemHovered()) ImGui::SetTooltip("snapkv: the prompt's last queries whose attention scores the tokens (press_window); always kept");
+      } else if (lc.press.method == PressMethod::kStreamingLlm || lc.press.method == PressMethod::kExpectedAttention) {
+        same_line_if_fits(labelled(number, "sinks"));
+        ImGui::SetNextItemWidth(number);
+        int sinks = static_cast<int>(lc.press.n_sink);
+        if (ImGui::InputInt("sinks", &sinks, 0)) lc.press.n_sink = std::max(0, sinks), changed = true;
+        if (ImGui::IsItemHovered()) ImGui::SetTooltip("the first tokens always kept (press_sink)");
+      }
       same_line_if_fits(labelled(number, "ratio"));
       ImGui::SetNextItemWidth(number);
       float ratio = static_cast<float>(lc.press.compression_ratio);

@@ -462,6 +462,11 @@ void draw_segments(UiState& ui) {
     ui.prompt.editing_segment = -1;
   }
   ImGui::TextUnformatted("question");
+  ImGui::SameLine();
+  ImGui::Checkbox("context first (query-agnostic)", &ui.prompt.query_agnostic);
+  if (ImGui::IsItemHovered())
+    ImGui::SetTooltip("Prefill the segments before the question, as kvpress evaluates: a press layer compresses\n"
+                      "the context alone, and the question attends only to what it kept.");
   ImGui::InputTextMultiline("##question", &ui.prompt.interwoven.question, ImVec2(-1, ImGui::GetTextLineHeight() * 2));
 }
 

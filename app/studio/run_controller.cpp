@@ -15,6 +15,7 @@
 #include "captures/save_view.h"
 #include "captures/pipeline.h"
 #include "core/eval/calibration.h"
+#include "core/eval/niah.h"
 #include "core/generate/sampler.h"
 #include "core/prompt/tokenized_prompt.h"
 #include "core/run/run_loop.h"
@@ -590,6 +591,13 @@ void RunController::run_job(RunRequest r, TaskContext& ctx) {
   const TokenizedPrompt prompt = tokenize_prompt(tok, a.text, free ? no_segments : r.prompt.segments, a.spans, r.chat, "");
   const std::int64_t n = static_cast<std::int64_t>(prompt.ids.size());
   check_context(model.config().max_position_embeddings, 0, n, r.max_new_tokens);
+  std::int64_t context_tokens = 0;  // query-agnostic: the ids before the question
+  if (r.query_agnostic) {
+    const std::string question = free ? std::string() : r.prompt.question;
+    if (question.find_first_not_of(" \t\r\n") == std::string::npos)
+      fail("studio", "a query-agnostic run needs the prompt builder's question: the context is compressed before it");
+    context_tokens = eval::context_token_count(tok, prompt.text, prompt.text.rfind(question), prompt.ids);
+  }
 
   Decoder decoder(impl_->model);
   LukaConfig cfg = config();
@@ -652,6 +660,7 @@ void RunController::run_job(RunRequest r, TaskContext& ctx) {
                                {"ignore_eos", r.ignore_stop_tokens},
                                {"schedule", ""},
                                {"live_changes", nlohmann::json::array()}};
+  if (r.query_agnostic) generation["query_agnostic_context_tokens"] = context_tokens;  // prefilled before the question
   manifest.generation = generation.dump();
   if (!r.calibration.empty()) {
     try {  // another model's calibration stays out of the capture (the Head scores tab says so)
@@ -668,6 +677,7 @@ void RunController::run_job(RunRequest r, TaskContext& ctx) {
                              prompt.segment[static_cast<std::size_t>(i)]});
   pipeline->begin(manifest, layout, std::move(prompt_tokens), prompt.segments);
   capture::CaptureRecorder recorder(*pipeline, layout, layers);
+  recorder.set_prefill_split(context_tokens);
   {
     std::lock_guard<std::mutex> lock(mu_);
     view_ = live;
@@ -779,6 +789,7 @@ void RunController::run_job(RunRequest r, TaskContext& ctx) {
   run.sampling = r.sampling;
   if (!r.ignore_stop_tokens) run.stop_ids = stop_token_ids(model.config().eos_token_ids, tok);
   run.probabilities = true;
+  run.context_tokens = context_tokens;
   const std::int64_t steps = loop.run(prompt.ids, run, &live_run).decode_steps;
   std::vector<capture::Token> pending = std::move(live_run.pending);
   pipeline->finish(std::move(pending));

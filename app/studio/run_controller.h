@@ -72,6 +72,10 @@ struct RunRequest {
   std::optional<std::string> free_text;  // set: this plain text is the prompt (no segments); empty is an error
   std::string record;  // what the live capture records (a --record SPEC); "": every layer and head, maps up to 4096 rows
   bool force = false;  // run even when the estimate says it will not fit (run_budget.h)
+  // Query-agnostic (kvpress's evaluation): the segments (the context) are prefilled before the
+  // question, so a press layer compresses the context alone and the question attends to what it
+  // kept. Needs an interwoven prompt with a question.
+  bool query_agnostic = false;
   // A `luka calibrate` file's JSON for the capture's manifest (core/eval/calibration.h); kept only
   // when it is a calibration of the loaded model's layers and heads.
   std::string calibration;

@@ -27,7 +27,7 @@ const std::set<std::string> kCommands = {"load_model", "device", "open_capture",
                                          "select", "scale", "zoom", "fit", "layout", "print_geometry", "compare", "compare_run", "wait_compare", "compare_difference", "mouse", "search", "expect_found", "track", "expect_track", "save_session", "load_session", "show_topics", "show_head_scores", "expect_head_scores", "calibration", "head_scores_source", "weights", "expect_calibration", "frames", "wait_idle", "wait_paused", "wait_steps",
                                          "expect_mode", "expect_steps", "expect_status", "expect_glyph", "free_text", "expect_segments", "set", "sampling", "expect_refined", "expect_kept", "view", "grid", "pattern", "wikisalad", "save_prompt", "expect_pattern", "show_timeline", "show_fidelity", "shadow", "expect_fidelity", "export", "measure", "print_first_map", "screenshot", "quit", "key", "expect_ui", "mixed", "hover", "expect_tooltip", "expect_prompt_drawn", "hold_prefill", "release_prefill", "wait_prefill_held", "expect_overlay", "print_status", "hold_tasks", "expect_task", "timeline_difference", "expect_timeline_tooltip", "replay_full_text",
                                          "click", "prompt_file", "expect_prompt_notice", "hold_load", "release_load",
-                                         "expect_drawn", "select_step", "chat"};
+                                         "expect_drawn", "select_step", "chat", "query_agnostic"};
 
 // Capture files: save the view, leave a replay, and check the prompt panel and recent list.
 const std::set<std::string> kFileCommands = {"save_capture", "leave_replay", "expect_prompt", "expect_locked", "expect_recent"};
@@ -513,6 +513,9 @@ bool Script::run_lines(UiState& ui, std::string& screenshot) {
     } else if (cmd == "chat") {  // on|off: the prompt in the model's chat format
       if (arg(1) != "on" && arg(1) != "off") fail(where(l), "chat on or off");
       ui.prompt.chat = arg(1) == "on";
+    } else if (cmd == "query_agnostic") {  // on|off: the prompt builder's segments prefilled before its question
+      if (arg(1) != "on" && arg(1) != "off") fail(where(l), "query_agnostic on or off");
+      ui.prompt.query_agnostic = arg(1) == "on";
     } else if (cmd == "select_step") {  // N: the decode step every panel shows (0: the latest), as its slider sets it
       ui.selection.step = static_cast<std::int64_t>(number(1));
     } else if (cmd == "hold_load") {  // the next load waits, deaf to quit and cancel, as a blocked one would

@@ -22,7 +22,7 @@
 //   click NAME (a left click on a thing the last frame drew: prompt_file_open, prompt_file_save, capture_open, ...) |
 //   prompt_file PATH (the prompt builder's file field) | expect_prompt_notice TEXT... (the builder's last message) |
 //   hold_load | release_load (the next model load waits where it reads its files, deaf to quit and cancel) |
-//   chat on|off | select_step N (the decode step the panels show, 0: the latest) |
+//   chat on|off | query_agnostic on|off (the builder's segments prefilled before its question) | select_step N (the decode step the panels show, 0: the latest) |
 //   expect_drawn NAME TEXT... (the last frame drew NAME, with a text containing TEXT: layer_params_heading,
 //   layer_paged, layer_ms/L, ...)
 #pragma once

@@ -250,6 +250,7 @@ struct PromptPanel {
   PromptMode mode = PromptMode::kInterwoven;
   std::string free_text = "The capital of France is";
   bool chat = false;
+  bool query_agnostic = false;  // the segments prefilled before the question (RunRequest::query_agnostic)
   // The pattern field: the prompt's own pattern whenever that changes (opened, built, a WikiSalad
   // example), the user's edit in between. pattern_shown is the prompt pattern last mirrored.
   std::string pattern_edit, pattern_shown;

@@ -8,6 +8,8 @@
 #include <filesystem>
 #include <string>
 
+#include <nlohmann/json.hpp>
+
 #include "captures/reader.h"
 #include "tests/process_util.h"
 #include "tests/studio/screenshot.h"
@@ -77,6 +79,68 @@ TEST(StudioMethods, PressAndQuestLayersRunLiveAndTheirCapturesHoldWhatTheyKept) 
   ASSERT_TRUE(drawn[0].count("kascade_keys")) << r.out;
   const auto cover = file->cover(3, 21, 0);
   EXPECT_EQ(drawn[0].at("kascade_keys").text, std::to_string(std::count(cover.begin(), cover.end(), kRaw)));
+}
+
+// Query-agnostic from the prompt builder: the demo prompt's segments are prefilled before its
+// question, so Knorm keeps half of the context alone and every token from the question on; the
+// saved capture's manifest says where the context ended.
+TEST(StudioMethods, AQueryAgnosticRunCompressesTheSegmentsBeforeTheQuestion) {
+  REQUIRE_STUDIO();
+  const fs::path d = luka::test::test_dir("studio_methods_agnostic"), saved = d / "run.h5";
+  const fs::path demo = fs::path(LUKA_SOURCE_DIR) / "assets" / "prompts" / "demo.json";
+  const luka::test::RunResult r = luka::test::run_studio(
+      d, "",
+      "load_model " + kModel.string() + "\nwait_idle 300\nprompt_file " + demo.string() +
+          "\npreset knorm\nset layers=all,compression_ratio=0.5\nquery_agnostic on\n"
+          "run 3 ignore_eos\nwait_idle 300\nsave_capture " + saved.string() + "\nquit\n");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  using namespace luka::capture;
+  const auto file = CaptureFile::open(saved);
+  const Summary s = file->summary();
+  const std::int64_t n = s.layout.prompt_tokens;
+  const nlohmann::json generation = nlohmann::json::parse(s.manifest.generation);
+  ASSERT_TRUE(generation.contains("query_agnostic_context_tokens")) << s.manifest.generation;
+  const std::int64_t context = generation["query_agnostic_context_tokens"].get<std::int64_t>();
+  EXPECT_GT(context, n / 2);
+  EXPECT_LT(context, n - 10);  // the question and the chat template's tail come after it
+  for (const int layer : {0, 15, 29})
+    for (const int head : {0, 8}) {
+      const auto cover = file->cover(1, layer, head);
+      std::int64_t kept_context = 0;
+      for (std::size_t t = 0; t < cover.size(); ++t) {
+        if (static_cast<std::int64_t>(t) < context)
+          kept_context += cover[t] == kRaw;
+        else
+          EXPECT_EQ(cover[t], kRaw) << "layer " << layer << " token " << t << " after the context";
+      }
+      EXPECT_EQ(kept_context, context / 2) << "layer " << layer << " head " << head;
+    }
+}
+
+// A needle-in-a-haystack capture (luka eval niah --capture-dir) in the Studio: the cover
+// timeline's needle button tracks exactly the needle the capture marks.
+TEST(StudioMethods, TheNeedleButtonTracksTheNeedleOfAHaystackCapture) {
+  const fs::path checkpoint = fs::path(LUKA_TEST_WORK) / "checkpoints" / "qwen3-tok";
+  const fs::path emma = fs::path(LUKA_SHARED_DATA) / "texts" / "emma.txt";
+  if (!luka::test::have_xvfb()) GTEST_SKIP() << "xvfb-run is not installed (scripts/setup.sh installs it)";
+  if (!fs::exists(checkpoint / "config.json") || !fs::exists(emma))
+    GTEST_SKIP() << "needs the qwen3-tok checkpoint at " << checkpoint << " and " << emma << " (../shared/data is absent)";
+  const fs::path d = luka::test::test_dir("studio_methods_needle");
+  const luka::test::RunResult made = luka::test::run_program(
+      LUKA_CLI_PATH,
+      {"eval", "niah", "--model", checkpoint.string(), "--haystack", emma.string(), "--lengths", "128", "--depths", "50",
+       "--presets", "clustered", "--max-new-tokens", "3", "--device", "cpu", "--threads", "1", "--quiet", "--out",
+       (d / "run").string(), "--capture-dir", (d / "caps").string()},
+      d);
+  ASSERT_EQ(made.exit_code, 0) << made.err;
+  const fs::path capture = d / "caps" / "clustered" / "niah-128-d50-s0.h5";
+  const auto segments = luka::capture::CaptureFile::open(capture)->segments();
+  ASSERT_EQ(segments.size(), 1u);
+  const luka::test::RunResult r = luka::test::run_studio(
+      d, "",
+      "open_capture " + capture.string() + "\nwait_idle 60\nshow_timeline\nframes 3\nclick track_needle\nframes 2\n"
+      "expect_track " + std::to_string(segments[0].begin) + " " + std::to_string(segments[0].end - 1) + "\nquit\n");
+  EXPECT_EQ(r.exit_code, 0) << r.err;
 }
 
 }  // namespace
