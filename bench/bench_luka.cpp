@@ -9,7 +9,14 @@
 // of its own, prefilled again; its token texts are synthetic (ids ≡ 0 mod 12 are ".", ≡ 6 are ",",
 // a sentence-like rhythm) since the bench has no tokenizer.
 //
-//   bench_luka MODEL fp32|bf16 [contexts=1024,4096,8192] [steps=16] [threads=0]
+// With `methods`, the kvpress methods and Quest follow (docs/methods.md): "quest" and
+// "tova_decoding" (their presets) switched live like the modes; each press scorer at 25% of the
+// prompt kept (compression_ratio 0.75, and SnapKV under PyramidKV's and AdaKV's allocation) on a
+// decoder of its own, since a press scores the prompt at its prefill. Its row gives that prefill's
+// time, scoring included, next to the dense prefill's. A press step attends to the kept positions
+// only, so the scorers' step times differ only by noise; their prefills differ by the scoring.
+//
+//   bench_luka MODEL fp32|bf16 [contexts=1024,4096,8192] [steps=16] [threads=0] [methods]
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
 
@@ -37,7 +44,7 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
 
 int main(int argc, char** argv) {
   if (argc < 3) {
-    std::fprintf(stderr, "usage: bench_luka MODEL fp32|bf16 [contexts=1024,4096,8192] [steps=16] [threads=0]\n");
+    std::fprintf(stderr, "usage: bench_luka MODEL fp32|bf16 [contexts=1024,4096,8192] [steps=16] [threads=0] [methods]\n");
     return 2;
   }
   try {
@@ -48,6 +55,8 @@ int main(int argc, char** argv) {
     for (std::string item; std::getline(list, item, ',');) contexts.push_back(std::stoll(item));
     const int steps = argc > 4 ? std::atoi(argv[4]) : 16;
     options.threads = argc > 5 ? std::atoi(argv[5]) : 0;
+    const bool methods = argc > 6 && std::string(argv[6]) == "methods";
+    if (argc > 6 && !methods) luka::fail("bench_luka", std::string("the sixth argument is `methods` or nothing, not ") + argv[6]);
     const auto model = luka::Model::load(argv[1], options);
     const std::int64_t layers = model->config().num_layers;
 
@@ -74,6 +83,8 @@ int main(int argc, char** argv) {
         runs.emplace_back(luka::to_string(mode), c);
       }
       for (const char* name : {"kascade", "paper"}) runs.emplace_back(name, luka::LukaConfig::preset(name, layers));
+      if (methods)
+        for (const char* name : {"quest", "tova_decoding"}) runs.emplace_back(name, luka::LukaConfig::preset(name, layers));
       const luka::LukaConfig config = luka::LukaConfig::preset("dense", layers);
       luka::Decoder d(model);
       const auto luka_layers = luka::install_luka(d, config);
@@ -111,6 +122,23 @@ int main(int argc, char** argv) {
         const double attended = static_cast<double>(entries) / static_cast<double>(std::max<std::int64_t>(1, tokens));
         std::printf("| %lld | semanticache | %.1f | %.2f | attends %.2f of dense's entries |\n", static_cast<long long>(ctx), ms, baseline_ms / ms,
                     attended);
+        std::fflush(stdout);
+      }
+      if (!methods) continue;
+      for (const char* name : {"streaming_llm", "snapkv", "tova", "knorm", "expected_attention", "random", "pyramidkv", "adakv"}) {
+        luka::LukaConfig c = luka::LukaConfig::preset(name, layers);
+        c.apply_override("compression_ratio=0.75");
+        luka::Decoder p(model);
+        const auto press_layers = luka::install_luka(p, c);
+        const auto t_press = std::chrono::steady_clock::now();
+        p.prefill(prompt);
+        const double press_prefill_s = seconds_since(t_press);
+        std::int32_t n = static_cast<std::int32_t>(p.decode(1).argmax().item<std::int64_t>());  // warm-up
+        const auto t0 = std::chrono::steady_clock::now();
+        for (int i = 0; i < steps; ++i) n = static_cast<std::int32_t>(p.decode(n).argmax().item<std::int64_t>());
+        const double ms = 1e3 * seconds_since(t0) / steps;
+        std::printf("| %lld | %s, 25%% kept | %.1f | %.2f | prefill with scoring %.1f s (dense %.1f s) |\n", static_cast<long long>(ctx),
+                    name, ms, baseline_ms / ms, press_prefill_s, prefill_s);
         std::fflush(stdout);
       }
     }

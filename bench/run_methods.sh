@@ -27,6 +27,10 @@
 #                      (needs kascade-calibrate, dar-calibrate and bench/run_luka_defaults.sh calibrate)
 #   budgets-eval       WikiSalad exact match of the budgets' configs (EXAMPLES per file, default 1;
 #                      BUDGETS: the levels, default "0.10 0.25 0.50", for this part and budgets)
+#   presses            kvpress's methods, Quest and TOVA's eviction at 10, 25 and 50% of the prompt's
+#                      1,024 entries (30 runs; the outputs are kept in bench/results/methods-presses/,
+#                      so a fresh clone resumes), then their section of bench/results/methods.md
+#   presses-report     that section alone, from bench/results/methods-presses/
 #   report             write bench/results/methods.md from what has run
 # Environment: LUKA (the binary, default build/luka), TEXT (default ../shared/data/texts/emma.txt),
 # HELDOUT (default ../shared/data/texts/prideprejudice.txt).
@@ -196,6 +200,116 @@ part_budgets_eval() {
     cp "$out/budgets-eval-$b/results.jsonl" "$out/budgets-eval-$b/run.json" "$kept/"
   done
 }
+# kvpress's methods at matched budgets of the prompt: a press keeps B of the prompt's 1,024 entries
+# per KV head (compression_ratio 1 - B) and every token after it; Quest attends to B x 1,024
+# positions per step (pages of 16 and its window of 16; its preset leaves layers 0-1 dense); TOVA's
+# eviction keeps B x 1,024 positions through decoding (press_target_size).
+press_budget_methods=(streaming_llm snapkv tova knorm expected_attention random pyramidkv adakv quest tova_decoding)
+press_args() {
+  local ratio tokens
+  ratio=$("$python" -c "print(round(1 - float('$2'), 4))")
+  tokens=$("$python" -c "print(round(float('$2') * 1024))")
+  case $1 in
+    quest) args=(--preset quest --set "quest_pages=$(( (tokens - 16 + 8) / 16 ))") ;;
+    tova_decoding) args=(--preset tova_decoding --set "press_target_size=$tokens") ;;
+    *) args=(--preset "$1" --set "compression_ratio=$ratio") ;;
+  esac
+}
+part_presses() {
+  local kept=$root/bench/results/methods-presses b m f
+  mkdir -p "$kept"
+  for b in "${budget_levels[@]}"; do
+    for m in "${press_budget_methods[@]}"; do
+      f=$kept/$m-$b.json
+      [[ -s $f ]] && continue
+      press_args "$m" "$b"
+      if "$luka" perplexity "${scoring[@]}" --threads "${THREADS:-1}" --json "${args[@]}" > "$f.partial" 2> "$out/presses-$m-$b.err"; then
+        mv "$f.partial" "$f"
+        echo "$m at $b: $(grep -o '"perplexity": *[0-9.]*' "$f")"
+      else
+        rm -f "$f.partial"
+        echo "$m at $b: failed: $(tail -1 "$out/presses-$m-$b.err")" >&2
+      fi
+    done
+  done
+  part_presses_report
+}
+# Writes the presses' section of bench/results/methods.md (between its markers, added at the end
+# the first time) and figures/methods-presses.{png,svg}.
+part_presses_report() {
+  "$python" -c 'import matplotlib' 2>/dev/null || "$python" -m pip install --quiet matplotlib || true
+  "$python" - "$root/bench/results/methods-presses" "$root/bench/results/methods.md" "$root/bench/results/figures" \
+    "${press_budget_methods[@]}" <<'PY'
+import glob, json, os, sys
+kept, dest, figures = sys.argv[1:4]
+order = sys.argv[4:]
+levels = ["0.10", "0.25", "0.50"]
+runs = {}
+for path in glob.glob(os.path.join(kept, "*.json")):
+    method, budget = os.path.basename(path)[:-5].rsplit("-", 1)
+    runs.setdefault(method, {})[budget] = json.load(open(path))
+text = open(dest).read() if os.path.exists(dest) else ""
+dense = None
+for line in text.splitlines():
+    if line.startswith("| presets | preset=dense |"):
+        dense = float(line.split("|")[4])
+begin, end = "<!-- presses: bench/run_methods.sh presses-report writes this section -->", "<!-- /presses -->"
+sec = [begin, "", "## kvpress's methods and Quest at matched budgets of the prompt (bench/run_methods.sh presses)", ""]
+sec.append("The same perplexity as above (emma.txt, 1,024 tokens prefilled, the next 1,024 scored through the decode")
+sec.append("path), each method keeping 10, 25 or 50% of the prompt's 1,024 entries. A press (docs/methods.md) scores")
+sec.append("the prompt once at its prefill and keeps that share per KV head (`compression_ratio` 1 − budget), then")
+sec.append("every token after the prompt: kvpress's setting. So its decode steps attend to more than the budget")
+sec.append("(the `attended` fraction in brackets). Quest attends to the budget's number of positions at every step")
+sec.append("(pages of 16, `quest_pages` = (budget − 16) / 16, and its window of 16; the preset leaves layers 0-1 dense,")
+sec.append("as the paper does). TOVA's eviction (`tova_decoding`, `press_target_size` = the budget) keeps exactly")
+sec.append("that many positions per KV head through decoding. PyramidKV and AdaKV allocate SnapKV's scores.")
+sec.append("Cells: perplexity (attended fraction of dense's entries per step)%s." % (" ; dense: %.3f" % dense if dense else ""))
+sec.append("")
+sec.append("    bench/run_methods.sh presses")
+sec.append("")
+sec.append("| method | " + " | ".join("%d%%" % round(float(b) * 100) for b in levels) + " |")
+sec.append("|---|" + "---:|" * len(levels))
+for m in order:
+    cells = []
+    for b in levels:
+        o = runs.get(m, {}).get(b)
+        cells.append("-" if o is None else "%.2f (%.3f)" % (o["perplexity"], o.get("attended_fraction", float("nan"))))
+    sec.append("| %s | %s |" % (m, " | ".join(cells)))
+sec.append("")
+try:
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    fig, ax = plt.subplots(figsize=(7, 4.2), dpi=120)
+    for m in order:
+        pts = sorted((float(b), o["perplexity"]) for b, o in runs.get(m, {}).items())
+        if pts:
+            ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=m)
+    if dense:
+        ax.axhline(dense, color="black", linewidth=0.8, linestyle=":", label="dense")
+    ax.set_xlabel("share of the prompt's entries kept")
+    ax.set_ylabel("perplexity, emma.txt tokens 1,024-2,047")
+    ax.set_title("kvpress's methods and Quest at matched budgets (default model)")
+    ax.set_yscale("log")
+    ax.legend(fontsize=7, ncol=2)
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    os.makedirs(figures, exist_ok=True)
+    for ext in ("png", "svg"):
+        fig.savefig(os.path.join(figures, "methods-presses." + ext))
+    sec += ["![presses](figures/methods-presses.png)", ""]
+except ImportError:
+    print("run_methods: no matplotlib: the presses figure is not drawn", file=sys.stderr)
+sec.append(end)
+block = "\n".join(sec) + "\n"
+if begin in text and end in text:
+    text = text[:text.index(begin)] + block + text[text.index(end) + len(end) + 1:]
+else:
+    text = text.rstrip("\n") + "\n\n" + block
+open(dest, "w").write(text)
+print("wrote the presses' section of", dest)
+PY
+}
 part_report() {
   # The budgets figure is drawn with matplotlib (bench-only; installed into the venv here).
   "$python" -c 'import matplotlib' 2>/dev/null || "$python" -m pip install --quiet matplotlib || true
@@ -345,6 +459,8 @@ with open(dest, "w") as f:
             print("run_methods: no matplotlib: the budgets figure is not drawn", file=sys.stderr)
 print("wrote", dest)
 PY
+  # The presses' section lives in bench/results/ with its runs; the rewrite above dropped it.
+  if compgen -G "$root/bench/results/methods-presses/*.json" > /dev/null; then part_presses_report; fi
 }
 
 parts=("$@")
@@ -364,6 +480,8 @@ for p in "${parts[@]}"; do
     semanticache) part_semanticache ;;
     budgets) part_budgets ;;
     budgets-eval) part_budgets_eval ;;
+    presses) part_presses ;;
+    presses-report) part_presses_report ;;
     report) part_report ;;
     *) echo "run_methods: unknown part '$p'" >&2; exit 2 ;;
   esac
