@@ -560,7 +560,10 @@ int run_inspect(int argc, char** argv) {
               capture::kFormatVersion,
               s.finished ? "finished" : ("not finished (cut off or still running): " + std::to_string(s.complete_steps) + " complete steps").c_str());
   std::printf("model      %s (%s, %s on %s)\n", m.model_path.c_str(), m.architecture.c_str(), m.dtype.c_str(), m.device.c_str());
-  std::printf("hashes     weights %s…, tokenizer %s…\n", short_hash(m.weights_hash).c_str(), short_hash(m.tokenizer_hash).c_str());
+  if (!m.weights_hash.empty() && m.weights_hash == m.tokenizer_hash)  // a GGUF file holds both
+    std::printf("hashes     weights and tokenizer %s… (one file)\n", short_hash(m.weights_hash).c_str());
+  else
+    std::printf("hashes     weights %s…, tokenizer %s…\n", short_hash(m.weights_hash).c_str(), short_hash(m.tokenizer_hash).c_str());
   std::printf("created    %s by luka %s (%s)\n", m.created.c_str(), m.tool_version.c_str(), m.git_revision.c_str());
   std::printf("attention  %s\n", modes.c_str());
   std::printf("generation %s\n", generation_line(m.generation).c_str());

@@ -119,6 +119,10 @@ TEST(CaptureCli, DemoPromptReadsWithH5pyAndMatchesTransformers) {
   const RunResult text = luka({"inspect", out.string()});
   ASSERT_EQ(text.exit_code, 0) << text.err;
   for (const char* part : {"maps", "rows", "covers", "metrics", "finished"}) EXPECT_NE(text.out.find(part), std::string::npos) << part;
+  // The default model is one GGUF file: its weights and tokenizer hash alike, and the summary says why.
+  EXPECT_EQ(j["model"]["weights_hash"], j["model"]["tokenizer_hash"]);
+  EXPECT_NE(text.out.find("hashes     weights and tokenizer "), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find("(one file)"), std::string::npos) << text.out;
 }
 
 TEST(CaptureCli, DenseRunMatchesTransformersIncludingTokenProbabilities) {
