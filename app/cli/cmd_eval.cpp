@@ -18,10 +18,7 @@
 #include "app/cli/args.h"
 #include "app/cli/cmd_eval_common.h"
 #include "app/cli/commands.h"
-#include "core/chat/chat_format.h"
 #include "core/device/device.h"
-#include "core/eval/answer_match.h"
-#include "core/eval/niah.h"
 #include "core/eval/qa_results.h"
 #include "core/eval/wikisalad_qa.h"
 #include "core/luka/config.h"
@@ -125,21 +122,13 @@ int run_eval_wikisalad(int argc, char** argv) {
   std::map<std::string, LukaConfig> configs;
   for (const std::string& p : presets) configs.emplace(p, preset_config(p, n_layers, overrides));
 
-  // The prompts, checked against the context before anything runs.
-  const bool hybrid = is_hybrid_thinking(tokenizer.config());
-  // Query-agnostic: each prompt's ids up to its question, prefilled first.
+  // The prompts, checked against the context before anything runs; query-agnostic: with the ids
+  // of each context, prefilled before its question.
   const bool query_agnostic = args.get_flag("query-agnostic");
-  std::vector<std::vector<std::int32_t>> prompts;
-  std::vector<std::int64_t> context_tokens;
+  std::vector<eval::QaPrompt> prompts;
   for (const eval::QaQuestion& q : questions) {
-    ChatOptions chat;
-    const std::string text = format_chatml({{"system", eval::kQaSystemPrompt}, {"user", eval::qa_user_message(q.context, q.text)}}, chat, hybrid);
-    std::vector<std::int32_t> ids = tokenizer.with_sequence_bos(tokenizer.encode(text));
-    check_context(model->config().max_position_embeddings, 0, static_cast<std::int64_t>(ids.size()), max_new);
-    std::size_t question_at = text.rfind("\n\nQuestion: " + q.text);  // the context keeps its blank line
-    if (question_at != std::string::npos) question_at += 2;
-    context_tokens.push_back(query_agnostic ? eval::context_token_count(tokenizer, text, question_at, ids) : 0);
-    prompts.push_back(std::move(ids));
+    prompts.push_back(eval::qa_prompt(tokenizer, q, query_agnostic));
+    check_context(model->config().max_position_embeddings, 0, static_cast<std::int64_t>(prompts.back().ids.size()), max_new);
   }
 
   // What the results depend on; a resume must match it.
@@ -202,9 +191,7 @@ int run_eval_wikisalad(int argc, char** argv) {
   if (!results) fail(results_path.string(), "cannot open for appending");
   std::vector<eval::QaRecord> records = previous.records;
   RunSession session(device, model, &tokenizer);
-  RunSettings run;
-  run.max_new_tokens = max_new;
-  run.stop_ids = stop_token_ids(model->config().eos_token_ids, tokenizer);
+  const std::vector<std::int32_t> stop_ids = stop_token_ids(model->config().eos_token_ids, tokenizer);
   using Clock = std::chrono::steady_clock;
   const auto t0 = Clock::now();
   std::size_t answered = 0;
@@ -213,31 +200,11 @@ int run_eval_wikisalad(int argc, char** argv) {
     const std::string& preset = presets[pi];
     const LukaConfig& config = configs.at(preset);
     session.use(config);
-    RunLoop& loop = session.loop();
     int matches = 0, scored = 0;
     for (std::size_t qi = 0; qi < questions.size(); ++qi) {
       const eval::QaQuestion& q = questions[qi];
       if (done.count(eval::record_key(preset, q.file, q.example, q.question))) continue;
-      const auto start = Clock::now();
-      run.context_tokens = context_tokens[qi];
-      const RunResult result = loop.run(prompts[qi], run);
-      std::vector<std::int32_t> shown;
-      for (const std::int32_t id : result.ids)
-        if (!tokenizer.is_special(id)) shown.push_back(id);
-      eval::QaRecord r;
-      r.preset = preset;
-      r.file = q.file;
-      r.difficulty = q.difficulty;
-      r.example = q.example;
-      r.example_id = q.example_id;
-      r.question = q.question;
-      r.question_text = q.text;
-      r.answers = q.answers;
-      r.prediction = strip_space(tokenizer.decode(shown));
-      r.match = eval::lenient_match(r.prediction, r.answers);
-      r.prompt_tokens = result.prompt_tokens;
-      r.new_tokens = static_cast<std::int64_t>(result.ids.size());
-      r.seconds = std::chrono::duration<double>(Clock::now() - start).count();
+      const eval::QaRecord r = eval::answer_question(session, tokenizer, preset, q, prompts[qi], max_new, stop_ids);
       results << to_json(r).dump(-1, ' ', false, json::error_handler_t::replace) << "\n";
       results.flush();
       if (!results) fail(results_path.string(), "write failed (disk full?)");

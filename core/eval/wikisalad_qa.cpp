@@ -1,7 +1,16 @@
 #include "core/eval/wikisalad_qa.h"
 
+#include <chrono>
+
 #include <nlohmann/json.hpp>
 
+#include "core/chat/chat_format.h"
+#include "core/eval/answer_match.h"
+#include "core/eval/niah.h"
+#include "core/eval/qa_results.h"
+#include "core/run/run_loop.h"
+#include "core/run/session.h"
+#include "core/tokenizer/tokenizer.h"
 #include "core/util/error.h"
 #include "core/util/text_file.h"
 
@@ -13,6 +22,58 @@ const char* const kQaSystemPrompt =
 
 std::string qa_user_message(const std::string& context, const std::string& question) {
   return context + "\n\nQuestion: " + question + "\nAnswer:";
+}
+
+QaPrompt qa_prompt(const Tokenizer& tokenizer, const QaQuestion& q, bool query_agnostic) {
+  ChatOptions chat;
+  const std::string text = format_chatml({{"system", kQaSystemPrompt}, {"user", qa_user_message(q.context, q.text)}}, chat,
+                                         is_hybrid_thinking(tokenizer.config()));
+  QaPrompt p;
+  p.ids = tokenizer.with_sequence_bos(tokenizer.encode(text));
+  if (query_agnostic) {
+    std::size_t question_at = text.rfind("\n\nQuestion: " + q.text);  // the context keeps its blank line
+    if (question_at != std::string::npos) question_at += 2;
+    p.context_tokens = context_token_count(tokenizer, text, question_at, p.ids);
+  }
+  return p;
+}
+
+namespace {
+
+std::string stripped(const std::string& s) {
+  const char* const space = " \t\r\n\f\v";
+  const std::size_t a = s.find_first_not_of(space), b = s.find_last_not_of(space);
+  return a == std::string::npos ? std::string() : s.substr(a, b - a + 1);
+}
+
+}  // namespace
+
+QaRecord answer_question(RunSession& session, const Tokenizer& tokenizer, const std::string& preset, const QaQuestion& q,
+                         const QaPrompt& prompt, std::int64_t max_new_tokens, const std::vector<std::int32_t>& stop_ids) {
+  const auto start = std::chrono::steady_clock::now();
+  RunSettings run;
+  run.max_new_tokens = max_new_tokens;
+  run.stop_ids = stop_ids;
+  run.context_tokens = prompt.context_tokens;
+  const RunResult result = session.loop().run(prompt.ids, run);
+  std::vector<std::int32_t> shown;
+  for (const std::int32_t id : result.ids)
+    if (!tokenizer.is_special(id)) shown.push_back(id);
+  QaRecord r;
+  r.preset = preset;
+  r.file = q.file;
+  r.difficulty = q.difficulty;
+  r.example = q.example;
+  r.example_id = q.example_id;
+  r.question = q.question;
+  r.question_text = q.text;
+  r.answers = q.answers;
+  r.prediction = stripped(tokenizer.decode(shown));
+  r.match = lenient_match(r.prediction, r.answers);
+  r.prompt_tokens = result.prompt_tokens;
+  r.new_tokens = static_cast<std::int64_t>(result.ids.size());
+  r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return r;
 }
 
 std::string difficulty_of(const std::string& stem) {

@@ -9,7 +9,14 @@
 #include <string>
 #include <vector>
 
+namespace luka {
+class RunSession;
+class Tokenizer;
+}  // namespace luka
+
 namespace luka::eval {
+
+struct QaRecord;
 
 // The system message and the user message's layout of the authors' evaluation.
 extern const char* const kQaSystemPrompt;
@@ -29,6 +36,21 @@ struct QaQuestion {
 // The questions of examples [first, first + count) of a WikiSalad file (count < 0: to the end).
 // Throws luka::Error naming the file and the example for a malformed file or an out-of-range first.
 std::vector<QaQuestion> load_qa_questions(const std::filesystem::path& file, int first, int count);
+
+// A question as the model reads it: the system message and the user message through the chat
+// template, and with query_agnostic the number of leading ids that hold the context alone
+// ("{context}\n\n", prefilled before the question; context_token_count in niah.h).
+struct QaPrompt {
+  std::vector<std::int32_t> ids;
+  std::int64_t context_tokens = 0;
+};
+QaPrompt qa_prompt(const Tokenizer& tokenizer, const QaQuestion& q, bool query_agnostic);
+
+// One question asked through `session`'s loop under its config: greedy, at most max_new_tokens,
+// stopping at `stop_ids`; the prediction is the answer without special tokens, stripped, scored
+// by lenient exact match. The record names `preset` and the time the question took.
+QaRecord answer_question(RunSession& session, const Tokenizer& tokenizer, const std::string& preset, const QaQuestion& q,
+                         const QaPrompt& prompt, std::int64_t max_new_tokens, const std::vector<std::int32_t>& stop_ids);
 
 // "easy_2topic_short" -> "easy", "very_hard_3topic_long" -> "very_hard"; other names unchanged.
 std::string difficulty_of(const std::string& stem);

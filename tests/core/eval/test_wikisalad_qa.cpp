@@ -3,11 +3,13 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <algorithm>
 #include <fstream>
 
 #include "core/chat/chat_format.h"
 #include "core/eval/qa_results.h"
 #include "core/eval/wikisalad_qa.h"
+#include "core/tokenizer/tokenizer.h"
 #include "core/util/error.h"
 #include "tests/process_util.h"
 
@@ -27,6 +29,30 @@ TEST(WikiSaladQa, PromptIsTheAuthorsStringsThroughTheChatTemplate) {
   const std::string chat = luka::format_chatml({{"system", kQaSystemPrompt}, {"user", qa_user_message("C", "Q?")}}, {}, false);
   EXPECT_EQ(chat, std::string("<|im_start|>system\n") + kQaSystemPrompt + "<|im_end|>\n<|im_start|>user\nC\n\nQuestion: Q?\nAnswer:<|im_end|>\n"
                   "<|im_start|>assistant\n");
+}
+
+// A question as the model reads it, with the Qwen3 tokenizer: the chat template's ids, and for a
+// query-agnostic run the leading ids of the context alone (through its blank line), after which
+// the question follows.
+TEST(WikiSaladQa, AQueryAgnosticPromptSplitsBeforeTheQuestion) {
+  const fs::path tok = fs::path(LUKA_SHARED_DATA) / "qwen3-tokenizer";
+  if (!fs::exists(tok / "tokenizer.json")) GTEST_SKIP() << "needs the Qwen3 tokenizer under " << tok << " (../shared/data is absent)";
+  const luka::Tokenizer t = luka::Tokenizer::load(tok);
+  QaQuestion q;
+  q.context = "# Segment 1: Lighthouse\n\nThe keeper lit the lamp at 18:40 and sounded the fog signal from 01:10.";
+  q.text = "When was the lamp lit?";
+  const QaPrompt aware = qa_prompt(t, q, false), agnostic = qa_prompt(t, q, true);
+  EXPECT_EQ(aware.context_tokens, 0);
+  EXPECT_EQ(agnostic.ids, aware.ids);
+  const std::string text = luka::format_chatml({{"system", kQaSystemPrompt}, {"user", qa_user_message(q.context, q.text)}}, {},
+                                               luka::is_hybrid_thinking(t.config()));
+  EXPECT_EQ(aware.ids, t.with_sequence_bos(t.encode(text)));
+  const std::vector<std::int32_t> head = t.with_sequence_bos(t.encode(text.substr(0, text.rfind("Question: "))));
+  EXPECT_EQ(agnostic.context_tokens, static_cast<std::int64_t>(head.size()));  // "\n\n" and "Question" stay apart
+  EXPECT_TRUE(std::equal(head.begin(), head.end(), agnostic.ids.begin()));
+  const std::string rest =
+      t.decode(std::vector<std::int32_t>(agnostic.ids.begin() + agnostic.context_tokens, agnostic.ids.end()));
+  EXPECT_EQ(rest.rfind("Question: When was the lamp lit?", 0), 0u) << rest;
 }
 
 TEST(WikiSaladQa, DifficultyFromTheFileName) {
