@@ -291,6 +291,10 @@ try:
     ax.set_ylabel("perplexity, emma.txt tokens 1,024-2,047")
     ax.set_title("kvpress's methods and Quest at matched budgets (default model)")
     ax.set_yscale("log")
+    from matplotlib.ticker import FormatStrFormatter, NullFormatter
+    ax.set_yticks([25, 30, 35, 40, 50])
+    ax.yaxis.set_major_formatter(FormatStrFormatter("%g"))
+    ax.yaxis.set_minor_formatter(NullFormatter())
     ax.legend(fontsize=7, ncol=2)
     ax.grid(alpha=0.3)
     fig.tight_layout()
