@@ -103,6 +103,166 @@ void apply_mixed_preset(UiState& ui) {
   }
 }
 
+namespace {
+
+// The lined row: the recent window and the heavy-hitter fraction (dimmed when the layer runs another mode).
+bool lined_parameters(LayerConfig& lc, bool in_use, float number) {
+  bool changed = false;
+  const bool lined = in_use;
+  const ImVec4 unused = ImGui::GetStyle().Colors[ImGuiCol_TextDisabled];
+  ImGui::TextColored(lined ? ImGui::GetStyle().Colors[ImGuiCol_Text] : unused, "lined%s", lined ? " (in use):" : ":");
+  same_line_if_fits(labelled(number, "window"));
+  ImGui::SetNextItemWidth(number);
+  int window = static_cast<int>(lc.lined.window);
+  if (ImGui::InputInt("window", &window, 0)) lc.lined.window = std::max(1, window), changed = true;
+  if (ImGui::IsItemHovered()) ImGui::SetTooltip("lined: the recent-token window");
+  same_line_if_fits(labelled(number, "rho"));
+  ImGui::SetNextItemWidth(number);
+  float rho = static_cast<float>(lc.lined.rho);
+  if (ImGui::InputFloat("rho", &rho, 0, 0, "%.3f")) lc.lined.rho = std::clamp(rho, 0.001f, 1.f), changed = true;
+  if (ImGui::IsItemHovered()) ImGui::SetTooltip("lined: the fraction of older tokens kept as heavy hitters");
+  return changed;
+}
+
+// The clustered row: page size, tail, pages refined per step, compressor, delimiter pages, refinement math.
+bool clustered_parameters(LayerConfig& lc, bool in_use, float number) {
+  bool changed = false;
+  const bool clustered = in_use;
+  const ImVec4 used = ImGui::GetStyle().Colors[ImGuiCol_Text], unused = ImGui::GetStyle().Colors[ImGuiCol_TextDisabled];
+  ImGui::TextColored(clustered ? used : unused, "clustered%s", clustered ? " (in use):" : ":");
+  same_line_if_fits(labelled(number, "page"));
+  ImGui::SetNextItemWidth(number);
+  int page = static_cast<int>(lc.clustered.page_size);
+  if (ImGui::InputInt("page", &page, 0)) lc.clustered.page_size = std::max(1, page), changed = true;
+  same_line_if_fits(labelled(number, "tail"));
+  ImGui::SetNextItemWidth(number);
+  int tail = static_cast<int>(lc.clustered.tail);
+  if (ImGui::InputInt("tail", &tail, 0)) lc.clustered.tail = std::max(0, tail), changed = true;
+  if (ImGui::IsItemHovered()) ImGui::SetTooltip("clustered: the latest tokens kept raw");
+  same_line_if_fits(labelled(number, "top_k"));
+  ImGui::SetNextItemWidth(number);
+  int top_k = static_cast<int>(lc.clustered.top_k);
+  if (ImGui::InputInt("top_k", &top_k, 0)) lc.clustered.top_k = std::max(0, top_k), changed = true;
+  if (ImGui::IsItemHovered()) ImGui::SetTooltip("clustered: pages refined to their raw tokens per step");
+  static const char* kCompressors[] = {"mean", "attn-weighted", "random", "gsc"};
+  const float combo = ImGui::CalcTextSize("attn-weighted").x + ImGui::GetFrameHeight() + 2 * ImGui::GetStyle().FramePadding.x;
+  same_line_if_fits(combo);
+  ImGui::SetNextItemWidth(combo);
+  int comp = static_cast<int>(lc.clustered.compressor);
+  if (ImGui::Combo("##comp", &comp, kCompressors, 4)) lc.clustered.compressor = static_cast<Compressor>(comp), changed = true;
+  if (ImGui::IsItemHovered())
+    ImGui::SetTooltip("clustered: how a page is summarized (gsc: SemantiCache's clusters, each one page, merged by the mean)");
+  if (lc.clustered.compressor == Compressor::kGsc) {
+    same_line_if_fits(labelled(number, "gsc tau"));
+    ImGui::SetNextItemWidth(number);
+    float gsc_tau = static_cast<float>(lc.clustered.gsc_tau);
+    if (ImGui::InputFloat("gsc tau", &gsc_tau, 0, 0, "%.2f")) lc.clustered.gsc_tau = std::clamp(gsc_tau, -1.f, 1.f), changed = true;
+    if (ImGui::IsItemHovered()) ImGui::SetTooltip("gsc: a token joins a seed's cluster when their keys' cosine exceeds it");
+  }
+  same_line_if_fits(labelled(ImGui::GetFrameHeight(), "delimiters"));
+  bool delimiters = lc.clustered.segmenter == Segmenter::kDelimiter;
+  if (ImGui::Checkbox("delimiters", &delimiters)) lc.clustered.segmenter = delimiters ? Segmenter::kDelimiter : Segmenter::kFixed, changed = true;
+  if (ImGui::IsItemHovered())
+    ImGui::SetTooltip("clustered: cut pages at delimiter tokens (. , ? ! ; : space tab newline), each delimiter kept raw (SemantiCache)");
+  same_line_if_fits(labelled(ImGui::GetFrameHeight(), "exact"));
+  bool exact = lc.clustered.math == RefineMath::kExact;
+  if (ImGui::Checkbox("exact", &exact)) lc.clustered.math = exact ? RefineMath::kExact : RefineMath::kMassPreserving, changed = true;
+  if (ImGui::IsItemHovered()) ImGui::SetTooltip("clustered: exact refinement (off: mass-preserving)");
+  return changed;
+}
+
+// A press layer's row: the scorer, the budget's allocation, the scorer's own window or sinks, and
+// the budget as a ratio removed or a token count (which wins when set); compression during decoding.
+bool press_parameters(LayerConfig& lc, float number) {
+  bool changed = false;
+  ImGui::TextUnformatted("press (in use):");
+  static const char* kMethods[] = {"streaming_llm", "snapkv", "tova", "knorm", "expected_attention", "random"};
+  static const PressMethod kMethodValues[] = {PressMethod::kStreamingLlm, PressMethod::kSnapKv, PressMethod::kTova,
+                                              PressMethod::kKnorm, PressMethod::kExpectedAttention, PressMethod::kRandom};
+  const float method_combo = ImGui::CalcTextSize("expected_attention").x + ImGui::GetFrameHeight() + 2 * ImGui::GetStyle().FramePadding.x;
+  same_line_if_fits(method_combo);
+  ImGui::SetNextItemWidth(method_combo);
+  int method = 0;
+  for (int i = 0; i < 6; ++i)
+    if (kMethodValues[i] == lc.press.method) method = i;
+  if (ImGui::Combo("##press_method", &method, kMethods, 6)) lc.press.method = kMethodValues[method], changed = true;
+  if (ImGui::IsItemHovered()) ImGui::SetTooltip("press: how the prompt's tokens are scored (kvpress's press); a change applies from the next prompt");
+  // How the budget is shared: the same per head (kvpress's ScorerPress), in a pyramid over the
+  // layers (PyramidKV), or over a layer's heads by score (AdaKV). Compression during decoding
+  // takes the uniform share only.
+  static const char* kAllocations[] = {"uniform", "pyramidkv", "adakv"};
+  static const PressAllocation kAllocationValues[] = {PressAllocation::kUniform, PressAllocation::kPyramid, PressAllocation::kAdaKv};
+  const float allocation_combo = ImGui::CalcTextSize("pyramidkv").x + ImGui::GetFrameHeight() + 2 * ImGui::GetStyle().FramePadding.x;
+  same_line_if_fits(allocation_combo);
+  ImGui::SetNextItemWidth(allocation_combo);
+  int allocation = 0;
+  for (int i = 0; i < 3; ++i)
+    if (kAllocationValues[i] == lc.press.allocation) allocation = i;
+  ImGui::BeginDisabled(lc.press.interval > 0);
+  if (ImGui::Combo("##press_allocation", &allocation, kAllocations, 3)) lc.press.allocation = kAllocationValues[allocation], changed = true;
+  ImGui::EndDisabled();
+  if (ImGui::IsItemHovered(ImGuiHoveredFlags_AllowWhenDisabled))
+    ImGui::SetTooltip("press: how the budget is shared: the same for every KV head (uniform), more in lower layers\n"
+                      "(pyramidkv), or over the layer's heads by score (adakv); compression during decoding is uniform");
+  // The scorer's own main parameter: SnapKV's observation window, the sinks StreamingLLM and
+  // ExpectedAttention always keep.
+  if (lc.press.method == PressMethod::kSnapKv) {
+    same_line_if_fits(labelled(number, "window##press"));
+    ImGui::SetNextItemWidth(number);
+    int window = static_cast<int>(lc.press.window_size);
+    if (ImGui::InputInt("window##press", &window, 0)) lc.press.window_size = std::max(1, window), changed = true;
+    if (ImGui::IsItemHovered()) ImGui::SetTooltip("snapkv: the prompt's last queries whose attention scores the tokens (press_window); always kept");
+  } else if (lc.press.method == PressMethod::kStreamingLlm || lc.press.method == PressMethod::kExpectedAttention) {
+    same_line_if_fits(labelled(number, "sinks"));
+    ImGui::SetNextItemWidth(number);
+    int sinks = static_cast<int>(lc.press.n_sink);
+    if (ImGui::InputInt("sinks", &sinks, 0)) lc.press.n_sink = std::max(0, sinks), changed = true;
+    if (ImGui::IsItemHovered()) ImGui::SetTooltip("the first tokens always kept (press_sink)");
+  }
+  same_line_if_fits(labelled(number, "ratio"));
+  ImGui::SetNextItemWidth(number);
+  float ratio = static_cast<float>(lc.press.compression_ratio);
+  if (ImGui::InputFloat("ratio", &ratio, 0, 0, "%.2f")) lc.press.compression_ratio = std::clamp(ratio, 0.f, 0.99f), changed = true;
+  if (ImGui::IsItemHovered()) ImGui::SetTooltip("press: the fraction of the prompt's tokens evicted (compression_ratio)");
+  same_line_if_fits(labelled(number, "budget"));
+  ImGui::SetNextItemWidth(number);
+  int budget = static_cast<int>(lc.press.budget_tokens);
+  if (ImGui::InputInt("budget", &budget, 0)) lc.press.budget_tokens = std::max(0, budget), changed = true;
+  if (ImGui::IsItemHovered()) ImGui::SetTooltip("press: prompt tokens kept per KV head instead of the ratio (0: use the ratio)");
+  same_line_if_fits(labelled(number, "every"));
+  ImGui::SetNextItemWidth(number);
+  int interval = static_cast<int>(lc.press.interval);
+  if (ImGui::InputInt("every", &interval, 0)) lc.press.interval = std::max(0, interval), changed = true;
+  if (ImGui::IsItemHovered())
+    ImGui::SetTooltip("press: compress during decoding every this many steps down to press_target_size (%lld) per KV head; 0: never",
+                      static_cast<long long>(lc.press.target_size));
+  return changed;
+}
+
+// A Quest layer's row: pages of page_size tokens, how many are attended per step, the recent window.
+bool quest_parameters(LayerConfig& lc, float number) {
+  bool changed = false;
+  ImGui::TextUnformatted("quest (in use):");
+  same_line_if_fits(labelled(number, "page##quest"));
+  ImGui::SetNextItemWidth(number);
+  int quest_page = static_cast<int>(lc.quest.page_size);
+  if (ImGui::InputInt("page##quest", &quest_page, 0)) lc.quest.page_size = std::max(1, quest_page), changed = true;
+  if (ImGui::IsItemHovered()) ImGui::SetTooltip("quest: tokens per page, each bounded by its keys' per-channel min and max");
+  same_line_if_fits(labelled(number, "pages"));
+  ImGui::SetNextItemWidth(number);
+  int quest_pages = static_cast<int>(lc.quest.pages);
+  if (ImGui::InputInt("pages", &quest_pages, 0)) lc.quest.pages = std::max(0, quest_pages), changed = true;
+  if (ImGui::IsItemHovered()) ImGui::SetTooltip("quest: the pages of highest bound each head attends to per step; the others are left out");
+  same_line_if_fits(labelled(number, "window##quest"));
+  ImGui::SetNextItemWidth(number);
+  int quest_window = static_cast<int>(lc.quest.window);
+  if (ImGui::InputInt("window##quest", &quest_window, 0)) lc.quest.window = std::max(1, quest_window), changed = true;
+  if (ImGui::IsItemHovered()) ImGui::SetTooltip("quest: the latest tokens always attended");
+  return changed;
+}
+
+}  // namespace
+
 void draw_layers_panel(UiState& ui) {
   LukaConfig cfg = ui.controller.config();
   const int L = static_cast<int>(cfg.layers.size());
@@ -190,141 +350,11 @@ void draw_layers_panel(UiState& ui) {
     ui.mark_item_drawn("layer_params_heading");
     ui.drawn["layer_params_heading"].text = heading;
     const ImVec4 unused = ImGui::GetStyle().Colors[ImGuiCol_TextDisabled];
-    ImGui::TextColored(lined ? ImGui::GetStyle().Colors[ImGuiCol_Text] : unused, "lined%s", lined ? " (in use):" : ":");
-    same_line_if_fits(labelled(number, "window"));
-    ImGui::SetNextItemWidth(number);
-    int window = static_cast<int>(lc.lined.window);
-    if (ImGui::InputInt("window", &window, 0)) lc.lined.window = std::max(1, window), changed = true;
-    if (ImGui::IsItemHovered()) ImGui::SetTooltip("lined: the recent-token window");
-    same_line_if_fits(labelled(number, "rho"));
-    ImGui::SetNextItemWidth(number);
-    float rho = static_cast<float>(lc.lined.rho);
-    if (ImGui::InputFloat("rho", &rho, 0, 0, "%.3f")) lc.lined.rho = std::clamp(rho, 0.001f, 1.f), changed = true;
-    if (ImGui::IsItemHovered()) ImGui::SetTooltip("lined: the fraction of older tokens kept as heavy hitters");
-    const ImVec4 used = ImGui::GetStyle().Colors[ImGuiCol_Text];
-    ImGui::TextColored(clustered ? used : unused, "clustered%s", clustered ? " (in use):" : ":");
-    same_line_if_fits(labelled(number, "page"));
-    ImGui::SetNextItemWidth(number);
-    int page = static_cast<int>(lc.clustered.page_size);
-    if (ImGui::InputInt("page", &page, 0)) lc.clustered.page_size = std::max(1, page), changed = true;
-    same_line_if_fits(labelled(number, "tail"));
-    ImGui::SetNextItemWidth(number);
-    int tail = static_cast<int>(lc.clustered.tail);
-    if (ImGui::InputInt("tail", &tail, 0)) lc.clustered.tail = std::max(0, tail), changed = true;
-    if (ImGui::IsItemHovered()) ImGui::SetTooltip("clustered: the latest tokens kept raw");
-    same_line_if_fits(labelled(number, "top_k"));
-    ImGui::SetNextItemWidth(number);
-    int top_k = static_cast<int>(lc.clustered.top_k);
-    if (ImGui::InputInt("top_k", &top_k, 0)) lc.clustered.top_k = std::max(0, top_k), changed = true;
-    if (ImGui::IsItemHovered()) ImGui::SetTooltip("clustered: pages refined to their raw tokens per step");
-    static const char* kCompressors[] = {"mean", "attn-weighted", "random", "gsc"};
-    const float combo = ImGui::CalcTextSize("attn-weighted").x + ImGui::GetFrameHeight() + 2 * ImGui::GetStyle().FramePadding.x;
-    same_line_if_fits(combo);
-    ImGui::SetNextItemWidth(combo);
-    int comp = static_cast<int>(lc.clustered.compressor);
-    if (ImGui::Combo("##comp", &comp, kCompressors, 4)) lc.clustered.compressor = static_cast<Compressor>(comp), changed = true;
-    if (ImGui::IsItemHovered())
-      ImGui::SetTooltip("clustered: how a page is summarized (gsc: SemantiCache's clusters, each one page, merged by the mean)");
-    if (lc.clustered.compressor == Compressor::kGsc) {
-      same_line_if_fits(labelled(number, "gsc tau"));
-      ImGui::SetNextItemWidth(number);
-      float gsc_tau = static_cast<float>(lc.clustered.gsc_tau);
-      if (ImGui::InputFloat("gsc tau", &gsc_tau, 0, 0, "%.2f")) lc.clustered.gsc_tau = std::clamp(gsc_tau, -1.f, 1.f), changed = true;
-      if (ImGui::IsItemHovered()) ImGui::SetTooltip("gsc: a token joins a seed's cluster when their keys' cosine exceeds it");
-    }
-    same_line_if_fits(labelled(ImGui::GetFrameHeight(), "delimiters"));
-    bool delimiters = lc.clustered.segmenter == Segmenter::kDelimiter;
-    if (ImGui::Checkbox("delimiters", &delimiters)) lc.clustered.segmenter = delimiters ? Segmenter::kDelimiter : Segmenter::kFixed, changed = true;
-    if (ImGui::IsItemHovered())
-      ImGui::SetTooltip("clustered: cut pages at delimiter tokens (. , ? ! ; : space tab newline), each delimiter kept raw (SemantiCache)");
-    same_line_if_fits(labelled(ImGui::GetFrameHeight(), "exact"));
-    bool exact = lc.clustered.math == RefineMath::kExact;
-    if (ImGui::Checkbox("exact", &exact)) lc.clustered.math = exact ? RefineMath::kExact : RefineMath::kMassPreserving, changed = true;
-    if (ImGui::IsItemHovered()) ImGui::SetTooltip("clustered: exact refinement (off: mass-preserving)");
-    // Press: the scorer, and the budget as a ratio removed or a token count (which wins when set).
+    changed |= lined_parameters(lc, lined, number);
+    changed |= clustered_parameters(lc, clustered, number);
     // The press and Quest rows show only on a layer that runs them: the table below keeps its room.
-    if (press) {
-      ImGui::TextUnformatted("press (in use):");
-      static const char* kMethods[] = {"streaming_llm", "snapkv", "tova", "knorm", "expected_attention", "random"};
-      static const PressMethod kMethodValues[] = {PressMethod::kStreamingLlm, PressMethod::kSnapKv, PressMethod::kTova,
-                                                  PressMethod::kKnorm, PressMethod::kExpectedAttention, PressMethod::kRandom};
-      const float method_combo = ImGui::CalcTextSize("expected_attention").x + ImGui::GetFrameHeight() + 2 * ImGui::GetStyle().FramePadding.x;
-      same_line_if_fits(method_combo);
-      ImGui::SetNextItemWidth(method_combo);
-      int method = 0;
-      for (int i = 0; i < 6; ++i)
-        if (kMethodValues[i] == lc.press.method) method = i;
-      if (ImGui::Combo("##press_method", &method, kMethods, 6)) lc.press.method = kMethodValues[method], changed = true;
-      if (ImGui::IsItemHovered()) ImGui::SetTooltip("press: how the prompt's tokens are scored (kvpress's press); a change applies from the next prompt");
-      // How the budget is shared: the same per head (kvpress's ScorerPress), in a pyramid over the
-      // layers (PyramidKV), or over a layer's heads by score (AdaKV). Compression during decoding
-      // takes the uniform share only.
-      static const char* kAllocations[] = {"uniform", "pyramidkv", "adakv"};
-      static const PressAllocation kAllocationValues[] = {PressAllocation::kUniform, PressAllocation::kPyramid, PressAllocation::kAdaKv};
-      const float allocation_combo = ImGui::CalcTextSize("pyramidkv").x + ImGui::GetFrameHeight() + 2 * ImGui::GetStyle().FramePadding.x;
-      same_line_if_fits(allocation_combo);
-      ImGui::SetNextItemWidth(allocation_combo);
-      int allocation = 0;
-      for (int i = 0; i < 3; ++i)
-        if (kAllocationValues[i] == lc.press.allocation) allocation = i;
-      ImGui::BeginDisabled(lc.press.interval > 0);
-      if (ImGui::Combo("##press_allocation", &allocation, kAllocations, 3)) lc.press.allocation = kAllocationValues[allocation], changed = true;
-      ImGui::EndDisabled();
-      if (ImGui::IsItemHovered(ImGuiHoveredFlags_AllowWhenDisabled))
-        ImGui::SetTooltip("press: how the budget is shared: the same for every KV head (uniform), more in lower layers\n"
-                          "(pyramidkv), or over the layer's heads by score (adakv); compression during decoding is uniform");
-      // The scorer's own main parameter: SnapKV's observation window, the sinks StreamingLLM and
-      // ExpectedAttention always keep.
-      if (lc.press.method == PressMethod::kSnapKv) {
-        same_line_if_fits(labelled(number, "window##press"));
-        ImGui::SetNextItemWidth(number);
-        int window = static_cast<int>(lc.press.window_size);
-        if (ImGui::InputInt("window##press", &window, 0)) lc.press.window_size = std::max(1, window), changed = true;
-        if (ImGui::IsItemHovered()) ImGui::SetTooltip("snapkv: the prompt's last queries whose attention scores the tokens (press_window); always kept");
-      } else if (lc.press.method == PressMethod::kStreamingLlm || lc.press.method == PressMethod::kExpectedAttention) {
-        same_line_if_fits(labelled(number, "sinks"));
-        ImGui::SetNextItemWidth(number);
-        int sinks = static_cast<int>(lc.press.n_sink);
-        if (ImGui::InputInt("sinks", &sinks, 0)) lc.press.n_sink = std::max(0, sinks), changed = true;
-        if (ImGui::IsItemHovered()) ImGui::SetTooltip("the first tokens always kept (press_sink)");
-      }
-      same_line_if_fits(labelled(number, "ratio"));
-      ImGui::SetNextItemWidth(number);
-      float ratio = static_cast<float>(lc.press.compression_ratio);
-      if (ImGui::InputFloat("ratio", &ratio, 0, 0, "%.2f")) lc.press.compression_ratio = std::clamp(ratio, 0.f, 0.99f), changed = true;
-      if (ImGui::IsItemHovered()) ImGui::SetTooltip("press: the fraction of the prompt's tokens evicted (compression_ratio)");
-      same_line_if_fits(labelled(number, "budget"));
-      ImGui::SetNextItemWidth(number);
-      int budget = static_cast<int>(lc.press.budget_tokens);
-      if (ImGui::InputInt("budget", &budget, 0)) lc.press.budget_tokens = std::max(0, budget), changed = true;
-      if (ImGui::IsItemHovered()) ImGui::SetTooltip("press: prompt tokens kept per KV head instead of the ratio (0: use the ratio)");
-      same_line_if_fits(labelled(number, "every"));
-      ImGui::SetNextItemWidth(number);
-      int interval = static_cast<int>(lc.press.interval);
-      if (ImGui::InputInt("every", &interval, 0)) lc.press.interval = std::max(0, interval), changed = true;
-      if (ImGui::IsItemHovered())
-        ImGui::SetTooltip("press: compress during decoding every this many steps down to press_target_size (%lld) per KV head; 0: never",
-                          static_cast<long long>(lc.press.target_size));
-    }
-    // Quest: pages of page_size tokens, how many are attended per step, and the recent window.
-    if (quest) {
-      ImGui::TextUnformatted("quest (in use):");
-      same_line_if_fits(labelled(number, "page##quest"));
-      ImGui::SetNextItemWidth(number);
-      int quest_page = static_cast<int>(lc.quest.page_size);
-      if (ImGui::InputInt("page##quest", &quest_page, 0)) lc.quest.page_size = std::max(1, quest_page), changed = true;
-      if (ImGui::IsItemHovered()) ImGui::SetTooltip("quest: tokens per page, each bounded by its keys' per-channel min and max");
-      same_line_if_fits(labelled(number, "pages"));
-      ImGui::SetNextItemWidth(number);
-      int quest_pages = static_cast<int>(lc.quest.pages);
-      if (ImGui::InputInt("pages", &quest_pages, 0)) lc.quest.pages = std::max(0, quest_pages), changed = true;
-      if (ImGui::IsItemHovered()) ImGui::SetTooltip("quest: the pages of highest bound each head attends to per step; the others are left out");
-      same_line_if_fits(labelled(number, "window##quest"));
-      ImGui::SetNextItemWidth(number);
-      int quest_window = static_cast<int>(lc.quest.window);
-      if (ImGui::InputInt("window##quest", &quest_window, 0)) lc.quest.window = std::max(1, quest_window), changed = true;
-      if (ImGui::IsItemHovered()) ImGui::SetTooltip("quest: the latest tokens always attended");
-    }
+    if (press) changed |= press_parameters(lc, number);
+    if (quest) changed |= quest_parameters(lc, number);
     // A short prompt under a long tail: few tokens or none are paged, which looks like clustering
     // doing nothing. Say how many are, and why.
     if (clustered && have_costs) {
