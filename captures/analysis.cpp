@@ -252,6 +252,7 @@ TopicAnalysis analyze_topics(const CaptureView& view, const AnalysisOptions& opt
           page_topic[li].push_back(best);
         }
     std::vector<double> leak_sum(out.heads.size(), 0.0);
+    std::vector<std::vector<double>> leak_by_topic(out.heads.size(), std::vector<double>(K, 0.0));
     for (std::int64_t step = 1; step <= out.steps; ++step) {
       const std::int64_t T = n + step;
       for (std::size_t li = 0; li < sel.layers.size(); ++li)
@@ -271,6 +272,11 @@ TopicAnalysis analyze_topics(const CaptureView& view, const AnalysisOptions& opt
           st.topic_mass[K] = st.segment_mass[S];
           st.leakage = eval::cross_topic_mass(row.data(), T, t.token_topic.data(), t.decode_topic);
           leak_sum[li * H + hi] += st.leakage;
+          for (std::size_t k = 0; k < K; ++k)
+            leak_by_topic[li * H + hi][k] +=
+                k == static_cast<std::size_t>(t.decode_topic)
+                    ? st.leakage
+                    : eval::cross_topic_mass(row.data(), T, t.token_topic.data(), static_cast<std::int32_t>(k));
           if (sel.covers) {
             st.refined_pages.assign(K + 1, 0), st.heavy_hitters.assign(K + 1, 0);
             for (const std::int64_t p : view.refined_pages(step, layer, head)) {
@@ -292,7 +298,11 @@ TopicAnalysis analyze_topics(const CaptureView& view, const AnalysisOptions& opt
         return out;
       }
     }
-    for (std::size_t i = 0; i < out.heads.size(); ++i) out.heads[i].decode_leakage = leak_sum[i] / static_cast<double>(out.steps);
+    for (std::size_t i = 0; i < out.heads.size(); ++i) {
+      out.heads[i].decode_leakage = leak_sum[i] / static_cast<double>(out.steps);
+      for (double& v : leak_by_topic[i]) v /= static_cast<double>(out.steps);
+      out.heads[i].decode_leakage_by_topic = std::move(leak_by_topic[i]);
+    }
   }
   return out;
 }

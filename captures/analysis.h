@@ -70,6 +70,9 @@ struct HeadTopics {
   // Mean over the decode steps of the mass on segments of topics other than decode_topic (NaN
   // without rows).
   double decode_leakage = kNoValue;
+  // [K]: decode_leakage measured against each topic in turn (entry decode_topic is decode_leakage);
+  // empty without rows.
+  std::vector<double> decode_leakage_by_topic;
   // Summed over the decode steps ([K + 1], empty without covers): refined pages by the topic that
   // holds most of the page's tokens (ties: the one met first in the page; "other" when that is
   // tokens outside every segment), and heavy hitters (tokens) by their topic.

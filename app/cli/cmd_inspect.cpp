@@ -255,8 +255,13 @@ int print_topics(const capture::CaptureView& view, const std::string& path, cons
                                           h.prefill_matrix.begin() + static_cast<std::ptrdiff_t>((i + 1) * (S + 1))));
         e["prefill"] = {{"matrix", m}, {"queries", h.prefill_queries}, {"leakage", number(h.prefill_leakage)}};
       }
-      if (a.decode) e["decode"] = {{"leakage", number(h.decode_leakage)}, {"refined_pages", counts(h.refined_pages)}, {"heavy_hitters", counts(h.heavy_hitters)},
-                                   {"steps", json::array()}};
+      if (a.decode) {
+        json by_topic = json::object();  // the leakage against each topic, by letter
+        for (std::size_t k = 0; k < h.decode_leakage_by_topic.size() && k < a.topics.letters.size(); ++k)
+          by_topic[a.topics.letters[k]] = number(h.decode_leakage_by_topic[k]);
+        e["decode"] = {{"leakage", number(h.decode_leakage)}, {"leakage_by_topic", by_topic}, {"refined_pages", counts(h.refined_pages)},
+                       {"heavy_hitters", counts(h.heavy_hitters)}, {"steps", json::array()}};
+      }
       j["heads"].push_back(std::move(e));
     }
     // Steps are stored step-major; each goes to its head's entry.

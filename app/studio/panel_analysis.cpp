@@ -140,8 +140,32 @@ void draw_topics_panel(UiState& ui) {
 
   // Right: leakage, the selected step's mass per topic, refined pages and heavy hitters by topic.
   ImGui::BeginGroup();
-  ImGui::Text("cross-topic leakage: prefill %s, decode %s (against topic %s)", fmt(h->prefill_leakage).c_str(), fmt(h->decode_leakage).c_str(),
-              ti.decode_topic >= 0 ? ti.letters[static_cast<std::size_t>(ti.decode_topic)].c_str() : "-");
+  // Decode leakage against every topic, one choice each; the chosen one is the headline (by
+  // default the topic of the prompt's last segment, as luka inspect --topics measures it).
+  int& against = ui.analysis.leakage_topic;
+  if (against < 0 || against >= K) against = ti.decode_topic;
+  const bool by_topic = h->decode_leakage_by_topic.size() == static_cast<std::size_t>(K) && K > 0;
+  const double decode = by_topic && against >= 0 ? h->decode_leakage_by_topic[static_cast<std::size_t>(against)] : h->decode_leakage;
+  ImGui::Text("cross-topic leakage: prefill %s", fmt(h->prefill_leakage).c_str());
+  if (by_topic) {
+    ImGui::TextUnformatted("decode, against");
+  } else {
+    ImGui::Text("decode %s, against %s", fmt(decode).c_str(), against >= 0 ? ti.letters[static_cast<std::size_t>(against)].c_str() : "-");
+  }
+  ui.mark_item_drawn("topics_leakage");
+  ui.drawn["topics_leakage"].text = fmt(decode) + " against " + (against >= 0 ? ti.letters[static_cast<std::size_t>(against)] : "-");
+  if (by_topic) {
+    for (int k = 0; k < K; ++k) {
+      ImGui::SameLine();
+      const std::string label = ti.letters[static_cast<std::size_t>(k)] + " " + fmt(h->decode_leakage_by_topic[static_cast<std::size_t>(k)]) +
+                                "##leak" + std::to_string(k);
+      if (ImGui::RadioButton(label.c_str(), against == k)) against = k;
+      ui.mark_item_drawn("topics_against_" + ti.letters[static_cast<std::size_t>(k)]);
+      if (ImGui::IsItemHovered())
+        ImGui::SetTooltip("the decode steps' mean attention on segments of topics other than %s (%s)%s", ti.letters[static_cast<std::size_t>(k)].c_str(),
+                          ti.labels[static_cast<std::size_t>(k)].c_str(), k == ti.decode_topic ? "; the topic of the prompt's last segment, the default" : "");
+    }
+  }
   const capture::StepTopics* st = nullptr;
   if (a.decode && !a.steps_by_head.empty()) {
     const std::int64_t s = ui.selection.step > 0 ? std::min<std::int64_t>(ui.selection.step, a.steps) : a.steps;

@@ -359,6 +359,9 @@ struct AnalysisPanel {
   Cached<AnalysisOutcome<capture::TopicAnalysis>> topics;
   Cached<AnalysisOutcome<capture::HeadScoreAnalysis>> head_scores;
   HeadScoreSource source = HeadScoreSource::kPrefill;
+  // The Topics tab's decode leakage: the topic it is shown against (-1: the question's, that of the
+  // prompt's last segment, as luka inspect's --decode-topic default).
+  int leakage_topic = -1;
   // The calibration the table shows: the view's, parsed once per capture.
   std::string calibration_of;  // the view `calibration_table` was parsed from (view_calibration)
   std::shared_ptr<const eval::Calibration> calibration_table;

@@ -196,6 +196,9 @@ TEST(CaptureAnalysis, DecodeStepsByTopicRefinedPagesAndHeavyHitters) {
   AnalysisOptions o;
   o.decode_topic = 0;
   EXPECT_NEAR(analyze_topics(c, o).find(3, 0)->decode_leakage, (0.375 + 0) / 2, 1e-12);
+  // Against every topic at once: the same two numbers, whichever topic the analysis was asked for.
+  expect_vector(h0.decode_leakage_by_topic, {(0.375 + 0) / 2, (0.375 + 0.5) / 2}, "head 0 by topic");
+  expect_vector(analyze_topics(c, o).find(3, 0)->decode_leakage_by_topic, {(0.375 + 0) / 2, (0.375 + 0.5) / 2}, "asked for A");
 }
 
 TEST(CaptureAnalysis, HeadScoresFromPrefillAndDecodeRows) {

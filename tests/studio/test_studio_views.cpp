@@ -367,6 +367,38 @@ TEST(StudioViews, DecodeRowsShowTheDifferenceWhereTheCaptureRowsDiffer) {
 // the first decode step both runs attend from the same query (the prefill picked the same token),
 // so the right canvas shows the sign of effective(B) - effective(A) at every strong difference,
 // and a diverging colour bar of its own is drawn under it.
+// The Topics tab's decode leakage against every topic: by default against the prompt's last
+// segment's topic (A in the demo prompt's ABA), as luka inspect --topics measures it; a click on
+// another topic's choice shows the leakage against that one. Both equal the CLI's numbers.
+TEST(StudioViews, TopicsShowDecodeLeakageAgainstEveryTopic) {
+  REQUIRE_STUDIO();
+  const fs::path cap = work_dir() / "topics.h5";
+  const RunResult c = sh("'" + std::string(LUKA_CLI_PATH) + "' capture --prompt-file '" + (kRoot / "assets/prompts/demo.json").string() +
+                         "' --preset clustered --record 'layers=8' --max-new-tokens 6 --quiet --out '" + cap.string() + "'");
+  ASSERT_EQ(c.exit_code, 0) << c.err;
+  const RunResult cli = sh("'" + std::string(LUKA_CLI_PATH) + "' inspect '" + cap.string() + "' --topics --layer 8 --head 1 --json");
+  ASSERT_EQ(cli.exit_code, 0) << cli.err;
+  const nlohmann::json topics = nlohmann::json::parse(cli.out);
+  const nlohmann::json& by_topic = topics["heads"][0]["decode"]["leakage_by_topic"];
+  ASSERT_TRUE(by_topic.contains("A") && by_topic.contains("B")) << cli.out;
+  const auto shown = [](double v) {
+    char b[32];
+    std::snprintf(b, sizeof b, "%.3f", v);
+    return std::string(b);
+  };
+  EXPECT_NE(shown(by_topic["A"].get<double>()), shown(by_topic["B"].get<double>()));
+  const RunResult r = studio("--capture '" + cap.string() + "'",
+                             "mouse 2 2\nwait_idle 60\nselect 8 1\nshow_topics\nframes 3\nwait_idle 120\nframes 2\nprint_geometry\n"
+                             "click topics_against_B\nframes 2\nprint_geometry\nquit\n");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto drawn = drawn_rects(r.out);
+  ASSERT_EQ(drawn.size(), 2u) << r.out;
+  ASSERT_TRUE(drawn[0].count("topics_leakage") && drawn[1].count("topics_leakage")) << r.out;
+  EXPECT_EQ(drawn[0].at("topics_leakage").text, shown(by_topic["A"].get<double>()) + " against A");
+  EXPECT_EQ(drawn[1].at("topics_leakage").text, shown(by_topic["B"].get<double>()) + " against B");
+  EXPECT_TRUE(drawn[0].count("topics_against_A") && drawn[0].count("topics_against_B"));
+}
+
 TEST(StudioViews, CompareShowsTwoCapturesAndTheirDifference) {
   REQUIRE_STUDIO();
   const fs::path a = work_dir() / "a_clustered.h5", b = work_dir() / "b_dense.h5";
