@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include <nlohmann/json.hpp>
+
 #include "core/eval/head_scores.h"
 #include "core/util/error.h"
 
@@ -88,6 +90,10 @@ TopicIndex index_tokens(const CaptureView& view, bool require, int decode_topic)
   std::int64_t last_begin = -1;
   for (std::size_t i = 0; i < t.segments.size(); ++i)
     if (t.segments[i].begin > last_begin) last_begin = t.segments[i].begin, t.decode_topic = t.segment_topic[i];
+  // The topic the prompt's question asks about, when its file said (the generation's question_topic).
+  const std::string asked = capture::question_topic(view);
+  if (const auto it = std::find(t.labels.begin(), t.labels.end(), asked); !asked.empty() && it != t.labels.end())
+    t.decode_topic = static_cast<int>(it - t.labels.begin());
   if (decode_topic >= 0) {
     if (decode_topic >= t.num_topics())
       fail("capture analysis", "decode topic " + std::to_string(decode_topic) + " (" + std::string(1, static_cast<char>('A' + std::min(decode_topic, 25))) +
@@ -166,6 +172,11 @@ struct ScoreSums {
 };
 
 }  // namespace
+
+std::string question_topic(const CaptureView& view) {
+  const nlohmann::json g = nlohmann::json::parse(view.summary().manifest.generation, nullptr, false);
+  return g.is_object() && g.contains("question_topic") && g["question_topic"].is_string() ? g["question_topic"].get<std::string>() : "";
+}
 
 TopicIndex topic_index(const CaptureView& view, int decode_topic) { return index_tokens(view, true, decode_topic); }
 

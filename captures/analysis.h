@@ -28,7 +28,9 @@ struct TopicIndex {
   std::vector<std::int32_t> token_topic;              // per token: its segment's topic, -1 none
   std::vector<std::int32_t> token_id;                 // per token: its id (for the induction score)
   // The topic decode queries are measured against (generated tokens belong to no segment): by
-  // default that of the segment that starts last in the prompt (AnalysisOptions::decode_topic).
+  // default the one the prompt's question asks about, when the capture says (its generation's
+  // question_topic, from the prompt file), else that of the segment that starts last in the prompt
+  // (AnalysisOptions::decode_topic).
   int decode_topic = -1;
   int num_topics() const { return static_cast<int>(labels.size()); }
   int num_segments() const { return static_cast<int>(segments.size()); }
@@ -37,6 +39,8 @@ struct TopicIndex {
 // Throws luka::Error when the capture has no segments (a plain prompt), or when `decode_topic`
 // (>= 0) is not one of its topics.
 TopicIndex topic_index(const CaptureView& view, int decode_topic = -1);
+// The label of the topic the capture's question asks about (its generation's question_topic); "".
+std::string question_topic(const CaptureView& view);
 
 struct AnalysisOptions {
   std::vector<int> layers, heads;  // subsets of the recorded ones (checked); empty: all recorded

@@ -165,7 +165,7 @@ PromptInput capture_prompt(const ArgParser& args, const Tokenizer& tokenizer, co
 capture::Manifest capture_manifest(const ArgParser& args, const Model& model, const Tokenizer& tokenizer,
                                    const LukaConfig& luka, const SamplingParams& sampling, const capture::RecordSpec& spec,
                                    const Backend& device, const std::string& calibration_text,
-                                   const std::string& prompt_source, std::int64_t n, std::int64_t max_new) {
+                                   const PromptInput& prompt, std::int64_t n, std::int64_t max_new) {
   capture::Manifest manifest = capture::make_manifest(model, tokenizer, luka);
   manifest.seed = static_cast<std::int64_t>(sampling.seed);
   manifest.created = utc_now();
@@ -175,7 +175,8 @@ capture::Manifest capture_manifest(const ArgParser& args, const Model& model, co
   manifest.device = device.name();
   if (!calibration_text.empty()) manifest.calibration = nlohmann::json::parse(calibration_text).dump();  // compact
   nlohmann::json g;
-  g["prompt"] = prompt_source;
+  g["prompt"] = prompt.source;
+  if (!prompt.question_topic.empty()) g["question_topic"] = prompt.question_topic;  // the analysis's decode topic
   g["prompt_tokens"] = n;
   g["max_new_tokens"] = max_new;
   g["temperature"] = sampling.temperature;
@@ -238,7 +239,7 @@ int run_capture(int argc, char** argv) {
   const std::vector<std::shared_ptr<LukaLayer>>& layers = run_session.layers();
 
   const capture::Manifest manifest =
-      capture_manifest(args, *model, tokenizer, luka, sampling, spec, *device, calibration_text, prompt.source, n, max_new);
+      capture_manifest(args, *model, tokenizer, luka, sampling, spec, *device, calibration_text, prompt, n, max_new);
   // Its errors are --record's layers or heads beyond the model's.
   const capture::Layout layout = option_value("record", [&] { return capture::make_layout(*model, luka, spec, n, n + max_new); });
 

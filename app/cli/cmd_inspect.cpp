@@ -470,7 +470,8 @@ int run_inspect(int argc, char** argv) {
       .flag("calibration", "the luka calibrate file attached to the capture (luka capture --calibration): per\n"
             "layer and head, dense pattern scores and each candidate's output error against dense")
       .option("decode-topic", "X", "with --topics or --heads: the topic letter decode queries are measured against\n"
-              "(cross-topic leakage), e.g. the topic a question asks about", Default::described_text("the last segment's"))
+              "(cross-topic leakage), e.g. the topic a question asks about",
+              Default::described_text("the question's (the prompt file's question_topic), else the last segment's"))
       .option("layer", "L", "with --track: one layer, per head (with --head: per step); with --topics, --heads or\n"
               "--calibration: layers to include, a layer list such as 12, 0,12,29 or 0-3|12\n"
               "(docs/luka-config.md#layer-lists)")

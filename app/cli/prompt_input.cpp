@@ -75,6 +75,7 @@ PromptInput build_prompt(const ArgParser& args, const Tokenizer& tokenizer, std:
     segs = ip.segments;
     spans = std::move(a.spans);
     p.source = "interwoven " + args.get("prompt-file");
+    p.question_topic = question_topic_label(ip);
   } else {
     body = args.has("prompt") ? args.get("prompt") : read_text(args.get("prompt-file"));
     p.source = args.has("prompt") ? "--prompt" : "file " + args.get("prompt-file");
@@ -87,6 +88,7 @@ PromptInput build_prompt(const ArgParser& args, const Tokenizer& tokenizer, std:
 
   PromptInput out = tokenize_prompt(tokenizer, body, segs, spans, args.get_flag("chat"), args.get("system"), max_tokens);
   out.source = p.source;
+  out.question_topic = p.question_topic;
   return out;
 }
 

@@ -462,8 +462,34 @@ void draw_segments(UiState& ui) {
     ui.prompt.editing_segment = -1;
   }
   ImGui::TextUnformatted("question");
+  // The topic the question asks about: the Topics tab measures decode leakage against it.
+  {
+    std::string letters;
+    for (const char c : p.pattern)
+      if (letters.find(c) == std::string::npos) letters += c;
+    if (p.question_topic != 0 && letters.find(p.question_topic) == std::string::npos) p.question_topic = 0;
+    const std::string shown = p.question_topic != 0 ? std::string("about ") + p.question_topic : "about: last";
+    ImGui::SameLine();
+    ImGui::SetNextItemWidth(ImGui::CalcTextSize("about: last").x + ImGui::GetFrameHeight() + 2 * ImGui::GetStyle().FramePadding.x);
+    if (ImGui::BeginCombo("##question_topic", shown.c_str())) {
+      if (ImGui::Selectable("the last segment's topic", p.question_topic == 0)) p.question_topic = 0;
+      for (const char c : letters) {
+        const std::size_t i = p.pattern.find(c);
+        const std::string item = std::string(1, c) + " " + (i < p.segments.size() ? p.segments[i].label : std::string());
+        if (ImGui::Selectable(item.c_str(), p.question_topic == c)) p.question_topic = c;
+      }
+      ImGui::EndCombo();
+    }
+    if (ImGui::IsItemHovered())
+      ImGui::SetTooltip("the topic the question asks about: the Topics tab measures decode leakage against it\n"
+                        "(saved in the prompt file as question_topic; default: the last segment's topic)");
+  }
+  // The query-agnostic box goes on the question's line when it fits there.
+  const char* const agnostic = "context first (query-agnostic)";
   ImGui::SameLine();
-  ImGui::Checkbox("context first (query-agnostic)", &ui.prompt.query_agnostic);
+  if (ImGui::GetContentRegionAvail().x < ImGui::GetFrameHeight() + ImGui::GetStyle().ItemInnerSpacing.x + ImGui::CalcTextSize(agnostic).x)
+    ImGui::NewLine();
+  ImGui::Checkbox(agnostic, &ui.prompt.query_agnostic);
   if (ImGui::IsItemHovered())
     ImGui::SetTooltip("Prefill the segments before the question, as kvpress evaluates: a press layer compresses\n"
                       "the context alone, and the question attends only to what it kept.");

@@ -661,6 +661,8 @@ void RunController::run_job(RunRequest r, TaskContext& ctx) {
                                {"schedule", ""},
                                {"live_changes", nlohmann::json::array()}};
   if (r.query_agnostic) generation["query_agnostic_context_tokens"] = context_tokens;  // prefilled before the question
+  if (const std::string asked = free ? std::string() : question_topic_label(r.prompt); !asked.empty())
+    generation["question_topic"] = asked;  // the Topics tab's default decode topic
   manifest.generation = generation.dump();
   if (!r.calibration.empty()) {
     try {  // another model's calibration stays out of the capture (the Head scores tab says so)

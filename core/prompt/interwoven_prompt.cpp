@@ -49,4 +49,11 @@ const std::string& default_topic_colour(int topic) {
 
 int topic_index(char letter) { return letter >= 'A' && letter <= 'Z' ? letter - 'A' : -1; }
 
+std::string question_topic_label(const InterwovenPrompt& prompt) {
+  if (prompt.question_topic == 0) return "";
+  for (std::size_t i = 0; i < prompt.pattern.size() && i < prompt.segments.size(); ++i)
+    if (prompt.pattern[i] == prompt.question_topic) return prompt.segments[i].label;
+  return "";
+}
+
 }  // namespace luka

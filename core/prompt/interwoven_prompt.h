@@ -22,6 +22,7 @@ struct InterwovenPrompt {
   std::string pattern;  // one letter per segment, same letter = same topic, e.g. "ABAB"
   std::vector<PromptSegment> segments;
   std::string question;  // optional text after the segments, part of no segment
+  char question_topic = 0;  // the pattern letter of the topic the question asks about; 0: not said
   std::string separator = "\n\n";
 };
 
@@ -35,6 +36,10 @@ struct AssembledPrompt {
   std::string text;
   std::vector<SegmentSpan> spans;  // one per segment, in order
 };
+
+// The label of the topic the question asks about (question_topic's segments' label); "" when the
+// prompt does not say, or no segment has that letter.
+std::string question_topic_label(const InterwovenPrompt& prompt);
 
 // segments[0] + separator + segments[1] + ... and, when the question is not empty, separator +
 // question. Separators and the question belong to no segment.

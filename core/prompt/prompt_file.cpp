@@ -60,13 +60,19 @@ InterwovenPrompt parse_prompt_file(const std::string& text, const std::filesyste
   const std::string where = file.string();
   const json root = prompt_json::parse(text, file, "prompt file");
   if (!root.is_object()) fail(where, "expected a JSON object with \"topics\" and \"segments\"");
-  prompt_json::check_keys(root, {"title", "pattern", "separator", "topics", "segments", "question"}, where, "");
+  prompt_json::check_keys(root, {"title", "pattern", "separator", "topics", "segments", "question", "question_topic"}, where, "");
 
   InterwovenPrompt prompt;
   prompt.title = prompt_json::string_field(root, "title", file.stem().string(), where, "");
   prompt.separator = prompt_json::string_field(root, "separator", prompt.separator, where, "");
   prompt.question = prompt_json::string_field(root, "question", "", where, "");
   const std::map<char, Topic> topics = read_topics(root, where);
+  if (root.contains("question_topic")) {
+    const std::string letter = prompt_json::required_string(root, "question_topic", where, "");
+    if (letter.size() != 1 || !topics.count(letter[0]))
+      fail(where, "\"question_topic\" \"" + letter + "\" is not a topic defined in \"topics\" (defined: " + defined_topics(topics) + ")");
+    prompt.question_topic = letter[0];
+  }
 
   if (!root.contains("segments")) fail(where, "\"segments\" is missing (a list of {\"topic\", \"text\"})");
   const json& segments = root["segments"];
@@ -104,6 +110,8 @@ InterwovenPrompt parse_prompt_file(const std::string& text, const std::filesyste
     }
     fail(where, "\"pattern\" \"" + prompt.pattern + "\" does not match the segments' topics \"" + letters + "\": " + why);
   }
+  if (prompt.question_topic != 0 && letters.find(prompt.question_topic) == std::string::npos)
+    fail(where, std::string("\"question_topic\" ") + prompt.question_topic + " has no segment (the segments' topics: " + letters + ")");
   return prompt;
 }
 
@@ -137,6 +145,11 @@ void save_prompt_file(const InterwovenPrompt& prompt, const std::filesystem::pat
   json root = {{"title", prompt.title}, {"pattern", prompt.pattern}, {"separator", prompt.separator}, {"topics", topics},
                {"segments", segments}};
   if (!prompt.question.empty()) root["question"] = prompt.question;
+  if (prompt.question_topic != 0) {
+    if (prompt.pattern.find(prompt.question_topic) == std::string::npos)
+      fail(where, std::string("the question's topic ") + prompt.question_topic + " has no segment");
+    root["question_topic"] = std::string(1, prompt.question_topic);
+  }
   AtomicOutput output(file);
   {
     std::ofstream out(output.path(), std::ios::binary | std::ios::trunc);

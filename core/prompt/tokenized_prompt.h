@@ -18,6 +18,7 @@ class Tokenizer;
 struct TokenizedPrompt {
   std::string text;    // what is tokenized (after chat formatting)
   std::string source;  // how it was given, for a capture's manifest
+  std::string question_topic;  // the label of the topic its question asks about ("" when not said)
   std::vector<std::int32_t> ids;
   std::vector<std::int32_t> segment;  // per token, -1 outside every segment
   std::vector<TokenSegment> segments; // token spans

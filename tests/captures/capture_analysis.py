@@ -46,6 +46,11 @@ def main(path, out):
         seg_topic = np.array(seg_topic, dtype=np.int64)
         tok_topic = np.where(seg_of >= 0, seg_topic[np.maximum(seg_of, 0)], -1) if S else np.full(n_tok, -1)
         decode_topic = int(seg_topic[int(np.argmax(begins))]) if S else -1
+        # The topic the prompt's question asks about, when its file named one (generation.question_topic).
+        generation = f["manifest"].attrs["generation"]
+        asked = json.loads(generation.decode() if isinstance(generation, bytes) else generation).get("question_topic")
+        if asked in topic_labels:
+            decode_topic = topic_labels.index(asked)
         column = np.where(seg_of >= 0, seg_of, S)  # matrix column of each token; S: outside every segment
 
         topics_heads, score_heads = [], []
@@ -95,7 +100,7 @@ def main(path, out):
                     sh["prefill"] = scores(A[:, 0], -logs.sum(axis=1), (A * np.maximum(dist, 0)).sum(axis=1), prev, induction,
                                            cross if S else [])
                 # Decode steps: the effective rows.
-                dec_steps, leak = [], []
+                dec_steps, leak, leak_by_topic = [], [], []
                 refined_sum, heavy_sum = np.zeros(K + 1, dtype=np.int64), np.zeros(K + 1, dtype=np.int64)
                 sink, ent, loc, prv, ind, crs = [], [], [], [], [], []
                 kls = []
@@ -110,6 +115,7 @@ def main(path, out):
                     kt = tok_topic[:T]
                     lk = float(row[(kt >= 0) & (kt != decode_topic)].sum())
                     leak.append(lk)
+                    leak_by_topic.append([float(row[(kt >= 0) & (kt != k)].sum()) for k in range(K)])
                     P = int(np.sum(created < s + 1))
                     state = f["decode/page_state"][s, li, hi, :P]
                     refined = np.zeros(K + 1, dtype=np.int64)
@@ -138,7 +144,10 @@ def main(path, out):
                     if not np.isnan(kl):
                         kls.append(kl)
                 if steps:
-                    th["decode"] = {"leakage": float(np.mean(leak)), "refined_pages": refined_sum.tolist(),
+                    by_topic = np.mean(np.array(leak_by_topic), axis=0)
+                    th["decode"] = {"leakage": float(np.mean(leak)),
+                                    "leakage_by_topic": {chr(ord("A") + k): float(by_topic[k]) for k in range(K)},
+                                    "refined_pages": refined_sum.tolist(),
                                     "heavy_hitters": heavy_sum.tolist(), "steps": dec_steps}
                     sh["decode"] = scores(sink, ent, loc, prv, ind, crs)
                 sh["kl"] = float(np.mean(kls)) if kls else None

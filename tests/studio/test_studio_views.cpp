@@ -367,18 +367,20 @@ TEST(StudioViews, DecodeRowsShowTheDifferenceWhereTheCaptureRowsDiffer) {
 // the first decode step both runs attend from the same query (the prefill picked the same token),
 // so the right canvas shows the sign of effective(B) - effective(A) at every strong difference,
 // and a diverging colour bar of its own is drawn under it.
-// The Topics tab's decode leakage against every topic: by default against the prompt's last
-// segment's topic (A in the demo prompt's ABA), as luka inspect --topics measures it; a click on
-// another topic's choice shows the leakage against that one. Both equal the CLI's numbers.
+// The Topics tab's decode leakage against every topic: by default against the topic the question
+// asks about (the prompt file's question_topic: A, the bees, though the last segment is B), as
+// luka inspect --topics measures it; a click on another topic's choice shows the leakage against
+// that one. Both equal the CLI's numbers.
 TEST(StudioViews, TopicsShowDecodeLeakageAgainstEveryTopic) {
   REQUIRE_STUDIO();
   const fs::path cap = work_dir() / "topics.h5";
-  const RunResult c = sh("'" + std::string(LUKA_CLI_PATH) + "' capture --prompt-file '" + (kRoot / "assets/prompts/demo.json").string() +
-                         "' --preset clustered --record 'layers=8' --max-new-tokens 6 --quiet --out '" + cap.string() + "'");
+  const RunResult c = sh("'" + std::string(LUKA_CLI_PATH) + "' capture --prompt-file '" + (kRoot / "tests/captures/topic_prompt.json").string() +
+                         "' --preset clustered --set page_size=8,tail=16 --record 'layers=8' --max-new-tokens 6 --quiet --out '" + cap.string() + "'");
   ASSERT_EQ(c.exit_code, 0) << c.err;
   const RunResult cli = sh("'" + std::string(LUKA_CLI_PATH) + "' inspect '" + cap.string() + "' --topics --layer 8 --head 1 --json");
   ASSERT_EQ(cli.exit_code, 0) << cli.err;
   const nlohmann::json topics = nlohmann::json::parse(cli.out);
+  EXPECT_EQ(topics["decode_topic"], "A");
   const nlohmann::json& by_topic = topics["heads"][0]["decode"]["leakage_by_topic"];
   ASSERT_TRUE(by_topic.contains("A") && by_topic.contains("B")) << cli.out;
   const auto shown = [](double v) {

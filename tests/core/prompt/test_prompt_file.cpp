@@ -109,7 +109,30 @@ std::vector<BadCase> bad_cases() {
        {"\"pattern\" \"AB\" does not match", "\"ABA\"", "2 letters for 3 segments"}},
       {"pattern_wrong_letter", with([](json& j) { j["pattern"] = "ABB"; }),
        {"\"pattern\" \"ABB\" does not match", "letter 3 is B but segments[2] has topic A"}},
+      {"question_topic_undefined", with([](json& j) { j["question_topic"] = "Z"; }),
+       {"\"question_topic\" \"Z\" is not a topic defined in \"topics\"", "A, B"}},
+      {"question_topic_unused", with([](json& j) {
+         j["topics"]["C"] = {{"label", "unused"}};
+         j["question_topic"] = "C";
+       }),
+       {"\"question_topic\" C has no segment", "ABA"}},
+      {"question_topic_not_string", with([](json& j) { j["question_topic"] = 1; }), {"question_topic must be a string"}},
   };
+}
+
+// The topic the question asks about: a letter of the file, its label for a capture's manifest,
+// and saved again.
+TEST(PromptFile, QuestionTopicNamesTheTopicTheQuestionAsksAbout) {
+  json j = valid_prompt();
+  j["question_topic"] = "B";
+  const fs::path file = test::write_file(test::scratch_dir() / "asked.json", j.dump());
+  const InterwovenPrompt p = load_prompt_file(file);
+  EXPECT_EQ(p.question_topic, 'B');
+  EXPECT_EQ(question_topic_label(p), "Bread");
+  EXPECT_EQ(question_topic_label(load_prompt_file(test::write_file(test::scratch_dir() / "plain.json", valid_prompt().dump()))), "");
+  const fs::path saved = test::scratch_dir() / "asked-saved.json";
+  save_prompt_file(p, saved);
+  EXPECT_EQ(load_prompt_file(saved).question_topic, 'B');
 }
 
 TEST(PromptFile, EveryBadInputGetsAClearError) {
