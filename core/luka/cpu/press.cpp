@@ -220,7 +220,9 @@ void LukaAttention::press_compress_rows(const AttentionInputs& in) {
   const at::Tensor index = at::tensor(flat, at::kLong).view({KV, n, 1}).expand({KV, n, D});
   press::LayerInputs li;
   li.keys = at::gather(in.k, 1, index).to(at::kFloat);
-  li.values = at::gather(in.v, 1, index).to(at::kFloat);
+  // Only ExpectedAttention reads the values (their norms): the others skip half the gather, which
+  // is most of a step's cost with an eviction every step (TOVA's policy).
+  if (c.method == PressMethod::kExpectedAttention) li.values = at::gather(in.v, 1, index).to(at::kFloat);
   if (c.method == PressMethod::kTova) {
     li.queries = in.q.to(at::kFloat).reshape({H, 1, D});  // the step's own query, after RoPE
   } else if (!press_queries_.empty()) {
