@@ -54,7 +54,8 @@ def mean(xs):
     return 100.0 * sum(xs) / len(xs) if xs else float("nan")
 
 
-def niah(folders):
+def per_length(folders, value, fmt):
+    """One row per preset: the mean of value(record) per length and over all."""
     columns = named(folders)
     lengths = sorted({r["length"] for rs in columns.values() for r in rs})
     print("| preset | " + " | ".join("%d" % n for n in lengths) + " | all |")
@@ -62,9 +63,14 @@ def niah(folders):
     for name, rs in columns.items():
         cells = []
         for n in lengths:
-            xs = [r["score"] for r in rs if r["length"] == n]
-            cells.append("%.0f" % mean(xs) if xs else "-")
-        print("| %s | %s | %.0f |" % (name, " | ".join(cells), mean([r["score"] for r in rs])))
+            xs = [value(r) for r in rs if r["length"] == n]
+            cells.append(fmt % (sum(xs) / len(xs)) if xs else "-")
+        xs = [value(r) for r in rs]
+        print("| %s | %s | %s |" % (name, " | ".join(cells), fmt % (sum(xs) / len(xs))))
+
+
+def niah(folders):
+    per_length(folders, lambda r: 100.0 * r["score"], "%.0f")
 
 
 def depths(folders):
@@ -96,17 +102,7 @@ def leading_digits(r):
 
 
 def digits(folders):
-    columns = named(folders)
-    lengths = sorted({r["length"] for rs in columns.values() for r in rs})
-    print("| preset | " + " | ".join("%d" % n for n in lengths) + " | all |")
-    print("|---|" + "---:|" * (len(lengths) + 1))
-    for name, rs in columns.items():
-        cells = []
-        for n in lengths:
-            xs = [leading_digits(r) for r in rs if r["length"] == n]
-            cells.append("%.1f" % (sum(xs) / len(xs)) if xs else "-")
-        all_ = [leading_digits(r) for r in rs]
-        print("| %s | %s | %.1f |" % (name, " | ".join(cells), sum(all_) / len(all_)))
+    per_length(folders, leading_digits, "%.1f")
 
 
 def ruler(folders):

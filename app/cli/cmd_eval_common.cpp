@@ -57,14 +57,6 @@ json model_identity(const fs::path& path) {
   return {{"path", (ec ? path : resolved).string()}, {"bytes", bytes}};
 }
 
-std::string strip_space(const std::string& s) {
-  const auto space = [](char c) { return c == ' ' || c == '\n' || c == '\t' || c == '\r' || c == '\f' || c == '\v'; };
-  std::size_t a = 0, b = s.size();
-  while (a < b && space(s[a])) ++a;
-  while (b > a && space(s[b - 1])) --b;
-  return s.substr(a, b - a);
-}
-
 std::string duration_text(double seconds) {
   const long s = static_cast<long>(seconds + 0.5);
   char buf[32];

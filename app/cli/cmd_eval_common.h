@@ -22,8 +22,6 @@ std::vector<std::string> split_presets(const std::string& text);
 LukaConfig preset_config(const std::string& entry, std::int64_t n_layers, const std::vector<std::string>& overrides);
 // What identifies the model cheaply: its resolved path and the bytes of its files.
 nlohmann::json model_identity(const std::filesystem::path& path);
-// `s` without the whitespace at either end.
-std::string strip_space(const std::string& s);
 // "1h02m" or "3m07s".
 std::string duration_text(double seconds);
 

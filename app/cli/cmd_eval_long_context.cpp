@@ -28,6 +28,7 @@
 #include "captures/writer.h"
 #include "core/chat/chat_format.h"
 #include "core/device/device.h"
+#include "core/eval/answer_match.h"
 #include "core/eval/niah.h"
 #include "core/eval/niah_results.h"
 #include "core/eval/ruler.h"
@@ -504,7 +505,7 @@ int run_plan(const ArgParser& args, const Tokenizer& tokenizer, const fs::path& 
       r.query = j.sample.query;
       r.answers = j.sample.answers;
       r.metric = eval::to_string(j.sample.metric);
-      r.prediction = strip_space(tokenizer.decode(shown));
+      r.prediction = eval::strip_space(tokenizer.decode(shown));
       r.score = eval::score(j.sample.metric, r.prediction, r.answers);
       r.prompt_tokens = result.prompt_tokens;
       r.new_tokens = static_cast<std::int64_t>(result.ids.size());

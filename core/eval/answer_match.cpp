@@ -59,4 +59,12 @@ bool lenient_match(std::string_view prediction, const std::vector<std::string>& 
   return false;
 }
 
+std::string strip_space(std::string_view s) {
+  const auto space = [](char c) { return c == ' ' || c == '\n' || c == '\t' || c == '\r' || c == '\f' || c == '\v'; };
+  std::size_t a = 0, b = s.size();
+  while (a < b && space(s[a])) ++a;
+  while (b > a && space(s[b - 1])) --b;
+  return std::string(s.substr(a, b - a));
+}
+
 }  // namespace luka::eval

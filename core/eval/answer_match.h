@@ -16,6 +16,9 @@ namespace luka::eval {
 // nothing, the words "a", "an", "the" dropped, and the remaining words joined by one space.
 std::string normalize_answer(std::string_view text);
 
+// `s` without the whitespace (space, \t, \n, \r, \f, \v) at either end: a generated answer as scored.
+std::string strip_space(std::string_view s);
+
 // True when normalize_answer(prediction) equals, contains or is contained in the normalization of
 // one of `golds`. An empty normalized side never matches (every string contains ""), so an empty
 // prediction, or a gold answer that is only punctuation and articles, scores 0.

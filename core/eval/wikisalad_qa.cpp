@@ -38,16 +38,6 @@ QaPrompt qa_prompt(const Tokenizer& tokenizer, const QaQuestion& q, bool query_a
   return p;
 }
 
-namespace {
-
-std::string stripped(const std::string& s) {
-  const char* const space = " \t\r\n\f\v";
-  const std::size_t a = s.find_first_not_of(space), b = s.find_last_not_of(space);
-  return a == std::string::npos ? std::string() : s.substr(a, b - a + 1);
-}
-
-}  // namespace
-
 QaRecord answer_question(RunSession& session, const Tokenizer& tokenizer, const std::string& preset, const QaQuestion& q,
                          const QaPrompt& prompt, std::int64_t max_new_tokens, const std::vector<std::int32_t>& stop_ids) {
   const auto start = std::chrono::steady_clock::now();
@@ -68,7 +58,7 @@ QaRecord answer_question(RunSession& session, const Tokenizer& tokenizer, const 
   r.question = q.question;
   r.question_text = q.text;
   r.answers = q.answers;
-  r.prediction = stripped(tokenizer.decode(shown));
+  r.prediction = strip_space(tokenizer.decode(shown));
   r.match = lenient_match(r.prediction, r.answers);
   r.prompt_tokens = result.prompt_tokens;
   r.new_tokens = static_cast<std::int64_t>(result.ids.size());
