@@ -25,20 +25,19 @@
 #             on the short cases: LUKA_V2_SHORT=1). After stage: timeout 150 scripts/gpu_run.sh v2
 #   graph     the recorded decode step (issue 44): the CUDA graph wrapper's test and
 #             test_graphed_step_cuda (the static step recorded through the run loop against the
-#             eager GPU steps), then the default model's decode with --graph against --no-graph, both
-#             fp32 with dequantized weights (64 greedy ids identical, recorded with LibTorch's
-#             sync-debug mode at error: LUKA_SYNC_DEBUG=error), the kernel-node count that --verbose
+#             eager GPU steps: plain attention, then LuKA layers with a schedule), then the default
+#             model's decode with --graph against --no-graph, both fp32 with dequantized weights, for
+#             plain attention, --preset clustered, and clustered switched to lined at step 16 (64
+#             greedy ids identical, recorded with LibTorch's sync-debug mode at error:
+#             LUKA_SYNC_DEBUG=error), the kernel-node count and the changes' cost that --verbose
 #             prints, and tokens/s of both appended to bench/results/cuda-graph.md
-#   v2        the v2 kernels (issue 45, docs/kernels-v2.md): test_cuda_luka_v2 (dense v2 and the device
-#             heavy set against the CPU), then compute-sanitizer memcheck and racecheck over it (racecheck
-#             on the short cases: LUKA_V2_SHORT=1). After stage: timeout 150 scripts/gpu_run.sh v2
 #   fused     the fused per-layer kernels of the decode step (issue 44, docs/kernels-v2.md, "Fused layer
 #             kernels"): test_cuda_fused (residual add + RMSNorm, RoPE tables, q/k norm + RoPE + KV
 #             append, SwiGLU, fp32 and bf16, against their CPU twins), test_step_kernels_cuda (a layer
 #             through the step's CUDA ops against its CPU ops), then compute-sanitizer memcheck and
 #             racecheck over test_cuda_fused; about 1 minute (all runs it too). After stage:
 #             timeout 90 scripts/gpu_run.sh fused
-#   ordered   what needs the model, after kernels: the product tests, product, the capture's
+#   ordered   what needs the model, after kernels: graph, the product tests, product, the capture's
 #             memcheck, then bench, each started only while the time since the script began is
 #             under GPU_RUN_BUDGET_S (default 420): what is left is named as skipped, so one call
 #             fits the device time a session has
@@ -194,39 +193,50 @@ run_sanitize() {  # [kernels|capture]: only the test binaries, or only the GPU c
   fi
 }
 
-# The recorded decode step against the eager one on the default model (see the header).
+# The recorded decode step against the eager one on the default model (see the header): plain
+# attention, LuKA clustered layers, and clustered with a mid-run switch to lined (re-recorded).
+graph_pair() {  # graph_pair LABEL [luka options...]
+  local label=$1
+  shift
+  local gen=("$luka" generate --model "$stash/model.gguf" --device "$device" --prompt "Explain how the tides work."
+             --chat --max-new-tokens 64 --ignore-eos --json --dtype fp32 --weights dequantized "$@")
+  local tag=${label//[^a-z0-9]/-}
+  if ! LUKA_SYNC_DEBUG=error "${gen[@]}" --graph --verbose > "$logs/graph-on-$tag.json" 2> "$logs/graph-on-$tag.err"; then
+    echo "graph ($label): luka generate --graph failed: $(tail -1 "$logs/graph-on-$tag.err")"
+    status=1
+    return
+  fi
+  if ! "${gen[@]}" --no-graph --verbose > "$logs/graph-off-$tag.json" 2> "$logs/graph-off-$tag.err"; then
+    echo "graph ($label): luka generate --no-graph failed: $(tail -1 "$logs/graph-off-$tag.err")"
+    status=1
+    return
+  fi
+  local nodes changes
+  nodes="$(grep -m1 -oE '[0-9]+ kernel nodes' "$logs/graph-on-$tag.err" || echo "? kernel nodes")"
+  changes="$(grep -m1 -oE 'config changes: [^)]*' "$logs/graph-on-$tag.err" | head -c 300)"
+  [ -z "$changes" ] || echo "graph ($label): $changes"
+  "$py" - "$logs/graph-on-$tag.json" "$logs/graph-off-$tag.json" "$nodes" "$gpu_name" "$label" <<'PY' || status=1
+import json, sys
+on, off = (json.loads(open(p).read().strip().splitlines()[-1]) for p in sys.argv[1:3])
+same = on["ids"] == off["ids"] and len(on["ids"]) == 64
+rate = lambda r: r["decode_steps"] / r["decode_seconds"] if r["decode_seconds"] > 0 else 0.0
+print(f"graph ({sys.argv[5]}): 64 greedy ids {'identical' if same else 'DIFFER'}; {sys.argv[3]}; "
+      f"{rate(on):.1f} tokens/s with the graph, {rate(off):.1f} eager ({rate(on) / max(rate(off), 1e-9):.2f}x)")
+with open("bench/results/cuda-graph.md", "a") as f:
+    f.write(f"| {sys.argv[4]} | default model, {sys.argv[5]} | {sys.argv[3]} | {rate(off):.1f} | {rate(on):.1f} | "
+            f"{'identical' if same else 'differ'} |\n")
+sys.exit(0 if same else 1)
+PY
+}
 run_graph() {
   run_tests test_cuda_graph test_graphed_step_cuda
   if [ ! -f "$stash/model.gguf" ]; then
     echo "graph: the model checks skipped (no default model: run model with .gpucarry-b carried first)"
     return
   fi
-  local gen=("$luka" generate --model "$stash/model.gguf" --device "$device" --prompt "Explain how the tides work."
-             --chat --max-new-tokens 64 --ignore-eos --json --dtype fp32 --weights dequantized)
-  if ! LUKA_SYNC_DEBUG=error "${gen[@]}" --graph --verbose > "$logs/graph-on.json" 2> "$logs/graph-on.err"; then
-    echo "graph: luka generate --graph failed: $(tail -1 "$logs/graph-on.err")"
-    status=1
-    return
-  fi
-  if ! "${gen[@]}" --no-graph --verbose > "$logs/graph-off.json" 2> "$logs/graph-off.err"; then
-    echo "graph: luka generate --no-graph failed: $(tail -1 "$logs/graph-off.err")"
-    status=1
-    return
-  fi
-  local nodes
-  nodes="$(grep -m1 -oE '[0-9]+ kernel nodes' "$logs/graph-on.err" || echo "? kernel nodes")"
-  "$py" - "$logs/graph-on.json" "$logs/graph-off.json" "$nodes" "$gpu_name" <<'PY' || status=1
-import json, sys
-on, off = (json.loads(open(p).read().strip().splitlines()[-1]) for p in sys.argv[1:3])
-same = on["ids"] == off["ids"] and len(on["ids"]) == 64
-rate = lambda r: r["decode_steps"] / r["decode_seconds"] if r["decode_seconds"] > 0 else 0.0
-print(f"graph: 64 greedy ids {'identical' if same else 'DIFFER'}; {sys.argv[3]}; "
-      f"{rate(on):.1f} tokens/s with the graph, {rate(off):.1f} eager ({rate(on) / max(rate(off), 1e-9):.2f}x)")
-with open("bench/results/cuda-graph.md", "a") as f:
-    f.write(f"| {sys.argv[4]} | default model | {sys.argv[3]} | {rate(off):.1f} | {rate(on):.1f} | "
-            f"{'identical' if same else 'differ'} |\n")
-sys.exit(0 if same else 1)
-PY
+  graph_pair "plain attention"
+  graph_pair "clustered" --preset clustered
+  graph_pair "clustered, lined from step 16" --preset clustered --schedule "step=16:layers=all:mode=lined"
 }
 run_bench() { PYTHON="$py" bench/run_cuda_bench.sh .gpubin || status=1; }
 run_product() {
@@ -237,11 +247,14 @@ if [ "$what" = kernels ]; then
 elif [ "$what" = graph ]; then
   run_graph
 elif [ "$what" = ordered ]; then
+  # The recorded step first: issue 44's checks and the graph's tokens/s are what a session most needs.
+  if wanted graph; then run_graph; fi
   if wanted tests; then run_tests "${product_tests[@]}"; fi
   for stage in product sanitize bench; do
     if wanted "$stage"; then if [ "$stage" = sanitize ]; then run_sanitize capture; else "run_$stage"; fi; fi
   done
 else
+  if wanted graph; then run_graph; fi
   if wanted sanitize; then run_sanitize; fi
   if wanted bench; then run_bench; fi
   if wanted product; then run_product; fi

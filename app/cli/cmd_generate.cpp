@@ -80,8 +80,6 @@ int run_generate(int argc, char** argv) {
   const bool graph = graph_option(args) == DecodeIssue::kGraph, static_step = args.get_flag("static-step");
   if ((graph || static_step) && sampling.temperature > 0)
     throw UsageError(std::string(graph ? "--graph" : "--static-step") + " chooses greedily: drop --temperature");
-  if ((graph || static_step) && !run.schedule.empty())
-    throw UsageError(std::string(graph ? "--graph" : "--static-step") + " runs one config for the whole run: drop --schedule");
   RunSession session(device, Model::load(path, load_options(args, *device)), &tokenizer);
   const Model* model = &session.model();
   const std::int64_t n_layers = model->config().num_layers;

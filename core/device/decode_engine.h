@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <cstdio>
 #include <functional>
 #include <memory>
 #include <string>
@@ -31,9 +32,40 @@ class DecodeEngine {
   virtual std::int32_t step() = 0;
   // The last step's logits (float32 [vocab], on the engine's device; a view: copy it to keep it).
   virtual at::Tensor logits() const = 0;
+  // Before decode step `step` (1-based): the layers' configs changed to `layers` (a --schedule
+  // entry or a live change, which the decoder's LuKA layers have already taken). The engine
+  // continues the sequence under them from the next step, as Decoder::decode would; it throws
+  // luka::Error naming a change it cannot continue under. describe() reports what each change
+  // cost.
+  virtual void change(std::int64_t step, const std::vector<LayerConfig>& layers) = 0;
   // How the steps were issued, for --verbose.
   virtual std::string describe() const = 0;
 };
+
+// What a config change cost a decode engine: re-planning its step (reserving what the new
+// configs need; the caches and LuKA state carried over) and, for a recorded step, recording it
+// again at the next step.
+struct EngineChange {
+  std::int64_t step = 0;        // the decode step it came before
+  std::string kind;             // to_string(StepChange): "none", "recapture", "replan"
+  double plan_seconds = 0;      // the new step made and the state carried over
+  double record_seconds = -1;   // the graph recorded again (-1: nothing is recorded)
+};
+// "before step 5: recapture, re-planned in 4.1 ms, recorded in 210.3 ms; ...", "" for none.
+inline std::string describe_changes(const std::vector<EngineChange>& changes) {
+  std::string out;
+  for (const EngineChange& c : changes) {
+    char line[160];
+    std::snprintf(line, sizeof line, "%sbefore step %lld: %s, re-planned in %.1f ms", out.empty() ? "" : "; ",
+                  static_cast<long long>(c.step), c.kind.c_str(), 1e3 * c.plan_seconds);
+    out += line;
+    if (c.record_seconds >= 0) {
+      std::snprintf(line, sizeof line, ", recorded in %.1f ms", 1e3 * c.record_seconds);
+      out += line;
+    }
+  }
+  return out;
+}
 
 // Makes an engine for a run of `prompt_tokens` then at most `max_new_tokens` steps, on `decoder`'s
 // model with its LuKA layer configs (empty: plain attention). Throws luka::Error naming what the

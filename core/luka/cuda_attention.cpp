@@ -105,6 +105,29 @@ void CudaLukaAttention::reserve(std::int64_t tokens) {
   if (const std::string e = state_->reserve(tokens, current_stream()); !e.empty()) fail("luka layer " + std::to_string(layer_), e);
 }
 
+LukaState CudaLukaAttention::state_view() const {
+  const cuda::LayerState& st = *state_;
+  LukaState s;
+  s.tokens = st.tokens();
+  s.pages = static_cast<std::int64_t>(st.pages().size());
+  s.paged_end = st.paged_end();
+  if (s.tokens == 0) return s;
+  const at::TensorOptions f32 = at::TensorOptions().dtype(at::kFloat).device(at::kCUDA, device_);
+  const std::int64_t ld = st.ld(), pcap = st.summary_capacity(), D = head_dim_;
+  const auto view = [&](const void* p, at::IntArrayRef sizes, at::IntArrayRef strides) {
+    return at::from_blob(const_cast<void*>(p), sizes, strides, f32);
+  };
+  s.importance = view(st.importance(), {kv_heads_, s.tokens}, {ld, 1});
+  s.h2o = view(st.h2o(), {heads_, s.tokens}, {ld, 1});
+  if (s.pages > 0) {
+    s.spread = view(st.spread(), {kv_heads_, s.paged_end}, {ld, 1});
+    s.summary_keys = view(st.summary_keys(), {kv_heads_, s.pages, D}, {pcap * D, D, 1});
+    s.summary_values = view(st.summary_values(), {kv_heads_, s.pages, D}, {pcap * D, D, 1});
+    s.summary_bias = view(st.summary_bias(), {kv_heads_, s.pages}, {pcap, 1});
+  }
+  return s;
+}
+
 // Pages the state made since the last call, with the decode step that made them.
 void CudaLukaAttention::sync_pages() {
   const auto& made = state_->pages();
@@ -120,6 +143,7 @@ at::Tensor CudaLukaAttention::forward(const AttentionInputs& in) {
     fail(where, "attention state out of step with the cache (state has " + std::to_string(state_->tokens()) +
                     " tokens, cache " + std::to_string(T) + " with " + std::to_string(n) + " new)");
   c10::InferenceMode guard;
+  device_ = in.q.device().index();
   at::Tensor out = n > 1 || T == 1 ? prefill(in) : decode(in);
   sync_pages();
   return out;

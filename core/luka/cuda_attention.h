@@ -55,6 +55,8 @@ class CudaLukaAttention final : public LukaLayer {
   // refined pages and heavy hitters (device buffers copied to the host after the step).
   void set_step_records(bool on) override { records_ = on; }
   const cuda::LayerState& state() const { return *state_; }
+  // The state's device buffers as fp32 views (its summaries are kept in fp32).
+  LukaState state_view() const override;
 
  private:
   at::Tensor prefill(const AttentionInputs& in);
@@ -70,6 +72,7 @@ class CudaLukaAttention final : public LukaLayer {
   mutable LukaStep last_;
   mutable PendingStep pending_;  // the last step's records on their way to the host
   bool records_ = false;
+  c10::DeviceIndex device_ = 0;  // of the last forward's tensors
 };
 
 // One CudaLukaAttention per layer of a decoder whose model is on the GPU.

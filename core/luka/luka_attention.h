@@ -49,6 +49,7 @@ class LukaAttention final : public LukaLayer {
   at::Tensor summary_bias() const;     // [KV, P] fp32
   at::Tensor spread() const;           // [KV, paged_end]: how an unrefined page's mass spreads (sums to 1 per page)
   const LukaStep& last_step() const override { return last_; }
+  LukaState state_view() const override;
   int layer() const override { return layer_; }
   void set_kascade_board(std::shared_ptr<KascadeBoard> board) override { board_ = std::move(board); }
   void set_token_texts(std::shared_ptr<const std::vector<std::string>> texts) override;

@@ -87,6 +87,18 @@ struct KascadeBoard {
   std::vector<Published> layers;   // by layer
 };
 
+// A LuKA layer's state after its last forward, for a decode engine that continues the sequence
+// (core/run/static_step): views on the layer's device, valid until its next forward or reset.
+struct LukaState {
+  std::int64_t tokens = 0;                  // positions accumulated
+  std::int64_t pages = 0, paged_end = 0;    // pages made, covering [0, paged_end)
+  at::Tensor importance;                    // [KV, tokens] fp32
+  at::Tensor h2o;                           // [H, tokens] fp32
+  at::Tensor spread;                        // [KV, paged_end] fp32 (undefined without pages)
+  at::Tensor summary_keys, summary_values;  // [KV, pages, D] fp32 (undefined without pages)
+  at::Tensor summary_bias;                  // [KV, pages] fp32 (undefined without pages)
+};
+
 class LukaLayer : public LayerAttention {
  public:
   virtual int layer() const = 0;
@@ -97,6 +109,8 @@ class LukaLayer : public LayerAttention {
   // The last decode step's records (CPU tensors). A layer fills the effective rows, covers and
   // refined pages only while records are on (the CPU core always does; the GPU copies them back).
   virtual const LukaStep& last_step() const = 0;
+  // The accumulators and pages so far (the CPU core and the GPU one both offer them).
+  virtual LukaState state_view() const { fail("luka layer " + std::to_string(layer()), "offers no state view"); }
   virtual void set_step_records(bool on) { (void)on; }
   // The board a model's Kascade layers share (install_luka sets one for every layer).
   virtual void set_kascade_board(std::shared_ptr<KascadeBoard> board) { (void)board; }

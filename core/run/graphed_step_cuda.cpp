@@ -23,23 +23,21 @@ namespace {
 class GraphedStepEngine final : public DecodeEngine {
  public:
   GraphedStepEngine(const Decoder& decoder, const RunLength& run, const std::vector<LayerConfig>& layers, int warmup)
-      : step_(decoder, run, layers, [](const StepTensors& t) { return make_cuda_step_kernels(t); }),
+      : decoder_(decoder),
+        step_(std::make_unique<StaticDecodeStep>(decoder, run, layers, kernels())),
         schedule_(warmup) {
-    if (!step_.eager_layers().empty())
-      fail("graph", std::to_string(step_.eager_layers().size()) +
-                        " layers run through their own attention, which reads the length on the host: no graph "
-                        "records such a step (run without --graph)");
+    refuse_eager_layers();
   }
 
   void start(Decoder& decoder, const std::vector<std::int32_t>& prompt, std::int32_t first) override {
-    step_.start(decoder, prompt, first);
+    step_->start(decoder, prompt, first);
   }
 
   std::int32_t step() override {
-    step_.check_next_step();
+    step_->check_next_step();
     switch (schedule_.next()) {
       case StepIssue::kEager:
-        step_.enqueue_step();
+        step_->enqueue_step();
         ++eager_;
         break;
       case StepIssue::kRecord:
@@ -50,11 +48,31 @@ class GraphedStepEngine final : public DecodeEngine {
         replay();
         break;
     }
-    step_.end_step();
-    return step_.token();
+    step_->end_step();
+    return step_->token();
   }
 
-  at::Tensor logits() const override { return step_.logits(); }
+  at::Tensor logits() const override { return step_->logits(); }
+
+  // The step made anew for the new configs (its state carried over), and recorded again before
+  // the next step unless the change leaves the step as it was.
+  void change(std::int64_t step, const std::vector<LayerConfig>& layers) override {
+    at::cuda::device_synchronize();
+    const auto t0 = std::chrono::steady_clock::now();
+    EngineChange c;
+    c.step = step;
+    const StepChange kind = step_change(step_->plan(), layers);
+    c.kind = to_string(kind);
+    if (kind != StepChange::kNone) {
+      graph_.reset();  // before the buffers it recorded may go
+      step_ = std::make_unique<StaticDecodeStep>(decoder_, *step_, layers, kernels());
+      refuse_eager_layers();
+      schedule_.invalidate();
+      at::cuda::device_synchronize();
+    }
+    c.plan_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    changes_.push_back(c);
+  }
 
   std::string describe() const override {
     char line[256];
@@ -62,10 +80,23 @@ class GraphedStepEngine final : public DecodeEngine {
                   "CUDA graph: %lld kernel nodes (%lld nodes in all), recorded in %.3f s; %lld replays, %lld eager steps",
                   static_cast<long long>(nodes_.kernels), static_cast<long long>(nodes_.total), record_seconds_,
                   static_cast<long long>(schedule_.replays() + schedule_.records()), static_cast<long long>(eager_));
-    return line;
+    std::string s = line;
+    if (!changes_.empty()) s += "; config changes: " + describe_changes(changes_);
+    return s;
   }
 
  private:
+  static StepKernelsFactory kernels() {
+    return [](const StepTensors& t) { return make_cuda_step_kernels(t); };
+  }
+
+  void refuse_eager_layers() const {
+    if (!step_->eager_layers().empty())
+      fail("graph", std::to_string(step_->eager_layers().size()) +
+                        " layers run through their own attention, which reads the length on the host: no graph "
+                        "records such a step (run without --graph)");
+  }
+
   void record() {
     // The work so far done before the capture begins; the capture on a side stream of the pool.
     at::cuda::device_synchronize();
@@ -75,7 +106,7 @@ class GraphedStepEngine final : public DecodeEngine {
     try {
       c10::cuda::CUDAStreamGuard guard(side);
       graph_->capture_begin();
-      step_.enqueue_step();
+      step_->enqueue_step();
       graph_->capture_end();
       nodes_ = cuda::count_nodes(graph_->raw_cuda_graph());
       graph_->instantiate();
@@ -84,6 +115,9 @@ class GraphedStepEngine final : public DecodeEngine {
       fail("graph", std::string("recording the decode step failed: ") + e.what_without_backtrace());
     }
     record_seconds_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    // A recording after a config change is that change's cost too.
+    if (!changes_.empty() && changes_.back().record_seconds < 0 && changes_.back().kind != "none")
+      changes_.back().record_seconds = record_seconds_;
   }
 
   void replay() {
@@ -94,8 +128,10 @@ class GraphedStepEngine final : public DecodeEngine {
     }
   }
 
-  StaticDecodeStep step_;
+  const Decoder& decoder_;
+  std::unique_ptr<StaticDecodeStep> step_;
   GraphSchedule schedule_;
+  std::vector<EngineChange> changes_;
   std::unique_ptr<at::cuda::CUDAGraph> graph_;
   cuda::GraphNodes nodes_;
   double record_seconds_ = 0;

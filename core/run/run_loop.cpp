@@ -71,8 +71,8 @@ RunResult RunLoop::run(const std::vector<std::int32_t>& prompt, const RunSetting
     fail("run", "the context of " + std::to_string(s.context_tokens) + " tokens is not part of the prompt's " +
                     std::to_string(prompt.size()));
   if (engine_factory_) {
-    if (!s.forced.empty() || !s.schedule.empty() || !s.reset)
-      fail("run", "the static decode step runs a new sequence without teacher forcing or a schedule");
+    if (!s.forced.empty() || !s.reset)
+      fail("run", "the static decode step runs a new sequence without teacher forcing");
     if (s.sampling.temperature > 0)
       fail("run", "the static decode step chooses greedily: sampling at temperature " +
                       std::to_string(s.sampling.temperature) + " needs the decoder's step");
@@ -158,6 +158,7 @@ RunResult RunLoop::run(const std::vector<std::int32_t>& prompt, const RunSetting
       LukaConfig next = config();
       next.apply_override(e.override_spec);
       apply(next);
+      if (engine) engine->change(step, next.layers);
       obs.config_changed(step, e.override_spec, next);
     }
     const auto apply_live = [&] {
@@ -167,8 +168,8 @@ RunResult RunLoop::run(const std::vector<std::int32_t>& prompt, const RunSetting
         live.swap(requested_);
       }
       if (!live) return;
-      if (engine) fail("run", "a live config change needs the decoder's step, not the static one");
       apply(*live);
+      if (engine) engine->change(step, live->layers);
       obs.config_changed(step, "live", *live);
     };
     apply_live();

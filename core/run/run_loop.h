@@ -103,9 +103,10 @@ class RunLoop {
   // Where tokens are sampled (default: the CPU sampler; the CUDA plugin gives its own).
   void set_sampler_factory(SamplerFactory factory) { sampler_factory_ = std::move(factory); }
   // Decode steps through `factory`'s engine (core/device/decode_engine.h) instead of
-  // Decoder::decode: greedy runs of a new sequence without teacher forcing, a schedule or a live
-  // change (run() refuses the rest). The decoder is reset after such a run: its caches did not
-  // advance. An empty factory goes back to Decoder::decode.
+  // Decoder::decode: greedy runs of a new sequence without teacher forcing (run() refuses the
+  // rest); scheduled and live changes go to the engine (DecodeEngine::change) after the layers
+  // took them. The decoder is reset after such a run: its caches did not advance. An empty
+  // factory goes back to Decoder::decode.
   void set_decode_engine(DecodeEngineFactory factory) { engine_factory_ = std::move(factory); }
   // The last run's engine, as it describes itself ("" when the decoder ran the steps).
   const std::string& engine_description() const { return engine_description_; }

@@ -1,9 +1,10 @@
 #include "core/run/static_step.h"
 
+#include <chrono>
 #include <cmath>
 #include <limits>
 
-#include "core/luka/luka_attention.h"
+#include "core/luka/luka_layer.h"
 #include "core/model/decoder.h"
 #include "core/model/weights.h"
 #include "core/run/static_luka.h"
@@ -53,7 +54,7 @@ struct StaticDecodeStep::LayerOps {
   LayerAttention* eager = nullptr;  // neither plain dense attention nor a static LuKA layer: the layer's own
   // A LuKA layer in dense mode that the step runs itself: the layer (its state after the prefill
   // is copied in), its config, its reserved state and where its pages stand on the host.
-  LukaAttention* luka = nullptr;
+  LukaLayer* luka = nullptr;
   LayerConfig config;
   at::Tensor importance, h2o, spread, summary_keys, summary_values, summary_bias;
   at::Tensor constants;  // [decay, tau] fp32
@@ -87,8 +88,49 @@ at::Tensor page_rows(const at::Tensor& cache, std::int64_t first, std::int64_t c
 
 StaticDecodeStep::~StaticDecodeStep() = default;
 
-StaticDecodeStep::StaticDecodeStep(const Decoder& decoder, const RunLength& run,
-                                   const std::vector<LayerConfig>& layers, const StepKernelsFactory& kernels) {
+StaticDecodeStep::StaticDecodeStep(const Decoder& decoder, StaticDecodeStep& from, const std::vector<LayerConfig>& layers,
+                                   const StepKernelsFactory& kernels)
+    : StaticDecodeStep(decoder, from.plan_.run, layers, kernels, from.started_ ? &from : nullptr) {
+  if (from.started_) continue_from(from);
+}
+
+at::Tensor StaticDecodeStep::reusable(const StepBuffer& b, at::ScalarType type) const {
+  for (std::size_t i = 0; i < plan_.buffers.size(); ++i) {
+    const StepBuffer& a = plan_.buffers[i];
+    if (a.name == b.name && a.layer == b.layer && a.shape == b.shape && tensors_[i].scalar_type() == type)
+      return tensors_[i];
+  }
+  return {};
+}
+
+void StaticDecodeStep::continue_from(const StaticDecodeStep& from) {
+  c10::InferenceMode guard;
+  if (has_eager_ || from.has_eager_)
+    fail("static step", "layers that run through their own attention keep their state in the decoder: a config "
+                        "change mid-run needs the decoder's step (run without --static-step or --graph)");
+  if (plan_.shape.layers != from.plan_.shape.layers || plan_.luka != from.plan_.luka)
+    fail("static step", "the change is not one of the same model's layer configs");
+  for (std::size_t l = 0; l < layers_.size(); ++l) {
+    if (!plan_.luka) break;
+    if (plan_.prefill_pages[l] != from.plan_.prefill_pages[l] || plan_.page_counts[l] != from.plan_.page_counts[l] ||
+        plan_.layers[l].clustered.page_size != from.plan_.layers[l].clustered.page_size)
+      fail("static step", "layer " + std::to_string(l) +
+                              ": the change moves the page schedule (page size, tail, interval or the rule), and "
+                              "the pages made so far follow the old one: run it without --static-step or --graph");
+    LayerOps& o = layers_[l];
+    const LayerOps& f = from.layers_[l];
+    if (!o.luka || !f.luka) fail("static step", "layer " + std::to_string(l) + " has no LuKA state to continue");
+    o.pages = f.pages;
+    o.paged_end = f.paged_end;
+    if (o.clustered) o.clustered->set_pages(o.pages, o.paged_end);
+  }
+  host_position_ = from.host_position_;
+  host_step_ = from.host_step_;
+  started_ = true;
+}
+
+StaticDecodeStep::StaticDecodeStep(const Decoder& decoder, const RunLength& run, const std::vector<LayerConfig>& layers,
+                                   const StepKernelsFactory& kernels, StaticDecodeStep* from) {
   const Model& model = decoder.model();
   const ModelConfig& c = model.config();
   const ModelWeights& w = model.weights();
@@ -104,8 +146,11 @@ StaticDecodeStep::StaticDecodeStep(const Decoder& decoder, const RunLength& run,
   c10::InferenceMode guard;
 
   tensors_.reserve(plan_.buffers.size());
-  for (const StepBuffer& b : plan_.buffers)
-    tensors_.push_back(at::zeros(b.shape, at::TensorOptions().dtype(scalar_type(b.kind, dt)).device(device)));
+  for (const StepBuffer& b : plan_.buffers) {
+    const at::ScalarType type = scalar_type(b.kind, dt);
+    const at::Tensor kept = from ? from->reusable(b, type) : at::Tensor();
+    tensors_.push_back(kept.defined() ? kept : at::zeros(b.shape, at::TensorOptions().dtype(type).device(device)));
+  }
   const auto get = [&](const char* name) { return buffer(name); };
   token_ = get("token");
   position_ = get("position");
@@ -208,7 +253,7 @@ StaticDecodeStep::StaticDecodeStep(const Decoder& decoder, const RunLength& run,
     sw.v_cache = o.v_cache;
     kernels_->prepare(sw);
     LayerAttention& a = decoder.attention(l);
-    auto* luka = dynamic_cast<LukaAttention*>(&a);
+    auto* luka = dynamic_cast<LukaLayer*>(&a);  // the CPU core's or the GPU's: their state is read alike
     if (luka && plan_.luka && luka_eager_reason(luka->config()).empty()) {
       o.luka = luka;
       o.config = luka->config();
@@ -292,21 +337,22 @@ void StaticDecodeStep::start(Decoder& decoder, const std::vector<std::int32_t>& 
     LayerOps& o = layers_[l];
     if (!o.luka) continue;
     // The layer's state after the prefill becomes the step's.
-    if (o.luka->tokens() != n)
+    const LukaState state = o.luka->state_view();
+    if (state.tokens != n)
       fail("static step", "layer " + std::to_string(l) + "'s LuKA state is not at the prompt's end");
-    o.pages = static_cast<std::int64_t>(o.luka->pages().size());
-    o.paged_end = o.luka->paged_end();
+    o.pages = state.pages;
+    o.paged_end = state.paged_end;
     if (o.pages > o.summary_keys.size(1))
       fail("static step", "layer " + std::to_string(l) + " has more pages than planned");
     for (const at::Tensor* t : {&o.importance, &o.h2o, &o.spread, &o.summary_keys, &o.summary_values, &o.summary_bias})
       t->zero_();
-    o.importance.narrow(1, 0, n).copy_(o.luka->importance());
-    o.h2o.narrow(1, 0, n).copy_(o.luka->h2o_score());
-    if (o.paged_end > 0) o.spread.narrow(1, 0, o.paged_end).copy_(o.luka->spread());
+    o.importance.narrow(1, 0, n).copy_(state.importance);
+    o.h2o.narrow(1, 0, n).copy_(state.h2o);
+    if (o.paged_end > 0) o.spread.narrow(1, 0, o.paged_end).copy_(state.spread);
     if (o.pages > 0) {
-      o.summary_keys.narrow(1, 0, o.pages).copy_(o.luka->summary_keys());
-      o.summary_values.narrow(1, 0, o.pages).copy_(o.luka->summary_values());
-      o.summary_bias.narrow(1, 0, o.pages).copy_(o.luka->summary_bias());
+      o.summary_keys.narrow(1, 0, o.pages).copy_(state.summary_keys);
+      o.summary_values.narrow(1, 0, o.pages).copy_(state.summary_values);
+      o.summary_bias.narrow(1, 0, o.pages).copy_(state.summary_bias);
     }
     if (o.clustered) o.clustered->set_pages(o.pages, o.paged_end);
   }
@@ -470,26 +516,40 @@ namespace {
 class StaticStepEngine final : public DecodeEngine {
  public:
   StaticStepEngine(const Decoder& decoder, const RunLength& run, const std::vector<LayerConfig>& layers,
-                   const StepKernelsFactory& kernels)
-      : step_(decoder, run, layers, kernels) {}
+                   StepKernelsFactory kernels)
+      : decoder_(decoder), kernels_(std::move(kernels)),
+        step_(std::make_unique<StaticDecodeStep>(decoder, run, layers, kernels_)) {}
   void start(Decoder& decoder, const std::vector<std::int32_t>& prompt, std::int32_t first) override {
-    step_.start(decoder, prompt, first);
+    step_->start(decoder, prompt, first);
   }
   std::int32_t step() override {
-    step_.step();
-    return step_.token();
+    step_->step();
+    return step_->token();
   }
-  at::Tensor logits() const override { return step_.logits(); }
+  at::Tensor logits() const override { return step_->logits(); }
+  void change(std::int64_t step, const std::vector<LayerConfig>& layers) override {
+    const auto t0 = std::chrono::steady_clock::now();
+    EngineChange c;
+    c.step = step;
+    c.kind = to_string(step_change(step_->plan(), layers));
+    step_ = std::make_unique<StaticDecodeStep>(decoder_, *step_, layers, kernels_);
+    c.plan_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    changes_.push_back(c);
+  }
   std::string describe() const override {
-    std::string s = std::string("static step (") + step_.kernels() + " per-layer ops, " +
-                    std::to_string(step_.plan().total_bytes() >> 20) + " MiB reserved)";
-    const std::vector<int> eager = step_.eager_layers();
+    std::string s = std::string("static step (") + step_->kernels() + " per-layer ops, " +
+                    std::to_string(step_->plan().total_bytes() >> 20) + " MiB reserved)";
+    const std::vector<int> eager = step_->eager_layers();
     if (!eager.empty()) s += ", " + std::to_string(eager.size()) + " layers through their own attention";
+    if (!changes_.empty()) s += "; config changes: " + describe_changes(changes_);
     return s;
   }
 
  private:
-  StaticDecodeStep step_;
+  const Decoder& decoder_;
+  StepKernelsFactory kernels_;
+  std::unique_ptr<StaticDecodeStep> step_;
+  std::vector<EngineChange> changes_;
 };
 
 }  // namespace

@@ -58,6 +58,18 @@ class StaticDecodeStep {
   // its per-layer ops with `kernels` (empty: the ATen ops, on CPU tensors only). Throws
   // luka::Error naming what the step cannot run.
   StaticDecodeStep(const Decoder& decoder, const RunLength& run, const std::vector<LayerConfig>& layers = {},
+                   const StepKernelsFactory& kernels = {})
+      : StaticDecodeStep(decoder, run, layers, kernels, nullptr) {}
+  // `from`'s sequence continued under other layer configs (a --schedule entry or a live change,
+  // which the decoder's LuKA layers have taken): the plan for `layers` over from's run, with every
+  // buffer of the same name, layer, shape and type taken over from `from` (the caches, the LuKA
+  // accumulators and pages, the token, position and step: no copy), the rest reserved anew, and
+  // the next step from's next. So the steps after it give what Decoder::decode gives after the same
+  // change. A step not yet started is simply made anew. Throws luka::Error for a change it cannot
+  // continue under: one that moves a layer's page schedule (its pages so far follow the old one),
+  // or a step with layers that run through their own attention (their state stayed with the
+  // decoder).
+  StaticDecodeStep(const Decoder& decoder, StaticDecodeStep& from, const std::vector<LayerConfig>& layers,
                    const StepKernelsFactory& kernels = {});
   ~StaticDecodeStep();
   // The per-layer ops hold the step's tensors by reference: a step stays where it was made.
@@ -100,6 +112,11 @@ class StaticDecodeStep {
 
  private:
   struct LayerOps;
+  StaticDecodeStep(const Decoder& decoder, const RunLength& run, const std::vector<LayerConfig>& layers,
+                   const StepKernelsFactory& kernels, StaticDecodeStep* from);
+  // from's buffer planned as `b` is here, of type `type` (undefined: none).
+  at::Tensor reusable(const StepBuffer& b, at::ScalarType type) const;
+  void continue_from(const StaticDecodeStep& from);
   void accumulate(LayerOps& o);
   void make_pages(LayerOps& o, std::int64_t count);
 

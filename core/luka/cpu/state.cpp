@@ -77,6 +77,22 @@ void LukaAttention::ensure_capacity(std::int64_t tokens, std::int64_t heads, std
   spread_ = widen(spread_);
 }
 
+LukaState LukaAttention::state_view() const {
+  LukaState s;
+  s.tokens = tokens_;
+  s.pages = static_cast<std::int64_t>(pages_.size());
+  s.paged_end = paged_end_;
+  s.importance = importance();
+  s.h2o = h2o_score();
+  if (s.pages > 0) {
+    s.spread = spread();
+    s.summary_keys = summary_keys();
+    s.summary_values = summary_values();
+    s.summary_bias = summary_bias();
+  }
+  return s;
+}
+
 at::Tensor LukaAttention::importance() const {
   return importance_.defined() ? importance_.narrow(1, 0, tokens_) : at::Tensor();
 }

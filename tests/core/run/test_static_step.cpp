@@ -23,6 +23,7 @@
 #include "core/luka/luka_attention.h"
 #include "core/model/decoder.h"
 #include "core/model/model.h"
+#include "core/luka/schedule.h"
 #include "core/run/graphed_step.h"
 #include "core/run/run_loop.h"
 #include "core/run/static_step.h"
@@ -301,8 +302,93 @@ TEST(StaticStepEngine, TheRunLoopGivesTheDecodersTokens) {
   }
 }
 
-// What the engine cannot run is refused before anything runs: sampling, a schedule, teacher
-// forcing, a continuation.
+// Scheduled and live config changes mid-run (a --schedule, the Studio's live switch): the engine
+// continues the sequence under the new configs (the static step made anew, the caches, LuKA
+// accumulators and pages carried over) and gives what Decoder::decode gives after the same
+// changes: the same ids, every step's logits within 1e-5. Covered: a change before the first
+// step, dense to lined to clustered, a parameter alone (a recapture, no new buffers), a layer
+// back to dense, Kascade, and a live change requested while the loop waits before a step. The
+// changes matter (the logits move from the unchanged run's), and the engine reports each.
+TEST(StaticStepEngine, ScheduledAndLiveChangesGiveTheDecodersTokensAndLogits) {
+  const std::vector<std::int32_t> prompt = prompt_ids();
+  RunSettings settings;
+  settings.max_new_tokens = 40;
+  settings.schedule = parse_schedule(
+      "step=1:layers=all:mode=lined;step=6:layers=1:mode=clustered,top_k=3;step=13:layers=all:mode=lined,"
+      "decay=0.9;step=16:layers=all:decay=0.8;step=21:layers=0:mode=dense;step=22:layers=1-2:mode=kascade");
+  LukaConfig live = preset("clustered");
+  live.apply_override("layers=2:mode=lined,rho=0.5");
+  // Logits per step, and the live change before step 30.
+  struct Observer final : RunObserver {
+    RunLoop* loop = nullptr;
+    const LukaConfig* live = nullptr;
+    std::vector<at::Tensor> logits_seen;
+    std::vector<std::int64_t> changed_at;
+    void logits(std::int64_t, const at::Tensor& l) override { logits_seen.push_back(l.to(at::kCPU).clone()); }
+    bool before_step(std::int64_t step) override {
+      if (step == 30 && loop) loop->request_config(*live);
+      return true;
+    }
+    void config_changed(std::int64_t step, const std::string&, const LukaConfig&) override { changed_at.push_back(step); }
+  };
+  const auto run = [&](bool engine, std::string* description) {
+    Decoder d(model());
+    const LukaConfig config = preset("clustered");
+    RunLoop loop(d, install_luka(d, config), config);
+    if (engine) loop.set_decode_engine(static_step_engine());
+    Observer o;
+    o.loop = &loop;
+    o.live = &live;
+    const RunResult r = loop.run(prompt, settings, &o);
+    if (description) *description = loop.engine_description();
+    EXPECT_EQ(o.changed_at, (std::vector<std::int64_t>{1, 6, 13, 16, 21, 22, 30}));
+    return std::make_pair(r.ids, at::stack(o.logits_seen));
+  };
+  const auto want = run(false, nullptr);
+  {
+    Decoder d(model());
+    const LukaConfig config = preset("clustered");
+    RunLoop loop(d, install_luka(d, config), config);
+    RunSettings unchanged = settings;
+    unchanged.schedule.clear();
+    unchanged.forced = want.first;  // the same tokens fed, so the logits differ by the configs alone
+    Observer o;
+    loop.run(prompt, unchanged, &o);
+    EXPECT_GT((at::stack(o.logits_seen) - want.second).abs().max().item<double>(), 1e-2);
+  }
+  std::string description;
+  const auto got = run(true, &description);
+  EXPECT_EQ(got.first, want.first);
+  ASSERT_EQ(got.second.sizes(), want.second.sizes());
+  const double diff = (got.second - want.second).abs().max().item<double>();
+  EXPECT_LE(diff, 1e-5);
+  std::printf("max |logits - Decoder::decode| over %lld steps with 7 changes: %.3g\n",
+              static_cast<long long>(settings.max_new_tokens), diff);
+  for (const char* needle : {"config changes: before step 1: replan, re-planned in ", "before step 16: recapture, re-planned in",
+                             "before step 22: replan", "before step 30: "})
+    EXPECT_NE(description.find(needle), std::string::npos) << needle << " in " << description;
+}
+
+// A change the static step cannot continue under is refused by name: one that moves the page
+// schedule (its pages so far follow the old one).
+TEST(StaticStepEngine, RefusesAChangeThatMovesThePageSchedule) {
+  Decoder d(model());
+  const LukaConfig config = preset("clustered");
+  RunLoop loop(d, install_luka(d, config), config);
+  loop.set_decode_engine(static_step_engine());
+  RunSettings settings;
+  settings.max_new_tokens = 12;
+  settings.schedule = parse_schedule("step=5:layers=all:page_size=8");
+  try {
+    loop.run(prompt_ids(), settings);
+    ADD_FAILURE() << "ran; expected the page schedule's change refused";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("moves the page schedule"), std::string::npos) << e.what();
+  }
+}
+
+// What the engine cannot run is refused before anything runs: sampling, teacher forcing, a
+// continuation.
 TEST(StaticStepEngine, RefusesWhatItCannotRun) {
   Decoder d(model());
   RunLoop loop(d);
