@@ -41,7 +41,7 @@ int run_generate(int argc, char** argv) {
   add_weights_option(args);
   args.flag("json", "print one JSON object at the end (text, ids, timings, device) instead of streaming the text");
   args.flag("static-step", "run each decode step as the static step on buffers reserved for the whole run (greedy;\n"
-                           "fp32 weights held as tensors: --weights dequantized; CPU): the step --graph records on a GPU")
+                           "weights held as tensors: --weights dequantized; CPU): the step --graph records on a GPU")
       .flag("verbose", "say on standard error how each decode step is issued: eager, the static step, or a CUDA\n"
                        "graph and its kernel nodes");
   add_sampling_options(args);

@@ -135,13 +135,12 @@ StaticDecodeStep::StaticDecodeStep(const Decoder& decoder, const RunLength& run,
   const ModelConfig& c = model.config();
   const ModelWeights& w = model.weights();
   const at::ScalarType dt = to_scalar_type(model.dtype());
-  // fp32 only for now: the bf16 step needs its products in fp32 (as kernels/cpu's decode
-  // attention) to match the decoder, which the ATen out= ops here do not do.
-  if (dt != at::kFloat) fail("static step", std::string("runs fp32 models only, not ") + c10::toString(dt));
+  if (dt != at::kFloat && dt != at::kBFloat16 && dt != at::kHalf)
+    fail("static step", std::string("runs fp32, bf16 and fp16 models, not ") + c10::toString(dt));
   if (run.context() > c.max_position_embeddings)
     fail("static step", "a context of " + std::to_string(run.context()) + " exceeds max_position_embeddings " +
                             std::to_string(c.max_position_embeddings));
-  plan_ = plan_step(model_shape(c, 4), run, layers);
+  plan_ = plan_step(model_shape(c, dt == at::kFloat ? 4 : 2), run, layers);
   const at::Device device = decoder.rope_frequencies().device();
   c10::InferenceMode guard;
 
@@ -169,6 +168,14 @@ StaticDecodeStep::StaticDecodeStep(const Decoder& decoder, const RunLength& run,
   if (plan_.luka) {
     group_sum_ = get("group_sum");
     page_weights_ = get("page_weights");
+  }
+  wide_ = dt != at::kFloat;
+  if (wide_) {
+    logits_compute_ = get("logits_compute");
+    q32_ = get("q_f32");
+    keys32_ = get("keys_f32");
+    values32_ = get("values_f32");
+    attention32_ = get("attention_f32");
   }
 
   embed_ = dense_weight(w.embed_tokens, "embed_tokens", dt, device);
@@ -269,9 +276,19 @@ StaticDecodeStep::StaticDecodeStep(const Decoder& decoder, const RunLength& run,
       o.summary_keys = buffer("summary_keys", l);
       o.summary_values = buffer("summary_values", l);
       o.summary_bias = buffer("summary_bias", l);
-      o.mode_step = StaticLayerStep{q_,      o.k_cache,        o.v_cache,        o.h2o,          o.spread,
-                                    o.summary_keys, o.summary_values, o.summary_bias, scores_, probabilities_,
-                                    attention_,   scale_t_};
+      // A 16-bit step's modes read the fp32 query, keys and values and write the fp32 output.
+      o.mode_step = StaticLayerStep{wide_ ? q32_ : q_,
+                                    wide_ ? keys32_ : o.k_cache,
+                                    wide_ ? values32_ : o.v_cache,
+                                    o.h2o,
+                                    o.spread,
+                                    o.summary_keys,
+                                    o.summary_values,
+                                    o.summary_bias,
+                                    scores_,
+                                    probabilities_,
+                                    wide_ ? attention32_ : attention_,
+                                    scale_t_};
       if (o.config.mode == AttentionMode::kLined) o.lined = std::make_shared<StaticLined>(*this, l, o.config);
       if (o.config.mode == AttentionMode::kClustered)
         o.clustered = std::make_shared<StaticClustered>(*this, l, o.config);
@@ -417,8 +434,18 @@ void StaticDecodeStep::enqueue_step() {
       in.ids = host_ids_.data();
       attention_.view({1, H * D}).copy_(o.eager->forward(in));
     } else {
+      // A 16-bit step widens the query, keys and values to fp32 first (the decoder's attention
+      // sums its products in fp32 and keeps fp32 probabilities).
+      const at::Tensor& query = wide_ ? q32_ : q_;
+      const at::Tensor& keys = wide_ ? keys32_ : o.k_cache;
+      const at::Tensor& values = wide_ ? values32_ : o.v_cache;
+      if (wide_) {
+        q32_.copy_(q_);
+        keys32_.copy_(o.k_cache);
+        values32_.copy_(o.v_cache);
+      }
       // Every reserved key, the ones past the position masked: a fixed shape whatever the length.
-      at::bmm_out(out_arg(scores), q_.view({KV, G, D}), o.k_cache.transpose(1, 2));
+      at::bmm_out(out_arg(scores), query.view({KV, G, D}), keys.transpose(1, 2));
       scores_.mul_(scale_t_);
       scores_.masked_fill_(mask_, -std::numeric_limits<double>::infinity());
       if (o.lined) {
@@ -429,8 +456,9 @@ void StaticDecodeStep::enqueue_step() {
         o.kascade->attend(o.mode_step, step_);
       } else {
         at::_softmax_out(probabilities_, scores_, 1, /*half_to_float=*/false);
-        at::bmm_out(out_arg(att), probs, o.v_cache);
+        at::bmm_out(out_arg(wide_ ? attention32_.view({KV, G, D}) : att), probs, values);
       }
+      if (wide_) attention_.copy_(attention32_);  // rounded to the compute dtype, as the decoder's output
       if (o.luka) accumulate(o);
     }
     kernels_->residual_projection_norm(attention_.view({1, H * D}), o.w.o, o.w.o_b, o.w.post_norm);
@@ -438,7 +466,12 @@ void StaticDecodeStep::enqueue_step() {
     kernels_->residual_projection_norm(activation, o.w.down, o.w.down_b,
                                        l + 1 < layers_.size() ? layers_[l + 1].w.input_norm : final_norm_);
   }
-  at::mm_out(logits_, h_, lm_head_t_);
+  if (wide_) {
+    at::mm_out(logits_compute_, h_, lm_head_t_);  // in the compute dtype, then widened, as the decoder's
+    logits_.copy_(logits_compute_);
+  } else {
+    at::mm_out(logits_, h_, lm_head_t_);
+  }
   // Greedy: the next token, recorded at this step's index; then the position and the counter move.
   at::argmax_out(token_, logits_, 1, /*keepdim=*/false);
   ids_.index_copy_(0, step_, token_);
@@ -481,6 +514,13 @@ void StaticDecodeStep::make_pages(LayerOps& o, std::int64_t count) {
   const ClusteredConfig& c = o.config.clustered;
   const std::int64_t KV = plan_.shape.kv_heads, D = plan_.shape.head_dim, L = c.page_size, n = count * L;
   if (o.pages + count > o.summary_keys.size(1)) fail("static step", "more pages than planned");
+  // Summaries are fp32: a 16-bit step sums the page's keys and values widened.
+  const at::Tensor& keys = wide_ ? keys32_ : o.k_cache;
+  const at::Tensor& values = wide_ ? values32_ : o.v_cache;
+  if (wide_) {
+    keys32_.narrow(1, o.paged_end, n).copy_(o.k_cache.narrow(1, o.paged_end, n));
+    values32_.narrow(1, o.paged_end, n).copy_(o.v_cache.narrow(1, o.paged_end, n));
+  }
   for (std::int64_t g = 0; g < KV; ++g) {
     const at::Tensor weights = o.spread[g].narrow(0, o.paged_end, n).view({count, L});
     if (c.compressor == Compressor::kAttentionWeighted) {
@@ -493,12 +533,12 @@ void StaticDecodeStep::make_pages(LayerOps& o, std::int64_t count) {
     }
     const at::Tensor w3 = weights.view({count, 1, L});
     at::bmm_out(out_arg(o.summary_keys[g].narrow(0, o.pages, count).view({count, 1, D})), w3,
-                page_rows(o.k_cache[g], o.paged_end, count, L, D));
+                page_rows(keys[g], o.paged_end, count, L, D));
     if (c.zero_v) {
       o.summary_values[g].narrow(0, o.pages, count).zero_();
     } else {
       at::bmm_out(out_arg(o.summary_values[g].narrow(0, o.pages, count).view({count, 1, D})), w3,
-                  page_rows(o.v_cache[g], o.paged_end, count, L, D));
+                  page_rows(values[g], o.paged_end, count, L, D));
     }
     if (c.bias == SummaryBias::kFixed)
       o.summary_bias[g].narrow(0, o.pages, count).fill_(std::log(static_cast<double>(L)));

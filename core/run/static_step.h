@@ -53,8 +53,8 @@ using StepKernelsFactory = std::function<std::unique_ptr<StepKernels>(const Step
 
 class StaticDecodeStep {
  public:
-  // Reserves the plan's buffers for `decoder`'s model (fp32 weights held as tensors: not GGUF
-  // blocks only) and `layers` (its LuKA layer configs, or empty for plain attention), and makes
+  // Reserves the plan's buffers for `decoder`'s model (fp32, bf16 or fp16 weights held as
+  // tensors: not GGUF blocks only; a 16-bit step attends in fp32, as the decoder does) and `layers` (its LuKA layer configs, or empty for plain attention), and makes
   // its per-layer ops with `kernels` (empty: the ATen ops, on CPU tensors only). Throws
   // luka::Error naming what the step cannot run.
   StaticDecodeStep(const Decoder& decoder, const RunLength& run, const std::vector<LayerConfig>& layers = {},
@@ -128,6 +128,10 @@ class StaticDecodeStep {
   at::Tensor token_, position_, step_, ids_, key_positions_, mask_, x_, h_, q_, scores_, probabilities_, attention_,
       logits_, group_sum_, page_weights_;
   at::Tensor embed_, final_norm_, lm_head_t_;
+  // A 16-bit step: the logits in the compute dtype, and the fp32 query, keys, values and output
+  // its attention runs on (plan "q_f32", "keys_f32", "values_f32", "attention_f32").
+  bool wide_ = false;
+  at::Tensor logits_compute_, q32_, keys32_, values32_, attention32_;
   double scale_ = 1;
   // Views of the plan's "constants": [1] fp32 each, and the int64 1.
   at::Tensor scale_t_, group_n_t_, one_;

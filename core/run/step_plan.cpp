@@ -171,7 +171,16 @@ StepPlan plan_step(const ModelShape& m, const RunLength& run, const std::vector<
   // advances the position and the step counter.
   add("constants", -1, {5}, ElemKind::kF32);
   add("one", -1, {1}, ElemKind::kI64);
-  if (m.dtype_bytes != 4) add("logits_compute", -1, {1, m.vocab}, ElemKind::kCompute);
+  if (m.dtype_bytes != 4) {
+    add("logits_compute", -1, {1, m.vocab}, ElemKind::kCompute);
+    // A 16-bit step attends in fp32, as the decoder's attention does (products summed in fp32,
+    // fp32 probabilities): the query, the layer's keys and values widened, and the output before
+    // it is rounded to the compute dtype. One set, shared by the layers in turn.
+    add("q_f32", -1, {H, D}, ElemKind::kF32);
+    add("keys_f32", -1, {KV, T, D}, ElemKind::kF32);
+    add("values_f32", -1, {KV, T, D}, ElemKind::kF32);
+    add("attention_f32", -1, {H, D}, ElemKind::kF32);
+  }
 
   // [SECTION] per layer: the KV cache, then the LuKA state
   p.prefill_pages.assign(static_cast<std::size_t>(m.layers), 0);
