@@ -1,5 +1,7 @@
 #include "core/run/graphed_step.h"
 
+#include <algorithm>
+
 #include "core/util/error.h"
 
 namespace luka {
@@ -16,15 +18,20 @@ const char* to_string(StepIssue issue) {
   return "?";
 }
 
-GraphSchedule::GraphSchedule(int warmup) : warmup_(warmup) {
+GraphSchedule::GraphSchedule(int warmup, int max_variants) : warmup_(warmup), max_variants_(max_variants) {
   if (warmup < 0) fail("graph schedule", "the warm-up is a number of steps, at least 0");
+  if (max_variants < 1) fail("graph schedule", "at least one variant is recorded");
 }
 
-StepIssue GraphSchedule::next() {
+StepIssue GraphSchedule::next(const std::vector<std::int64_t>& variant) {
   ++steps_;
   if (steps_ <= warmup_) return StepIssue::kEager;
-  if (!recorded_) {
-    recorded_ = true;
+  if (std::find(recorded_.begin(), recorded_.end(), variant) == recorded_.end()) {
+    if (static_cast<int>(recorded_.size()) >= max_variants_) {
+      ++eager_;
+      return StepIssue::kEager;
+    }
+    recorded_.push_back(variant);
     ++records_;
     return StepIssue::kRecord;
   }
@@ -32,6 +39,10 @@ StepIssue GraphSchedule::next() {
   return StepIssue::kReplay;
 }
 
-void GraphSchedule::invalidate() { recorded_ = false; }
+void GraphSchedule::invalidate() { recorded_.clear(); }
+
+bool GraphSchedule::recorded(const std::vector<std::int64_t>& variant) const {
+  return std::find(recorded_.begin(), recorded_.end(), variant) != recorded_.end();
+}
 
 }  // namespace luka

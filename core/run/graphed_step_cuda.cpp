@@ -7,6 +7,7 @@
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 
@@ -35,20 +36,23 @@ class GraphedStepEngine final : public DecodeEngine {
 
   std::int32_t step() override {
     step_->check_next_step();
-    switch (schedule_.next()) {
+    const std::vector<std::int64_t> due = step_->pages_due();
+    const bool pages = std::any_of(due.begin(), due.end(), [](std::int64_t n) { return n > 0; });
+    switch (schedule_.next(due)) {
       case StepIssue::kEager:
         step_->enqueue_step();
+        if (pages) step_->enqueue_pages();
         ++eager_;
         break;
       case StepIssue::kRecord:
-        record();
-        replay();
+        record(due, pages);
+        replay(due);
         break;
       case StepIssue::kReplay:
-        replay();
+        replay(due);
         break;
     }
-    step_->end_step();
+    step_->end_step(/*pages_enqueued=*/true);
     return step_->token();
   }
 
@@ -64,7 +68,7 @@ class GraphedStepEngine final : public DecodeEngine {
     const StepChange kind = step_change(step_->plan(), layers);
     c.kind = to_string(kind);
     if (kind != StepChange::kNone) {
-      graph_.reset();  // before the buffers it recorded may go
+      graphs_.clear();  // before the buffers they recorded may go
       step_ = std::make_unique<StaticDecodeStep>(decoder_, *step_, layers, kernels());
       refuse_eager_layers();
       schedule_.invalidate();
@@ -75,12 +79,17 @@ class GraphedStepEngine final : public DecodeEngine {
   }
 
   std::string describe() const override {
-    char line[256];
+    char line[320];
     std::snprintf(line, sizeof line,
                   "CUDA graph: %lld kernel nodes (%lld nodes in all), recorded in %.3f s; %lld replays, %lld eager steps",
                   static_cast<long long>(nodes_.kernels), static_cast<long long>(nodes_.total), record_seconds_,
                   static_cast<long long>(schedule_.replays() + schedule_.records()), static_cast<long long>(eager_));
     std::string s = line;
+    if (page_nodes_.total > 0) {
+      std::snprintf(line, sizeof line, "; the page variant %lld kernel nodes; %lld recordings",
+                    static_cast<long long>(page_nodes_.kernels), static_cast<long long>(schedule_.records()));
+      s += line;
+    }
     if (!changes_.empty()) s += "; config changes: " + describe_changes(changes_);
     return s;
   }
@@ -97,44 +106,53 @@ class GraphedStepEngine final : public DecodeEngine {
                         "records such a step (run without --graph)");
   }
 
-  void record() {
+  // Records the step (with its page work when `pages`) as the graph of variant `due`.
+  void record(const std::vector<std::int64_t>& due, bool pages) {
     // The work so far done before the capture begins; the capture on a side stream of the pool.
     at::cuda::device_synchronize();
     const auto t0 = std::chrono::steady_clock::now();
-    graph_ = std::make_unique<at::cuda::CUDAGraph>(/*keep_graph=*/true);
+    auto graph = std::make_unique<at::cuda::CUDAGraph>(/*keep_graph=*/true);
     const c10::cuda::CUDAStream side = c10::cuda::getStreamFromPool();
     try {
       c10::cuda::CUDAStreamGuard guard(side);
-      graph_->capture_begin();
+      graph->capture_begin();
       step_->enqueue_step();
-      graph_->capture_end();
-      nodes_ = cuda::count_nodes(graph_->raw_cuda_graph());
-      graph_->instantiate();
+      if (pages) step_->enqueue_pages();
+      graph->capture_end();
+      const cuda::GraphNodes nodes = cuda::count_nodes(graph->raw_cuda_graph());
+      (pages ? page_nodes_ : nodes_) = nodes;
+      graph->instantiate();
     } catch (const c10::Error& e) {
-      graph_.reset();
       fail("graph", std::string("recording the decode step failed: ") + e.what_without_backtrace());
     }
-    record_seconds_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    record_seconds_ += seconds;
     // A recording after a config change is that change's cost too.
-    if (!changes_.empty() && changes_.back().record_seconds < 0 && changes_.back().kind != "none")
-      changes_.back().record_seconds = record_seconds_;
+    if (!changes_.empty() && changes_.back().kind != "none")
+      changes_.back().record_seconds = std::max(changes_.back().record_seconds, 0.0) + seconds;
+    graphs_.emplace_back(due, std::move(graph));
   }
 
-  void replay() {
-    try {
-      graph_->replay();
-    } catch (const c10::Error& e) {
-      fail("graph", std::string("replaying the decode step failed: ") + e.what_without_backtrace());
+  void replay(const std::vector<std::int64_t>& due) {
+    for (auto& [variant, graph] : graphs_) {
+      if (variant != due) continue;
+      try {
+        graph->replay();
+      } catch (const c10::Error& e) {
+        fail("graph", std::string("replaying the decode step failed: ") + e.what_without_backtrace());
+      }
+      return;
     }
+    fail("graph", "no recorded graph for this step's variant");
   }
 
   const Decoder& decoder_;
   std::unique_ptr<StaticDecodeStep> step_;
   GraphSchedule schedule_;
   std::vector<EngineChange> changes_;
-  std::unique_ptr<at::cuda::CUDAGraph> graph_;
-  cuda::GraphNodes nodes_;
-  double record_seconds_ = 0;
+  std::vector<std::pair<std::vector<std::int64_t>, std::unique_ptr<at::cuda::CUDAGraph>>> graphs_;  // by variant
+  cuda::GraphNodes nodes_, page_nodes_;  // the plain step's and the last page variant's
+  double record_seconds_ = 0;  // every recording so far
   std::int64_t eager_ = 0;
 };
 

@@ -26,7 +26,7 @@ class StaticDecodeStep;
 
 // Why the static step cannot run a LuKA layer of this config itself ("" when it can): dense mode
 // (static_step.cpp) and the lined, clustered and Kascade modes below run in it; the step checks
-// the page configs (static_step.cpp's make_pages).
+// the page configs (static_step.cpp's enqueue_layer_pages).
 std::string static_luka_reason(const LayerConfig& config);
 
 // Fills the selection's constant buffers (0..S-1, 2^31-1 minus it, 2^32), which every lined and

@@ -58,6 +58,7 @@ struct StaticDecodeStep::LayerOps {
   LayerConfig config;
   at::Tensor importance, h2o, spread, summary_keys, summary_values, summary_bias;
   at::Tensor constants;  // [decay, tau] fp32
+  at::Tensor page_state, page_advance;  // [pages, paged_end] on the device; row c: what c pages add
   std::int64_t pages = 0, paged_end = 0;
   // Lined, clustered and Kascade layers: their mode's ops (static_luka.h) and what they read and write.
   std::shared_ptr<StaticLined> lined;
@@ -122,7 +123,7 @@ void StaticDecodeStep::continue_from(const StaticDecodeStep& from) {
     if (!o.luka || !f.luka) fail("static step", "layer " + std::to_string(l) + " has no LuKA state to continue");
     o.pages = f.pages;
     o.paged_end = f.paged_end;
-    if (o.clustered) o.clustered->set_pages(o.pages, o.paged_end);
+    set_page_state(o);
   }
   host_position_ = from.host_position_;
   host_step_ = from.host_step_;
@@ -167,7 +168,17 @@ StaticDecodeStep::StaticDecodeStep(const Decoder& decoder, const RunLength& run,
   logits_ = get("logits");
   if (plan_.luka) {
     group_sum_ = get("group_sum");
+    page_index_ = get("page_index");
+    page_slots_ = get("page_slots");
+    page_counting_ = get("page_counting");
+    page_counting_.copy_(at::arange(page_counting_.size(0), at::TensorOptions().dtype(at::kLong)));
+    page_importance_ = get("page_importance");
+    page_logits_ = get("page_logits");
     page_weights_ = get("page_weights");
+    page_keys_ = get("page_keys");
+    page_values_ = get("page_values");
+    page_summary_ = get("page_summary");
+    page_bias_ = get("page_bias");
   }
   wide_ = dt != at::kFloat;
   if (wide_) {
@@ -276,6 +287,15 @@ StaticDecodeStep::StaticDecodeStep(const Decoder& decoder, const RunLength& run,
       o.summary_keys = buffer("summary_keys", l);
       o.summary_values = buffer("summary_values", l);
       o.summary_bias = buffer("summary_bias", l);
+      o.page_state = buffer("page_state", l);
+      o.page_advance = buffer("page_advance", l);
+      const std::int64_t L = o.config.clustered.page_size;
+      at::Tensor advance = at::empty({o.page_advance.size(0), 2}, at::kLong);
+      for (std::int64_t c = 0; c < advance.size(0); ++c) {
+        advance[c][0] = c;
+        advance[c][1] = c * L;
+      }
+      o.page_advance.copy_(advance);
       // A 16-bit step's modes read the fp32 query, keys and values and write the fp32 output.
       o.mode_step = StaticLayerStep{wide_ ? q32_ : q_,
                                     wide_ ? keys32_ : o.k_cache,
@@ -371,7 +391,7 @@ void StaticDecodeStep::start(Decoder& decoder, const std::vector<std::int32_t>& 
       o.summary_values.narrow(1, 0, o.pages).copy_(state.summary_values);
       o.summary_bias.narrow(1, 0, o.pages).copy_(state.summary_bias);
     }
-    if (o.clustered) o.clustered->set_pages(o.pages, o.paged_end);
+    set_page_state(o);
   }
   token_.fill_(first_token);
   position_.fill_(n);
@@ -479,17 +499,20 @@ void StaticDecodeStep::enqueue_step() {
   position_.add_(one_);
 }
 
-void StaticDecodeStep::end_step() {
+void StaticDecodeStep::end_step(bool pages_enqueued) {
   c10::InferenceMode guard;
+  // The page variant: the layers whose schedule makes pages after this step (known on the host
+  // from the plan), made here unless the caller enqueued them with the step (a recorded variant).
+  const std::vector<std::int64_t> due = pages_due();
   ++host_step_;
   ++host_position_;
-  // The page variant: the layers whose schedule makes pages after this step (known on the host
-  // from the plan; a GPU run replays the other recorded graph).
   for (std::size_t l = 0; l < layers_.size(); ++l) {
+    if (due[l] == 0) continue;
     LayerOps& o = layers_[l];
-    if (!o.luka) continue;
-    const std::int64_t count = plan_.page_counts[l][static_cast<std::size_t>(host_step_ - 1)];
-    if (count > 0) make_pages(o, count);
+    if (!pages_enqueued) enqueue_layer_pages(o, due[l]);
+    o.pages += due[l];
+    o.paged_end += due[l] * o.config.clustered.page_size;
+    if (o.pages > o.summary_keys.size(1)) fail("static step", "more pages than planned");
   }
 }
 
@@ -506,48 +529,85 @@ void StaticDecodeStep::accumulate(LayerOps& o) {
   o.importance.add_(group_sum_);
 }
 
+std::vector<std::int64_t> StaticDecodeStep::pages_due() const {
+  std::vector<std::int64_t> due(layers_.size(), 0);
+  if (host_step_ >= plan_.run.max_new_tokens) return due;
+  for (std::size_t l = 0; l < layers_.size(); ++l)
+    if (layers_[l].luka) due[l] = plan_.page_counts[l][static_cast<std::size_t>(host_step_)];
+  return due;
+}
+
+void StaticDecodeStep::enqueue_pages() {
+  c10::InferenceMode guard;
+  const std::vector<std::int64_t> due = pages_due();
+  for (std::size_t l = 0; l < layers_.size(); ++l)
+    if (due[l] > 0) enqueue_layer_pages(layers_[l], due[l]);
+}
+
 // `count` fixed pages of page_size from the layer's paged end, as core/luka makes them: per KV
 // head the compressor's weights π over each page's tokens (softmax(importance / τ), or uniform),
 // the summary key and value Σ π·k, Σ π·v, the bias (0, log page_size or adaptive: static_luka.h)
-// and π as the spread.
-void StaticDecodeStep::make_pages(LayerOps& o, std::int64_t count) {
+// and π as the spread. The offsets are read on the device (the layer's page_state: the pages'
+// positions and slots gathered, the results scattered), so the same work records into a graph
+// whatever the step; page_state then advances by the plan's row for `count`.
+void StaticDecodeStep::enqueue_layer_pages(LayerOps& o, std::int64_t count) {
   const ClusteredConfig& c = o.config.clustered;
   const std::int64_t KV = plan_.shape.kv_heads, D = plan_.shape.head_dim, L = c.page_size, n = count * L;
-  if (o.pages + count > o.summary_keys.size(1)) fail("static step", "more pages than planned");
-  // Summaries are fp32: a 16-bit step sums the page's keys and values widened.
-  const at::Tensor& keys = wide_ ? keys32_ : o.k_cache;
-  const at::Tensor& values = wide_ ? values32_ : o.v_cache;
-  if (wide_) {
-    keys32_.narrow(1, o.paged_end, n).copy_(o.k_cache.narrow(1, o.paged_end, n));
-    values32_.narrow(1, o.paged_end, n).copy_(o.v_cache.narrow(1, o.paged_end, n));
+  // The front of a scratch buffer as a contiguous [rows, cols] (or [rows, cols, D]).
+  const auto front = [](const at::Tensor& t, std::int64_t rows, std::int64_t cols, std::int64_t depth = 1) {
+    const at::Tensor flat = t.view(-1).narrow(0, 0, rows * cols * depth);
+    return depth == 1 ? flat.view({rows, cols}) : flat.view({rows, cols, depth});
+  };
+  const at::Tensor index = page_index_.narrow(0, 0, n), slots = page_slots_.narrow(0, 0, count);
+  at::add_out(out_arg(index), page_counting_.narrow(0, 0, n), o.page_state.narrow(0, 1, 1));  // paged_end + i
+  at::add_out(out_arg(slots), page_counting_.narrow(0, 0, count), o.page_state.narrow(0, 0, 1));  // pages + j
+  const at::Tensor importance = front(page_importance_, KV, n), weights = front(page_weights_, KV, n);
+  at::index_select_out(out_arg(importance), o.importance, 1, index);
+  if (c.compressor == Compressor::kAttentionWeighted) {
+    const at::Tensor logits = front(page_logits_, KV, n);
+    at::div_out(out_arg(logits), importance, o.constants.narrow(0, 1, 1));
+    at::_softmax_out(out_arg(weights.view({KV * count, L})), logits.view({KV * count, L}), 1, /*half_to_float=*/false);
+  } else {
+    weights.fill_(1.0 / static_cast<double>(L));
   }
-  for (std::int64_t g = 0; g < KV; ++g) {
-    const at::Tensor weights = o.spread[g].narrow(0, o.paged_end, n).view({count, L});
-    if (c.compressor == Compressor::kAttentionWeighted) {
-      const at::Tensor logits = page_weights_.narrow(0, 0, n).view({count, L});
-      logits.copy_(o.importance[g].narrow(0, o.paged_end, n).view({count, L}));
-      logits.div_(o.constants.narrow(0, 1, 1));
-      at::_softmax_out(out_arg(weights), logits, 1, /*half_to_float=*/false);
-    } else {
-      weights.fill_(1.0 / static_cast<double>(L));
-    }
-    const at::Tensor w3 = weights.view({count, 1, L});
-    at::bmm_out(out_arg(o.summary_keys[g].narrow(0, o.pages, count).view({count, 1, D})), w3,
-                page_rows(keys[g], o.paged_end, count, L, D));
-    if (c.zero_v) {
-      o.summary_values[g].narrow(0, o.pages, count).zero_();
-    } else {
-      at::bmm_out(out_arg(o.summary_values[g].narrow(0, o.pages, count).view({count, 1, D})), w3,
-                  page_rows(values[g], o.paged_end, count, L, D));
-    }
-    if (c.bias == SummaryBias::kFixed)
-      o.summary_bias[g].narrow(0, o.pages, count).fill_(std::log(static_cast<double>(L)));
+  o.spread.index_copy_(1, index, weights);
+  // The pages' keys and values (widened to fp32 in a 16-bit step: summaries are fp32), then per
+  // KV head Σ π·k and Σ π·v of each page.
+  const auto rows = [&](const at::Tensor& cache, const at::Tensor& gathered, const at::Tensor& wide) {
+    at::index_select_out(out_arg(gathered), cache, 1, index);
+    if (!wide_) return gathered;
+    wide.copy_(gathered);
+    return wide;
+  };
+  const at::Tensor summary = front(page_summary_, KV, count, D);
+  const auto summarize = [&](const at::Tensor& page_rows_of, const at::Tensor& into) {
+    for (std::int64_t g = 0; g < KV; ++g)
+      at::bmm_out(out_arg(summary[g].view({count, 1, D})), weights[g].view({count, 1, L}),
+                  page_rows_of[g].view({count, L, D}));
+    into.index_copy_(1, slots, summary);
+  };
+  summarize(rows(o.k_cache, front(page_keys_, KV, n, D), wide_ ? front(keys32_, KV, n, D) : at::Tensor()),
+            o.summary_keys);
+  if (c.zero_v) {
+    o.summary_values.index_fill_(1, slots, 0.0);
+  } else {
+    summarize(rows(o.v_cache, front(page_values_, KV, n, D), wide_ ? front(values32_, KV, n, D) : at::Tensor()),
+              o.summary_values);
   }
-  if (c.bias == SummaryBias::kAdaptive)
-    adaptive_page_bias(c, o.importance.narrow(1, o.paged_end, n), o.spread.narrow(1, o.paged_end, n),
-                       o.summary_bias.narrow(1, o.pages, count), buffer("page_scratch"));
-  o.pages += count;
-  o.paged_end += n;
+  if (c.bias == SummaryBias::kAdaptive) {
+    const at::Tensor bias = front(page_bias_, KV, count);
+    adaptive_page_bias(c, importance, weights, bias, buffer("page_scratch"));
+    o.summary_bias.index_copy_(1, slots, bias);
+  } else {
+    o.summary_bias.index_fill_(1, slots, c.bias == SummaryBias::kFixed ? std::log(static_cast<double>(L)) : 0.0);
+  }
+  o.page_state.add_(o.page_advance[count]);
+}
+
+// Where a layer's pages stand, from the host's count (outside any recorded step).
+void StaticDecodeStep::set_page_state(LayerOps& o) {
+  if (o.pages > o.summary_keys.size(1)) fail("static step", "more pages than planned");
+  o.page_state.copy_(at::tensor({o.pages, o.paged_end}, at::kLong));
   if (o.clustered) o.clustered->set_pages(o.pages, o.paged_end);
 }
 

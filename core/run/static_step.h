@@ -13,9 +13,9 @@
 // keys, the cover as a mask over every reserved key and page, the lined budget and the Kascade k
 // per step from tables the step counter indexes, the page count and paged end as device scalars):
 // their accumulators (importance, h2o_score) are updated from the step's effective rows, and after
-// the steps the plan's schedule names, their pages are made (the page variant). So plain, dense,
-// lined, clustered, mixed and Kascade runs allocate nothing after the first step. Any other layer
-// (press, quest, the clustered rule top_p, or a config whose pages the step cannot make: the
+// the steps the plan's schedule names, their pages are made at offsets read on the device (the
+// page variant). So plain, dense, lined, clustered, mixed and Kascade runs allocate nothing after
+// the first step. Any other layer (press, quest, or a config whose pages the step cannot make: the
 // delimiter segmenter, gsc or random compressors, DAR, the dense shadow) runs through its own
 // LayerAttention on views of the reserved cache, as Decoder::decode runs it: the same results, but
 // that layer's code allocates and needs the length on the host (kept beside the device scalars).
@@ -88,10 +88,16 @@ class StaticDecodeStep {
   // graph: core/run/graphed_step.h): check_next_step() throws as step() would; enqueue_step() is
   // the step's device work alone (what is recorded; it reads nothing from the host, so a step with
   // eager layers, which read the ids there, is not recorded); end_step() advances the host's
-  // counters and makes the pages due after the step (eagerly: their offsets move).
+  // counters and makes the pages due after the step, unless they were enqueued with it.
   void check_next_step() const;
   void enqueue_step();
-  void end_step();
+  void end_step(bool pages_enqueued = false);
+  // The pages each layer makes after the next step (the plan's count; 0 for most steps and for
+  // layers without LuKA state): the variant that step replays. enqueue_pages() is that page work
+  // alone, on the device, at offsets it reads there (so it records with the step: a caller that
+  // enqueued it says so to end_step).
+  std::vector<std::int64_t> pages_due() const;
+  void enqueue_pages();
   // The token the last step chose (read from the device).
   std::int32_t token() const;
 
@@ -118,7 +124,8 @@ class StaticDecodeStep {
   at::Tensor reusable(const StepBuffer& b, at::ScalarType type) const;
   void continue_from(const StaticDecodeStep& from);
   void accumulate(LayerOps& o);
-  void make_pages(LayerOps& o, std::int64_t count);
+  void enqueue_layer_pages(LayerOps& o, std::int64_t count);
+  void set_page_state(LayerOps& o);
 
   StepPlan plan_;
   std::vector<at::Tensor> tensors_;  // one per plan_.buffers entry, in its order
@@ -126,7 +133,8 @@ class StaticDecodeStep {
   StepTensors seam_;  // views of the reserved buffers the per-layer ops read and write
   std::unique_ptr<StepKernels> kernels_;
   at::Tensor token_, position_, step_, ids_, key_positions_, mask_, x_, h_, q_, scores_, probabilities_, attention_,
-      logits_, group_sum_, page_weights_;
+      logits_, group_sum_, page_index_, page_slots_, page_counting_, page_importance_, page_logits_, page_weights_,
+      page_keys_, page_values_, page_summary_, page_bias_;
   at::Tensor embed_, final_norm_, lm_head_t_;
   // A 16-bit step: the logits in the compute dtype, and the fp32 query, keys, values and output
   // its attention runs on (plan "q_f32", "keys_f32", "values_f32", "attention_f32").

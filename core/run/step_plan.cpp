@@ -215,6 +215,13 @@ StepPlan plan_step(const ModelShape& m, const RunLength& run, const std::vector<
     add("summary_values", l, {KV, P, D}, ElemKind::kF32);
     add("summary_bias", l, {KV, P}, ElemKind::kF32);
     add("page_start", l, {P + 1}, ElemKind::kI32);
+    // Where the layer's pages stand on the device (the pages made, the paged end), and what making
+    // c pages adds to it (row c: c, c·page_size), so a recorded step makes pages at offsets it
+    // reads on the device.
+    add("page_state", l, {2}, ElemKind::kI64);
+    const auto& counts = p.page_counts[static_cast<std::size_t>(l)];
+    const std::int64_t most_at_once = counts.empty() ? 0 : *std::max_element(counts.begin(), counts.end());
+    add("page_advance", l, {std::max<std::int64_t>(most_at_once, 1) + 1, 2}, ElemKind::kI64);
     if (c.mode == AttentionMode::kLined) {
       // The largest heavy-hitter set of any step of the run (the budget is not monotone in T
       // once the window is a fraction of it).
@@ -243,10 +250,9 @@ StepPlan plan_step(const ModelShape& m, const RunLength& run, const std::vector<
       // The cover's logits and softmax (summaries then raw tokens) and each head's refined pages.
       add("cover", l, {H, P + T}, ElemKind::kF32);
       add("refined", l, {H, P}, ElemKind::kI64);
-      // The step's masks and weights over the pages (core/run/static_clustered): the pages made and
-      // the paged end on the device, each key's page, α, the refined pages per head, the weights of
-      // the summaries, and the top-k pages with their keys.
-      add("page_state", l, {2}, ElemKind::kI64);
+      // The step's masks and weights over the pages (core/run/static_clustered): each key's page,
+      // α, the refined pages per head, the weights of the summaries, and the top-k pages with their
+      // keys (the pages made and the paged end are the layer's page_state).
       add("page_of_key", l, {T}, ElemKind::kI64);
       add("cover_alpha", l, {H, P + T}, ElemKind::kF32);
       add("refined_pages", l, {H, P}, ElemKind::kBool);
@@ -278,7 +284,22 @@ StepPlan plan_step(const ModelShape& m, const RunLength& run, const std::vector<
     for (int l = 0; l < m.layers; ++l)
       for (const std::int64_t n : p.page_counts[static_cast<std::size_t>(l)])
         most = std::max(most, n * layers[static_cast<std::size_t>(l)].clustered.page_size);
-    add("page_weights", -1, {most}, ElemKind::kF32);
+    // Page creation at device offsets (static_step.cpp's enqueue_pages), for every KV head at
+    // once: the pages' positions and slots, 0 .. most-1, the importance, compressor logits and
+    // weights π over their tokens, their keys and values, and the summaries and biases made.
+    std::int64_t slots = 1;
+    for (const auto& counts : p.page_counts)
+      for (const std::int64_t n : counts) slots = std::max(slots, n);
+    add("page_index", -1, {most}, ElemKind::kI64);
+    add("page_slots", -1, {slots}, ElemKind::kI64);
+    add("page_counting", -1, {most}, ElemKind::kI64);
+    add("page_importance", -1, {KV, most}, ElemKind::kF32);
+    add("page_logits", -1, {KV, most}, ElemKind::kF32);
+    add("page_weights", -1, {KV, most}, ElemKind::kF32);
+    add("page_keys", -1, {KV, most, D}, ElemKind::kCompute);
+    add("page_values", -1, {KV, most, D}, ElemKind::kCompute);
+    add("page_summary", -1, {KV, slots, D}, ElemKind::kF32);
+    add("page_bias", -1, {KV, slots}, ElemKind::kF32);
     const bool adaptive = std::any_of(layers.begin(), layers.end(),
                                       [](const LayerConfig& c) { return c.clustered.bias == SummaryBias::kAdaptive; });
     if (adaptive) add("page_scratch", -1, {5, most}, ElemKind::kF32);  // the adaptive bias's entropies

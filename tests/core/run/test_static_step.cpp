@@ -129,9 +129,11 @@ Outcome reference(const std::optional<LukaConfig>& config, int layers) {
 
 // Runs the static step; `check` sees it after the last step.
 // `kernels`: the per-layer ops (empty: the ATen ops).
+// `recorded`: each step issued as the graph engine records it (the step's device work, then the
+// page work due after it, then the host's counters) instead of step().
 Outcome static_run(const std::optional<LukaConfig>& config, int layers,
                    const std::function<void(const StaticDecodeStep&)>& check = nullptr,
-                   const StepKernelsFactory& kernels = {}) {
+                   const StepKernelsFactory& kernels = {}, bool recorded = false) {
   Decoder d(model(layers));
   if (config) install_luka(d, *config);
   const std::vector<std::int32_t> prompt = prompt_ids();
@@ -143,14 +145,21 @@ Outcome static_run(const std::optional<LukaConfig>& config, int layers,
   Outcome r;
   r.eager = step.eager_layers();
   r.logits = at::empty({kSteps, test::kRandomQwen3Vocab}, at::kFloat);
+  const auto one_step = [&] {
+    if (!recorded) return step.step();
+    step.check_next_step();
+    step.enqueue_step();
+    step.enqueue_pages();
+    step.end_step(/*pages_enqueued=*/true);
+  };
   for (std::int64_t i = 0; i < kWarmup; ++i) {
-    step.step();
+    one_step();
     r.logits[i].copy_(step.logits());
   }
   {
     CountAllocations counter;
     for (std::int64_t i = kWarmup; i < kSteps; ++i) {
-      step.step();
+      one_step();
       r.logits.select(0, i).copy_(step.logits());
     }
     r.allocations = counter.count();
@@ -490,6 +499,26 @@ TEST(GraphSchedule, WarmsUpRecordsOnceAndReplaysUntilInvalidated) {
   GraphSchedule none(0);
   EXPECT_EQ(none.next(), StepIssue::kRecord);
   EXPECT_THROW(GraphSchedule(-1), Error);
+  EXPECT_THROW(GraphSchedule(2, 0), Error);
+}
+
+// A step after which pages are made is a variant of its own (the pages per layer): recorded the
+// first time it comes, replayed after; a third variant past max_variants runs eagerly; a change
+// records every variant again.
+TEST(GraphSchedule, RecordsEachPageVariantOnceAndKeepsAtMostMaxVariants) {
+  GraphSchedule s(1, 2);
+  const std::vector<std::int64_t> plain{0, 0}, pages{1, 1}, other{2, 0};
+  std::vector<std::string> issued;
+  for (const auto* v : {&plain, &plain, &pages, &plain, &pages, &other, &other})
+    issued.push_back(to_string(s.next(*v)));
+  EXPECT_EQ(issued, (std::vector<std::string>{"eager", "record", "record", "replay", "replay", "eager", "eager"}));
+  EXPECT_TRUE(s.recorded(pages));
+  EXPECT_FALSE(s.recorded(other));
+  EXPECT_EQ(s.eager_past_warmup(), 2);
+  s.invalidate();
+  EXPECT_EQ(s.next(pages), StepIssue::kRecord);
+  EXPECT_EQ(s.next(plain), StepIssue::kRecord);
+  EXPECT_EQ(s.records(), 4);
 }
 
 // The counter itself sees an allocation: a test that counts nothing would prove nothing.
@@ -556,6 +585,22 @@ INSTANTIATE_TEST_SUITE_P(
         if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
       return s;
     });
+
+// The step issued as the graph engine records it: the page work due after a step enqueued with
+// it, at offsets read on the device (so one recorded page variant serves every page step), then
+// the host's counters: the decoder's ids, logits and LuKA state, no allocation after warm-up.
+TEST(StaticDecodeStep, PagesEnqueuedWithTheStepGiveTheDecodersStateAndAllocateNothing) {
+  for (const char* name : {"clustered", "mixed(1,1)"}) {
+    SCOPED_TRACE(name);
+    LukaConfig config = preset(name);
+    config.apply_override("bias=adaptive");
+    const Outcome want = reference(config, layers_for(name));
+    const Outcome got = static_run(config, layers_for(name), [&](const StaticDecodeStep& step) { expect_state(step, want); },
+                                   {}, /*recorded=*/true);
+    expect_parity(want, got);
+    EXPECT_EQ(got.allocations, 0);
+  }
+}
 
 // Plain attention, and LuKA layers of every mode the step runs (lined and clustered side by side,
 // Kascade anchors): every buffer of the plan, of its shape, and nothing else.
