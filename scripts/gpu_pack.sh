@@ -25,7 +25,7 @@ export CCACHE_BASEDIR="$PWD"  # share objects with build/ where the flags agree
 cmake -S . -B build-gpu "${generator[@]}" -DCMAKE_BUILD_TYPE=Release -DLUKA_APP=ON -DLUKA_GUI=OFF -DLUKA_CUDA=ON \
   -DCMAKE_CUDA_ARCHITECTURES="$arch" -DTorch_DIR="$torch_prefix/Torch" >/dev/null
 targets=(luka luka_cuda_plugin test_device test_device_gpu test_run_controller test_cuda_device test_cuda_decode_attention test_cuda_luka_decode test_cuda_luka_v2
-         test_cuda_model test_cuda_graph test_cuda_fused test_step_kernels_cuda test_graphed_step_cuda
+         test_cuda_model test_cuda_graph test_cuda_fused test_step_kernels_cuda test_graphed_step_cuda test_tiled_prefill_cuda
          bench_cuda_decode bench_cuda_model bench_capture_steps)
 cmake --build build-gpu -j"$(nproc)" --target "${targets[@]}"
 
@@ -35,6 +35,7 @@ cp build-gpu/luka build-gpu/libluka_cuda.so .gpubin/bin/
 cp build-gpu/tests/core/device/test_device build-gpu/tests/core/device/test_device_gpu build-gpu/tests/studio/test_run_controller .gpubin/tests/
 cp build-gpu/tests/kernels/cuda/test_cuda_{device,decode_attention,luka_decode,luka_v2,model,graph,fused} .gpubin/tests/
 cp build-gpu/tests/core/run/test_step_kernels_cuda build-gpu/tests/core/run/test_graphed_step_cuda .gpubin/tests/
+cp build-gpu/tests/core/luka/test_tiled_prefill_cuda .gpubin/tests/
 cp build-gpu/bench/bench_cuda_{decode,model} build-gpu/bench/bench_capture_steps .gpubin/bench/
 strip --strip-unneeded .gpubin/bin/* .gpubin/tests/* .gpubin/bench/*
 # The test binaries look for the plugin beside them and in ../lib, as an installed luka would.

@@ -29,8 +29,12 @@
 #             model's decode with --graph against --no-graph, both fp32 with dequantized weights, for
 #             plain attention, --preset clustered, and clustered switched to lined at step 16 (64
 #             greedy ids identical, recorded with LibTorch's sync-debug mode at error:
-#             LUKA_SYNC_DEBUG=error), the kernel-node count and the changes' cost that --verbose
-#             prints, and tokens/s of both appended to bench/results/cuda-graph.md
+#             LUKA_SYNC_DEBUG=error) and in bf16 (ids reported), the kernel-node count and the
+#             changes' cost that --verbose prints, tokens/s of both; then test_tiled_prefill_cuda (the
+#             flash-class prefill against the formula) and bench_cuda_model --graph --tiled-prefill on
+#             the Qwen3-0.6B shape in bf16 at 4K and 32K (eager against graph for plain, LuKA dense and
+#             clustered; both prefill forms with peak memory; one layer's attention prefill against
+#             SDPA), all appended to bench/results/cuda-graph.md; a few minutes
 #   fused     the fused per-layer kernels of the decode step (issue 44, docs/kernels-v2.md, "Fused layer
 #             kernels"): test_cuda_fused (residual add + RMSNorm, RoPE tables, q/k norm + RoPE + KV
 #             append, SwiGLU, fp32 and bf16, against their CPU twins), test_step_kernels_cuda (a layer
@@ -245,18 +249,22 @@ run_graph() {
   else
     echo "graph: the default model's checks skipped (no default model: run model with .gpucarry-b carried first)"
   fi
-  # The Qwen3-0.6B shape in bf16 (random weights: the ids are reported, not required equal, since
-  # near-uniform logits tie), plain attention, 128 steps after a prompt of about 4K and 32K tokens.
-  local ckpt="$stash/qwen3-0.6b-shape" text=.gpubin/texts/emma-head.txt
+  # The flash-class prefill on the GPU's SDPA kernels against the formula, then the Qwen3-0.6B
+  # shape in bf16: eager against graph decode for plain, LuKA dense and clustered at 4K and 32K,
+  # and the LuKA prefill in both forms with peak memory (the issue's targets).
+  run_tests test_tiled_prefill_cuda
+  local ckpt="$stash/qwen3-0.6b-shape"
   [ -e "$ckpt" ] || "$py" bench/make_qwen3_0p6b_shape.py "$ckpt" 0.6b 40960 > "$logs/make-ckpt.log" 2>&1 || {
     echo "graph: cannot write $ckpt"; status=1; return; }
-  [ -f "$ckpt/tokenizer.json" ] || cp .gpubin/qwen3-tokenizer/tokenizer.json .gpubin/qwen3-tokenizer/tokenizer_config.json "$ckpt/" 2>/dev/null ||
-    cp ../shared/data/qwen3-tokenizer/tokenizer.json ../shared/data/qwen3-tokenizer/tokenizer_config.json "$ckpt/"
-  [ -f "$text" ] || text=../shared/data/texts/emma.txt
-  for chars in 16000 130000; do
-    graph_pair "Qwen3-0.6B shape, bf16, $((chars / 4)) prompt tokens or so" report --model "$ckpt" --dtype bf16 \
-      --max-new-tokens 128 --prompt "$(head -c "$chars" "$text")"
-  done
+  local cmd=(.gpubin/bench/bench_cuda_model "$ckpt" --presets dense,clustered --tokens 4096,32768 --steps 64 --graph
+             --tiled-prefill)
+  if "${cmd[@]}" > "$logs/graph-bench.md" 2> "$logs/graph-bench.err"; then
+    { printf '\nQwen3-0.6B shape, bf16, batch 1 (`%s`):\n\n' "${cmd[*]}"; cat "$logs/graph-bench.md"; } >> bench/results/cuda-graph.md
+    grep -E '^\| (4096|32768) \| (plain ATen|dense|clustered) ' "$logs/graph-bench.md" | head -6
+  else
+    echo "graph: bench_cuda_model failed: $(tail -1 "$logs/graph-bench.err")"
+    status=1
+  fi
 }
 run_bench() { PYTHON="$py" bench/run_cuda_bench.sh .gpubin || status=1; }
 run_product() {

@@ -226,7 +226,9 @@ at::Tensor CudaLukaAttention::prefill(const AttentionInputs& in) {
   const std::int64_t rows = (n + pool - 1) / pool, cols = (T + pool - 1) / pool;
   // The pooled map in one piece: 256 MB for 16 heads at the default map cap of 2,048 cells.
   constexpr std::int64_t kMaxPooledBytes = std::int64_t{1} << 30;
-  if (config_.lined.decay == 1.0 && (!observed || H * rows * cols * 4 <= kMaxPooledBytes)) {
+  // The flash-class form (aten_prefill's tiled prefill: SDPA's outputs and log-sum-exp, then a pass
+  // over key tiles) once set_device_tiled_prefill is on; else the two-pass kernel where it serves.
+  if (!device_tiled_prefill() && config_.lined.decay == 1.0 && (!observed || H * rows * cols * 4 <= kMaxPooledBytes)) {
     // The two-pass kernel: nothing of [n, T] in global memory.
     at::Tensor importance = at::zeros({KV, T}, floats), h2o = at::zeros({H, T}, floats);
     const at::Tensor q = in.q.contiguous();
@@ -256,8 +258,8 @@ at::Tensor CudaLukaAttention::prefill(const AttentionInputs& in) {
     }
     return out;
   }
-  // A decay, or a pooled map too large to hold at once: the CPU core's prefill on ATen, on the
-  // GPU (no sparse prefill here).
+  // The tiled form, a decay, or a pooled map too large to hold at once: the CPU core's prefill on
+  // ATen, on the GPU (no sparse prefill here).
   at::Tensor importance = at::zeros({KV, T}, floats), h2o = at::zeros({H, T}, floats);
   const at::Tensor out =
       aten_prefill(in, PrefillMask{}, config_.lined.decay, layer_, prefill_observer_, prefill_pool_level_, importance, h2o);
