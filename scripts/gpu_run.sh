@@ -265,6 +265,18 @@ run_graph() {
     echo "graph: bench_cuda_model failed: $(tail -1 "$logs/graph-bench.err")"
     status=1
   fi
+  # The Qwen3-4B shape too with GRAPH_4B=1 (writing its 8 GB checkpoint takes a minute or two).
+  if [ "${GRAPH_4B:-0}" = 1 ]; then
+    local big="$stash/qwen3-4b-shape"
+    [ -e "$big" ] || "$py" bench/make_qwen3_0p6b_shape.py "$big" 4b 40960 > "$logs/make-ckpt-4b.log" 2>&1
+    cmd=(.gpubin/bench/bench_cuda_model "$big" --presets dense,clustered --tokens 4096,32768 --steps 32 --graph)
+    if "${cmd[@]}" > "$logs/graph-bench-4b.md" 2> "$logs/graph-bench-4b.err"; then
+      { printf '\nQwen3-4B shape, bf16, batch 1 (`%s`):\n\n' "${cmd[*]}"; cat "$logs/graph-bench-4b.md"; } >> bench/results/cuda-graph.md
+    else
+      echo "graph: bench_cuda_model (4B) failed: $(tail -1 "$logs/graph-bench-4b.err")"
+      status=1
+    fi
+  fi
 }
 run_bench() { PYTHON="$py" bench/run_cuda_bench.sh .gpubin || status=1; }
 run_product() {

@@ -4,12 +4,15 @@
 // on the current stream. Built only with LUKA_CUDA (library luka_graphed_step_cuda).
 #include <ATen/cuda/CUDAContext.h>
 #include <ATen/cuda/CUDAGraph.h>
+#include <c10/cuda/CUDAFunctions.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
+#include <string>
 
 #include "core/run/graphed_step.h"
 #include "core/run/static_step.h"
@@ -21,12 +24,38 @@ namespace luka {
 
 namespace {
 
+// LUKA_SYNC_DEBUG=warn|error: LibTorch's CUDA sync-debug mode while a step's device work is issued,
+// recorded or replayed (not while the token is read back after it), so any host synchronisation
+// inside the step warns or fails (scripts/gpu_run.sh graph sets error).
+c10::cuda::SyncDebugMode step_sync_debug() {
+  const char* v = std::getenv("LUKA_SYNC_DEBUG");
+  const std::string mode = v ? v : "";
+  if (mode.empty() || mode == "off") return c10::cuda::SyncDebugMode::L_DISABLED;
+  if (mode == "warn") return c10::cuda::SyncDebugMode::L_WARN;
+  if (mode == "error") return c10::cuda::SyncDebugMode::L_ERROR;
+  fail("LUKA_SYNC_DEBUG", "'" + mode + "' is not off, warn or error");
+}
+
+class SyncDebugScope {
+ public:
+  explicit SyncDebugScope(c10::cuda::SyncDebugMode mode) : old_(c10::cuda::warning_state().get_sync_debug_mode()) {
+    c10::cuda::warning_state().set_sync_debug_mode(mode);
+  }
+  ~SyncDebugScope() { c10::cuda::warning_state().set_sync_debug_mode(old_); }
+  SyncDebugScope(const SyncDebugScope&) = delete;
+  SyncDebugScope& operator=(const SyncDebugScope&) = delete;
+
+ private:
+  c10::cuda::SyncDebugMode old_;
+};
+
 class GraphedStepEngine final : public DecodeEngine {
  public:
   GraphedStepEngine(const Decoder& decoder, const RunLength& run, const std::vector<LayerConfig>& layers, int warmup)
       : decoder_(decoder),
         step_(std::make_unique<StaticDecodeStep>(decoder, run, layers, kernels())),
-        schedule_(warmup) {
+        schedule_(warmup),
+        sync_debug_(step_sync_debug()) {
     refuse_eager_layers();
   }
 
@@ -39,11 +68,13 @@ class GraphedStepEngine final : public DecodeEngine {
     const std::vector<std::int64_t> due = step_->pages_due();
     const bool pages = std::any_of(due.begin(), due.end(), [](std::int64_t n) { return n > 0; });
     switch (schedule_.next(due)) {
-      case StepIssue::kEager:
+      case StepIssue::kEager: {
+        SyncDebugScope debug(sync_debug_);
         step_->enqueue_step();
         if (pages) step_->enqueue_pages();
         ++eager_;
         break;
+      }
       case StepIssue::kRecord:
         record(due, pages);
         replay(due);
@@ -52,7 +83,10 @@ class GraphedStepEngine final : public DecodeEngine {
         replay(due);
         break;
     }
-    step_->end_step(/*pages_enqueued=*/true);
+    {
+      SyncDebugScope debug(sync_debug_);
+      step_->end_step(/*pages_enqueued=*/true);
+    }
     return step_->token();
   }
 
@@ -116,8 +150,11 @@ class GraphedStepEngine final : public DecodeEngine {
     try {
       c10::cuda::CUDAStreamGuard guard(side);
       graph->capture_begin();
-      step_->enqueue_step();
-      if (pages) step_->enqueue_pages();
+      {
+        SyncDebugScope debug(sync_debug_);
+        step_->enqueue_step();
+        if (pages) step_->enqueue_pages();
+      }
       graph->capture_end();
       const cuda::GraphNodes nodes = cuda::count_nodes(graph->raw_cuda_graph());
       (pages ? page_nodes_ : nodes_) = nodes;
@@ -137,6 +174,7 @@ class GraphedStepEngine final : public DecodeEngine {
     for (auto& [variant, graph] : graphs_) {
       if (variant != due) continue;
       try {
+        SyncDebugScope debug(sync_debug_);
         graph->replay();
       } catch (const c10::Error& e) {
         fail("graph", std::string("replaying the decode step failed: ") + e.what_without_backtrace());
@@ -154,6 +192,7 @@ class GraphedStepEngine final : public DecodeEngine {
   cuda::GraphNodes nodes_, page_nodes_;  // the plain step's and the last page variant's
   double record_seconds_ = 0;  // every recording so far
   std::int64_t eager_ = 0;
+  c10::cuda::SyncDebugMode sync_debug_;
 };
 
 }  // namespace
