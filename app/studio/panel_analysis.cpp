@@ -21,6 +21,15 @@
 namespace luka::studio {
 namespace {
 
+// A tab's caption in the disabled colour, wrapped at the panel's edge (so it fits a 1280 x 800
+// window), marked for scripts as `name`.
+void caption_text(UiState& ui, const char* name, const std::string& text) {
+  ImGui::PushStyleColor(ImGuiCol_Text, ImGui::GetStyle().Colors[ImGuiCol_TextDisabled]);
+  ImGui::TextWrapped("%s", text.c_str());
+  ImGui::PopStyleColor();
+  ui.mark_item_drawn(name);
+}
+
 ImU32 ember(double t, int alpha = 255) {
   const viz::Rgb c = viz::Colormap::get(viz::ColormapId::kEmber).at(std::clamp(t, 0.0, 1.0));
   return IM_COL32(c.r, c.g, c.b, alpha);
@@ -244,8 +253,10 @@ void draw_calibration_table(UiState& ui, const capture::CaptureView& view) {
     return;
   }
   const eval::Calibration& c = *cal;
-  ImGui::TextDisabled("%lld steps of %s: output error against dense per candidate (* lowest); hover for KL, recall, entries",
-                      static_cast<long long>(c.decode_steps), c.source.c_str());
+  char caption[512];
+  std::snprintf(caption, sizeof caption, "%lld steps of %s: output error against dense per candidate (* lowest); hover for KL, recall, entries",
+                static_cast<long long>(c.decode_steps), c.source.c_str());
+  caption_text(ui, "calibration_caption", caption);
   const int C = static_cast<int>(c.candidates.size());
   const int fixed_columns = 6, count = fixed_columns + C + 1;
   if (count > 60) {  // ImGui tables hold at most 64 columns
@@ -367,9 +378,10 @@ void draw_head_scores_panel(UiState& ui) {
   const capture::HeadScoreAnalysis& a = *out.value;
   const bool decode = ui.analysis.source == HeadScoreSource::kDecode;
   const std::string note = decode ? a.decode_note : a.prefill_note;
-  if (!note.empty()) ImGui::TextDisabled("%s", note.c_str());
-  else ImGui::TextDisabled("means over %s; colour: each column from its lowest (dark) to its highest (light); click a row for its map",
-                           decode ? "the decode steps' effective rows" : "the prefill map's query rows (level 0)");
+  caption_text(ui, "head_scores_caption",
+               !note.empty() ? note
+                             : std::string("means over ") + (decode ? "the decode steps' effective rows" : "the prefill map's query rows (level 0)") +
+                                   "; colour: each column from its lowest (dark) to its highest (light); click a row for its map");
 
   // Columns: layer, head, then the scores.
   struct Column {

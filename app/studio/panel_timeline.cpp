@@ -247,6 +247,12 @@ void draw_timeline_panel(UiState& ui) {
     const float a = sx(static_cast<double>(ui.timeline.track->begin)), b = std::max(sx(static_cast<double>(ui.timeline.track->end)), a + 2);
     dl->AddRect(ImVec2(a - 1, origin.y - 2), ImVec2(b + 1, axis_y + 2), IM_COL32(255, 255, 255, 230), 0, 0, 1.5f);
   }
+  {  // the decode step the panels show (the step slider, the map's rows): its row outlined in A's raster
+    const std::int64_t s = std::clamp<std::int64_t>(ui.selection.step > 0 ? ui.selection.step : DS, 1, DS);
+    const float y0 = sy(static_cast<double>(s - 1)), y1 = std::max(sy(static_cast<double>(s)), y0 + 2);
+    dl->AddRect(ImVec2(origin.x - 2, y0 - 1), ImVec2(sx(static_cast<double>(DT)) + 2, y1 + 1), IM_COL32(255, 255, 255, 200), 0, 0, 1.5f);
+    ui.mark_drawn("timeline_step", origin.x, y0, sx(static_cast<double>(DT)), y1, std::to_string(s));
+  }
   // Hover: the token's state at that step, in this capture and (comparing) in the other.
   if (hovered || b_hovered) {
     const std::int64_t steps = hovered ? data.steps : ui.timeline.lower.steps;

@@ -183,7 +183,7 @@ struct TimelineDifference {
 };
 
 // A second capture beside the map (the compare field): its own canvas, whose zoom, layer, head
-// and view follow the main map's, showing either that capture or the difference A - B of the
+// and view follow the main map's, showing either that capture or the difference B - A of the
 // effective attention of the two (same prompt tokens; the steps both have).
 struct CompareState {
   std::string path;

@@ -176,6 +176,8 @@ std::string no_nvidia_driver() {
 }
 }  // namespace
 
+bool nvidia_driver_present() { return no_nvidia_driver().empty(); }
+
 std::shared_ptr<const Backend> open_backend(const DeviceRequest& request, std::string* note) {
   if (request.kind == DeviceRequest::Kind::kCpu) {
     if (note) *note = "device: cpu";

@@ -734,11 +734,12 @@ TEST(Cli, DeviceAutoFallsBackAndCudaIsRefusedWithOneLine) {
   const RunResult a = run_luka({"generate", "--prompt", "The capital of France is", "--max-new-tokens", "3"});
   ASSERT_EQ(a.exit_code, 0) << a.err;
   const bool gpu = a.err.rfind("device: cuda:", 0) == 0;
-  if (!gpu) EXPECT_EQ(a.err.rfind("device: cpu (auto: ", 0), 0u) << a.err;
-  // Without a driver, auto does not load the CUDA plugin at all (it would map LibTorch's CUDA
-  // libraries for nothing): the note says why.
-  if (!gpu && !fs::exists("/dev/nvidiactl") && !fs::exists("/dev/nvidia0") && !fs::exists("/dev/dxg"))
-    EXPECT_EQ(a.err.rfind("device: cpu (auto: no NVIDIA driver (no /dev/nvidiactl))\n", 0), 0u) << a.err;
+  const bool driver = fs::exists("/dev/nvidiactl") || fs::exists("/dev/nvidia0") || fs::exists("/dev/dxg");
+  // Where a GPU could have been chosen, auto says where it ran; without a driver it does not load
+  // the CUDA plugin at all (it would map LibTorch's CUDA libraries for nothing) and says nothing,
+  // so a CPU-only user's errors are one line.
+  if (!gpu && driver) EXPECT_EQ(a.err.rfind("device: cpu (auto: ", 0), 0u) << a.err;
+  if (!gpu && !driver) EXPECT_EQ(a.err.find("device:"), std::string::npos) << a.err;
   const RunResult cpu = run_luka({"generate", "--prompt", "The capital of France is", "--max-new-tokens", "3", "--device", "cpu"});
   ASSERT_EQ(cpu.exit_code, 0) << cpu.err;
   EXPECT_EQ(cpu.err.rfind("device: cpu\n", 0), 0u) << cpu.err;

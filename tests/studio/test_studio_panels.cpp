@@ -14,6 +14,7 @@
 
 #include "captures/reader.h"
 #include "tests/process_util.h"
+#include "tests/studio/screenshot.h"
 #include "tests/studio/studio_script.h"
 
 namespace fs = std::filesystem;
@@ -86,6 +87,8 @@ TEST(StudioPanels, TheMapRefitsForANewRunAndKeepsTheZoomWithinOne) {
   EXPECT_NEAR(g[2].first * g[2].second, second_keys, 0.5) << "the new run's map is not fitted to the panel";
 }
 
+// The layers panel names the mode it shows parameters of, says what clustered pages on a short
+// prompt, and averages its ms column at the selected step; the cover timeline outlines that step.
 TEST(StudioPanels, TheLayersPanelNamesTheModeExplainsPagingAndAveragesMsAtTheSelectedStep) {
   REQUIRE_STUDIO();
   const fs::path d = work_dir("layers"), saved = d / "run.h5";
@@ -97,7 +100,8 @@ TEST(StudioPanels, TheLayersPanelNamesTheModeExplainsPagingAndAveragesMsAtTheSel
       "expect_drawn layer_paged 0 of\nexpect_drawn layer_paged the last 64 tokens (tail) stay raw\n"
       "print_geometry\nsave_capture " + saved.string() + "\n"
       "open_capture " + saved.string() +
-      "\nwait_idle 60\nselect 3 0\nselect_step 4\nframes 3\nexpect_drawn layer_ms/3\nprint_geometry\n"
+      "\nwait_idle 60\nselect 3 0\nselect_step 4\nshow_timeline\nframes 3\nexpect_drawn layer_ms/3\n"
+      "expect_drawn timeline_step 4\nprint_geometry\n"
       "select 2 0\nframes 3\nexpect_drawn layer_params_heading layer 2 runs dense\nquit\n");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   // The ms column: the mean attention time of the 8 steps up to the one shown, from the capture.
@@ -117,6 +121,14 @@ TEST(StudioPanels, TheLayersPanelNamesTheModeExplainsPagingAndAveragesMsAtTheSel
   ASSERT_NE(split, std::string::npos) << r.out;
   EXPECT_EQ(drawn_text(r.out.substr(0, split), "layer_ms/3"), mean_ms(last));
   EXPECT_EQ(drawn_text(r.out.substr(split), "layer_ms/3"), mean_ms(4));
+  // The cover timeline follows the step too: step 4's row of the 9 is outlined.
+  const auto rects = luka::test::drawn_rects(r.out);
+  ASSERT_EQ(rects.size(), 2u);
+  ASSERT_TRUE(rects[1].count("timeline_step") && rects[1].count("timeline")) << r.out;
+  const luka::test::Rect &row = rects[1].at("timeline_step"), &raster = rects[1].at("timeline");
+  const double h = raster.y1 - raster.y0;
+  EXPECT_NEAR((row.y0 - raster.y0) / h, 3.0 / 9, 0.02);
+  EXPECT_NEAR((row.y1 - raster.y0) / h, 4.0 / 9, 0.02);
 }
 
 }  // namespace

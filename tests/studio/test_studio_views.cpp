@@ -221,6 +221,10 @@ TEST(StudioViews, DecodeRowsShowTheDifferenceWhereTheCaptureRowsDiffer) {
   EXPECT_EQ(g[1].layout, "full");
   const auto drawn = drawn_rects(r.out);
   ASSERT_EQ(drawn.size(), 5u) << r.out;
+  // The Head scores caption wraps inside the 1280-pixel window.
+  ASSERT_TRUE(drawn[3].count("head_scores_caption")) << r.out;
+  EXPECT_LE(drawn[3].at("head_scores_caption").x1, 1280.0);
+  EXPECT_GT(drawn[3].at("head_scores_caption").y1 - drawn[3].at("head_scores_caption").y0, 0.0);
 
   // The capture's difference rows, effective - dense, per step.
   const auto file = luka::capture::CaptureFile::open(cap);
@@ -1029,13 +1033,18 @@ TEST(StudioViews, HeadScoresShowTheCalibrationOfARunAndOfItsSavedCapture) {
                                  "calibration " + other.string() + "\nfree_text The capital of France is\nrun 2\nwait_idle 300\nframes 3\n"
                                  "expect_ui calibration none\n"
                                  "calibration " + cal.string() + "\nrun 3\nwait_idle 300\nframes 3\nexpect_calibration " + std::to_string(rows) +
-                                 " 2\nexpect_ui calibration attached\nscreenshot " + shot + "\nsave_capture " + saved.string() +
+                                 " 2\nexpect_ui calibration attached\nscreenshot " + shot + "\nprint_geometry\nsave_capture " + saved.string() +
                                  "\nopen_capture " + saved.string() + "\nwait_idle 120\nframes 3\nexpect_calibration " + std::to_string(rows) +
                                  " 2\nquit\n");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const auto f = luka::capture::CaptureFile::open(saved);
   EXPECT_EQ(nlohmann::json::parse(f->summary().manifest.calibration), file) << "the saved capture holds the file's values";
   EXPECT_TRUE(fs::exists(shot));
+  // The calibration table's caption wraps inside the 1280-pixel window.
+  const auto drawn = drawn_rects(r.out);
+  ASSERT_EQ(drawn.size(), 1u) << r.out;
+  ASSERT_TRUE(drawn[0].count("calibration_caption")) << r.out;
+  EXPECT_LE(drawn[0].at("calibration_caption").x1, 1280.0);
 }
 
 }  // namespace
