@@ -22,6 +22,7 @@
 
 #include "app/figures/capture_figure.h"
 #include "app/studio/choice_widgets.h"
+#include "app/studio/flow_layout.h"
 #include "app/studio/method_presets.h"
 #include "app/studio/ui_state.h"
 #include "captures/reader.h"
@@ -256,18 +257,21 @@ void map_toolbar(UiState& ui, const std::shared_ptr<const capture::CaptureView>&
   choice_combo("##layout", hv.layout, kLayouts);
   ImGui::SameLine();
   if (ImGui::Button("Fit")) hv.fit();
-  ImGui::SameLine();
+  same_line_if_fits(checkbox_width("overlays"));  // a narrow window wraps the row instead of cutting it off
   ImGui::Checkbox("overlays", &hv.overlays);
-  ImGui::SameLine();
+  same_line_if_fits(button_width("keys (F1)"));
   if (ImGui::SmallButton("keys (F1)")) ui.window.show_shortcuts = true;
+  ui.mark_item_drawn("map_keys_button");
+  const float spacing = ImGui::GetStyle().ItemSpacing.x;
+  same_line_if_fits(checkbox_width("map") + checkbox_width("heads") + checkbox_width("layers") + 2 * spacing);
   choice_radio("map", hv.mode, MapMode::kMap);
   ImGui::SameLine();
   choice_radio("heads", hv.mode, MapMode::kHeadGrid);
   ImGui::SameLine();
   choice_radio("layers", hv.mode, MapMode::kLayerStrip);
-  ImGui::SameLine(0, 24);
+  same_line_if_fits(140 + spacing + button_width("Next"), 24);
   search_box(ui, view);
-  ImGui::SameLine(0, 24);
+  same_line_if_fits(150 + 2 * spacing + button_width("Compare") + button_width("Run B"), 24);
   compare_box(ui);
 }
 

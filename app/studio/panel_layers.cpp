@@ -9,26 +9,13 @@
 #include <string>
 #include <vector>
 
+#include "app/studio/flow_layout.h"
 #include "app/studio/method_presets.h"
 #include "app/studio/ui_state.h"
 
 namespace luka::studio {
 
 namespace {
-
-// The panel is narrow (a third of the window at most): an item goes on the current line only when
-// it fits there, else it starts the next one, so nothing is cut off at the panel's edge.
-void same_line_if_fits(float width) {
-  const float right = ImGui::GetWindowPos().x + ImGui::GetWindowContentRegionMax().x;
-  if (ImGui::GetItemRectMax().x + ImGui::GetStyle().ItemSpacing.x + width <= right) ImGui::SameLine();
-}
-
-// Width of a framed widget of `field` pixels followed by its label.
-float labelled(float field, const char* label) {
-  return field + ImGui::GetStyle().ItemInnerSpacing.x + ImGui::CalcTextSize(label, nullptr, true).x;
-}
-
-float button_width(const char* label) { return ImGui::CalcTextSize(label, nullptr, true).x + 2 * ImGui::GetStyle().FramePadding.x; }
 
 // What the table shows per layer at a step: cover and refined pages there, and the attention's
 // milliseconds as the mean of the kMsSteps steps up to it; and, for the parameters' note, the

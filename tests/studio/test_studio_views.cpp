@@ -221,6 +221,9 @@ TEST(StudioViews, DecodeRowsShowTheDifferenceWhereTheCaptureRowsDiffer) {
   EXPECT_EQ(g[1].layout, "full");
   const auto drawn = drawn_rects(r.out);
   ASSERT_EQ(drawn.size(), 5u) << r.out;
+  // The map's toolbar wraps inside the 1280-pixel window: its last button is on screen.
+  ASSERT_TRUE(drawn[0].count("map_keys_button")) << r.out;
+  EXPECT_LE(drawn[0].at("map_keys_button").x1, 1280.0);
   // The Head scores caption wraps inside the 1280-pixel window.
   ASSERT_TRUE(drawn[3].count("head_scores_caption")) << r.out;
   EXPECT_LE(drawn[3].at("head_scores_caption").x1, 1280.0);
