@@ -448,6 +448,96 @@ int print_calibration(const capture::CaptureView& view, const std::string& path,
   return 0;
 }
 
+// The capture's summary: model, config, tokens and segments, steps, what was recorded, and the
+// size of each part stored and uncompressed; as text or one JSON object.
+int print_summary(const capture::CaptureFile& f, const std::string& path, bool json) {
+  const capture::Summary s = f.summary();
+  const capture::Layout& l = s.layout;
+  const capture::Manifest& m = s.manifest;
+  const auto tokens = f.tokens();
+  const auto segments = f.segments();
+  const auto parts = f.storage();
+  std::int64_t generated = 0;
+  for (const auto& t : tokens) generated += t.generated ? 1 : 0;
+  std::string modes = "?";
+  try {
+    modes = describe_modes(LukaConfig::from_json(m.luka_config, l.num_layers, "manifest"));
+  } catch (const Error&) {
+  }
+
+  if (json) {
+    nlohmann::json j;
+    j["file"] = path;
+    j["bytes"] = f.file_bytes();
+    j["version"] = capture::kFormatVersion;
+    j["finished"] = s.finished;
+    j["complete_steps"] = s.complete_steps;
+    j["model"] = {{"path", m.model_path}, {"architecture", m.architecture}, {"dtype", m.dtype}, {"device", m.device},
+                  {"weights_hash", m.weights_hash}, {"tokenizer_hash", m.tokenizer_hash}};
+    j["created"] = m.created;
+    j["tool"] = {{"version", m.tool_version}, {"git_revision", m.git_revision}};
+    j["attention"] = modes;
+    j["luka_config"] = embedded_json(m.luka_config);
+    j["generation"] = embedded_json(m.generation);
+    j["record"] = m.record;
+    j["calibration"] = !m.calibration.empty();
+    j["tokens"] = {{"prompt", l.prompt_tokens}, {"generated", generated}, {"total", tokens.size()}};
+    j["segments"] = nlohmann::json::array();
+    for (const auto& seg : segments) j["segments"].push_back({{"label", seg.label}, {"colour", seg.colour}, {"begin", seg.begin}, {"end", seg.end}});
+    j["layers"] = l.layers;
+    j["heads"] = l.heads;
+    j["levels"] = l.levels;
+    j["rows"] = l.rows;
+    j["covers"] = l.covers;
+    j["parts"] = nlohmann::json::object();
+    for (const auto& [name, size] : parts) j["parts"][name] = {{"stored", size.stored}, {"uncompressed", size.logical}};
+    std::printf("%s\n", j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
+    return 0;
+  }
+
+  std::printf("capture    %s: %s, luka-capture version %d, %s\n", path.c_str(), mb(f.file_bytes()).c_str(),
+              capture::kFormatVersion,
+              s.finished ? "finished" : ("not finished (cut off or still running): " + std::to_string(s.complete_steps) + " complete steps").c_str());
+  std::printf("model      %s (%s, %s on %s)\n", m.model_path.c_str(), m.architecture.c_str(), m.dtype.c_str(), m.device.c_str());
+  if (!m.weights_hash.empty() && m.weights_hash == m.tokenizer_hash)  // a GGUF file holds both
+    std::printf("hashes     weights and tokenizer %s… (one file)\n", short_hash(m.weights_hash).c_str());
+  else
+    std::printf("hashes     weights %s…, tokenizer %s…\n", short_hash(m.weights_hash).c_str(), short_hash(m.tokenizer_hash).c_str());
+  std::printf("created    %s by luka %s (%s)\n", m.created.c_str(), m.tool_version.c_str(), m.git_revision.c_str());
+  std::printf("attention  %s\n", modes.c_str());
+  std::printf("generation %s\n", generation_line(m.generation).c_str());
+  if (const std::string switches = schedule_of(m.generation); !switches.empty())
+    std::printf("switches   %s\n", switches.c_str());
+  std::printf("tokens     %lld prompt + %lld generated\n", static_cast<long long>(l.prompt_tokens), static_cast<long long>(generated));
+  for (const auto& seg : segments)
+    std::printf("  segment  %-24s %s  tokens [%lld, %lld)\n", seg.label.c_str(), seg.colour.c_str(), static_cast<long long>(seg.begin),
+                static_cast<long long>(seg.end));
+  std::printf("steps      %lld decode steps\n", static_cast<long long>(s.complete_steps));
+  std::printf("layers     %s\n", list(l.layers, l.num_layers).c_str());
+  std::printf("heads      %s\n", list(l.heads, l.num_heads).c_str());
+  std::string levels;
+  for (const int k : l.levels)
+    levels += (levels.empty() ? "" : ", ") + std::to_string(k) + " (" + std::to_string(capture::level_size(l.prompt_tokens, k)) + "²)";
+  std::printf("maps       %s\n", levels.empty() ? "not recorded" : ("levels " + levels).c_str());
+  std::printf("per step   %s%s\n", l.rows ? "effective rows, " : "", l.covers ? "covers, page states, summary mass, metrics" : "metrics");
+  std::printf("record     %s\n", m.record.c_str());
+  if (!m.calibration.empty()) {
+    std::string what = "attached (luka inspect --calibration shows it)";
+    try {
+      const eval::Calibration c = eval::parse_calibration(m.calibration, "manifest");
+      what = c.source + ", " + std::to_string(c.candidates.size()) + " candidates; " + what;
+    } catch (const Error& e) {
+      what = std::string("unreadable: ") + e.what();
+    }
+    std::printf("calibration %s\n", what.c_str());
+  }
+  std::printf("size       %-8s %12s %14s %7s\n", "part", "stored", "uncompressed", "ratio");
+  for (const auto& [name, size] : parts)
+    std::printf("           %-8s %12s %14s %7.1f\n", name.c_str(), mb(size.stored).c_str(), mb(size.logical).c_str(),
+                size.stored ? static_cast<double>(size.logical) / static_cast<double>(size.stored) : 0.0);
+  return 0;
+}
+
 }  // namespace
 
 int run_inspect(int argc, char** argv) {
@@ -518,91 +608,7 @@ int run_inspect(int argc, char** argv) {
       throw Error(path + ": " + e.what());  // the analysis does not know the file's name
     }
   }
-  const capture::Summary s = file->summary();
-  const capture::Layout& l = s.layout;
-  const capture::Manifest& m = s.manifest;
-  const auto tokens = file->tokens();
-  const auto segments = file->segments();
-  const auto parts = file->storage();
-  std::int64_t generated = 0;
-  for (const auto& t : tokens) generated += t.generated ? 1 : 0;
-  std::string modes = "?";
-  try {
-    modes = describe_modes(LukaConfig::from_json(m.luka_config, l.num_layers, "manifest"));
-  } catch (const Error&) {
-  }
-
-  if (args.get_flag("json")) {
-    nlohmann::json j;
-    j["file"] = path;
-    j["bytes"] = file->file_bytes();
-    j["version"] = capture::kFormatVersion;
-    j["finished"] = s.finished;
-    j["complete_steps"] = s.complete_steps;
-    j["model"] = {{"path", m.model_path}, {"architecture", m.architecture}, {"dtype", m.dtype}, {"device", m.device},
-                  {"weights_hash", m.weights_hash}, {"tokenizer_hash", m.tokenizer_hash}};
-    j["created"] = m.created;
-    j["tool"] = {{"version", m.tool_version}, {"git_revision", m.git_revision}};
-    j["attention"] = modes;
-    j["luka_config"] = embedded_json(m.luka_config);
-    j["generation"] = embedded_json(m.generation);
-    j["record"] = m.record;
-    j["calibration"] = !m.calibration.empty();
-    j["tokens"] = {{"prompt", l.prompt_tokens}, {"generated", generated}, {"total", tokens.size()}};
-    j["segments"] = nlohmann::json::array();
-    for (const auto& seg : segments) j["segments"].push_back({{"label", seg.label}, {"colour", seg.colour}, {"begin", seg.begin}, {"end", seg.end}});
-    j["layers"] = l.layers;
-    j["heads"] = l.heads;
-    j["levels"] = l.levels;
-    j["rows"] = l.rows;
-    j["covers"] = l.covers;
-    j["parts"] = nlohmann::json::object();
-    for (const auto& [name, size] : parts) j["parts"][name] = {{"stored", size.stored}, {"uncompressed", size.logical}};
-    std::printf("%s\n", j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
-    return 0;
-  }
-
-  std::printf("capture    %s: %s, luka-capture version %d, %s\n", path.c_str(), mb(file->file_bytes()).c_str(),
-              capture::kFormatVersion,
-              s.finished ? "finished" : ("not finished (cut off or still running): " + std::to_string(s.complete_steps) + " complete steps").c_str());
-  std::printf("model      %s (%s, %s on %s)\n", m.model_path.c_str(), m.architecture.c_str(), m.dtype.c_str(), m.device.c_str());
-  if (!m.weights_hash.empty() && m.weights_hash == m.tokenizer_hash)  // a GGUF file holds both
-    std::printf("hashes     weights and tokenizer %s… (one file)\n", short_hash(m.weights_hash).c_str());
-  else
-    std::printf("hashes     weights %s…, tokenizer %s…\n", short_hash(m.weights_hash).c_str(), short_hash(m.tokenizer_hash).c_str());
-  std::printf("created    %s by luka %s (%s)\n", m.created.c_str(), m.tool_version.c_str(), m.git_revision.c_str());
-  std::printf("attention  %s\n", modes.c_str());
-  std::printf("generation %s\n", generation_line(m.generation).c_str());
-  if (const std::string switches = schedule_of(m.generation); !switches.empty())
-    std::printf("switches   %s\n", switches.c_str());
-  std::printf("tokens     %lld prompt + %lld generated\n", static_cast<long long>(l.prompt_tokens), static_cast<long long>(generated));
-  for (const auto& seg : segments)
-    std::printf("  segment  %-24s %s  tokens [%lld, %lld)\n", seg.label.c_str(), seg.colour.c_str(), static_cast<long long>(seg.begin),
-                static_cast<long long>(seg.end));
-  std::printf("steps      %lld decode steps\n", static_cast<long long>(s.complete_steps));
-  std::printf("layers     %s\n", list(l.layers, l.num_layers).c_str());
-  std::printf("heads      %s\n", list(l.heads, l.num_heads).c_str());
-  std::string levels;
-  for (const int k : l.levels)
-    levels += (levels.empty() ? "" : ", ") + std::to_string(k) + " (" + std::to_string(capture::level_size(l.prompt_tokens, k)) + "²)";
-  std::printf("maps       %s\n", levels.empty() ? "not recorded" : ("levels " + levels).c_str());
-  std::printf("per step   %s%s\n", l.rows ? "effective rows, " : "", l.covers ? "covers, page states, summary mass, metrics" : "metrics");
-  std::printf("record     %s\n", m.record.c_str());
-  if (!m.calibration.empty()) {
-    std::string what = "attached (luka inspect --calibration shows it)";
-    try {
-      const eval::Calibration c = eval::parse_calibration(m.calibration, "manifest");
-      what = c.source + ", " + std::to_string(c.candidates.size()) + " candidates; " + what;
-    } catch (const Error& e) {
-      what = std::string("unreadable: ") + e.what();
-    }
-    std::printf("calibration %s\n", what.c_str());
-  }
-  std::printf("size       %-8s %12s %14s %7s\n", "part", "stored", "uncompressed", "ratio");
-  for (const auto& [name, size] : parts)
-    std::printf("           %-8s %12s %14s %7.1f\n", name.c_str(), mb(size.stored).c_str(), mb(size.logical).c_str(),
-                size.stored ? static_cast<double>(size.logical) / static_cast<double>(size.stored) : 0.0);
-  return 0;
+  return print_summary(*file, path, args.get_flag("json"));
 }
 
 }  // namespace luka::cli

@@ -53,6 +53,48 @@ void draw_reuse_arrows(UiState& ui, const std::vector<int>& items, const std::ve
   }
 }
 
+// Reads and renders the thumbnails of `items` (heads of the selected layer, or layers of the
+// selected head) off the UI thread, at `level`, as the map's view and scale show them; and, for
+// layers, which Kascade anchor each attended at the last step.
+void request_thumbnails(UiState& ui, bool heads, const std::vector<int>& items, int level, std::int64_t steps) {
+  HeatmapView& hv = ui.heatmap;
+  const figures::MapView map_view = hv.view;
+  std::shared_ptr<const capture::CaptureView> shared = ui.controller.view();
+  const int fixed = heads ? ui.selection.layer : ui.selection.head;
+  const bool log = hv.log_scale;
+  const double log_min = hv.log_min;
+  const std::string name = heads ? "thumbnails of layer " + std::to_string(fixed) + "'s heads" : "thumbnails of head " + std::to_string(fixed) + " by layer";
+  hv.thumbs_job.start(ui.tasks, name, [shared, items, heads, fixed, level, steps, map_view, log, log_min](TaskContext& ctx) {
+    HeatmapView::Thumbnails out;
+    std::vector<viz::Image>& images = out.images;
+    for (const int item : items) {
+      ctx.progress(static_cast<double>(images.size()) / static_cast<double>(items.size()),
+                   std::string(heads ? "head " : "layer ") + std::to_string(item));
+      ctx.check();
+      viz::Image img;
+      try {
+        const int layer = heads ? fixed : item, head = heads ? item : fixed;
+        const figures::FullWindow w = figures::full_window(*shared, layer, head, level, steps, map_view, 0, 0, 1 << 30, 1 << 30);
+        viz::HeatmapOptions o = figures::map_view_options(map_view, w.values, log, log_min);
+        o.empty = {24, 24, 28};
+        img = viz::render_heatmap(w.values.data(), w.rows, w.cols, static_cast<int>(w.cols), static_cast<int>(w.rows), o);
+      } catch (const std::exception&) {
+      }
+      images.push_back(std::move(img));
+      int source = -1;
+      if (!heads && steps > 0) {
+        try {
+          const capture::StepMetrics m = shared->metrics(steps, item);
+          if (m.mode == capture::kModeKascade) source = m.kascade_source;
+        } catch (const std::exception&) {
+        }
+      }
+      out.sources.push_back(source);
+    }
+    return out;
+  });
+}
+
 }  // namespace
 
 void draw_thumbnails(UiState& ui, const capture::CaptureView& view, bool heads) {
@@ -60,7 +102,6 @@ void draw_thumbnails(UiState& ui, const capture::CaptureView& view, bool heads) 
   const capture::Summary sum = view.summary();
   const capture::Layout& lay = sum.layout;
   const std::vector<int>& items = heads ? lay.heads : lay.layers;
-  const figures::MapView map_view = hv.view;
   // The finest stored level with at most 128 cells per side.
   const std::int64_t steps = sum.complete_steps, n = lay.prompt_tokens + steps;
   int level = lay.levels.back();
@@ -71,40 +112,7 @@ void draw_thumbnails(UiState& ui, const capture::CaptureView& view, bool heads) 
   // The thumbnails are read and rendered off the UI thread; the old ones stay up meanwhile.
   if (hv.thumbs_key != key && !hv.thumbs_job.active()) {
     hv.thumbs_key = key;
-    std::shared_ptr<const capture::CaptureView> shared = ui.controller.view();
-    const int fixed = heads ? ui.selection.layer : ui.selection.head;
-    const bool log = hv.log_scale;
-    const double log_min = hv.log_min;
-    const std::string name = heads ? "thumbnails of layer " + std::to_string(fixed) + "'s heads" : "thumbnails of head " + std::to_string(fixed) + " by layer";
-    hv.thumbs_job.start(ui.tasks, name, [shared, items, heads, fixed, level, steps, map_view, log, log_min](TaskContext& ctx) {
-      HeatmapView::Thumbnails out;
-      std::vector<viz::Image>& images = out.images;
-      for (const int item : items) {
-        ctx.progress(static_cast<double>(images.size()) / static_cast<double>(items.size()),
-                     std::string(heads ? "head " : "layer ") + std::to_string(item));
-        ctx.check();
-        viz::Image img;
-        try {
-          const int layer = heads ? fixed : item, head = heads ? item : fixed;
-          const figures::FullWindow w = figures::full_window(*shared, layer, head, level, steps, map_view, 0, 0, 1 << 30, 1 << 30);
-          viz::HeatmapOptions o = figures::map_view_options(map_view, w.values, log, log_min);
-          o.empty = {24, 24, 28};
-          img = viz::render_heatmap(w.values.data(), w.rows, w.cols, static_cast<int>(w.cols), static_cast<int>(w.rows), o);
-        } catch (const std::exception&) {
-        }
-        images.push_back(std::move(img));
-        int source = -1;
-        if (!heads && steps > 0) {
-          try {
-            const capture::StepMetrics m = shared->metrics(steps, item);
-            if (m.mode == capture::kModeKascade) source = m.kascade_source;
-          } catch (const std::exception&) {
-          }
-        }
-        out.sources.push_back(source);
-      }
-      return out;
-    });
+    request_thumbnails(ui, heads, items, level, steps);
   }
   if (auto done = hv.thumbs_job.take()) {
     HeatmapView::Thumbnails got = done->value ? std::move(*done->value) : HeatmapView::Thumbnails{};

@@ -94,40 +94,11 @@ const TimelineDifference& difference_of(TimelineDifference& d, const TimelineDat
 
 }  // namespace
 
-void draw_timeline_panel(UiState& ui) {
-  ui.timeline.tooltip.clear();
-  const auto view = ui.controller.view();
-  if (!view) return;
-  const capture::Summary sum = view->summary();
-  if (!sum.layout.covers || sum.complete_steps == 0) {
-    ImGui::TextDisabled(sum.layout.covers ? "no decode steps yet" : "covers were not recorded in this capture");
-    return;
-  }
-  const auto& lay = sum.layout;
-  if (!std::binary_search(lay.layers.begin(), lay.layers.end(), ui.selection.layer) || !std::binary_search(lay.heads.begin(), lay.heads.end(), ui.selection.head))
-    return;
-  TimelineView& tv = ui.timeline.view;
-  const TimelineData& data = timeline_of(ui.tasks, tv, view, sum.complete_steps, lay.prompt_tokens + sum.complete_steps, ui.selection.layer, ui.selection.head);
-  // Comparing: the other capture's timeline under this one (its own steps), where it records the layer and head.
-  const TimelineData* other = nullptr;
-  std::string other_note;
-  if (ui.compare.view) {
-    const capture::Summary b = ui.compare.view->summary();
-    if (!b.layout.covers || b.complete_steps == 0) other_note = "B: no covers";
-    else if (!std::binary_search(b.layout.layers.begin(), b.layout.layers.end(), ui.selection.layer) ||
-             !std::binary_search(b.layout.heads.begin(), b.layout.heads.end(), ui.selection.head))
-      other_note = "B: layer " + std::to_string(ui.selection.layer) + " head " + std::to_string(ui.selection.head) + " not recorded";
-    else other = &timeline_of(ui.tasks, ui.compare.timeline, ui.compare.view, b.complete_steps, b.layout.prompt_tokens + b.complete_steps, ui.selection.layer, ui.selection.head);
-  }
-  if (!data.error.empty()) ImGui::TextDisabled("%s", data.error.c_str());
-  if (!tv.texture.valid() || data.steps == 0) {
-    ImGui::TextDisabled("reading covers...");
-    return;
-  }
-  // Comparing: B's raster under A's, or where the two differ.
-  const bool two = other && ui.compare.timeline.texture.valid() && other->steps > 0;
-  const bool diff = two && ui.compare.timeline_difference;
-  const TimelineDifference* difference = diff ? &difference_of(ui.compare.timeline_diff, data, tv.data.key, *other, ui.compare.timeline.data.key) : nullptr;
+namespace {
+
+// Above the raster: the states' legend, the A ≠ B switch (comparing), and the tracked tokens
+// (a span, a text, a segment or the needles) with their states at the step the panels show.
+void timeline_header(UiState& ui, const std::shared_ptr<const capture::CaptureView>& view, const TimelineData& data, bool diff) {
   const auto swatch = [](const char* name, viz::Rgb c) {
     ImGui::ColorButton(name, ImVec4(c.r / 255.f, c.g / 255.f, c.b / 255.f, 1), ImGuiColorEditFlags_NoTooltip, ImVec2(12, 12));
   };
@@ -180,6 +151,45 @@ void draw_timeline_panel(UiState& ui) {
     ImGui::SameLine();
     ImGui::TextColored(ImVec4(1.f, 0.5f, 0.5f, 1.f), "%s", ui.timeline.track_note.c_str());
   }
+}
+
+}  // namespace
+
+void draw_timeline_panel(UiState& ui) {
+  ui.timeline.tooltip.clear();
+  const auto view = ui.controller.view();
+  if (!view) return;
+  const capture::Summary sum = view->summary();
+  if (!sum.layout.covers || sum.complete_steps == 0) {
+    ImGui::TextDisabled(sum.layout.covers ? "no decode steps yet" : "covers were not recorded in this capture");
+    return;
+  }
+  const auto& lay = sum.layout;
+  if (!std::binary_search(lay.layers.begin(), lay.layers.end(), ui.selection.layer) || !std::binary_search(lay.heads.begin(), lay.heads.end(), ui.selection.head))
+    return;
+  TimelineView& tv = ui.timeline.view;
+  const TimelineData& data = timeline_of(ui.tasks, tv, view, sum.complete_steps, lay.prompt_tokens + sum.complete_steps, ui.selection.layer, ui.selection.head);
+  // Comparing: the other capture's timeline under this one (its own steps), where it records the layer and head.
+  const TimelineData* other = nullptr;
+  std::string other_note;
+  if (ui.compare.view) {
+    const capture::Summary b = ui.compare.view->summary();
+    if (!b.layout.covers || b.complete_steps == 0) other_note = "B: no covers";
+    else if (!std::binary_search(b.layout.layers.begin(), b.layout.layers.end(), ui.selection.layer) ||
+             !std::binary_search(b.layout.heads.begin(), b.layout.heads.end(), ui.selection.head))
+      other_note = "B: layer " + std::to_string(ui.selection.layer) + " head " + std::to_string(ui.selection.head) + " not recorded";
+    else other = &timeline_of(ui.tasks, ui.compare.timeline, ui.compare.view, b.complete_steps, b.layout.prompt_tokens + b.complete_steps, ui.selection.layer, ui.selection.head);
+  }
+  if (!data.error.empty()) ImGui::TextDisabled("%s", data.error.c_str());
+  if (!tv.texture.valid() || data.steps == 0) {
+    ImGui::TextDisabled("reading covers...");
+    return;
+  }
+  // Comparing: B's raster under A's, or where the two differ.
+  const bool two = other && ui.compare.timeline.texture.valid() && other->steps > 0;
+  const bool diff = two && ui.compare.timeline_difference;
+  const TimelineDifference* difference = diff ? &difference_of(ui.compare.timeline_diff, data, tv.data.key, *other, ui.compare.timeline.data.key) : nullptr;
+  timeline_header(ui, view, data, diff);
   // The raster, with step numbers on the left, token positions below and topic bands above.
   const float band = 6.f, left = 44.f, line = ImGui::GetTextLineHeight();
   const ImVec2 top_left = ImGui::GetCursorScreenPos();
