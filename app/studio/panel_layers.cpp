@@ -250,17 +250,10 @@ bool quest_parameters(LayerConfig& lc, float number) {
 
 }  // namespace
 
-void draw_layers_panel(UiState& ui) {
-  LukaConfig cfg = ui.controller.config();
-  const int L = static_cast<int>(cfg.layers.size());
-  if (L == 0) {
-    ImGui::TextDisabled("load a model or open a capture");
-    return;
-  }
-  // Replay: the modes shown are the capture's; layers stay selectable, nothing else changes.
-  const bool replay = ui.controller.status().replay;
-  if (replay) ImGui::TextDisabled("replay: the capture's modes, read-only");
-  ImGui::BeginDisabled(replay);
+namespace {
+
+// The presets row: the whole-model presets, kvpress's methods and Quest, and mixed(a,b).
+void preset_row(UiState& ui, int L) {
   ImGui::TextUnformatted("preset");
   for (const char* name : {"dense", "lined", "clustered", "paper", "kascade", "semanticache"}) {
     same_line_if_fits(button_width(name));
@@ -311,75 +304,67 @@ void draw_layers_panel(UiState& ui) {
     ui.mark_drawn("layers_panel", w0.x + c0.x, w0.y + c0.y, w0.x + c1.x, w0.y + c1.y);  // its content region
   }
   if (ImGui::IsItemHovered()) ImGui::SetTooltip("the first %d and last %d layers lined, the rest clustered", ui.layers.mixed_a, ui.layers.mixed_b);
-  const auto view = ui.controller.view();
-  std::int64_t last = 0;
-  if (view) last = view->summary().complete_steps;
-  // The step the table shows: the one selected (replay's step slider), else the latest.
-  if (ui.selection.step > 0) last = std::min(last, ui.selection.step);
-  const std::vector<int> recorded = view ? view->summary().layout.layers : std::vector<int>{};
-  const LayerCosts& costs = layer_costs(ui, view, last, recorded, L);
-  // This model's (a read has arrived).
-  const bool have_costs = costs.have && costs.cover.size() == static_cast<std::size_t>(L);
-  // The selected layer's parameters (live, like the mode): the window and heavy-hitter fraction of
-  // lined attention; page size, tail, refinement and compressor of clustered attention.
-  {
-    LayerConfig lc = cfg.layers[static_cast<std::size_t>(std::clamp(ui.selection.layer, 0, L - 1))];
-    bool changed = false;
-    const float number = ImGui::CalcTextSize("00000").x + 2 * ImGui::GetStyle().FramePadding.x;
-    // Which mode the layer runs, and so which of the two rows below is in use.
-    const bool lined = lc.mode == AttentionMode::kLined, clustered = lc.mode == AttentionMode::kClustered;
-    const bool press = lc.mode == AttentionMode::kPress, quest = lc.mode == AttentionMode::kQuest;
-    std::string runs = luka::to_string(lc.mode);
-    if (press) runs += std::string(" (") + luka::to_string(lc.press.method) + ")";
-    const std::string heading = "layer " + std::to_string(ui.selection.layer) + " runs " + runs +
-                                (lined || clustered || press || quest ? "; its parameters:" : "; the parameters it would use as:");
-    ImGui::TextUnformatted(heading.c_str());
-    ui.mark_item_drawn("layer_params_heading");
-    ui.drawn["layer_params_heading"].text = heading;
-    const ImVec4 unused = ImGui::GetStyle().Colors[ImGuiCol_TextDisabled];
-    changed |= lined_parameters(lc, lined, number);
-    changed |= clustered_parameters(lc, clustered, number);
-    // The press and Quest rows show only on a layer that runs them: the table below keeps its room.
-    if (press) changed |= press_parameters(lc, number);
-    if (quest) changed |= quest_parameters(lc, number);
-    // A short prompt under a long tail: few tokens or none are paged, which looks like clustering
-    // doing nothing. Say how many are, and why.
-    if (clustered && have_costs) {
-      const std::size_t sl = static_cast<std::size_t>(std::clamp(ui.selection.layer, 0, L - 1));
-      if (costs.tokens[sl] > 0) {
-        const std::int64_t paged = costs.paged[sl], tokens = costs.tokens[sl];
-        std::string note =
-            std::to_string(paged) + " of " + std::to_string(tokens) + " tokens paged at step " + std::to_string(last);
-        if (paged * 2 < tokens)
-          note += ": the last " + std::to_string(lc.clustered.tail) +
-                  " tokens (tail) stay raw, and the tokens before them go into pages of " +
-                  std::to_string(lc.clustered.page_size) + (paged == 0 ? "; none fill one yet." : ".") +
-                  " A smaller tail pages more.";
-        ImGui::PushStyleColor(ImGuiCol_Text, paged * 2 < tokens ? ImVec4(0.95f, 0.8f, 0.45f, 1.f) : unused);
-        ImGui::TextWrapped("%s", note.c_str());
-        ImGui::PopStyleColor();
-        ui.mark_item_drawn("layer_paged");
-        ui.drawn["layer_paged"].text = note;
-      }
-    }
-    if (changed) {
-      try {
-        validate(lc, ui.selection.layer);
-        cfg.layers[static_cast<std::size_t>(ui.selection.layer)] = lc;
-        ui.controller.set_config(cfg);
-        ui.layers.notice.clear();
-      } catch (const std::exception& e) {
-        ui.layers.notice = e.what();
-      }
+}
+
+// The selected layer's parameters (live, like the mode): the window and heavy-hitter fraction of
+// lined attention; page size, tail, refinement and compressor of clustered attention; a press's or
+// Quest's where the layer runs them; and, clustered, how many tokens are paged and why.
+void layer_parameters(UiState& ui, LukaConfig& cfg, const LayerCosts& costs, bool have_costs, std::int64_t last) {
+  const int L = static_cast<int>(cfg.layers.size());
+  LayerConfig lc = cfg.layers[static_cast<std::size_t>(std::clamp(ui.selection.layer, 0, L - 1))];
+  bool changed = false;
+  const float number = ImGui::CalcTextSize("00000").x + 2 * ImGui::GetStyle().FramePadding.x;
+  // Which mode the layer runs, and so which of the two rows below is in use.
+  const bool lined = lc.mode == AttentionMode::kLined, clustered = lc.mode == AttentionMode::kClustered;
+  const bool press = lc.mode == AttentionMode::kPress, quest = lc.mode == AttentionMode::kQuest;
+  std::string runs = luka::to_string(lc.mode);
+  if (press) runs += std::string(" (") + luka::to_string(lc.press.method) + ")";
+  const std::string heading = "layer " + std::to_string(ui.selection.layer) + " runs " + runs +
+                              (lined || clustered || press || quest ? "; its parameters:" : "; the parameters it would use as:");
+  ImGui::TextUnformatted(heading.c_str());
+  ui.mark_item_drawn("layer_params_heading");
+  ui.drawn["layer_params_heading"].text = heading;
+  const ImVec4 unused = ImGui::GetStyle().Colors[ImGuiCol_TextDisabled];
+  changed |= lined_parameters(lc, lined, number);
+  changed |= clustered_parameters(lc, clustered, number);
+  // The press and Quest rows show only on a layer that runs them: the table below keeps its room.
+  if (press) changed |= press_parameters(lc, number);
+  if (quest) changed |= quest_parameters(lc, number);
+  // A short prompt under a long tail: few tokens or none are paged, which looks like clustering
+  // doing nothing. Say how many are, and why.
+  if (clustered && have_costs) {
+    const std::size_t sl = static_cast<std::size_t>(std::clamp(ui.selection.layer, 0, L - 1));
+    if (costs.tokens[sl] > 0) {
+      const std::int64_t paged = costs.paged[sl], tokens = costs.tokens[sl];
+      std::string note =
+          std::to_string(paged) + " of " + std::to_string(tokens) + " tokens paged at step " + std::to_string(last);
+      if (paged * 2 < tokens)
+        note += ": the last " + std::to_string(lc.clustered.tail) +
+                " tokens (tail) stay raw, and the tokens before them go into pages of " +
+                std::to_string(lc.clustered.page_size) + (paged == 0 ? "; none fill one yet." : ".") +
+                " A smaller tail pages more.";
+      ImGui::PushStyleColor(ImGuiCol_Text, paged * 2 < tokens ? ImVec4(0.95f, 0.8f, 0.45f, 1.f) : unused);
+      ImGui::TextWrapped("%s", note.c_str());
+      ImGui::PopStyleColor();
+      ui.mark_item_drawn("layer_paged");
+      ui.drawn["layer_paged"].text = note;
     }
   }
-  // An error from the controls above, wrapped to the panel so that all of it shows.
-  if (!ui.layers.notice.empty()) {
-    ImGui::PushStyleColor(ImGuiCol_Text, ImVec4(1.f, 0.55f, 0.45f, 1.f));
-    ImGui::TextWrapped("%s", ui.layers.notice.c_str());
-    ImGui::PopStyleColor();
+  if (changed) {
+    try {
+      validate(lc, ui.selection.layer);
+      cfg.layers[static_cast<std::size_t>(ui.selection.layer)] = lc;
+      ui.controller.set_config(cfg);
+      ui.layers.notice.clear();
+    } catch (const std::exception& e) {
+      ui.layers.notice = e.what();
+    }
   }
-  ImGui::EndDisabled();
+}
+
+// One row per layer: its mode (radio buttons, live), cover, refined pages and ms at the step shown.
+void layers_table(UiState& ui, const LukaConfig& cfg, bool replay, const LayerCosts& costs, bool have_costs, std::int64_t last) {
+  const int L = static_cast<int>(cfg.layers.size());
   if (!ImGui::BeginTable("layers", 5, ImGuiTableFlags_RowBg | ImGuiTableFlags_ScrollY | ImGuiTableFlags_SizingFixedFit,
                          ImVec2(-1, ImGui::GetContentRegionAvail().y)))
     return;
@@ -451,6 +436,40 @@ void draw_layers_panel(UiState& ui) {
     ui.drawn["layer_ms/" + std::to_string(l)].text = ms;
   }
   ImGui::EndTable();
+}
+
+}  // namespace
+
+void draw_layers_panel(UiState& ui) {
+  LukaConfig cfg = ui.controller.config();
+  const int L = static_cast<int>(cfg.layers.size());
+  if (L == 0) {
+    ImGui::TextDisabled("load a model or open a capture");
+    return;
+  }
+  // Replay: the modes shown are the capture's; layers stay selectable, nothing else changes.
+  const bool replay = ui.controller.status().replay;
+  if (replay) ImGui::TextDisabled("replay: the capture's modes, read-only");
+  ImGui::BeginDisabled(replay);
+  preset_row(ui, L);
+  const auto view = ui.controller.view();
+  std::int64_t last = 0;
+  if (view) last = view->summary().complete_steps;
+  // The step the table shows: the one selected (replay's step slider), else the latest.
+  if (ui.selection.step > 0) last = std::min(last, ui.selection.step);
+  const std::vector<int> recorded = view ? view->summary().layout.layers : std::vector<int>{};
+  const LayerCosts& costs = layer_costs(ui, view, last, recorded, L);
+  // This model's (a read has arrived).
+  const bool have_costs = costs.have && costs.cover.size() == static_cast<std::size_t>(L);
+  layer_parameters(ui, cfg, costs, have_costs, last);
+  // An error from the controls above, wrapped to the panel so that all of it shows.
+  if (!ui.layers.notice.empty()) {
+    ImGui::PushStyleColor(ImGuiCol_Text, ImVec4(1.f, 0.55f, 0.45f, 1.f));
+    ImGui::TextWrapped("%s", ui.layers.notice.c_str());
+    ImGui::PopStyleColor();
+  }
+  ImGui::EndDisabled();
+  layers_table(ui, cfg, replay, costs, have_costs, last);
 }
 
 }  // namespace luka::studio
