@@ -63,6 +63,35 @@ std::vector<fs::path> question_files(const ArgParser& args) {
   return files;
 }
 
+// A resumed run's settings against the results already in `out_dir`: the same evaluation, model,
+// dtype, answer length, system prompt, query-agnostic setting and weights, and each preset run
+// before with the same config (those not asked for now are kept in `run_info`).
+void check_resume(const fs::path& out_dir, const fs::path& run_path, bool query_agnostic, const eval::ResultsFile& previous,
+                  json& run_info) {
+  if (fs::exists(run_path)) {
+    const json before = read_json_file(run_path, "run settings");
+    for (const char* key : {"evaluation", "model", "dtype", "max_new_tokens", "system_prompt"})
+      if (!before.contains(key) || before[key] != run_info[key])
+        fail(out_dir.string(), std::string("its results were made with another ") + key + " (" + (before.contains(key) ? before[key].dump() : "none") +
+                                   "); give another --out, or --restart to discard them");
+    if (before.value("query_agnostic", false) != query_agnostic)
+      fail(out_dir.string(), std::string("its results were made ") + (query_agnostic ? "without" : "with") +
+                                 " --query-agnostic; give another --out, or --restart to discard them");
+    // Runs from before --weights existed used the dequantized weights.
+    if (before.value("weights", std::string("dequantized")) != run_info["weights"].get<std::string>())
+      fail(out_dir.string(), "its results were made with --weights " + before.value("weights", std::string("dequantized")) +
+                                 "; give another --out, or --restart to discard them");
+    if (before.contains("presets") && before["presets"].is_object())
+      for (const auto& [name, c] : before["presets"].items()) {
+        if (run_info["presets"].contains(name) && run_info["presets"][name] != c)
+          fail(out_dir.string(), "its results for preset " + name + " were made with another config; give another --out, or --restart");
+        if (!run_info["presets"].contains(name)) run_info["presets"][name] = c;
+      }
+  } else if (!previous.records.empty()) {
+    fail(out_dir.string(), "results.jsonl is there without run.json; give another --out, or --restart to discard it");
+  }
+}
+
 int run_eval_wikisalad(int argc, char** argv) {
   ArgParser args("eval wikisalad",
                  "[--model PATH] (--data DIR | --file F...) [--examples N] [--presets LIST] [--out DIR]",
@@ -151,28 +180,7 @@ int run_eval_wikisalad(int argc, char** argv) {
     fs::remove(run_path, ec);
   }
   eval::ResultsFile previous = eval::read_results(results_path);
-  if (fs::exists(run_path)) {
-    const json before = read_json_file(run_path, "run settings");
-    for (const char* key : {"evaluation", "model", "dtype", "max_new_tokens", "system_prompt"})
-      if (!before.contains(key) || before[key] != run_info[key])
-        fail(out_dir.string(), std::string("its results were made with another ") + key + " (" + (before.contains(key) ? before[key].dump() : "none") +
-                                   "); give another --out, or --restart to discard them");
-    if (before.value("query_agnostic", false) != query_agnostic)
-      fail(out_dir.string(), std::string("its results were made ") + (query_agnostic ? "without" : "with") +
-                                 " --query-agnostic; give another --out, or --restart to discard them");
-    // Runs from before --weights existed used the dequantized weights.
-    if (before.value("weights", std::string("dequantized")) != run_info["weights"].get<std::string>())
-      fail(out_dir.string(), "its results were made with --weights " + before.value("weights", std::string("dequantized")) +
-                                 "; give another --out, or --restart to discard them");
-    if (before.contains("presets") && before["presets"].is_object())
-      for (const auto& [name, c] : before["presets"].items()) {
-        if (run_info["presets"].contains(name) && run_info["presets"][name] != c)
-          fail(out_dir.string(), "its results for preset " + name + " were made with another config; give another --out, or --restart");
-        if (!run_info["presets"].contains(name)) run_info["presets"][name] = c;
-      }
-  } else if (!previous.records.empty()) {
-    fail(out_dir.string(), "results.jsonl is there without run.json; give another --out, or --restart to discard it");
-  }
+  check_resume(out_dir, run_path, query_agnostic, previous, run_info);
   write_file_atomically(run_path, run_info.dump(2, ' ', false, json::error_handler_t::replace) + "\n");
   if (fs::exists(results_path) && fs::file_size(results_path) != previous.valid_bytes) fs::resize_file(results_path, previous.valid_bytes);
   std::set<std::string> done;
