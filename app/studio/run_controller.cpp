@@ -45,6 +45,41 @@ std::string mode_switches(const LukaConfig& before, const LukaConfig& after, std
   return out;
 }
 
+// The keys `luka capture` writes, and the Studio's own: chat and the live config changes. The
+// mode switches go in `schedule` as --schedule entries, so that `luka capture --schedule` can run
+// them again; `live_changes` holds each config applied during the run in full.
+nlohmann::json generation_of(const RunRequest& r, std::int64_t n, std::int64_t context_tokens) {
+  const bool free = r.free_text.has_value();
+  const std::string titled = r.prompt.title.empty() ? "" : " '" + r.prompt.title + "'";
+  nlohmann::json generation = {{"prompt", free ? std::string("studio: free text")
+                                               : "studio: interwoven prompt" + titled + " (pattern " + r.prompt.pattern + ")"},
+                               {"prompt_tokens", n},
+                               {"max_new_tokens", r.max_new_tokens},
+                               {"temperature", r.sampling.temperature},
+                               {"top_k", r.sampling.top_k},
+                               {"top_p", r.sampling.top_p},
+                               {"chat", r.chat},
+                               {"ignore_eos", r.ignore_stop_tokens},
+                               {"schedule", ""},
+                               {"live_changes", nlohmann::json::array()}};
+  if (r.query_agnostic) generation["query_agnostic_context_tokens"] = context_tokens;  // prefilled before the question
+  if (const std::string asked = free ? std::string() : question_topic_label(r.prompt); !asked.empty())
+    generation["question_topic"] = asked;  // the Topics tab's default decode topic
+  return generation;
+}
+
+// What a run needs beyond the model (its KV cache, the live capture's maps and spill), against
+// what the machine has: "" when it fits, else why not.
+std::string over_budget(const Model& model, const capture::Layout& layout, std::int64_t n, std::int64_t max_new_tokens) {
+  const ModelConfig& mc = model.config();
+  const std::uint64_t elem = model.dtype() == DType::kF32 ? 4 : 2;
+  const std::uint64_t kv_per_token = 2 * static_cast<std::uint64_t>(mc.num_layers * mc.num_kv_heads * mc.head_dim) * elem;
+  const RunBudget budget = estimate_run(layout, static_cast<int>(mc.num_heads), n, max_new_tokens, kv_per_token,
+                                        capture::LiveCapture::kDefaultMapMemory);
+  const std::filesystem::path folder = capture::LiveCapture::spill_folder();
+  return check_budget(budget, available_memory(), free_disk(folder), folder.string());
+}
+
 }  // namespace
 
 // A run's capture pipeline into `live`, with its work on the model's threads; on the GPU the
@@ -420,6 +455,77 @@ void RunController::run(const RunRequest& request) {
   post("run", [this, request](TaskContext& ctx) { run_job(request, ctx); });
 }
 
+// The run loop's observer: records the run into the live capture, shows the text, and waits
+// between steps while paused (a step() grants one step); live mode changes go to the loop.
+struct RunController::LiveRun final : RunObserver {
+  RunController& session;
+  capture::CaptureRecorder& recorder;
+  capture::CapturePipeline& pipeline;
+  const Tokenizer& tok;
+  RunLoop& loop;
+  const Backend& device;
+  TaskContext& task;
+  std::int64_t steps_total;
+  capture::LiveCapture& live_capture;
+  nlohmann::json& generation;
+  std::vector<capture::Token> pending;
+  LiveRun(RunController& s, capture::CaptureRecorder& r, capture::CapturePipeline& p, const Tokenizer& t, RunLoop& l, const Backend& d, TaskContext& c,
+          std::int64_t total, capture::LiveCapture& live, nlohmann::json& g)
+      : session(s), recorder(r), pipeline(p), tok(t), loop(l), device(d), task(c), steps_total(total), live_capture(live),
+        generation(g) {}
+  // A config applied before `step`: in the manifest's generation (its schedule and live changes).
+  void note_change(std::int64_t step, const LukaConfig& before, const LukaConfig& after) {
+    std::string& schedule = generation["schedule"].get_ref<std::string&>();
+    const std::string switches = mode_switches(before, after, step);
+    if (!switches.empty()) schedule += (schedule.empty() ? "" : ";") + switches;
+    generation["live_changes"].push_back({{"step", step}, {"luka_config", nlohmann::json::parse(after.to_json())}});
+    live_capture.set_generation(generation.dump());
+  }
+  void prefill_begin(std::int64_t) override { recorder.start_prefill(); }
+  void prefill_end(std::int64_t, double) override {
+    recorder.end_prefill();
+    session.set_status([](Status& s) { s.prefill_fraction = -1; });
+  }
+  bool token(const ChosenToken& t) override {
+    const std::string piece = tok.token_bytes(t.id);
+    pending.push_back({t.id, piece, true, -1, static_cast<float>(t.probability)});
+    if (t.stop || session.stop_) return false;
+    std::lock_guard<std::mutex> lock(session.mu_);
+    session.output_ += piece;
+    return true;
+  }
+  bool before_step(std::int64_t step) override {
+    std::unique_lock<std::mutex> lock(session.mu_);
+    if (session.paused_ && session.step_credit_ == 0) {
+      session.status_.state = RunState::kPaused;
+      session.status_.message = "paused after step " + std::to_string(step - 1);
+    }
+    session.cv_.wait(lock, [&] { return !session.paused_ || session.step_credit_ > 0 || session.stop_ || session.quit_; });
+    if (session.stop_ || session.quit_) return false;
+    if (session.step_credit_ > 0) --session.step_credit_;
+    session.status_.state = RunState::kRunning;
+    session.status_.message = "decode step " + std::to_string(step);
+    if (session.config_dirty_) {
+      session.config_dirty_ = false;
+      if (const std::string why = device.supports(session.config_); why.empty()) {
+        note_change(step, loop.config(), session.config_);
+        loop.request_config(session.config_);
+      } else {  // e.g. a CPU-only option on the GPU: the run keeps its config and says why
+        session.config_ = loop.config();
+        session.status_.message = "not applied on " + device.name() + ": " + why;
+      }
+    }
+    return true;
+  }
+  void after_step(std::int64_t step, double) override {
+    recorder.record_step(step, std::move(pending));
+    pending.clear();
+    pipeline.drain();  // the view shows each step as soon as it is done
+    session.set_status([&](Status& s) { s.steps_done = step; });
+    task.progress(steps_total > 0 ? static_cast<double>(step) / static_cast<double>(steps_total) : -1, "decode step " + std::to_string(step));
+  }
+};
+
 void RunController::run_job(RunRequest r, TaskContext& ctx) {
   if (!impl_->model) fail("studio", "load a model first");
   const Model& model = *impl_->model;
@@ -463,24 +569,14 @@ void RunController::run_job(RunRequest r, TaskContext& ctx) {
     if (r.record.find("map_cap") == std::string::npos) spec.map_cap = 4096;
   }
   const capture::Layout layout = capture::make_layout(model, cfg, spec, n, n + r.max_new_tokens);
-  // What the run needs beyond the model, against what the machine has: refused (the last view
-  // stays) unless the user runs it anyway.
-  {
-    const ModelConfig& mc = model.config();
-    const std::uint64_t elem = model.dtype() == DType::kF32 ? 4 : 2;
-    const std::uint64_t kv_per_token = 2 * static_cast<std::uint64_t>(mc.num_layers * mc.num_kv_heads * mc.head_dim) * elem;
-    const RunBudget budget = estimate_run(layout, static_cast<int>(mc.num_heads), n, r.max_new_tokens, kv_per_token,
-                                          capture::LiveCapture::kDefaultMapMemory);
-    const std::filesystem::path folder = capture::LiveCapture::spill_folder();
-    const std::string why = check_budget(budget, available_memory(), free_disk(folder), folder.string());
-    if (!why.empty() && !r.force) {
-      set_status([&](Status& st) {
-        st.state = RunState::kReady;
-        st.message = why;
-        st.refused_for_resources = true;
-      });
-      return;
-    }
+  // Refused (the last view stays) unless the user runs it anyway.
+  if (const std::string why = over_budget(model, layout, n, r.max_new_tokens); !why.empty() && !r.force) {
+    set_status([&](Status& st) {
+      st.state = RunState::kReady;
+      st.message = why;
+      st.refused_for_resources = true;
+    });
+    return;
   }
   set_status([](Status& st) { st.refused_for_resources = false; });
   capture::Manifest manifest = capture::make_manifest(model, tok, cfg);
@@ -489,24 +585,7 @@ void RunController::run_job(RunRequest r, TaskContext& ctx) {
   manifest.git_revision = git_revision();
   manifest.record = spec.to_string();
   manifest.seed = static_cast<std::int64_t>(r.sampling.seed);
-  // The keys `luka capture` writes, and the Studio's own: chat and the live config changes. The
-  // mode switches go in `schedule` as --schedule entries, so that `luka capture --schedule` can
-  // run them again; `live_changes` holds each config applied during the run in full.
-  const std::string titled = r.prompt.title.empty() ? "" : " '" + r.prompt.title + "'";
-  nlohmann::json generation = {{"prompt", free ? std::string("studio: free text")
-                                               : "studio: interwoven prompt" + titled + " (pattern " + r.prompt.pattern + ")"},
-                               {"prompt_tokens", n},
-                               {"max_new_tokens", r.max_new_tokens},
-                               {"temperature", r.sampling.temperature},
-                               {"top_k", r.sampling.top_k},
-                               {"top_p", r.sampling.top_p},
-                               {"chat", r.chat},
-                               {"ignore_eos", r.ignore_stop_tokens},
-                               {"schedule", ""},
-                               {"live_changes", nlohmann::json::array()}};
-  if (r.query_agnostic) generation["query_agnostic_context_tokens"] = context_tokens;  // prefilled before the question
-  if (const std::string asked = free ? std::string() : question_topic_label(r.prompt); !asked.empty())
-    generation["question_topic"] = asked;  // the Topics tab's default decode topic
+  nlohmann::json generation = generation_of(r, n, context_tokens);
   manifest.generation = generation.dump();
   if (!r.calibration.empty()) {
     try {  // another model's calibration stays out of the capture (the Head scores tab says so)
@@ -538,76 +617,6 @@ void RunController::run_job(RunRequest r, TaskContext& ctx) {
     status_.prefill_fraction = 0;
   }
 
-  // The run loop's observer: records the run into the live capture, shows the text, and waits
-  // between steps while paused (a step() grants one step); live mode changes go to the loop.
-  struct Live final : RunObserver {
-    RunController& session;
-    capture::CaptureRecorder& recorder;
-    capture::CapturePipeline& pipeline;
-    const Tokenizer& tok;
-    RunLoop& loop;
-    const Backend& device;
-    TaskContext& task;
-    std::int64_t steps_total;
-    capture::LiveCapture& live_capture;
-    nlohmann::json& generation;
-    std::vector<capture::Token> pending;
-    Live(RunController& s, capture::CaptureRecorder& r, capture::CapturePipeline& p, const Tokenizer& t, RunLoop& l, const Backend& d, TaskContext& c,
-         std::int64_t total, capture::LiveCapture& live, nlohmann::json& g)
-        : session(s), recorder(r), pipeline(p), tok(t), loop(l), device(d), task(c), steps_total(total), live_capture(live),
-          generation(g) {}
-    // A config applied before `step`: in the manifest's generation (its schedule and live changes).
-    void note_change(std::int64_t step, const LukaConfig& before, const LukaConfig& after) {
-      std::string& schedule = generation["schedule"].get_ref<std::string&>();
-      const std::string switches = mode_switches(before, after, step);
-      if (!switches.empty()) schedule += (schedule.empty() ? "" : ";") + switches;
-      generation["live_changes"].push_back({{"step", step}, {"luka_config", nlohmann::json::parse(after.to_json())}});
-      live_capture.set_generation(generation.dump());
-    }
-    void prefill_begin(std::int64_t) override { recorder.start_prefill(); }
-    void prefill_end(std::int64_t, double) override {
-      recorder.end_prefill();
-      session.set_status([](Status& s) { s.prefill_fraction = -1; });
-    }
-    bool token(const ChosenToken& t) override {
-      const std::string piece = tok.token_bytes(t.id);
-      pending.push_back({t.id, piece, true, -1, static_cast<float>(t.probability)});
-      if (t.stop || session.stop_) return false;
-      std::lock_guard<std::mutex> lock(session.mu_);
-      session.output_ += piece;
-      return true;
-    }
-    bool before_step(std::int64_t step) override {
-      std::unique_lock<std::mutex> lock(session.mu_);
-      if (session.paused_ && session.step_credit_ == 0) {
-        session.status_.state = RunState::kPaused;
-        session.status_.message = "paused after step " + std::to_string(step - 1);
-      }
-      session.cv_.wait(lock, [&] { return !session.paused_ || session.step_credit_ > 0 || session.stop_ || session.quit_; });
-      if (session.stop_ || session.quit_) return false;
-      if (session.step_credit_ > 0) --session.step_credit_;
-      session.status_.state = RunState::kRunning;
-      session.status_.message = "decode step " + std::to_string(step);
-      if (session.config_dirty_) {
-        session.config_dirty_ = false;
-        if (const std::string why = device.supports(session.config_); why.empty()) {
-          note_change(step, loop.config(), session.config_);
-          loop.request_config(session.config_);
-        } else {  // e.g. a CPU-only option on the GPU: the run keeps its config and says why
-          session.config_ = loop.config();
-          session.status_.message = "not applied on " + device.name() + ": " + why;
-        }
-      }
-      return true;
-    }
-    void after_step(std::int64_t step, double) override {
-      recorder.record_step(step, std::move(pending));
-      pending.clear();
-      pipeline.drain();  // the view shows each step as soon as it is done
-      session.set_status([&](Status& s) { s.steps_done = step; });
-      task.progress(steps_total > 0 ? static_cast<double>(step) / static_cast<double>(steps_total) : -1, "decode step " + std::to_string(step));
-    }
-  };
   // Prefill progress, with the time left extrapolated from the time so far.
   const auto prefill_start = std::chrono::steady_clock::now();
   recorder.set_prefill_progress([this, n, prefill_start, &ctx](double f) {
@@ -629,7 +638,7 @@ void RunController::run_job(RunRequest r, TaskContext& ctx) {
   RunLoop loop(decoder, layers, cfg);
   const std::shared_ptr<const Backend> device = impl_->device;
   loop.set_sampler_factory([device](const SamplingParams& p) { return device->sampler(p); });
-  Live live_run(*this, recorder, *pipeline, tok, loop, *device, ctx, r.max_new_tokens - 1, *live, generation);
+  LiveRun live_run(*this, recorder, *pipeline, tok, loop, *device, ctx, r.max_new_tokens - 1, *live, generation);
   RunSettings run;
   run.max_new_tokens = r.max_new_tokens;
   run.sampling = r.sampling;

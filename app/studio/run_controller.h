@@ -158,6 +158,7 @@ class RunController {
   TaskManager& tasks_;
   struct Impl;
   std::unique_ptr<Impl> impl_;  // the model lane's alone
+  struct LiveRun;               // run_job's observer of the run loop (run_controller.cpp)
   mutable std::mutex mu_;
   std::condition_variable cv_;
   std::vector<Task> model_tasks_;  // posted to the model lane and maybe not finished
