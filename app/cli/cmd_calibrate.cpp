@@ -180,6 +180,120 @@ int calibrate_dar(const ArgParser& args, const Backend& device, const std::share
   return 0;
 }
 
+
+// Runs the text once per candidate (the first `head` ids prefilled, the rest forced through the
+// decode path with the dense shadow on) and sums, per candidate, layer and head, the shadow's
+// fidelity and the entries attended; per head, from the first candidate's dense rows, the pattern
+// scores (`topic`: each token's topic, for the cross-topic mass).
+std::vector<std::vector<std::vector<HeadSums>>> measure_candidates(RunSession& session, const std::vector<Candidate>& candidates,
+                                                                 const std::vector<std::int32_t>& head, const RunSettings& run,
+                                                                 std::int64_t steps, const std::int32_t* topic, bool quiet) {
+  const std::int64_t L = session.model().config().num_layers, H = session.model().config().num_heads;
+  const bool tty = isatty(STDERR_FILENO) != 0;
+  // sums[c][l][h]; head pattern scores come from the first candidate's dense shadow rows.
+  std::vector<std::vector<std::vector<HeadSums>>> sums(candidates.size(),
+                                                       std::vector<std::vector<HeadSums>>(static_cast<std::size_t>(L), std::vector<HeadSums>(static_cast<std::size_t>(H))));
+  const auto t0 = std::chrono::steady_clock::now();
+  for (std::size_t c = 0; c < candidates.size(); ++c) {
+    session.use(candidates[c].config);
+    const std::vector<std::shared_ptr<LukaLayer>>& layers = session.layers();
+    struct Observer final : RunObserver {
+      std::function<void(std::int64_t)> after;
+      void after_step(std::int64_t step, double) override { after(step); }
+    } observer;
+    observer.after = [&](std::int64_t step) {
+      for (std::int64_t l = 0; l < L; ++l) {
+        const LukaStep& s = layers[static_cast<std::size_t>(l)]->last_step();
+        if (!s.fidelity.defined()) fail("calibrate", "layer " + std::to_string(l) + " gave no dense shadow");
+        const at::Tensor f = s.fidelity.to(at::kDouble).contiguous();
+        const double* fp = f.data_ptr<double>();
+        at::Tensor dense;
+        if (c == 0) dense = s.dense.to(at::kFloat).contiguous();
+        for (std::int64_t h = 0; h < H; ++h) {
+          HeadSums& hs = sums[c][static_cast<std::size_t>(l)][static_cast<std::size_t>(h)];
+          hs.kl += fp[h * 4 + kKl];
+          hs.recall += fp[h * 4 + kRecall];
+          hs.rel_l2 += fp[h * 4 + kRelL2];
+          hs.entries += static_cast<double>(s.cover_size.at(static_cast<std::size_t>(h)));
+          if (c == 0) {
+            const eval::HeadScores sc = eval::head_scores(dense[h].data_ptr<float>(), s.tokens, topic);
+            hs.sink += sc.sink;
+            hs.entropy += sc.entropy;
+            hs.locality += sc.locality;
+            if (!std::isnan(sc.cross_topic)) hs.cross += sc.cross_topic, ++hs.cross_steps;
+          }
+        }
+      }
+      if (!quiet && (tty || step == steps)) {
+        const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        const double done = static_cast<double>(c * static_cast<std::size_t>(steps) + static_cast<std::size_t>(step));
+        const double left = elapsed / done * (static_cast<double>(candidates.size() * static_cast<std::size_t>(steps)) - done);
+        std::fprintf(stderr, "%s[%zu/%zu] %s: step %lld/%lld, about %.0f s left%s", tty ? "\r\033[K" : "", c + 1, candidates.size(),
+                     candidates[c].name.c_str(), static_cast<long long>(step), static_cast<long long>(steps), left, tty ? "" : "\n");
+        std::fflush(stderr);
+      }
+    };
+    const RunResult r = session.loop().run(head, run, &observer);
+    if (r.decode_steps != steps) fail("calibrate", "ran " + std::to_string(r.decode_steps) + " decode steps, expected " + std::to_string(steps));
+  }
+  if (!quiet && tty) std::fputc('\n', stderr);
+  return sums;
+}
+
+// Per layer: the dense entries, each head's pattern scores (from the first candidate's dense
+// shadow), and per candidate its means over the heads and each head's numbers, over `S` steps.
+json calibration_layers(const std::vector<std::vector<std::vector<HeadSums>>>& sums, const std::vector<Candidate>& candidates,
+                        std::int64_t L, std::int64_t H, std::int64_t m, double S) {
+  json layers = json::array();
+  for (std::int64_t l = 0; l < L; ++l) {
+    // Dense attends every raw token: T = m + s at step s, so the mean over the steps.
+    const double dense_entries = static_cast<double>(m) + (S + 1) / 2;
+    json heads = json::array();
+    const auto& first = sums[0][static_cast<std::size_t>(l)];
+    for (std::int64_t h = 0; h < H; ++h) {
+      const HeadSums& hs = first[static_cast<std::size_t>(h)];
+      heads.push_back({{"head", h},
+                       {"sink", hs.sink / S},
+                       {"entropy", hs.entropy / S},
+                       {"locality", hs.locality / S},
+                       {"cross_topic", hs.cross_steps ? json(hs.cross / static_cast<double>(hs.cross_steps)) : json()}});
+    }
+    json per = json::array();
+    for (std::size_t c = 0; c < candidates.size(); ++c) {
+      json ph = json::array();
+      double kl = 0, recall = 0, rel = 0, entries = 0;
+      for (std::int64_t h = 0; h < H; ++h) {
+        const HeadSums& hs = sums[c][static_cast<std::size_t>(l)][static_cast<std::size_t>(h)];
+        ph.push_back({{"kl", hs.kl / S}, {"recall", hs.recall / S}, {"rel_l2", hs.rel_l2 / S}, {"entries", hs.entries / S}});
+        kl += hs.kl / S, recall += hs.recall / S, rel += hs.rel_l2 / S, entries += hs.entries / S;
+      }
+      const double h_count = static_cast<double>(H);
+      per.push_back({{"name", candidates[c].name},
+                     {"kl", kl / h_count},
+                     {"recall", recall / h_count},
+                     {"rel_l2", rel / h_count},
+                     {"entries", entries / h_count},
+                     {"heads", ph}});
+    }
+    layers.push_back({{"layer", l}, {"dense_entries", dense_entries}, {"heads", heads}, {"candidates", per}});
+  }
+  return layers;
+}
+
+// A table of the layers' KL per candidate, with the entries each attends.
+void print_calibration_table(const json& layers, const std::vector<Candidate>& candidates) {
+  std::printf("%-6s %9s", "layer", "dense");
+  for (const Candidate& c : candidates) std::printf(" %18s", c.name.c_str());
+  std::printf("\n%-6s %9s", "", "entries");
+  for (std::size_t c = 0; c < candidates.size(); ++c) std::printf(" %18s", "KL / entries");
+  std::printf("\n");
+  for (const json& layer : layers) {
+    std::printf("%-6lld %9.1f", static_cast<long long>(layer["layer"].get<std::int64_t>()), layer["dense_entries"].get<double>());
+    for (const json& c : layer["candidates"]) std::printf("   %8.5f / %5.1f", c["kl"].get<double>(), c["entries"].get<double>());
+    std::printf("\n");
+  }
+}
+
 }  // namespace
 
 int run_calibrate(int argc, char** argv) {
@@ -282,59 +396,12 @@ int run_calibrate(int argc, char** argv) {
   run.max_new_tokens = n - m;
   const std::int64_t steps = n - 1 - m;  // decode steps: each feeds one forced token
   const bool quiet = args.get_flag("quiet");
-  const bool tty = isatty(STDERR_FILENO) != 0;
   if (!quiet)
     std::fprintf(stderr, "%lld tokens: %lld prefilled, %lld decode steps per candidate, %zu candidates\n", static_cast<long long>(n),
                  static_cast<long long>(m), static_cast<long long>(steps), candidates.size());
 
-  // sums[c][l][h]; head pattern scores come from the first candidate's dense shadow rows.
-  std::vector<std::vector<std::vector<HeadSums>>> sums(candidates.size(),
-                                                       std::vector<std::vector<HeadSums>>(static_cast<std::size_t>(L), std::vector<HeadSums>(static_cast<std::size_t>(H))));
   RunSession session(device, model, &tokenizer);
-  const auto t0 = std::chrono::steady_clock::now();
-  for (std::size_t c = 0; c < candidates.size(); ++c) {
-    session.use(candidates[c].config);
-    const std::vector<std::shared_ptr<LukaLayer>>& layers = session.layers();
-    struct Observer final : RunObserver {
-      std::function<void(std::int64_t)> after;
-      void after_step(std::int64_t step, double) override { after(step); }
-    } observer;
-    observer.after = [&](std::int64_t step) {
-      for (std::int64_t l = 0; l < L; ++l) {
-        const LukaStep& s = layers[static_cast<std::size_t>(l)]->last_step();
-        if (!s.fidelity.defined()) fail("calibrate", "layer " + std::to_string(l) + " gave no dense shadow");
-        const at::Tensor f = s.fidelity.to(at::kDouble).contiguous();
-        const double* fp = f.data_ptr<double>();
-        at::Tensor dense;
-        if (c == 0) dense = s.dense.to(at::kFloat).contiguous();
-        for (std::int64_t h = 0; h < H; ++h) {
-          HeadSums& hs = sums[c][static_cast<std::size_t>(l)][static_cast<std::size_t>(h)];
-          hs.kl += fp[h * 4 + kKl];
-          hs.recall += fp[h * 4 + kRecall];
-          hs.rel_l2 += fp[h * 4 + kRelL2];
-          hs.entries += static_cast<double>(s.cover_size.at(static_cast<std::size_t>(h)));
-          if (c == 0) {
-            const eval::HeadScores sc = eval::head_scores(dense[h].data_ptr<float>(), s.tokens, topics ? topic.data() : nullptr);
-            hs.sink += sc.sink;
-            hs.entropy += sc.entropy;
-            hs.locality += sc.locality;
-            if (!std::isnan(sc.cross_topic)) hs.cross += sc.cross_topic, ++hs.cross_steps;
-          }
-        }
-      }
-      if (!quiet && (tty || step == steps)) {
-        const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-        const double done = static_cast<double>(c * static_cast<std::size_t>(steps) + static_cast<std::size_t>(step));
-        const double left = elapsed / done * (static_cast<double>(candidates.size() * static_cast<std::size_t>(steps)) - done);
-        std::fprintf(stderr, "%s[%zu/%zu] %s: step %lld/%lld, about %.0f s left%s", tty ? "\r\033[K" : "", c + 1, candidates.size(),
-                     candidates[c].name.c_str(), static_cast<long long>(step), static_cast<long long>(steps), left, tty ? "" : "\n");
-        std::fflush(stderr);
-      }
-    };
-    const RunResult r = session.loop().run(head, run, &observer);
-    if (r.decode_steps != steps) fail("calibrate", "ran " + std::to_string(r.decode_steps) + " decode steps, expected " + std::to_string(steps));
-  }
-  if (!quiet && tty) std::fputc('\n', stderr);
+  const auto sums = measure_candidates(session, candidates, head, run, steps, topics ? topic.data() : nullptr, quiet);
 
   // The file: candidates with their per-layer config, then per layer the dense entries, the
   // candidates' means over heads and each head's numbers.
@@ -345,39 +412,7 @@ int run_calibrate(int argc, char** argv) {
     for (auto& l : plain.layers) l.dense_shadow = false;
     cands.push_back({{"name", c.name}, {"config", json::parse(plain.to_json()).at("layers").at("0")}});
   }
-  json layers = json::array();
-  for (std::int64_t l = 0; l < L; ++l) {
-    // Dense attends every raw token: T = m + s at step s, so the mean over the steps.
-    const double dense_entries = static_cast<double>(m) + (S + 1) / 2;
-    json heads = json::array();
-    const auto& first = sums[0][static_cast<std::size_t>(l)];
-    for (std::int64_t h = 0; h < H; ++h) {
-      const HeadSums& hs = first[static_cast<std::size_t>(h)];
-      heads.push_back({{"head", h},
-                       {"sink", hs.sink / S},
-                       {"entropy", hs.entropy / S},
-                       {"locality", hs.locality / S},
-                       {"cross_topic", hs.cross_steps ? json(hs.cross / static_cast<double>(hs.cross_steps)) : json()}});
-    }
-    json per = json::array();
-    for (std::size_t c = 0; c < candidates.size(); ++c) {
-      json ph = json::array();
-      double kl = 0, recall = 0, rel = 0, entries = 0;
-      for (std::int64_t h = 0; h < H; ++h) {
-        const HeadSums& hs = sums[c][static_cast<std::size_t>(l)][static_cast<std::size_t>(h)];
-        ph.push_back({{"kl", hs.kl / S}, {"recall", hs.recall / S}, {"rel_l2", hs.rel_l2 / S}, {"entries", hs.entries / S}});
-        kl += hs.kl / S, recall += hs.recall / S, rel += hs.rel_l2 / S, entries += hs.entries / S;
-      }
-      const double h_count = static_cast<double>(H);
-      per.push_back({{"name", candidates[c].name},
-                     {"kl", kl / h_count},
-                     {"recall", recall / h_count},
-                     {"rel_l2", rel / h_count},
-                     {"entries", entries / h_count},
-                     {"heads", ph}});
-    }
-    layers.push_back({{"layer", l}, {"dense_entries", dense_entries}, {"heads", heads}, {"candidates", per}});
-  }
+  const json layers = calibration_layers(sums, candidates, L, H, m, S);
   const json out = {{"calibration", 1},
                     {"model", fs::weakly_canonical(path).string()},
                     {"source", prompt.source},
@@ -391,17 +426,7 @@ int run_calibrate(int argc, char** argv) {
                     {"layers", layers}};
   write_file_atomically(args.get("out"), out.dump(1, ' ', false, json::error_handler_t::replace) + "\n");
 
-  // A table of the layers' KL per candidate.
-  std::printf("%-6s %9s", "layer", "dense");
-  for (const Candidate& c : candidates) std::printf(" %18s", c.name.c_str());
-  std::printf("\n%-6s %9s", "", "entries");
-  for (std::size_t c = 0; c < candidates.size(); ++c) std::printf(" %18s", "KL / entries");
-  std::printf("\n");
-  for (const json& layer : layers) {
-    std::printf("%-6lld %9.1f", static_cast<long long>(layer["layer"].get<std::int64_t>()), layer["dense_entries"].get<double>());
-    for (const json& c : layer["candidates"]) std::printf("   %8.5f / %5.1f", c["kl"].get<double>(), c["entries"].get<double>());
-    std::printf("\n");
-  }
+  print_calibration_table(layers, candidates);
   std::fprintf(stderr, "wrote %s\n", args.get("out").c_str());
   if (args.has("config-out")) {
     const LukaConfig automatic = auto_config({args.get("out"), budget}, L);
