@@ -121,13 +121,126 @@ bool studio_idle(const UiState& ui) {
          (!ui.compare.view || ui.compare.map.fetcher.idle());
 }
 
+// The fixed layout: model, prompt and layers panels on the left, the map and the bottom tabs on the
+// right, in a W x H framebuffer; dragging the map panel's left or bottom edge, or the prompt
+// panel's bottom edge, moves the split.
+void draw_panels(studio::UiState& ui, float W, float H) {
+  // The split follows ui.window.split; dragging the map panel's left or bottom edge, or the prompt
+  // panel's bottom edge, moves it.
+  auto& split = ui.window.split;
+  // The model panel is as tall as its content was last frame (a wrapped error takes more), up
+  // to a third of the window; the prompt panel starts below it.
+  const float model_h = std::round(std::clamp(ui.window.model_height > 0 ? ui.window.model_height : 180.f, 120.f, std::max(120.f, H / 3)));
+  const float left = split.left > 0 ? std::round(W * split.left) : std::min(420.f, std::round(W * 0.34f)),
+              prompt_bottom = std::max({220.f, std::round(H * split.prompt), model_h + 100}), map_bottom = std::round(H * split.map);
+  const ImGuiWindowFlags fixed = ImGuiWindowFlags_NoMove | ImGuiWindowFlags_NoResize | ImGuiWindowFlags_NoCollapse;
+  const ImGuiWindowFlags sizable = ImGuiWindowFlags_NoMove | ImGuiWindowFlags_NoCollapse;
+  const auto panel = [&](const char* title, ImVec2 pos, ImVec2 size, void (*draw)(studio::UiState&), bool resizable = false) {
+    ImGui::SetNextWindowPos(pos, ImGuiCond_Always);
+    ImGui::SetNextWindowSize(size, ImGuiCond_Always);
+    ImVec2 got_pos = pos, got_size = size;
+    if (ImGui::Begin(title, nullptr, resizable ? sizable : fixed)) {
+      got_pos = ImGui::GetWindowPos();
+      got_size = ImGui::GetWindowSize();
+      draw(ui);
+    }
+    ImGui::End();
+    return std::make_pair(got_pos, got_size);
+  };
+  const auto fraction = [](float v) { return std::clamp(v, 0.15f, 0.85f); };
+  panel("Model", ImVec2(0, 0), ImVec2(left, model_h), studio::draw_model_panel);
+  const auto [prompt_pos, prompt_size] = panel("Prompt", ImVec2(0, model_h), ImVec2(left, prompt_bottom - model_h), studio::draw_prompt_panel, true);
+  if (std::abs(prompt_pos.y + prompt_size.y - prompt_bottom) > 0.5f) split.prompt = fraction((prompt_pos.y + prompt_size.y) / H);
+  panel("Layers", ImVec2(0, prompt_bottom), ImVec2(left, H - prompt_bottom), studio::draw_layers_panel);
+  const auto [map_pos, map_size] = panel("Attention map", ImVec2(left, 0), ImVec2(W - left, map_bottom), studio::draw_heatmap_panel, true);
+  if (std::abs(map_pos.x - left) > 0.5f) split.left = fraction(map_pos.x / W);
+  if (std::abs(map_pos.y + map_size.y - map_bottom) > 0.5f) split.map = fraction((map_pos.y + map_size.y) / H);
+  panel("Output", ImVec2(left, map_bottom), ImVec2(W - left, H - map_bottom), [](studio::UiState& u) {
+    if (!ImGui::BeginTabBar("bottom")) return;
+    const auto select = [&](BottomTab t) { return u.window.select_tab == t ? ImGuiTabItemFlags_SetSelected : 0; };
+    if (ImGui::BeginTabItem("Output", nullptr, select(BottomTab::kOutput))) {
+      studio::draw_output_panel(u);
+      ImGui::EndTabItem();
+    }
+    if (ImGui::BeginTabItem("Cover timeline", nullptr, select(BottomTab::kTimeline))) {
+      studio::draw_timeline_panel(u);
+      ImGui::EndTabItem();
+    }
+    if (ImGui::BeginTabItem("Fidelity & cost", nullptr, select(BottomTab::kFidelity))) {
+      studio::draw_fidelity_panel(u);
+      ImGui::EndTabItem();
+    }
+    if (ImGui::BeginTabItem("Topics", nullptr, select(BottomTab::kTopics))) {
+      studio::draw_topics_panel(u);
+      ImGui::EndTabItem();
+    }
+    if (ImGui::BeginTabItem("Head scores", nullptr, select(BottomTab::kHeadScores))) {
+      studio::draw_head_scores_panel(u);
+      ImGui::EndTabItem();
+    }
+    u.window.select_tab.reset();
+    ImGui::EndTabBar();
+  });
+}
+
+// `measure FRAMES` (scripts): collects the frame times, and prints their statistics once enough came.
+void record_frame_time(studio::UiState& ui, std::chrono::steady_clock::time_point now, std::chrono::steady_clock::time_point last_frame) {
+  if (ui.timing.measure_frames > 0) {
+    ui.timing.frame_ms.push_back(std::chrono::duration<double, std::milli>(now - last_frame).count());
+    if (static_cast<int>(ui.timing.frame_ms.size()) == ui.timing.measure_frames) {
+      std::vector<double> t = ui.timing.frame_ms;
+      std::sort(t.begin(), t.end());
+      double mean = 0;
+      for (const double x : t) mean += x;
+      mean /= static_cast<double>(t.size());
+      std::printf("frames %zu mean %.2f ms (%.1f fps) median %.2f ms p95 %.2f ms\n", t.size(), mean, 1000.0 / mean, t[t.size() / 2],
+                  t[t.size() * 95 / 100]);
+      std::fflush(stdout);
+      ui.timing.measure_frames = 0;
+    }
+  }
+}
+
+// The window's first state: the last session (unless --fresh), a calibration, and the capture to
+// replay or the model to load (a script loads its own unless --model names one).
+std::filesystem::path start_session(studio::UiState& ui, const WindowOptions& options, bool scripted) {
+  const auto launched = options.launched;
+  const InterwovenPrompt& prompt = options.prompt;
+  ui.timing.started = launched;
+  ui.prompt.interwoven = prompt;
+  const auto salad = std::filesystem::path(LUKA_SOURCE_DIR).parent_path() / "shared" / "data" / "wikisalad" / "easy_2topic_short.json";
+  ui.prompt.wikisalad_path = std::filesystem::exists(salad) ? salad.lexically_normal().string() : "";
+  const std::filesystem::path session_file = default_session_file();
+  if (options.restore) {
+    ui.notice = load_session(ui, session_file);
+    if (options.prompt_given) ui.prompt.interwoven = prompt;
+  }
+  if (!options.calibration.empty()) attach_calibration(ui, options.calibration);
+  if (!options.capture.empty()) {
+    ui.controller.open_capture(options.capture);
+  } else {
+    std::error_code ec;
+    if (!options.restore || options.model_given || ui.model.path.empty() || !std::filesystem::exists(ui.model.path, ec))
+      ui.model.path = options.model.string();
+    if (!options.restore || options.device_given) ui.model.device = options.device;
+    if (!options.restore || options.weights_given) ui.model.weights = options.weights;
+    try {
+      // A script loads what it needs itself, unless --model names one: then it is loaded at
+      // start-up as without a script, and the script's wait_idle waits for it.
+      if (!scripted || options.model_given)
+        ui.controller.load_model(ui.model.path, load_options(ui), parse_device(ui.model.device));
+    } catch (const std::exception& e) {  // a remembered device that is gone: the panel says so
+      ui.notice = e.what();
+    }
+  }
+  return session_file;
+}
+
 }  // namespace
 
 int run_window(const WindowOptions& options) {
-  const auto launched = options.launched;
   std::optional<Script> script;
   if (!options.script.empty()) script = Script::load(options.script);
-  const InterwovenPrompt& prompt = options.prompt;
   int width = options.width, height = options.height;
 
   glfwSetErrorCallback(on_glfw_error);
@@ -155,33 +268,7 @@ int run_window(const WindowOptions& options) {
   int exit_code = 0;
   {
     auto ui = std::make_unique<studio::UiState>();
-    ui->timing.started = launched;
-    ui->prompt.interwoven = prompt;
-    const auto salad = std::filesystem::path(LUKA_SOURCE_DIR).parent_path() / "shared" / "data" / "wikisalad" / "easy_2topic_short.json";
-    ui->prompt.wikisalad_path = std::filesystem::exists(salad) ? salad.lexically_normal().string() : "";
-    const std::filesystem::path session_file = default_session_file();
-    if (options.restore) {
-      ui->notice = load_session(*ui, session_file);
-      if (options.prompt_given) ui->prompt.interwoven = prompt;
-    }
-    if (!options.calibration.empty()) attach_calibration(*ui, options.calibration);
-    if (!options.capture.empty()) {
-      ui->controller.open_capture(options.capture);
-    } else {
-      std::error_code ec;
-      if (!options.restore || options.model_given || ui->model.path.empty() || !std::filesystem::exists(ui->model.path, ec))
-        ui->model.path = options.model.string();
-      if (!options.restore || options.device_given) ui->model.device = options.device;
-      if (!options.restore || options.weights_given) ui->model.weights = options.weights;
-      try {
-        // A script loads what it needs itself, unless --model names one: then it is loaded at
-        // start-up as without a script, and the script's wait_idle waits for it.
-        if (!script || options.model_given)
-          ui->controller.load_model(ui->model.path, load_options(*ui), parse_device(ui->model.device));
-      } catch (const std::exception& e) {  // a remembered device that is gone: the panel says so
-        ui->notice = e.what();
-      }
-    }
+    const std::filesystem::path session_file = start_session(*ui, options, script.has_value());
     bool running = true;
     auto last_frame = std::chrono::steady_clock::now();
     // Frames are drawn as fast as the display takes them while something runs, loads or reads,
@@ -201,20 +288,7 @@ int run_window(const WindowOptions& options) {
       }
       ui->tasks.poll();  // background work's outcomes, handed back here on the UI thread
       const auto now = std::chrono::steady_clock::now();
-      if (ui->timing.measure_frames > 0) {
-        ui->timing.frame_ms.push_back(std::chrono::duration<double, std::milli>(now - last_frame).count());
-        if (static_cast<int>(ui->timing.frame_ms.size()) == ui->timing.measure_frames) {
-          std::vector<double> t = ui->timing.frame_ms;
-          std::sort(t.begin(), t.end());
-          double mean = 0;
-          for (const double x : t) mean += x;
-          mean /= static_cast<double>(t.size());
-          std::printf("frames %zu mean %.2f ms (%.1f fps) median %.2f ms p95 %.2f ms\n", t.size(), mean, 1000.0 / mean, t[t.size() / 2],
-                      t[t.size() * 95 / 100]);
-          std::fflush(stdout);
-          ui->timing.measure_frames = 0;
-        }
-      }
+      record_frame_time(*ui, now, last_frame);
       last_frame = now;
       std::string screenshot;
       if (script) {
@@ -245,63 +319,7 @@ int run_window(const WindowOptions& options) {
       ImGui::NewFrame();
       int fw = 0, fh = 0;
       glfwGetFramebufferSize(window, &fw, &fh);
-      const float W = static_cast<float>(fw), H = static_cast<float>(fh);
-      // The split follows ui->window.split; dragging the map panel's left or bottom edge, or the prompt
-      // panel's bottom edge, moves it.
-      auto& split = ui->window.split;
-      // The model panel is as tall as its content was last frame (a wrapped error takes more), up
-      // to a third of the window; the prompt panel starts below it.
-      const float model_h = std::round(std::clamp(ui->window.model_height > 0 ? ui->window.model_height : 180.f, 120.f, std::max(120.f, H / 3)));
-      const float left = split.left > 0 ? std::round(W * split.left) : std::min(420.f, std::round(W * 0.34f)),
-                  prompt_bottom = std::max({220.f, std::round(H * split.prompt), model_h + 100}), map_bottom = std::round(H * split.map);
-      const ImGuiWindowFlags fixed = ImGuiWindowFlags_NoMove | ImGuiWindowFlags_NoResize | ImGuiWindowFlags_NoCollapse;
-      const ImGuiWindowFlags sizable = ImGuiWindowFlags_NoMove | ImGuiWindowFlags_NoCollapse;
-      const auto panel = [&](const char* title, ImVec2 pos, ImVec2 size, void (*draw)(studio::UiState&), bool resizable = false) {
-        ImGui::SetNextWindowPos(pos, ImGuiCond_Always);
-        ImGui::SetNextWindowSize(size, ImGuiCond_Always);
-        ImVec2 got_pos = pos, got_size = size;
-        if (ImGui::Begin(title, nullptr, resizable ? sizable : fixed)) {
-          got_pos = ImGui::GetWindowPos();
-          got_size = ImGui::GetWindowSize();
-          draw(*ui);
-        }
-        ImGui::End();
-        return std::make_pair(got_pos, got_size);
-      };
-      const auto fraction = [](float v) { return std::clamp(v, 0.15f, 0.85f); };
-      panel("Model", ImVec2(0, 0), ImVec2(left, model_h), studio::draw_model_panel);
-      const auto [prompt_pos, prompt_size] = panel("Prompt", ImVec2(0, model_h), ImVec2(left, prompt_bottom - model_h), studio::draw_prompt_panel, true);
-      if (std::abs(prompt_pos.y + prompt_size.y - prompt_bottom) > 0.5f) split.prompt = fraction((prompt_pos.y + prompt_size.y) / H);
-      panel("Layers", ImVec2(0, prompt_bottom), ImVec2(left, H - prompt_bottom), studio::draw_layers_panel);
-      const auto [map_pos, map_size] = panel("Attention map", ImVec2(left, 0), ImVec2(W - left, map_bottom), studio::draw_heatmap_panel, true);
-      if (std::abs(map_pos.x - left) > 0.5f) split.left = fraction(map_pos.x / W);
-      if (std::abs(map_pos.y + map_size.y - map_bottom) > 0.5f) split.map = fraction((map_pos.y + map_size.y) / H);
-      panel("Output", ImVec2(left, map_bottom), ImVec2(W - left, H - map_bottom), [](studio::UiState& u) {
-        if (!ImGui::BeginTabBar("bottom")) return;
-        const auto select = [&](BottomTab t) { return u.window.select_tab == t ? ImGuiTabItemFlags_SetSelected : 0; };
-        if (ImGui::BeginTabItem("Output", nullptr, select(BottomTab::kOutput))) {
-          studio::draw_output_panel(u);
-          ImGui::EndTabItem();
-        }
-        if (ImGui::BeginTabItem("Cover timeline", nullptr, select(BottomTab::kTimeline))) {
-          studio::draw_timeline_panel(u);
-          ImGui::EndTabItem();
-        }
-        if (ImGui::BeginTabItem("Fidelity & cost", nullptr, select(BottomTab::kFidelity))) {
-          studio::draw_fidelity_panel(u);
-          ImGui::EndTabItem();
-        }
-        if (ImGui::BeginTabItem("Topics", nullptr, select(BottomTab::kTopics))) {
-          studio::draw_topics_panel(u);
-          ImGui::EndTabItem();
-        }
-        if (ImGui::BeginTabItem("Head scores", nullptr, select(BottomTab::kHeadScores))) {
-          studio::draw_head_scores_panel(u);
-          ImGui::EndTabItem();
-        }
-        u.window.select_tab.reset();
-        ImGui::EndTabBar();
-      });
+      draw_panels(*ui, static_cast<float>(fw), static_cast<float>(fh));
       studio::draw_task_list(*ui);
       studio::update_shortcuts(*ui);  // after the panels: its help overlay goes on top
       ImGui::Render();
