@@ -76,6 +76,20 @@ struct Canvas {
   bool fits = true;
 };
 
+// A read of the canvas's capture for the selected layer and head, in its view, scale and
+// difference (`minus`): the window and level are the layout's to fill in.
+inline MapRequest canvas_request(const UiState& ui, const Canvas& cv, std::int64_t steps) {
+  MapRequest want;
+  want.view = cv.view;
+  want.layer = ui.selection.layer;
+  want.head = ui.selection.head;
+  want.kind = cv.hv.view;
+  want.steps = steps;
+  want.log = cv.hv.log_scale;
+  want.log_min = cv.hv.log_min;
+  want.minus = cv.minus;
+  return want;
+}
 // Applies a finished fetch to the view's texture and bookkeeping.
 void take_result(HeatmapView& hv, MapResult got);
 // Topic bands along the top (keys) and, for the full map, the left (queries).

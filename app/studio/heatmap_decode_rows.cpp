@@ -151,21 +151,13 @@ void rows_fetch(UiState& ui, Canvas& cv, const RowsFrame& f) {
   const std::int64_t cols = (f.keys + static_cast<std::int64_t>(per_col) - 1) / static_cast<std::int64_t>(per_col);
   const auto clamp_col = [&](double v) { return std::clamp<std::int64_t>(static_cast<std::int64_t>(v), 0, cols); };
   const std::int64_t c0 = clamp_col(std::floor(hv.rows_x0 / per_col)), c1 = clamp_col(std::ceil((hv.rows_x0 + f.span) / per_col));
-  MapRequest want;
-  want.view = cv.view;
-  want.layer = ui.selection.layer;
-  want.head = ui.selection.head;
-  want.kind = hv.view;
-  want.steps = f.steps;
+  MapRequest want = canvas_request(ui, cv, f.steps);
   want.decode_rows = true;
   want.first = f.first;
   want.last = f.last;
   want.pool_level = pool;
   want.c0 = c0;
   want.cols = c1 - c0;
-  want.log = hv.log_scale;
-  want.log_min = hv.log_min;
-  want.minus = cv.minus;
   if (c1 > c0 && (!hv.requested || !want.same_window(*hv.requested))) {
     hv.fetcher.request(ui.tasks, want);
     hv.requested = want;

@@ -138,20 +138,12 @@ int full_map_fetch(UiState& ui, Canvas& cv, const capture::Summary& sum, const F
   const std::int64_t c0 = clamp_cell(std::floor(hv.x0 / cell)), c1 = clamp_cell(std::ceil((hv.x0 + f.span_x) / cell));
   const std::int64_t r0 = clamp_cell(std::floor(hv.y0 / cell)), r1 = clamp_cell(std::ceil((hv.y0 + f.span_y) / cell));
   hv.geometry = {false, f.origin.x, f.origin.y, f.size.x, f.size.y, hv.x0, hv.tokens_per_pixel, hv.y0, hv.tokens_per_pixel_y};
-  MapRequest want;
-  want.view = cv.view;
-  want.layer = ui.selection.layer;
-  want.head = ui.selection.head;
+  MapRequest want = canvas_request(ui, cv, sum.complete_steps);
   want.level = level;
-  want.kind = hv.view;
-  want.steps = sum.complete_steps;
   want.r0 = r0;
   want.c0 = c0;
   want.rows = r1 - r0;
   want.cols = c1 - c0;
-  want.log = hv.log_scale;
-  want.log_min = hv.log_min;
-  want.minus = cv.minus;
   if (r1 > r0 && c1 > c0 && (!hv.requested || !want.same_window(*hv.requested) || (live_prefill && ImGui::GetFrameCount() % 15 == 0))) {
     hv.fetcher.request(ui.tasks, want);  // a live map fills in during the prefill: ask again now and then
     hv.requested = want;
