@@ -215,6 +215,14 @@ TEST(EvalNiahCli, EachSampleCanBeACaptureWithItsNeedleMarked) {
                         record["answers"][0].get<std::string>()),
             std::string::npos)
       << needle;
+  // luka inspect --json on the eval's capture is valid JSON, its manifest's generation an object.
+  const RunResult summary = run_luka({"inspect", file.string(), "--json"}, dir);
+  ASSERT_EQ(summary.exit_code, 0) << summary.err;
+  const json sj = json::parse(summary.out);  // throws on anything but valid JSON
+  EXPECT_TRUE(sj["generation"].is_object()) << sj["generation"].dump();
+  EXPECT_TRUE(sj["luka_config"].is_object());
+  EXPECT_EQ(sj["segments"].at(0)["label"].get<std::string>(), "needle 1");
+  EXPECT_EQ(sj["complete_steps"].get<std::int64_t>(), capture->summary().complete_steps);
   // luka inspect --needle-track follows exactly the marked needle through every decode step.
   const RunResult tracked = run_luka({"inspect", file.string(), "--needle-track", "--json"}, dir);
   ASSERT_EQ(tracked.exit_code, 0) << tracked.err;
