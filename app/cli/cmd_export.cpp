@@ -35,8 +35,11 @@ int run_export(int argc, char** argv) {
       .range(0, 64)
       .option("scale", "log|linear", "colour scale: log10 from 1e-4, or linear 0..1", "log")
       .option("grid", "heads|layers", "small multiples instead: every head of --layer, or --head in every layer")
+      .option("compare", "FILE", "a second capture of the same prompt: the figure is B - A of the two effective maps\n"
+              "(B this file, A --capture), as the Studio exports while comparing")
       .option("out", "FILE", "figure file: .png, .svg or .pdf");
-  args.epilog("example:\n  luka export --capture demo.h5 --layer 10 --head 2 --step 8 --out layer10.pdf");
+  args.epilog("examples:\n  luka export --capture demo.h5 --layer 10 --head 2 --step 8 --out layer10.pdf\n"
+              "  luka export --capture dense.h5 --compare clustered.h5 --layer 10 --head 2 --step 8 --out b-minus-a.pdf");
   if (!args.parse(argc, argv, 2)) return 0;
   // A grid of heads draws every head of --layer; a grid of layers, --head in every layer.
   const std::string grid = args.get("grid");
@@ -77,6 +80,15 @@ int run_export(int argc, char** argv) {
     throw UsageError("--step " + std::to_string(step) + ": " + args.get("capture") + " has " +
                      std::to_string(file->summary().complete_steps) + " complete decode steps");
   if (view != "effective" && step == 0) throw UsageError("--view " + view + " needs --step S (the dense shadow runs at decode steps)");
+  if (args.has("compare")) {
+    if (args.has("grid") || view != "effective")
+      throw UsageError("--compare draws B - A of the effective maps: drop --grid and --view");
+    const auto b = capture::CaptureFile::open(args.get("compare"));
+    const viz::Figure f = figures::comparison_figure(*file, *b, layer, head, level, step);
+    viz::write_figure(f, args.get("out"));
+    std::fprintf(stderr, "wrote %s\n", args.get("out").c_str());
+    return 0;
+  }
   if (args.has("grid")) {
     viz::write_grid_figure(figures::grid_from_capture(*file, grid == "heads", layer, head, step, scale == "log",
                                                       figures::parse_map_view(view)),

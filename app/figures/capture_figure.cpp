@@ -297,6 +297,29 @@ viz::Figure figure_from_capture(const capture::CaptureView& view, int layer, int
   return f;
 }
 
+viz::Figure comparison_figure(const capture::CaptureView& a, const capture::CaptureView& b, int layer, int head, int level,
+                              std::int64_t steps) {
+  check_comparable(a, b);
+  const std::int64_t both = std::min(a.summary().complete_steps, b.summary().complete_steps);
+  if (steps > both)
+    fail("compare", "the captures have " + std::to_string(both) + " decode steps in common, not " + std::to_string(steps));
+  capture::recorded_index(b.summary().layout.layers, layer, "layer");
+  capture::recorded_index(b.summary().layout.heads, head, "head");
+  viz::Figure f = figure_from_capture(a, layer, head, level, steps, /*log_scale=*/false, MapView::kEffective);
+  const FullWindow wb = full_window(b, layer, head, level, steps, MapView::kEffective, 0, 0, 1 << 30, 1 << 30);
+  if (wb.rows != f.rows || wb.cols != f.cols) fail("compare", "the two maps differ in shape at level " + std::to_string(level));
+  for (std::size_t i = 0; i < f.values.size(); ++i) f.values[i] = wb.values[i] - f.values[i];  // NaN stays NaN
+  f.options = map_view_options(MapView::kDifference, f.values, /*log_scale=*/false);
+  f.options.empty = {245, 245, 245};
+  f.scale_label = "B - A (effective attention)";
+  const std::string model = std::filesystem::path(a.summary().manifest.model_path).filename().string();
+  const std::string modes_a = steps > 0 ? modes_over_run(a, layer, steps) : "prefill";
+  const std::string modes_b = steps > 0 ? modes_over_run(b, layer, steps) : "prefill";
+  f.title = "B − A · " + model + " · layer " + std::to_string(layer) + " · head " + std::to_string(head) + " · A: " + modes_a +
+            " · B: " + modes_b + (level ? " · each map's max over " + std::to_string(1 << level) + "×" + std::to_string(1 << level) + " tokens" : "");
+  return f;
+}
+
 viz::GridFigure grid_from_capture(const capture::CaptureView& view, bool heads, int layer, int head, std::int64_t steps, bool log_scale,
                                   MapView mv) {
   const capture::Summary sum = view.summary();

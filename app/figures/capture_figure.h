@@ -60,6 +60,13 @@ viz::HeatmapOptions decode_rows_options(MapView map_view, const DecodeRows& rows
 viz::Figure figure_from_capture(const capture::CaptureView& view, int layer, int head, int level, std::int64_t steps, bool log_scale,
                                 MapView map_view = MapView::kEffective);
 
+// The comparison of two captures of the same prompt (check_comparable): B − A of their effective
+// attention over the prompt and decode steps 1..steps at `level`, cell by cell (NaN where either
+// is; at a level above 0, each map's max-pooled cell), on a symmetric scale as wide as the largest |difference|; A's tokens and topics, and both
+// runs' modes in the title. What the Studio's export writes while comparing.
+viz::Figure comparison_figure(const capture::CaptureView& a, const capture::CaptureView& b, int layer, int head, int level,
+                              std::int64_t steps);
+
 // Small multiples of the same map: every recorded head of `layer` (heads = true) or `head` in
 // every recorded layer, at the finest stored level of at most 256 cells per side.
 viz::GridFigure grid_from_capture(const capture::CaptureView& view, bool heads, int layer, int head, std::int64_t steps, bool log_scale,

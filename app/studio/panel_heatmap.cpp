@@ -39,13 +39,19 @@ using namespace heatmap;  // the canvas pieces the panel draws with (heatmap_can
 namespace {
 
 
-// Writes what the map shows — one layer and head, or the head grid / layer strip — as a figure;
-// returns "wrote PATH" or the error. Safe on any thread: it takes its inputs by value.
+// Writes what the map shows — one layer and head, the head grid / layer strip, or, comparing with
+// `b`, B − A of the two (as `luka export --compare`) — as a figure; returns "wrote PATH" or the
+// error. Safe on any thread: it takes its inputs by value.
 std::string write_view_figure(std::shared_ptr<const capture::CaptureView> view, int layer, int head, figures::MapView mv, MapMode mode, bool log,
-                              const std::filesystem::path& path) {
+                              const std::filesystem::path& path, std::shared_ptr<const capture::CaptureView> b = nullptr) {
   try {
     if (!view) fail("export", "nothing to export: run a prompt or open a capture");
     const capture::Summary sum = view->summary();
+    if (b && mode == MapMode::kMap) {
+      const std::int64_t steps = std::min(sum.complete_steps, b->summary().complete_steps);
+      viz::write_figure(figures::comparison_figure(*view, *b, layer, head, figures::default_figure_level(sum.layout), steps), path);
+      return "wrote " + path.string() + " (B - A)";
+    }
     if (mode != MapMode::kMap)
       viz::write_grid_figure(figures::grid_from_capture(*view, mode == MapMode::kHeadGrid, layer, head, sum.complete_steps, log, mv), path);
     else
@@ -60,7 +66,8 @@ std::string write_view_figure(std::shared_ptr<const capture::CaptureView> view, 
 }  // namespace
 
 void export_figure(UiState& ui, const std::filesystem::path& path) {
-  ui.notice = write_view_figure(ui.controller.view(), ui.selection.layer, ui.selection.head, ui.heatmap.view, ui.heatmap.mode, ui.heatmap.log_scale, path);
+  ui.notice = write_view_figure(ui.controller.view(), ui.selection.layer, ui.selection.head, ui.heatmap.view, ui.heatmap.mode, ui.heatmap.log_scale,
+                                path, ui.compare.view);
 }
 
 namespace {
@@ -71,7 +78,7 @@ void export_in_background(UiState& ui, const std::filesystem::path& path) {
   ui.notice = "writing " + path.string() + "...";
   ui.map.export_job.start(ui.tasks, "export " + path.filename().string(),
                       [view = ui.controller.view(), layer = ui.selection.layer, head = ui.selection.head, kind = ui.heatmap.view, mode = ui.heatmap.mode,
-                       log = ui.heatmap.log_scale, path] { return write_view_figure(view, layer, head, kind, mode, log, path); });
+                       log = ui.heatmap.log_scale, path, b = ui.compare.view] { return write_view_figure(view, layer, head, kind, mode, log, path, b); });
 }
 
 // The figure path, Export PNG / SVG / PDF buttons, and the outcome of the last export.

@@ -126,6 +126,7 @@ const std::map<std::string, Rule>& special_rules() {
       {"wikisalad", {{{missing, 1, missing}}, ""}},
       {"calibration", {{{missing, 1, missing}}, ""}},
       {"capture", {{{missing, 1, missing}}, ""}},
+      {"compare", {{{missing, 1, missing}}, ""}},
       {"file", {{{missing, 1, missing}}, ""}},
       {"data", {{{(work() / "absent").string(), 1, (work() / "absent").string()}}, ""}},
       {"candidates", {{{"bogus", 2, "--candidates"}, {"lined:nokey=1", 2, "--candidates"}}, ""}},

@@ -5,10 +5,15 @@
 // pixelated); the grid figures get the topic bands and the modes too.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <vector>
 
+#include "app/figures/capture_figure.h"
+#include "captures/reader.h"
 #include "tests/process_util.h"
 #include "tests/studio/screenshot.h"
 #include "viz/png.h"
@@ -75,6 +80,63 @@ TEST(Figures, AnExportedMapHasTheLegendTheDecodeLineTheModesOverTheRunAndCrispCe
   const luka::viz::Image gp = luka::viz::read_png(grid_png);
   EXPECT_GT(luka::test::count_colour(gp, 0x9467bd, 0, 100, gp.width, gp.height), 200u)
       << "no topic bands on the grid's panels";
+}
+
+// luka export --compare (and the Studio's export while comparing): B − A of two captures of the
+// same prompt, each cell the difference of the two captures' rows at level 0 (checked against the
+// files' own decode rows), on a symmetric scale, titled B − A with both runs' modes; captures of
+// different prompts are refused, and --compare takes neither --grid nor another --view.
+TEST(Figures, TheComparisonFigureIsBMinusAOfTheTwoCapturesRows) {
+  if (!fs::exists(kModel)) GTEST_SKIP() << "no default model at " << kModel;
+  const fs::path d = luka::test::test_dir("figures_compare"), a = d / "a.h5", b = d / "b.h5", other = d / "other.h5";
+  const fs::path prompt = write_prompt(d);
+  const auto capture = [&](const fs::path& out, std::vector<std::string> extra, const std::string& prompt_file) {
+    std::vector<std::string> args = {"capture", "--model", kModel.string(), "--prompt-file", prompt_file, "--max-new-tokens", "7",
+                                     "--ignore-eos", "--quiet", "--out", out.string()};
+    args.insert(args.end(), extra.begin(), extra.end());
+    const RunResult r = luka::test::run_program(LUKA_CLI_PATH, args, d);
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+  };
+  capture(a, {}, prompt.string());
+  capture(b, {"--preset", "clustered", "--set", "page_size=8,tail=8,top_k=1"}, prompt.string());
+  const fs::path other_prompt = d / "other.json";
+  std::ofstream(other_prompt) << R"({"pattern": "A", "topics": {"A": {"label": "X", "colour": "#111111"}},
+    "segments": [{"topic": "A", "text": "Something else entirely, and shorter."}], "question": "What?"})";
+  capture(other, {}, other_prompt.string());
+
+  const auto fa = luka::capture::CaptureFile::open(a), fb = luka::capture::CaptureFile::open(b);
+  const int layer = 5, head = 0;
+  const std::int64_t steps = 6, n = fa->summary().layout.prompt_tokens;
+  const luka::viz::Figure f = luka::figures::comparison_figure(*fa, *fb, layer, head, 0, steps);
+  ASSERT_EQ(f.rows, n + steps);
+  ASSERT_EQ(f.cols, n + steps);
+  double largest = 0;
+  for (std::int64_t s = 1; s <= steps; ++s) {
+    const std::vector<float> ra = fa->row(s, layer, head), rb = fb->row(s, layer, head);
+    for (std::int64_t k = 0; k < n + s; ++k) {
+      const float want = rb[static_cast<std::size_t>(k)] - ra[static_cast<std::size_t>(k)];
+      const float got = f.values[static_cast<std::size_t>((n + s - 1) * f.cols + k)];
+      ASSERT_FLOAT_EQ(got, want) << "step " << s << " key " << k;
+      largest = std::max(largest, std::abs(static_cast<double>(want)));
+    }
+  }
+  EXPECT_GT(largest, 1e-3) << "clustered attends otherwise than dense: the difference is not all zero";
+  EXPECT_NEAR(f.options.scale.vmax, largest, 1e-6 + 1e-6 * largest);  // symmetric, as wide as the largest |B - A|
+  EXPECT_NE(f.title.find("B − A"), std::string::npos) << f.title;
+  EXPECT_NE(f.title.find("B: clustered"), std::string::npos) << f.title;
+
+  const fs::path svg = d / "cmp.svg";
+  const RunResult e = luka::test::run_program(LUKA_CLI_PATH, {"export", "--capture", a.string(), "--compare", b.string(), "--layer", "5",
+                                                              "--head", "0", "--step", "6", "--level", "0", "--out", svg.string()}, d);
+  ASSERT_EQ(e.exit_code, 0) << e.err;
+  EXPECT_NE(luka::test::read_file(svg).find("B − A"), std::string::npos);
+  const RunResult refused = luka::test::run_program(LUKA_CLI_PATH, {"export", "--capture", a.string(), "--compare", other.string(), "--layer",
+                                                                    "5", "--head", "0", "--out", (d / "no.svg").string()}, d);
+  EXPECT_EQ(refused.exit_code, 1) << refused.err;
+  EXPECT_NE(refused.err.find("different prompts"), std::string::npos) << refused.err;
+  const RunResult usage = luka::test::run_program(LUKA_CLI_PATH, {"export", "--capture", a.string(), "--compare", b.string(), "--grid",
+                                                                  "heads", "--layer", "5", "--out", (d / "no.svg").string()}, d);
+  EXPECT_EQ(usage.exit_code, 2) << usage.err;
 }
 
 }  // namespace

@@ -417,10 +417,13 @@ TEST(StudioViews, CompareShowsTwoCapturesAndTheirDifference) {
   const RunResult r = studio("--capture '" + a.string() + "'",
                              "mouse 2 2\nwait_idle 60\nselect 8 1\ncompare " + b.string() + "\nframes 3\nwait_idle 60\nframes 2\nprint_geometry\nscreenshot " +
                                  side.string() + "\ncompare_difference on\nframes 3\nwait_idle 60\nframes 2\nprint_geometry\nscreenshot " +
-                                 diff_png.string() + "\ncompare off\nframes 2\nquit\n");
+                                 diff_png.string() + "\nexport " + (work_dir() / "compared.svg").string() +
+                                 "\ncompare off\nframes 2\nquit\n");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const std::vector<Geometry> all = geometries(r.out);
   ASSERT_EQ(all.size(), 4u) << r.out;  // A and B, side by side, then A and B - A
+  // Exporting while comparing writes the comparison, B - A, as luka export --compare does.
+  EXPECT_NE(luka::test::read_file(work_dir() / "compared.svg").find("B − A"), std::string::npos);
 
   // Side by side: two full maps of the effective attention, A's and B's, with one zoom. The prefill
   // is exact in every mode, so the maps match pixel for pixel down to the decode rows (a few
