@@ -65,11 +65,9 @@ std::shared_ptr<const Backend> device_option(const ArgParser& args, bool records
   }
   std::string note;
   std::shared_ptr<const Backend> device = open_backend(request, &note);
-  // auto says where it ran only where a GPU could have been chosen (an NVIDIA driver is there, or
-  // a plugin was named): on a CPU-only machine a run's errors stay one line.
-  const char* plugin = std::getenv("LUKA_CUDA_PLUGIN");
-  if (request.kind != DeviceRequest::Kind::kAuto || device->is_cuda() || nvidia_driver_present() || (plugin && *plugin))
-    std::fprintf(stderr, "%s\n", note.c_str());
+  // auto says where it ran only where it considered a GPU: on a CPU-only machine a run's errors
+  // stay one line.
+  if (request.kind != DeviceRequest::Kind::kAuto || auto_considers_gpu()) std::fprintf(stderr, "%s\n", note.c_str());
   check_graph_option(args, device->is_cuda(), records_steps);
   return device;
 }

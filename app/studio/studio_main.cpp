@@ -157,27 +157,21 @@ void draw_panels(studio::UiState& ui, float W, float H) {
   if (std::abs(map_pos.y + map_size.y - map_bottom) > 0.5f) split.map = fraction((map_pos.y + map_size.y) / H);
   panel("Output", ImVec2(left, map_bottom), ImVec2(W - left, H - map_bottom), [](studio::UiState& u) {
     if (!ImGui::BeginTabBar("bottom")) return;
-    const auto select = [&](BottomTab t) { return u.window.select_tab == t ? ImGuiTabItemFlags_SetSelected : 0; };
-    if (ImGui::BeginTabItem("Output", nullptr, select(BottomTab::kOutput))) {
-      studio::draw_output_panel(u);
-      ImGui::EndTabItem();
-    }
-    if (ImGui::BeginTabItem("Cover timeline", nullptr, select(BottomTab::kTimeline))) {
-      studio::draw_timeline_panel(u);
-      ImGui::EndTabItem();
-    }
-    if (ImGui::BeginTabItem("Fidelity & cost", nullptr, select(BottomTab::kFidelity))) {
-      studio::draw_fidelity_panel(u);
-      ImGui::EndTabItem();
-    }
-    if (ImGui::BeginTabItem("Topics", nullptr, select(BottomTab::kTopics))) {
-      studio::draw_topics_panel(u);
-      ImGui::EndTabItem();
-    }
-    if (ImGui::BeginTabItem("Head scores", nullptr, select(BottomTab::kHeadScores))) {
-      studio::draw_head_scores_panel(u);
-      ImGui::EndTabItem();
-    }
+    struct Tab {
+      const char* name;
+      BottomTab tab;
+      void (*draw)(studio::UiState&);
+    };
+    static const Tab kTabs[] = {{"Output", BottomTab::kOutput, studio::draw_output_panel},
+                                {"Cover timeline", BottomTab::kTimeline, studio::draw_timeline_panel},
+                                {"Fidelity & cost", BottomTab::kFidelity, studio::draw_fidelity_panel},
+                                {"Topics", BottomTab::kTopics, studio::draw_topics_panel},
+                                {"Head scores", BottomTab::kHeadScores, studio::draw_head_scores_panel}};
+    for (const Tab& t : kTabs)
+      if (ImGui::BeginTabItem(t.name, nullptr, u.window.select_tab == t.tab ? ImGuiTabItemFlags_SetSelected : 0)) {
+        t.draw(u);
+        ImGui::EndTabItem();
+      }
     u.window.select_tab.reset();
     ImGui::EndTabBar();
   });

@@ -176,7 +176,10 @@ std::string no_nvidia_driver() {
 }
 }  // namespace
 
-bool nvidia_driver_present() { return no_nvidia_driver().empty(); }
+bool auto_considers_gpu() {
+  const char* explicit_plugin = std::getenv("LUKA_CUDA_PLUGIN");
+  return (explicit_plugin && *explicit_plugin) || no_nvidia_driver().empty();
+}
 
 std::shared_ptr<const Backend> open_backend(const DeviceRequest& request, std::string* note) {
   if (request.kind == DeviceRequest::Kind::kCpu) {
@@ -184,12 +187,9 @@ std::shared_ptr<const Backend> open_backend(const DeviceRequest& request, std::s
     return cpu_backend();
   }
   // An explicit plugin (LUKA_CUDA_PLUGIN) is always tried: it is how a test points at one.
-  const char* explicit_plugin = std::getenv("LUKA_CUDA_PLUGIN");
-  if (request.kind == DeviceRequest::Kind::kAuto && !(explicit_plugin && *explicit_plugin)) {
-    if (const std::string why = no_nvidia_driver(); !why.empty()) {
-      if (note) *note = "device: cpu (auto: " + why + ")";
-      return cpu_backend();
-    }
+  if (request.kind == DeviceRequest::Kind::kAuto && !auto_considers_gpu()) {
+    if (note) *note = "device: cpu (auto: " + no_nvidia_driver() + ")";
+    return cpu_backend();
   }
   const LoadedPlugin& l = loaded_plugin();
   std::string why;

@@ -74,9 +74,10 @@ std::shared_ptr<const Backend> open_backend(const DeviceRequest& request, std::s
 // The GPUs the CUDA plugin sees; empty with the reason in *why_none (no plugin, no driver, none
 // visible). Loads the plugin.
 std::vector<GpuInfo> list_gpus(std::string* why_none);
-// Whether an NVIDIA driver could be there at all (its control device, or WSL's GPU device): where
-// it is not, `auto` never considers a GPU.
-bool nvidia_driver_present();
+// Whether `auto` considers a GPU at all: a plugin named by LUKA_CUDA_PLUGIN, or an NVIDIA driver
+// that could be there (its control device, or WSL's GPU device). Where not, it takes the CPU
+// without loading the CUDA plugin.
+bool auto_considers_gpu();
 
 // The plugin file `luka` would load, and every place it looked (for messages and `luka info`).
 struct PluginSearch {
