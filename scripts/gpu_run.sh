@@ -30,7 +30,9 @@
 #             plain attention, --preset clustered, and clustered switched to lined at step 16 (64
 #             greedy ids identical, recorded with LibTorch's sync-debug mode at error:
 #             LUKA_SYNC_DEBUG=error) and in bf16 (ids reported), the kernel-node count and the
-#             changes' cost that --verbose prints, tokens/s of both; then test_tiled_prefill_cuda (the
+#             changes' cost that --verbose prints, tokens/s of both; `luka capture --graph` of the demo
+#             prompt (clustered) against the eager GPU capture (tokens, covers, pages equal; rows within
+#             one half step) and its recording's cost per step against --record none; then test_tiled_prefill_cuda (the
 #             flash-class prefill against the formula) and bench_cuda_model --graph --tiled-prefill on
 #             the Qwen3-0.6B shape in bf16 at 4K and 32K (eager against graph for plain, LuKA dense and
 #             clustered; both prefill forms with peak memory; one layer's attention prefill against
@@ -233,6 +235,48 @@ with open("bench/results/cuda-graph.md", "a") as f:
 sys.exit(0 if same or sys.argv[6] != "strict" else 1)
 PY
 }
+# A capture through the recorded step (issue 44's capture target): `luka capture --graph` against
+# the eager GPU capture of the same run (the same tokens, modes, covers and pages; rows within one
+# half-precision step), and the recording's cost per decode step against --record none, both with
+# the graph.
+capture_pair() {  # capture_pair LABEL CAPTURE-OPTIONS...
+  local label=$1
+  shift
+  local cap=("$luka" capture --device "$device" --ignore-eos --quiet "$@")
+  local tag=${label//[^a-zA-Z0-9]/-} ok=1
+  LUKA_SYNC_DEBUG=warn "${cap[@]}" --graph --out "$logs/cap-graph-$tag.h5" > /dev/null 2> "$logs/cap-graph-$tag.err" || ok=0
+  "${cap[@]}" --no-graph --out "$logs/cap-eager-$tag.h5" > /dev/null 2> "$logs/cap-eager-$tag.err" || ok=0
+  "${cap[@]}" --graph --record none > /dev/null 2> "$logs/cap-none-$tag.err" || ok=0
+  if [ $ok = 0 ]; then
+    echo "capture ($label): a run failed: $(tail -qn1 "$logs"/cap-*-"$tag".err | head -3 | tr '\n' ' ')"
+    status=1
+    return
+  fi
+  "$py" - "$logs/cap-graph-$tag.h5" "$logs/cap-eager-$tag.h5" "$logs/cap-graph-$tag.err" "$logs/cap-none-$tag.err" \
+    "$gpu_name" "$label" <<'PY' || status=1
+import re, sys
+import h5py, numpy as np
+g, e = (h5py.File(p, "r") for p in sys.argv[1:3])
+bad = []
+for name in ("tokens/id", "decode/mode", "decode/cover", "decode/page_state", "decode/cover_size", "pages/start", "pages/end"):
+    if name in g and name in e and not np.array_equal(g[name][()], e[name][()]):
+        bad.append(name)
+for name in ("decode/effective", "decode/summary_mass"):
+    if name in g and name in e:
+        a, b = g[name][()].astype(np.float64), e[name][()].astype(np.float64)
+        if a.shape != b.shape or (a.size and np.nanmax(np.abs(a - b)) > 1 / 2048):
+            bad.append(name)
+ms = lambda p: float(re.search(r"([0-9.]+) ms per step", open(p).read()).group(1))
+rec, none = ms(sys.argv[3]), ms(sys.argv[4])
+print(f"capture ({sys.argv[6]}): graph capture {'equals' if not bad else 'differs from'} the eager one"
+      f"{' in ' + ', '.join(bad) if bad else ''}; {rec:.3f} ms per step recording all, {none:.3f} without "
+      f"(overhead {100 * (rec / none - 1):.1f}%)")
+with open("bench/results/cuda-graph.md", "a") as f:
+    f.write(f"| {sys.argv[5]} | capture: {sys.argv[6]} | {'equal to eager' if not bad else 'DIFFERS: ' + ', '.join(bad)} "
+            f"| {none:.3f} ms/step (--record none) | {rec:.3f} ms/step (all) | overhead {100 * (rec / none - 1):.1f}% |\n")
+sys.exit(1 if bad else 0)
+PY
+}
 run_graph() {
   run_tests test_cuda_graph test_graphed_step_cuda
   printf '\n## %s, %s (scripts/gpu_run.sh graph)\n\n| GPU | run | recorded step | eager tokens/s | graph tokens/s | ids |\n|---|---|---|---:|---:|---|\n' \
@@ -246,6 +290,8 @@ run_graph() {
       --schedule "step=16:layers=all:mode=lined"
     # bf16 logits round to ties that two summation orders break apart: reported, not required.
     graph_pair "default model, bf16" report "${m[@]}" --dtype bf16
+    capture_pair "default model, fp32, clustered" --model "$stash/model.gguf" --prompt-file assets/prompts/demo.json \
+      --max-new-tokens 64 --weights dequantized --dtype fp32 --preset clustered
   else
     echo "graph: the default model's checks skipped (no default model: run model with .gpucarry-b carried first)"
   fi

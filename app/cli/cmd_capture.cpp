@@ -111,6 +111,7 @@ void add_capture_options(ArgParser& args) {
       .flag("quiet", "no progress line");
   add_compute_options(args, "CPU threads for the model (and the recording's compression)");
   add_device_option(args);
+  add_static_step_option(args);
   add_weights_option(args);
   add_sampling_options(args);
   add_luka_options(args);
@@ -223,7 +224,8 @@ int run_capture(int argc, char** argv) {
   // on the model's threads between its steps, and the I/O thread only writes.
   RunSettings run;
   run.schedule = schedule_option(args);
-  const std::shared_ptr<const Backend> device = device_option(args);
+  const std::shared_ptr<const Backend> device = device_option(args, /*records_steps=*/true);
+  check_decode_engine_option(args, sampling.temperature);
   const auto model = Model::load(path, load_options(args, *device));
   const std::int64_t n = static_cast<std::int64_t>(prompt.ids.size());
   check_context(model->config().max_position_embeddings, 0, n, max_new);  // before the capture file exists
@@ -293,6 +295,7 @@ int run_capture(int argc, char** argv) {
   recording.progress = progress;
   recording.total_steps = max_new - 1;
   RunLoop& loop = run_session.loop();
+  use_decode_engine_option(args, *device, loop);
   RunResult result;
   try {
     // The run holds the KV caches and LuKA state for the whole context, and the recording's buffers.

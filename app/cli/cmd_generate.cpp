@@ -14,7 +14,6 @@
 #include "core/device/device.h"
 #include "core/run/run_loop.h"
 #include "core/run/session.h"
-#include "core/run/static_step.h"
 #include "core/model/decoder.h"
 #include "core/model/model.h"
 #include "core/tokenizer/tokenizer.h"
@@ -40,9 +39,8 @@ int run_generate(int argc, char** argv) {
   add_device_option(args);
   add_weights_option(args);
   args.flag("json", "print one JSON object at the end (text, ids, timings, device) instead of streaming the text");
-  args.flag("static-step", "run each decode step as the static step on buffers reserved for the whole run (greedy;\n"
-                           "weights held as tensors: --weights dequantized; CPU): the step --graph records on a GPU")
-      .flag("verbose", "say on standard error how each decode step is issued: eager, the static step, or a CUDA\n"
+  add_static_step_option(args);
+  args.flag("verbose", "say on standard error how each decode step is issued: eager, the static step, or a CUDA\n"
                        "graph and its kernel nodes");
   add_sampling_options(args);
   add_luka_options(args);
@@ -77,9 +75,7 @@ int run_generate(int argc, char** argv) {
   RunSettings run;
   run.schedule = schedule_option(args);
   const std::shared_ptr<const Backend> device = device_option(args, /*records_steps=*/true);
-  const bool graph = graph_option(args) == DecodeIssue::kGraph, static_step = args.get_flag("static-step");
-  if ((graph || static_step) && sampling.temperature > 0)
-    throw UsageError(std::string(graph ? "--graph" : "--static-step") + " chooses greedily: drop --temperature");
+  check_decode_engine_option(args, sampling.temperature);
   RunSession session(device, Model::load(path, load_options(args, *device)), &tokenizer);
   const Model* model = &session.model();
   const std::int64_t n_layers = model->config().num_layers;
@@ -114,15 +110,7 @@ int run_generate(int argc, char** argv) {
     }
   } stream(tokenizer, args.get_flag("json"));
   RunLoop& loop = session.loop();
-  if (graph) {
-    std::string why;
-    DecodeEngineFactory engine = device->graph_engine(&why);
-    if (!engine) fail("--graph", why);
-    loop.set_decode_engine(std::move(engine));
-  } else if (static_step) {
-    if (device->is_cuda()) fail("--static-step", "on a GPU the static step runs recorded: use --graph");
-    loop.set_decode_engine(static_step_engine());
-  }
+  use_decode_engine_option(args, *device, loop);
   const RunResult result = loop.run(prompt, run, &stream);
   const std::string rest = stream.text.finish();
   if (args.get_flag("json")) {

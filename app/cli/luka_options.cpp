@@ -1,6 +1,8 @@
 #include "app/cli/luka_options.h"
 
 #include "app/cli/args.h"
+#include "core/device/device.h"
+#include "core/run/static_step.h"
 #include "core/util/error.h"
 #include "core/luka/auto_config.h"
 #include "core/luka/schedule.h"
@@ -84,7 +86,8 @@ std::vector<ScheduleEntry> schedule_option(const ArgParser& args) {
 
 void add_graph_options(ArgParser& args) {
   args.flag("graph", "GPU only: record each decode step once as a CUDA graph and replay it\n"
-                     "(luka generate: greedy, fp32 dense weights, plain attention; --verbose names its kernel nodes)")
+                     "(luka generate and luka capture: greedy, --weights dequantized; generate --verbose names\n"
+                     "its kernel nodes)")
       .flag("no-graph", "issue each decode step's kernels one by one (eager): the default until the graph path is "
                         "verified on a GPU");
 }
@@ -100,7 +103,32 @@ void check_graph_option(const ArgParser& args, bool on_cuda, bool records_steps)
   if (!on_cuda)
     throw UsageError("--graph records CUDA graphs: it needs --device cuda (drop it, or use --no-graph, on the CPU)");
   if (!records_steps)
-    fail("--graph", "only luka generate records its decode steps as a CUDA graph so far; run without --graph");
+    fail("--graph", "only luka generate and luka capture record their decode steps as a CUDA graph so far; run without --graph");
+}
+
+void add_static_step_option(ArgParser& args) {
+  args.flag("static-step", "run each decode step as the static step on buffers reserved for the whole run (greedy;\n"
+                           "weights held as tensors: --weights dequantized; CPU): the step --graph records on a GPU");
+}
+
+void check_decode_engine_option(const ArgParser& args, double temperature) {
+  const bool graph = graph_option(args) == DecodeIssue::kGraph, static_step = args.get_flag("static-step");
+  if ((graph || static_step) && temperature > 0)
+    throw UsageError(std::string(graph ? "--graph" : "--static-step") + " chooses greedily: drop --temperature");
+}
+
+void use_decode_engine_option(const ArgParser& args, const Backend& device, RunLoop& loop) {
+  const bool graph = graph_option(args) == DecodeIssue::kGraph, static_step = args.get_flag("static-step");
+  if (graph) {
+    std::string why;
+    DecodeEngineFactory engine = device.graph_engine(&why);
+    if (!engine) fail("--graph", why);
+    loop.set_decode_engine(std::move(engine));
+    return;
+  }
+  if (!static_step) return;
+  if (device.is_cuda()) fail("--static-step", "on a GPU the static step runs recorded: use --graph");
+  loop.set_decode_engine(static_step_engine());
 }
 
 }  // namespace luka::cli

@@ -11,6 +11,10 @@
 #include "core/luka/config.h"
 #include "core/run/run_loop.h"
 
+namespace luka {
+class Backend;
+}
+
 namespace luka::cli {
 
 class ArgParser;
@@ -38,8 +42,18 @@ void add_graph_options(ArgParser& args);
 // What the flags ask for; both given is a UsageError.
 DecodeIssue graph_option(const ArgParser& args);
 // After the device is known: --graph on the CPU is a UsageError (a CUDA graph needs a GPU); on a
-// GPU, a command that does not record its steps (`records_steps` false: all but generate so far)
-// refuses it with a luka::Error naming the one that does.
+// GPU, a command that does not record its steps (`records_steps` false: all but generate and
+// capture so far) refuses it with a luka::Error naming the ones that do.
 void check_graph_option(const ArgParser& args, bool on_cuda, bool records_steps = false);
+
+// --static-step (generate and capture): each decode step as the static step, the one --graph
+// records on a GPU, run on the CPU.
+void add_static_step_option(ArgParser& args);
+// Both choose greedily: --graph or --static-step with `temperature` > 0 is a UsageError (checked
+// before the model loads).
+void check_decode_engine_option(const ArgParser& args, double temperature);
+// The decode engine --graph or --static-step asks for, set on `loop` (neither: the decoder's own
+// step); a GPU that cannot record, or --static-step on a GPU, is a luka::Error.
+void use_decode_engine_option(const ArgParser& args, const Backend& device, RunLoop& loop);
 
 }  // namespace luka::cli

@@ -93,7 +93,16 @@ void CudaLukaAttention::set_config(const LayerConfig& config) {
   if (state_) state_->set_params(p);
 }
 
+void CudaLukaAttention::adopt_step(LukaStep step, std::vector<Page> pages) {
+  pending_ = PendingStep{};
+  last_ = std::move(step);
+  adopted_pages_ = std::move(pages);
+  adopted_ = true;
+}
+
 void CudaLukaAttention::reset() {
+  adopted_ = false;
+  adopted_pages_.clear();
   state_ = std::make_unique<cuda::LayerState>(layer_, heads_, kv_heads_, head_dim_, cuda::ElemType::kF32);
   state_->set_params(params_);
   pages_.clear();
@@ -135,6 +144,7 @@ void CudaLukaAttention::sync_pages() {
 }
 
 at::Tensor CudaLukaAttention::forward(const AttentionInputs& in) {
+  adopted_ = false;
   const std::int64_t n = in.q.size(1), T = in.k.size(1);
   const std::string where = "luka layer " + std::to_string(layer_);
   if (!in.q.is_cuda() || !in.k.is_cuda()) fail(where, "GPU attention given tensors on the CPU");

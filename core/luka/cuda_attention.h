@@ -45,7 +45,7 @@ class CudaLukaAttention final : public LukaLayer {
   int layer() const override { return layer_; }
   void set_config(const LayerConfig& config) override;
   const LayerConfig& config() const override { return config_; }
-  const std::vector<Page>& pages() const override { return pages_; }
+  const std::vector<Page>& pages() const override { return adopted_ ? adopted_pages_ : pages_; }
   const LukaStep& last_step() const override {
     if (pending_.armed()) last_ = pending_.take();
     return last_;
@@ -54,6 +54,8 @@ class CudaLukaAttention final : public LukaLayer {
   // With records on, each decode step also fills last_step()'s effective rows, summary mass,
   // refined pages and heavy hitters (device buffers copied to the host after the step).
   void set_step_records(bool on) override { records_ = on; }
+  bool step_records() const override { return records_; }
+  void adopt_step(LukaStep step, std::vector<Page> pages) override;
   const cuda::LayerState& state() const { return *state_; }
   // The state's device buffers as fp32 views (its summaries are kept in fp32).
   LukaState state_view() const override;
@@ -72,6 +74,8 @@ class CudaLukaAttention final : public LukaLayer {
   mutable LukaStep last_;
   mutable PendingStep pending_;  // the last step's records on their way to the host
   bool records_ = false;
+  bool adopted_ = false;  // a decode engine's step adopted: pages() returns its pages
+  std::vector<Page> adopted_pages_;
   c10::DeviceIndex device_ = 0;  // of the last forward's tensors
 };
 

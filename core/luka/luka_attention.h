@@ -37,7 +37,7 @@ class LukaAttention final : public LukaLayer {
   void set_config(const LayerConfig& config) override;
   const LayerConfig& config() const override { return config_; }
 
-  const std::vector<Page>& pages() const override { return pages_; }
+  const std::vector<Page>& pages() const override { return adopted_ ? adopted_pages_ : pages_; }
   std::int64_t paged_end() const { return paged_end_; }
   std::int64_t decode_steps() const { return step_; }
   std::int64_t tokens() const { return tokens_; }
@@ -50,6 +50,10 @@ class LukaAttention final : public LukaLayer {
   at::Tensor spread() const;           // [KV, paged_end]: how an unrefined page's mass spreads (sums to 1 per page)
   const LukaStep& last_step() const override { return last_; }
   LukaState state_view() const override;
+  // The CPU core always fills its records; the flag tells a decode engine to make them.
+  void set_step_records(bool on) override { records_ = on; }
+  bool step_records() const override { return records_; }
+  void adopt_step(LukaStep step, std::vector<Page> pages) override;
   int layer() const override { return layer_; }
   void set_kascade_board(std::shared_ptr<KascadeBoard> board) override { board_ = std::move(board); }
   void set_token_texts(std::shared_ptr<const std::vector<std::string>> texts) override;
@@ -143,6 +147,10 @@ class LukaAttention final : public LukaLayer {
   at::Tensor importance_, h2o_, spread_;             // [KV, cap], [H, cap], [KV, cap] fp32
   at::Tensor sum_k_, sum_v_, sum_bias_;              // [KV, pcap, D], [KV, pcap, D], [KV, pcap]
   LukaStep last_;
+  bool records_ = false;
+  // A decode engine's step adopted (adopt_step): pages() returns its pages until the next forward.
+  bool adopted_ = false;
+  std::vector<Page> adopted_pages_;
   // Lined: one heavy-hitter set per selection unit, valid for the step after a lined step at
   // heavy_tokens_ tokens (-1: rank from scratch next time).
   std::vector<HeavyHitterSet> heavy_sets_;

@@ -112,6 +112,17 @@ class LukaLayer : public LayerAttention {
   // The accumulators and pages so far (the CPU core and the GPU one both offer them).
   virtual LukaState state_view() const { fail("luka layer " + std::to_string(layer()), "offers no state view"); }
   virtual void set_step_records(bool on) { (void)on; }
+  // Whether set_step_records asked for records: a decode engine that runs the layer's steps
+  // itself (core/run/static_step) makes them only then.
+  virtual bool step_records() const { return false; }
+  // Such an engine ran the layer's decode step on its own copy of the state: the step's records
+  // and the layer's pages after it, which last_step() and pages() return until the layer's next
+  // forward or reset (the layer's own state stays where the engine took it over).
+  virtual void adopt_step(LukaStep step, std::vector<Page> pages) {
+    (void)step;
+    (void)pages;
+    fail("luka layer " + std::to_string(layer()), "takes no step records from a decode engine");
+  }
   // The board a model's Kascade layers share (install_luka sets one for every layer).
   virtual void set_kascade_board(std::shared_ptr<KascadeBoard> board) { (void)board; }
   // The text of every token id (Tokenizer::token_bytes, decoded: " the", ".\n"), which the

@@ -87,6 +87,7 @@ class GraphedStepEngine final : public DecodeEngine {
       SyncDebugScope debug(sync_debug_);
       step_->end_step(/*pages_enqueued=*/true);
     }
+    step_->publish_records();  // a capture's records: read from the device, outside the sync check
     return step_->token();
   }
 

@@ -126,6 +126,7 @@ RunResult RunLoop::run(const std::vector<std::int32_t>& prompt, const RunSetting
     if (logits.defined()) obs.logits(index, logits);
     if (engine && index > 0) {
       t.id = engine_token;  // chosen on the engine's device, greedily
+      if (s.probabilities) t.probability = at::softmax(logits.to(at::kDouble), 0)[t.id].item<double>();
       t.stop = std::binary_search(s.stop_ids.begin(), s.stop_ids.end(), t.id);
     } else if (!s.forced.empty()) {
       t.id = s.forced[static_cast<std::size_t>(index)];

@@ -127,6 +127,7 @@ void StaticClustered::attend(const StaticLayerStep& s) {
   }
   at::_softmax_out(alpha_, cover_, 1, /*half_to_float=*/false);
   if (!unbiased) select(alpha_.narrow(1, 0, P));
+  if (s.record_alpha.defined()) s.record_alpha.copy_(alpha_.narrow(1, 0, P));
   // importance_source=cover: the accumulators take α at the raw tail (0 elsewhere).
   const bool cover_rows = config_.importance_source == ImportanceSource::kCover;
   if (cover_rows) cover_rows_.copy_(alpha_.narrow(1, P, T));
@@ -162,13 +163,14 @@ void StaticClustered::attend(const StaticLayerStep& s) {
   const at::Tensor out = s.attention.view({KV, G, D});
   at::bmm_out(out_arg(out), weights_.view({KV, G, P}), s.summary_values);
   out.baddbmm_(key_weights_.view({KV, G, T}), s.v_cache);
-  if (cover_rows) {
-    s.probabilities.copy_(cover_rows_);
-    return;
+  // The effective rows: an unrefined page's weight spread over its tokens, plus the raw keys'.
+  const at::Tensor& effective = cover_rows ? s.record_effective : s.probabilities;
+  if (effective.defined()) {
+    at::index_select_out(out_arg(effective), weights_, 1, page_of_key_);
+    effective.view({KV, G, T}).mul_(s.spread.unsqueeze(1));
+    effective.add_(key_weights_);
   }
-  at::index_select_out(out_arg(s.probabilities), weights_, 1, page_of_key_);
-  s.probabilities.view({KV, G, T}).mul_(s.spread.unsqueeze(1));
-  s.probabilities.add_(key_weights_);
+  if (cover_rows) s.probabilities.copy_(cover_rows_);
 }
 
 // select_pages' top_p over the ranked pages (top_all_), with its running sums in fp64 in its order:

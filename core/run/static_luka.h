@@ -54,6 +54,10 @@ struct StaticLayerStep {
   at::Tensor probabilities;        // [H, T] fp32: the effective rows (written)
   at::Tensor attention;            // [H, D] (written)
   at::Tensor scale;                // [1] fp32: 1/sqrt(D)
+  // With step records on (StepPlan::records): a clustered layer writes its pages' α before
+  // refinement here [H, P], and, where `probabilities` holds the cover rows
+  // (importance_source=cover), its effective rows into `effective` [H, T]. Undefined: off.
+  at::Tensor record_alpha, record_effective;
 };
 
 // Lined (§5.3): the recent window and the heavy hitters by h2o_score outside it.

@@ -5,10 +5,12 @@
 #include <limits>
 
 #include "core/luka/luka_layer.h"
+#include "core/luka/step_records.h"
 #include "core/model/decoder.h"
 #include "core/model/weights.h"
 #include "core/run/static_luka.h"
 #include "core/util/error.h"
+#include "kernels/common/luka_rules.h"
 
 namespace luka {
 
@@ -60,6 +62,11 @@ struct StaticDecodeStep::LayerOps {
   at::Tensor constants;  // [decay, tau] fp32
   at::Tensor page_state, page_advance;  // [pages, paged_end] on the device; row c: what c pages add
   std::int64_t pages = 0, paged_end = 0;
+  // With step records on: the effective rows and (clustered) the pages' α the step keeps, and
+  // the layer's pages on the host (the prefill's, then the ones the schedule makes).
+  at::Tensor record_effective, record_alpha;
+  std::vector<Page> host_pages;
+  std::size_t pages_during_step = 0;  // of host_pages, those made before the last step
   // Lined, clustered and Kascade layers: their mode's ops (static_luka.h) and what they read and write.
   std::shared_ptr<StaticLined> lined;
   std::shared_ptr<StaticClustered> clustered;
@@ -78,11 +85,6 @@ std::string luka_eager_reason(const LayerConfig& c) {
   if (c.clustered.compressor != Compressor::kAttentionWeighted && c.clustered.compressor != Compressor::kMean)
     return std::string("compressor ") + to_string(c.clustered.compressor);
   return "";
-}
-
-// Rows [first, first + count·L) of one KV head's cache [T, D] as count pages of L rows.
-at::Tensor page_rows(const at::Tensor& cache, std::int64_t first, std::int64_t count, std::int64_t L, std::int64_t D) {
-  return cache.narrow(0, first, count * L).view({count, L, D});
 }
 
 }  // namespace
@@ -123,6 +125,7 @@ void StaticDecodeStep::continue_from(const StaticDecodeStep& from) {
     if (!o.luka || !f.luka) fail("static step", "layer " + std::to_string(l) + " has no LuKA state to continue");
     o.pages = f.pages;
     o.paged_end = f.paged_end;
+    o.host_pages = f.host_pages;
     set_page_state(o);
   }
   host_position_ = from.host_position_;
@@ -141,7 +144,13 @@ StaticDecodeStep::StaticDecodeStep(const Decoder& decoder, const RunLength& run,
   if (run.context() > c.max_position_embeddings)
     fail("static step", "a context of " + std::to_string(run.context()) + " exceeds max_position_embeddings " +
                             std::to_string(c.max_position_embeddings));
-  plan_ = plan_step(model_shape(c, dt == at::kFloat ? 4 : 2), run, layers);
+  // Step records when a capture asked a LuKA layer for them (LukaLayer::set_step_records).
+  bool records = false;
+  for (int l = 0; l < c.num_layers && !layers.empty(); ++l) {
+    const auto* luka = dynamic_cast<const LukaLayer*>(&decoder.attention(l));
+    records = records || (luka && luka->step_records());
+  }
+  plan_ = plan_step(model_shape(c, dt == at::kFloat ? 4 : 2), run, layers, records);
   const at::Device device = decoder.rope_frequencies().device();
   c10::InferenceMode guard;
 
@@ -308,7 +317,19 @@ StaticDecodeStep::StaticDecodeStep(const Decoder& decoder, const RunLength& run,
                                     scores_,
                                     probabilities_,
                                     wide_ ? attention32_ : attention_,
-                                    scale_t_};
+                                    scale_t_,
+                                    {},
+                                    {}};
+      if (plan_.records) {
+        if (o.config.mode == AttentionMode::kKascade)
+          fail("static step", "layer " + std::to_string(l) +
+                                  ": a capture through the static step does not record Kascade's sets yet; capture "
+                                  "without --static-step or --graph");
+        o.record_effective = buffer("record_effective", l);
+        if (o.config.mode == AttentionMode::kClustered) o.record_alpha = buffer("record_alpha", l);
+        o.mode_step.record_alpha = o.record_alpha;
+        if (o.config.importance_source == ImportanceSource::kCover) o.mode_step.record_effective = o.record_effective;
+      }
       if (o.config.mode == AttentionMode::kLined) o.lined = std::make_shared<StaticLined>(*this, l, o.config);
       if (o.config.mode == AttentionMode::kClustered)
         o.clustered = std::make_shared<StaticClustered>(*this, l, o.config);
@@ -379,6 +400,7 @@ void StaticDecodeStep::start(Decoder& decoder, const std::vector<std::int32_t>& 
       fail("static step", "layer " + std::to_string(l) + "'s LuKA state is not at the prompt's end");
     o.pages = state.pages;
     o.paged_end = state.paged_end;
+    o.host_pages = o.luka->pages();
     if (o.pages > o.summary_keys.size(1))
       fail("static step", "layer " + std::to_string(l) + " has more pages than planned");
     for (const at::Tensor* t : {&o.importance, &o.h2o, &o.spread, &o.summary_keys, &o.summary_values, &o.summary_bias})
@@ -412,6 +434,7 @@ void StaticDecodeStep::step() {
   }
   enqueue_step();
   end_step();
+  publish_records();
 }
 
 void StaticDecodeStep::check_next_step() const {
@@ -479,6 +502,8 @@ void StaticDecodeStep::enqueue_step() {
         at::bmm_out(out_arg(wide_ ? attention32_.view({KV, G, D}) : att), probs, values);
       }
       if (wide_) attention_.copy_(attention32_);  // rounded to the compute dtype, as the decoder's output
+      if (o.record_effective.defined() && !o.mode_step.record_effective.defined())
+        o.record_effective.copy_(probabilities_);
       if (o.luka) accumulate(o);
     }
     kernels_->residual_projection_norm(attention_.view({1, H * D}), o.w.o, o.w.o_b, o.w.post_norm);
@@ -507,13 +532,67 @@ void StaticDecodeStep::end_step(bool pages_enqueued) {
   ++host_step_;
   ++host_position_;
   for (std::size_t l = 0; l < layers_.size(); ++l) {
-    if (due[l] == 0) continue;
     LayerOps& o = layers_[l];
-    if (!pages_enqueued) enqueue_layer_pages(o, due[l]);
-    o.pages += due[l];
-    o.paged_end += due[l] * o.config.clustered.page_size;
-    if (o.pages > o.summary_keys.size(1)) fail("static step", "more pages than planned");
+    o.pages_during_step = o.host_pages.size();  // the step's records are of these pages
+    if (due[l] > 0) {
+      if (!pages_enqueued) enqueue_layer_pages(o, due[l]);
+      const std::int64_t L = o.config.clustered.page_size;
+      for (std::int64_t j = 0; j < due[l]; ++j) {
+        Page page;
+        page.start = o.paged_end + j * L;
+        page.end = page.start + L;
+        page.created_step = host_step_;
+        o.host_pages.push_back(page);
+      }
+      o.pages += due[l];
+      o.paged_end += due[l] * L;
+      if (o.pages > o.summary_keys.size(1)) fail("static step", "more pages than planned");
+    }
   }
+}
+
+void StaticDecodeStep::publish_records() {
+  if (!plan_.records || host_step_ == 0) return;
+  c10::InferenceMode guard;
+  for (std::size_t l = 0; l < layers_.size(); ++l)
+    if (layers_[l].record_effective.defined())
+      layers_[l].luka->adopt_step(layer_records(layers_[l], static_cast<int>(l)), layers_[l].host_pages);
+}
+
+// The layer's step as core/luka records it (LukaStep), from the records the step kept on the
+// device: the effective rows over the T tokens, the pages' α and each head's refined pages
+// (clustered), each unit's first `heavy` ranked hitters (lined), over the pages made before the
+// step. A recorded step has no per-layer time: `seconds` is 0.
+LukaStep StaticDecodeStep::layer_records(const LayerOps& o, int layer) const {
+  const std::int64_t H = plan_.shape.heads, T = host_position_;
+  StepRecords r;
+  r.effective = o.record_effective.narrow(1, 0, T);
+  if (o.clustered) {
+    const std::int64_t P = o.pages;
+    r.summary_mass = o.record_alpha;
+    const at::Tensor refined = buffer("refined_pages", layer).to(at::kCPU).contiguous();  // [H, P_max] bool
+    const bool* mask = refined.const_data_ptr<bool>();
+    r.refined = at::full({H, std::max<std::int64_t>(P, 1)}, -1, at::kInt);
+    r.refined_count = at::zeros({H}, at::kInt);
+    int* rows = r.refined.mutable_data_ptr<int>();
+    for (std::int64_t h = 0; h < H; ++h) {
+      int n = 0;
+      for (std::int64_t p = 0; p < P; ++p)
+        if (mask[h * refined.size(1) + p]) rows[h * r.refined.size(1) + n++] = static_cast<int>(p);
+      r.refined_count.mutable_data_ptr<int>()[h] = n;
+    }
+  } else if (o.lined) {
+    const std::int64_t count = rules::lined_cover(to_rule(o.config.lined), T).heavy;
+    const at::Tensor ranked = buffer("heavy", layer).to(at::kCPU);  // [units.., K] int64, ranked
+    const Selection sel = o.config.lined.selection;
+    const std::int64_t U = sel == Selection::kPerHead ? H : sel == Selection::kPerGroup ? plan_.shape.kv_heads : 1;
+    r.heavy = at::empty({H, count}, at::kInt);
+    for (std::int64_t h = 0; h < H; ++h) r.heavy[h].copy_(ranked[h / (H / U)].narrow(0, 0, count));
+  }
+  const std::vector<Page> during(o.host_pages.begin(), o.host_pages.begin() + static_cast<std::ptrdiff_t>(o.pages_during_step));
+  LukaStep s = step_from_records(o.config, host_step_, T, during, r);
+  s.seconds = 0;
+  return s;
 }
 
 // §5.1 as core/luka accumulates a decode step: h2o_score per query head (with decay) and

@@ -25,6 +25,14 @@
 // (the fused ops' CPU twins, or the fused CUDA kernels on a GPU), the same step runs those, so the
 // code a CUDA graph records is the code the CPU tests run.
 //
+// Captures: when a LuKA layer the step runs was asked for step records (set_step_records, as the
+// capture recorder asks), the plan keeps each such layer's effective rows (and a clustered
+// layer's α of its pages) through the step, beside its refined pages and heavy hitters, and
+// publish_records() turns them into the LukaStep core/luka records, with the layer's pages, and
+// hands them to the layer: a capture reads a static or recorded run as it reads an eager one
+// (Kascade's sets are not recorded: such a run is refused). The step's own work is the same; the
+// records add a copy of the effective rows per layer on the device and their read after the step.
+//
 // The step starts from a decoder that has prefilled the prompt: start() copies its caches. The
 // decoder's LuKA layers (shared with it) then advance with the static step, and the decoder itself
 // does not: reset it before its next use.
@@ -46,6 +54,7 @@ namespace luka {
 
 class Decoder;
 class LayerAttention;
+struct LukaStep;
 
 // Makes the step's per-layer ops on its reserved tensors (make_cpu_step_kernels,
 // make_cpu_fused_step_kernels, make_cuda_step_kernels).
@@ -92,6 +101,11 @@ class StaticDecodeStep {
   void check_next_step() const;
   void enqueue_step();
   void end_step(bool pages_enqueued = false);
+  // With step records on (StepPlan::records: a capture asked a LuKA layer for them), hands each
+  // LuKA layer the step runs itself the last step's records as core/luka records a step
+  // (LukaLayer::adopt_step), and its pages. It reads them from the device: after end_step,
+  // outside a recorded step. step() calls it.
+  void publish_records();
   // The pages each layer makes after the next step (the plan's count; 0 for most steps and for
   // layers without LuKA state): the variant that step replays. enqueue_pages() is that page work
   // alone, on the device, at offsets it reads there (so it records with the step: a caller that
@@ -124,6 +138,7 @@ class StaticDecodeStep {
   at::Tensor reusable(const StepBuffer& b, at::ScalarType type) const;
   void continue_from(const StaticDecodeStep& from);
   void accumulate(LayerOps& o);
+  LukaStep layer_records(const LayerOps& o, int layer) const;
   void enqueue_layer_pages(LayerOps& o, std::int64_t count);
   void set_page_state(LayerOps& o);
 

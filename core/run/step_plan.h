@@ -84,6 +84,10 @@ struct StepPlan {
   std::vector<std::vector<std::int64_t>> page_counts;
   // The decode steps (1-based, ascending) that replay the page variant: some layer makes pages.
   std::vector<std::int64_t> page_steps;
+  // Step records for captures (plan_step's `records`): each LuKA layer's effective rows, and a
+  // clustered layer's α of its pages, kept per layer through the step ("record_effective",
+  // "record_alpha"; the refined pages and heavy hitters are the layer's own buffers).
+  bool records = false;
   // Layers the static step cannot run (see the header's comment): "layer N: why".
   std::vector<std::string> eager_layers;
   // The step's arguments that change from one step to the next, all held in device buffers
@@ -99,10 +103,12 @@ struct StepPlan {
   bool static_step() const { return eager_layers.empty(); }
 };
 
-// `layers`: one LayerConfig per model layer for a LuKA run, or empty for plain dense attention.
-// Throws luka::Error for a layer count that is not the model's, a context beyond 2^31 positions
-// (the page table is int32) or a run of no decode step.
-StepPlan plan_step(const ModelShape& shape, const RunLength& run, const std::vector<LayerConfig>& layers);
+// `layers`: one LayerConfig per model layer for a LuKA run, or empty for plain dense attention;
+// `records`: reserve the step records a capture reads (a LuKA run only). Throws luka::Error for a
+// layer count that is not the model's, a context beyond 2^31 positions (the page table is int32)
+// or a run of no decode step.
+StepPlan plan_step(const ModelShape& shape, const RunLength& run, const std::vector<LayerConfig>& layers,
+                   bool records = false);
 
 // What a change of the layers' configs (a --schedule entry, the Studio's live switch) costs the
 // recorded step before the next replay.

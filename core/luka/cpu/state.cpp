@@ -38,6 +38,8 @@ void LukaAttention::set_config(const LayerConfig& config) {
 }
 
 void LukaAttention::reset() {
+  adopted_ = false;
+  adopted_pages_.clear();
   step_ = 0;
   heavy_tokens_ = -1;
   tokens_ = 0;
@@ -108,7 +110,14 @@ at::Tensor LukaAttention::summary_bias() const {
   return sum_bias_.defined() ? sum_bias_.narrow(1, 0, static_cast<std::int64_t>(pages_.size())) : at::Tensor();
 }
 
+void LukaAttention::adopt_step(LukaStep step, std::vector<Page> pages) {
+  last_ = std::move(step);
+  adopted_pages_ = std::move(pages);
+  adopted_ = true;
+}
+
 at::Tensor LukaAttention::forward(const AttentionInputs& raw) {
+  adopted_ = false;
   const std::int64_t n = raw.q.size(1), T = raw.k.size(1);
   if (raw.q_pos0 != tokens_ || raw.q_pos0 + n != T)
     fail("luka layer " + std::to_string(layer_),

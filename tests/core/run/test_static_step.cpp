@@ -643,5 +643,118 @@ TEST(StaticDecodeStep, RefusesARunItWasNotPlannedFor) {
   EXPECT_THROW(StaticDecodeStep(d, RunLength{1000, 100}), Error);  // past max_position_embeddings
 }
 
+// A capture of a run the static step issues (issue 44): with records asked of the layers
+// (set_step_records, as the capture recorder asks), each step hands every LuKA layer the
+// LukaStep core/luka makes, built from what the step kept on the device: the same mode, step,
+// sizes, refined pages, heavy hitters, window and cover sizes; the effective rows and the pages'
+// α within 1e-5; after the run the same pages with the steps that made them. Both ways of issuing
+// a step are checked: step(), and the recorded parts with the page work enqueued with the step.
+TEST(StaticDecodeStep, StepRecordsEqualTheDecodersLayerByLayerAndStepByStep) {
+  constexpr std::int64_t kRecordSteps = 32;  // pages made 8 times in each layer
+  for (const LukaCase& c : {LukaCase{"dense", ""}, LukaCase{"lined", ""}, LukaCase{"lined", "lined_selection=group,decay=0.9"},
+                            LukaCase{"clustered", ""},
+                            LukaCase{"clustered", "refine_math=mass_preserving,refine_selection=group,bias=fixed"},
+                            LukaCase{"clustered", "importance_source=cover,bias=fixed,refine_on=unbiased"},
+                            LukaCase{"clustered", "rule=top_p,top_p=0.5,page_rank=sum"}, LukaCase{"mixed(1,1)", ""}}) {
+    LukaConfig config = preset(c.preset);
+    if (*c.settings) config.apply_override(c.settings);
+    const int layer_count = layers_for(c.preset);
+    const std::vector<std::int32_t> prompt = prompt_ids();
+    const RunLength run{static_cast<std::int64_t>(prompt.size()), kRecordSteps};
+    // The decoder's records, every layer at every step.
+    std::vector<std::vector<LukaStep>> want(static_cast<std::size_t>(kRecordSteps));
+    std::vector<std::vector<Page>> want_pages;
+    {
+      Decoder d(model(layer_count));
+      const auto layers = install_luka(d, config);
+      d.reserve(run.context());
+      at::Tensor logits = d.prefill(prompt);
+      for (std::int64_t i = 0; i < kRecordSteps; ++i) {
+        logits = d.decode(static_cast<std::int32_t>(logits.argmax().item<std::int64_t>()));
+        for (const auto& l : layers) {
+          LukaStep s = l->last_step();
+          s.effective = s.effective.clone();
+          want[static_cast<std::size_t>(i)].push_back(s);
+        }
+      }
+      for (const auto& l : layers) want_pages.push_back(l->pages());
+    }
+    for (const bool recorded : {false, true}) {
+      SCOPED_TRACE(std::string(c.preset) + " " + c.settings + (recorded ? ", recorded" : ", step()"));
+      Decoder d(model(layer_count));
+      const auto layers = install_luka(d, config);
+      for (const auto& l : layers) l->set_step_records(true);
+      d.reserve(run.context());
+      const at::Tensor logits = d.prefill(prompt);
+      StaticDecodeStep step(d, run, config.layers);
+      ASSERT_TRUE(step.plan().records);
+      step.start(d, prompt, static_cast<std::int32_t>(logits.argmax().item<std::int64_t>()));
+      double effective_diff = 0, alpha_diff = 0;
+      for (std::int64_t i = 0; i < kRecordSteps; ++i) {
+        if (recorded) {
+          step.check_next_step();
+          step.enqueue_step();
+          step.enqueue_pages();
+          step.end_step(/*pages_enqueued=*/true);
+          step.publish_records();
+        } else {
+          step.step();
+        }
+        for (std::size_t l = 0; l < layers.size(); ++l) {
+          const LukaStep& a = want[static_cast<std::size_t>(i)][l];
+          const LukaStep& b = layers[l]->last_step();
+          ASSERT_EQ(b.step, a.step) << "layer " << l;
+          ASSERT_EQ(b.mode, a.mode);
+          ASSERT_EQ(b.tokens, a.tokens);
+          ASSERT_EQ(b.paged_end, a.paged_end);
+          ASSERT_EQ(b.effective.sizes(), a.effective.sizes());
+          effective_diff = std::max(effective_diff, (b.effective - a.effective).abs().max().item<double>());
+          EXPECT_EQ(b.refined, a.refined) << "layer " << l << " step " << a.step;
+          EXPECT_EQ(b.heavy, a.heavy) << "layer " << l << " step " << a.step;
+          EXPECT_EQ(b.window_start, a.window_start);
+          EXPECT_EQ(b.cover_size, a.cover_size) << "layer " << l << " step " << a.step;
+          ASSERT_EQ(b.summary_mass.defined(), a.summary_mass.defined());
+          if (a.summary_mass.defined()) {
+            ASSERT_EQ(b.summary_mass.sizes(), a.summary_mass.sizes());
+            if (a.summary_mass.numel() > 0)
+              alpha_diff = std::max(alpha_diff, (b.summary_mass - a.summary_mass).abs().max().item<double>());
+          }
+        }
+      }
+      EXPECT_LE(effective_diff, 1e-5);
+      EXPECT_LE(alpha_diff, 1e-5);
+      std::printf("%s %s: max |effective - decoder's| %.3g, max |alpha - decoder's| %.3g over %lld steps\n", c.preset,
+                  c.settings, effective_diff, alpha_diff, static_cast<long long>(kRecordSteps));
+      for (std::size_t l = 0; l < layers.size(); ++l) {
+        const std::vector<Page>& got = layers[l]->pages();
+        ASSERT_EQ(got.size(), want_pages[l].size()) << "layer " << l;
+        for (std::size_t p = 0; p < got.size(); ++p) {
+          EXPECT_EQ(got[p].start, want_pages[l][p].start);
+          EXPECT_EQ(got[p].end, want_pages[l][p].end);
+          EXPECT_EQ(got[p].created_step, want_pages[l][p].created_step) << "layer " << l << " page " << p;
+        }
+      }
+    }
+  }
+}
+
+// Without records asked for, the step keeps none: a run that is not captured reserves nothing
+// for them and hands the layers nothing.
+TEST(StaticDecodeStep, KeepsNoRecordsUnlessALayerAsksForThem) {
+  const LukaConfig config = preset("clustered");
+  Decoder d(model());
+  const auto layers = install_luka(d, config);
+  const std::vector<std::int32_t> prompt = prompt_ids();
+  const RunLength run{static_cast<std::int64_t>(prompt.size()), 4};
+  d.reserve(run.context());
+  const at::Tensor logits = d.prefill(prompt);
+  StaticDecodeStep step(d, run, config.layers);
+  EXPECT_FALSE(step.plan().records);
+  EXPECT_FALSE(step.plan().has_buffer("record_effective", 0));
+  step.start(d, prompt, static_cast<std::int32_t>(logits.argmax().item<std::int64_t>()));
+  step.step();
+  EXPECT_EQ(layers[0]->last_step().step, 0) << "no step handed over";
+}
+
 }  // namespace
 }  // namespace luka
