@@ -46,7 +46,9 @@ if ((!quick)); then
     [[ -f $dir/CMakeCache.txt ]] || generator=(-G Ninja)
     # -O1 -g1: the usual sanitizer build (line tables for the reports' stacks); it compiles in
     # under half the time of RelWithDebInfo's -O2 -g (bench/results/reliability.md).
+    # The benchmark drivers are left out: no test runs them.
     cmake -S "$root" -B "$dir" "${generator[@]}" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DLUKA_SANITIZE=address,undefined -DLUKA_CUDA=OFF \
+      -DLUKA_BENCH=OFF \
       "-DCMAKE_C_FLAGS_RELWITHDEBINFO=-O1 -g1 -DNDEBUG" "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O1 -g1 -DNDEBUG" \
       > "$dir.configure.log" 2>&1 || { cat "$dir.configure.log" >&2; return 1; }
     rm -f "$dir.configure.log"

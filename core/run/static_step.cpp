@@ -321,10 +321,6 @@ StaticDecodeStep::StaticDecodeStep(const Decoder& decoder, const RunLength& run,
                                     {},
                                     {}};
       if (plan_.records) {
-        if (o.config.mode == AttentionMode::kKascade)
-          fail("static step", "layer " + std::to_string(l) +
-                                  ": a capture through the static step does not record Kascade's sets yet; capture "
-                                  "without --static-step or --graph");
         o.record_effective = buffer("record_effective", l);
         if (o.config.mode == AttentionMode::kClustered) o.record_alpha = buffer("record_alpha", l);
         o.mode_step.record_alpha = o.record_alpha;
@@ -592,7 +588,35 @@ LukaStep StaticDecodeStep::layer_records(const LayerOps& o, int layer) const {
   const std::vector<Page> during(o.host_pages.begin(), o.host_pages.begin() + static_cast<std::ptrdiff_t>(o.pages_during_step));
   LukaStep s = step_from_records(o.config, host_step_, T, during, r);
   s.seconds = 0;
+  if (o.kascade) kascade_records(o, layer, s);
   return s;
+}
+
+// decode_kascade's records: the layer whose sets it used (itself for an anchor), per KV head the
+// set it read (not for a shared set), and per head the keys it attended, ascending: its set as the
+// layer's mask holds it (an anchor's per pooled group, a reuse layer's per KV head), or every key
+// for layer 0's dense output.
+void StaticDecodeStep::kascade_records(const LayerOps& o, int layer, LukaStep& s) const {
+  const std::int64_t H = plan_.shape.heads, KV = plan_.shape.kv_heads, G = H / KV, T = s.tokens;
+  const std::int64_t source = o.config.kascade.source;
+  const bool anchor = source < 0, dense_out = anchor && layer == 0;
+  const bool shared = anchor ? o.config.kascade.shared : layers_[static_cast<std::size_t>(source)].config.kascade.shared;
+  s.kascade_source = anchor ? layer : source;
+  s.head_map.clear();
+  if (!shared) {
+    const at::Tensor map = buffer("kascade_map", layer).to(at::kCPU);
+    for (std::int64_t g = 0; g < KV; ++g) s.head_map.push_back(anchor ? g : map.const_data_ptr<std::int64_t>()[g]);
+  }
+  const at::Tensor mask = buffer("kascade_mask", layer).to(at::kCPU).contiguous();  // [rows, T_max] bool
+  const bool* m = mask.const_data_ptr<bool>();
+  s.selected.assign(static_cast<std::size_t>(H), {});
+  for (std::int64_t h = 0; h < H; ++h) {
+    auto& sel = s.selected[static_cast<std::size_t>(h)];
+    const std::int64_t row = anchor && shared ? 0 : h / G;
+    for (std::int64_t t = 0; t < T; ++t)
+      if (dense_out || m[row * mask.size(1) + t]) sel.push_back(t);
+    s.cover_size[static_cast<std::size_t>(h)] = static_cast<std::int64_t>(sel.size());
+  }
 }
 
 // §5.1 as core/luka accumulates a decode step: h2o_score per query head (with decay) and

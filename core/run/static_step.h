@@ -29,8 +29,7 @@
 // capture recorder asks), the plan keeps each such layer's effective rows (and a clustered
 // layer's α of its pages) through the step, beside its refined pages and heavy hitters, and
 // publish_records() turns them into the LukaStep core/luka records, with the layer's pages, and
-// hands them to the layer: a capture reads a static or recorded run as it reads an eager one
-// (Kascade's sets are not recorded: such a run is refused). The step's own work is the same; the
+// hands them to the layer: a capture reads a static or recorded run as it reads an eager one. The step's own work is the same; the
 // records add a copy of the effective rows per layer on the device and their read after the step.
 //
 // The step starts from a decoder that has prefilled the prompt: start() copies its caches. The
@@ -139,6 +138,7 @@ class StaticDecodeStep {
   void continue_from(const StaticDecodeStep& from);
   void accumulate(LayerOps& o);
   LukaStep layer_records(const LayerOps& o, int layer) const;
+  void kascade_records(const LayerOps& o, int layer, LukaStep& s) const;
   void enqueue_layer_pages(LayerOps& o, std::int64_t count);
   void set_page_state(LayerOps& o);
 

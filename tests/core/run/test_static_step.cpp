@@ -646,7 +646,7 @@ TEST(StaticDecodeStep, RefusesARunItWasNotPlannedFor) {
 // A capture of a run the static step issues (issue 44): with records asked of the layers
 // (set_step_records, as the capture recorder asks), each step hands every LuKA layer the
 // LukaStep core/luka makes, built from what the step kept on the device: the same mode, step,
-// sizes, refined pages, heavy hitters, window and cover sizes; the effective rows and the pages'
+// sizes, refined pages, heavy hitters, window, Kascade sets and cover sizes; the effective rows and the pages'
 // α within 1e-5; after the run the same pages with the steps that made them. Both ways of issuing
 // a step are checked: step(), and the recorded parts with the page work enqueued with the step.
 TEST(StaticDecodeStep, StepRecordsEqualTheDecodersLayerByLayerAndStepByStep) {
@@ -655,7 +655,9 @@ TEST(StaticDecodeStep, StepRecordsEqualTheDecodersLayerByLayerAndStepByStep) {
                             LukaCase{"clustered", ""},
                             LukaCase{"clustered", "refine_math=mass_preserving,refine_selection=group,bias=fixed"},
                             LukaCase{"clustered", "importance_source=cover,bias=fixed,refine_on=unbiased"},
-                            LukaCase{"clustered", "rule=top_p,top_p=0.5,page_rank=sum"}, LukaCase{"mixed(1,1)", ""}}) {
+                            LukaCase{"clustered", "rule=top_p,top_p=0.5,page_rank=sum"}, LukaCase{"mixed(1,1)", ""},
+                            LukaCase{"kascade", ""}, LukaCase{"kascade", "layer=2,kascade_source=1,kascade_head_map=1|0"},
+                            LukaCase{"kascade", "kascade_shared=true"}}) {
     LukaConfig config = preset(c.preset);
     if (*c.settings) config.apply_override(c.settings);
     const int layer_count = layers_for(c.preset);
@@ -712,6 +714,9 @@ TEST(StaticDecodeStep, StepRecordsEqualTheDecodersLayerByLayerAndStepByStep) {
           EXPECT_EQ(b.refined, a.refined) << "layer " << l << " step " << a.step;
           EXPECT_EQ(b.heavy, a.heavy) << "layer " << l << " step " << a.step;
           EXPECT_EQ(b.window_start, a.window_start);
+          EXPECT_EQ(b.selected, a.selected) << "layer " << l << " step " << a.step;
+          EXPECT_EQ(b.kascade_source, a.kascade_source);
+          EXPECT_EQ(b.head_map, a.head_map);
           EXPECT_EQ(b.cover_size, a.cover_size) << "layer " << l << " step " << a.step;
           ASSERT_EQ(b.summary_mass.defined(), a.summary_mass.defined());
           if (a.summary_mass.defined()) {
