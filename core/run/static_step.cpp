@@ -144,13 +144,13 @@ StaticDecodeStep::StaticDecodeStep(const Decoder& decoder, const RunLength& run,
   if (run.context() > c.max_position_embeddings)
     fail("static step", "a context of " + std::to_string(run.context()) + " exceeds max_position_embeddings " +
                             std::to_string(c.max_position_embeddings));
-  // Step records when a capture asked a LuKA layer for them (LukaLayer::set_step_records).
-  bool records = false;
+  // Step records for the layers a capture asked for them (LukaLayer::set_step_records).
+  std::vector<bool> recorded(static_cast<std::size_t>(c.num_layers), false);
   for (int l = 0; l < c.num_layers && !layers.empty(); ++l) {
     const auto* luka = dynamic_cast<const LukaLayer*>(&decoder.attention(l));
-    records = records || (luka && luka->step_records());
+    recorded[static_cast<std::size_t>(l)] = luka && luka->step_records();
   }
-  plan_ = plan_step(model_shape(c, dt == at::kFloat ? 4 : 2), run, layers, records);
+  plan_ = plan_step(model_shape(c, dt == at::kFloat ? 4 : 2), run, layers, recorded);
   const at::Device device = decoder.rope_frequencies().device();
   c10::InferenceMode guard;
 
@@ -320,7 +320,7 @@ StaticDecodeStep::StaticDecodeStep(const Decoder& decoder, const RunLength& run,
                                     scale_t_,
                                     {},
                                     {}};
-      if (plan_.records) {
+      if (plan_.recorded[static_cast<std::size_t>(l)]) {
         o.record_effective = buffer("record_effective", l);
         if (o.config.mode == AttentionMode::kClustered) o.record_alpha = buffer("record_alpha", l);
         o.mode_step.record_alpha = o.record_alpha;

@@ -107,7 +107,8 @@ const StepBuffer& StepPlan::buffer(const std::string& name, int layer) const {
   fail("step plan", "no buffer " + name + (layer >= 0 ? " of layer " + std::to_string(layer) : std::string()));
 }
 
-StepPlan plan_step(const ModelShape& m, const RunLength& run, const std::vector<LayerConfig>& layers, bool records) {
+StepPlan plan_step(const ModelShape& m, const RunLength& run, const std::vector<LayerConfig>& layers,
+                   const std::vector<bool>& recorded) {
   if (m.layers < 1 || m.heads < 1 || m.kv_heads < 1 || m.heads % m.kv_heads != 0 || m.head_dim < 2 || m.hidden < 1 ||
       m.intermediate < 1 || m.vocab < 1 || (m.dtype_bytes != 2 && m.dtype_bytes != 4))
     fail("step plan", "a model shape with a zero size, heads not a multiple of the KV heads or a dtype of " +
@@ -125,7 +126,11 @@ StepPlan plan_step(const ModelShape& m, const RunLength& run, const std::vector<
   p.context = run.context();
   p.layers = layers;
   p.luka = !layers.empty();
-  p.records = records && p.luka;
+  if (!recorded.empty() && static_cast<std::int64_t>(recorded.size()) != m.layers)
+    fail("step plan", "records asked for " + std::to_string(recorded.size()) + " layers of " + std::to_string(m.layers));
+  if (p.luka) p.recorded = recorded;
+  p.recorded.resize(static_cast<std::size_t>(m.layers), false);
+  p.records = std::find(p.recorded.begin(), p.recorded.end(), true) != p.recorded.end();
   const std::int64_t T = p.context, H = m.heads, KV = m.kv_heads, D = m.head_dim, N = run.max_new_tokens;
   const auto add = [&](const std::string& name, int layer, std::vector<std::int64_t> shape, ElemKind kind) {
     p.buffers.push_back({name, layer, std::move(shape), kind, elem_bytes(kind, m.dtype_bytes)});
@@ -199,7 +204,8 @@ StepPlan plan_step(const ModelShape& m, const RunLength& run, const std::vector<
     add("h2o", l, {H, T}, ElemKind::kF32);
     add("spread", l, {KV, T}, ElemKind::kF32);
     add("layer_constants", l, {2}, ElemKind::kF32);  // h2o decay, the compressor's tau
-    if (p.records) add("record_effective", l, {H, T}, ElemKind::kF32);  // the step's effective rows
+    const bool recorded_layer = p.recorded[static_cast<std::size_t>(l)];
+    if (recorded_layer) add("record_effective", l, {H, T}, ElemKind::kF32);  // the step's effective rows
     // The page schedule of the whole run, as the layer will follow it (rules::pages_due): after
     // the prefill (step 0), then after each decode step s at context prompt + s.
     const rules::PageRule rule = to_rule(c.clustered);
@@ -252,7 +258,7 @@ StepPlan plan_step(const ModelShape& m, const RunLength& run, const std::vector<
       // The cover's logits and softmax (summaries then raw tokens) and each head's refined pages.
       add("cover", l, {H, P + T}, ElemKind::kF32);
       add("refined", l, {H, P}, ElemKind::kI64);
-      if (p.records) add("record_alpha", l, {H, P}, ElemKind::kF32);  // α of the pages before refinement
+      if (recorded_layer) add("record_alpha", l, {H, P}, ElemKind::kF32);  // α of the pages before refinement
       // The step's masks and weights over the pages (core/run/static_clustered): each key's page,
       // α, the refined pages per head, the weights of the summaries, and the top-k pages with their
       // keys (the pages made and the paged end are the layer's page_state).
@@ -352,7 +358,7 @@ StepPlan plan_step(const ModelShape& m, const RunLength& run, const std::vector<
 }
 
 StepChange step_change(const StepPlan& current, const std::vector<LayerConfig>& next) {
-  const StepPlan fresh = plan_step(current.shape, current.run, next, current.records);
+  const StepPlan fresh = plan_step(current.shape, current.run, next, current.recorded);
   if (fresh.buffers.size() != current.buffers.size()) return StepChange::kReplan;
   for (std::size_t i = 0; i < fresh.buffers.size(); ++i) {
     const StepBuffer &a = fresh.buffers[i], &b = current.buffers[i];

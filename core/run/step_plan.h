@@ -84,9 +84,11 @@ struct StepPlan {
   std::vector<std::vector<std::int64_t>> page_counts;
   // The decode steps (1-based, ascending) that replay the page variant: some layer makes pages.
   std::vector<std::int64_t> page_steps;
-  // Step records for captures (plan_step's `records`): each LuKA layer's effective rows, and a
-  // clustered layer's α of its pages, kept per layer through the step ("record_effective",
-  // "record_alpha"; the refined pages and heavy hitters are the layer's own buffers).
+  // Step records for captures (plan_step's `records`): per recorded LuKA layer its effective
+  // rows, and a clustered layer's α of its pages, kept through the step ("record_effective",
+  // "record_alpha"; the refined pages, heavy hitters and Kascade sets are the layer's own
+  // buffers). `records` says whether any layer is recorded.
+  std::vector<bool> recorded;
   bool records = false;
   // Layers the static step cannot run (see the header's comment): "layer N: why".
   std::vector<std::string> eager_layers;
@@ -104,11 +106,11 @@ struct StepPlan {
 };
 
 // `layers`: one LayerConfig per model layer for a LuKA run, or empty for plain dense attention;
-// `records`: reserve the step records a capture reads (a LuKA run only). Throws luka::Error for a
-// layer count that is not the model's, a context beyond 2^31 positions (the page table is int32)
-// or a run of no decode step.
+// `recorded`: per layer, whether to reserve the step records a capture reads (a LuKA run only;
+// empty: none). Throws luka::Error for a layer count that is not the model's, a context beyond
+// 2^31 positions (the page table is int32) or a run of no decode step.
 StepPlan plan_step(const ModelShape& shape, const RunLength& run, const std::vector<LayerConfig>& layers,
-                   bool records = false);
+                   const std::vector<bool>& recorded = {});
 
 // What a change of the layers' configs (a --schedule entry, the Studio's live switch) costs the
 // recorded step before the next replay.

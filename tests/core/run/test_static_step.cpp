@@ -744,7 +744,7 @@ TEST(StaticDecodeStep, StepRecordsEqualTheDecodersLayerByLayerAndStepByStep) {
 }
 
 // Without records asked for, the step keeps none: a run that is not captured reserves nothing
-// for them and hands the layers nothing.
+// for them and hands the layers nothing; a capture of some layers reserves and hands over theirs.
 TEST(StaticDecodeStep, KeepsNoRecordsUnlessALayerAsksForThem) {
   const LukaConfig config = preset("clustered");
   Decoder d(model());
@@ -759,6 +759,20 @@ TEST(StaticDecodeStep, KeepsNoRecordsUnlessALayerAsksForThem) {
   step.start(d, prompt, static_cast<std::int32_t>(logits.argmax().item<std::int64_t>()));
   step.step();
   EXPECT_EQ(layers[0]->last_step().step, 0) << "no step handed over";
+  // A capture of layer 1 alone: its records only.
+  Decoder d1(model());
+  const auto layers1 = install_luka(d1, config);
+  layers1[1]->set_step_records(true);
+  d1.reserve(run.context());
+  const at::Tensor logits1 = d1.prefill(prompt);
+  StaticDecodeStep step1(d1, run, config.layers);
+  EXPECT_TRUE(step1.plan().records);
+  EXPECT_FALSE(step1.plan().has_buffer("record_effective", 0));
+  EXPECT_TRUE(step1.plan().has_buffer("record_effective", 1));
+  step1.start(d1, prompt, static_cast<std::int32_t>(logits1.argmax().item<std::int64_t>()));
+  step1.step();
+  EXPECT_EQ(layers1[0]->last_step().step, 0);
+  EXPECT_EQ(layers1[1]->last_step().step, 1);
 }
 
 }  // namespace
