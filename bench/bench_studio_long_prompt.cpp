@@ -18,7 +18,7 @@
 
 #include <sys/resource.h>
 
-#include "app/studio/run_controller.h"
+#include "app/studio/data/run_controller.h"
 #include "captures/chunk_codec.h"
 #include "core/util/half.h"
 #include "captures/live.h"

@@ -29,7 +29,7 @@ val() { sed -n "s/^$2 //p" "$work/$1.txt"; }
   echo "## $(date -u +%Y-%m-%d) — Long prompts: peak RSS ($(lscpu | sed -n 's/^Model name: *//p'), $(nproc) cores)"
   echo
   echo "Command: \`bench/run_studio_long_prompt.sh build ${sizes[*]}\`. The Studio's session layer without a window"
-  echo "(app/studio/run_controller.h) runs the first N tokens of *Emma* as a free-text prompt on the default model"
+  echo "(app/studio/data/run_controller.h) runs the first N tokens of *Emma* as a free-text prompt on the default model"
   echo "(SmolLM2-135M, 30 layers x 9 heads, all recorded, map cap 4096) on the CPU, 4 new tokens; peak RSS is"
   echo "the process's VmHWM after the run (model load included); first map = run start to the first data in the map the"
   echo "Studio opens on (the first layer and head, fitted)."

@@ -49,6 +49,8 @@ RULES = {
                     "app/figures is drawn by both the CLI and the Studio, so it uses neither"),
     "app/studio": (("app/studio", "app/figures") + BELOW_APP, (),
                    "the Studio includes nothing from app/cli (docs/architecture.md)"),
+    "app/studio/data": (("app/studio/data", "app/figures") + BELOW_APP, GUI,
+                        "the Studio's data model runs headless: no GUI, nothing from its views (docs/architecture.md)"),
     "viz": (("viz", "core", "kernels"), GUI + TORCH, "viz sits beside captures, below app, above core; no GUI, no LibTorch"),
     "captures": (("captures", "core", "kernels"), GUI + TORCH,
                  "captures sits beside viz, below app, above core; replay needs no LibTorch and no GUI"),

@@ -7,7 +7,7 @@
 
 #include "app/cli/args.h"
 #include "app/cli/commands.h"
-#include "app/studio/studio.h"
+#include "app/studio/views/studio.h"
 #include "captures/reader.h"
 #include "core/eval/calibration.h"
 #include "core/device/device.h"

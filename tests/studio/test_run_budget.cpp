@@ -8,8 +8,8 @@
 #include <functional>
 #include <thread>
 
-#include "app/studio/run_budget.h"
-#include "app/studio/run_controller.h"
+#include "app/studio/data/run_budget.h"
+#include "app/studio/data/run_controller.h"
 #include "tests/process_util.h"
 
 namespace luka::studio {

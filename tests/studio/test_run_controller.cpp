@@ -15,7 +15,7 @@
 #include <functional>
 #include <thread>
 
-#include "app/studio/run_controller.h"
+#include "app/studio/data/run_controller.h"
 #include "tests/process_util.h"
 #include "captures/capture.h"
 

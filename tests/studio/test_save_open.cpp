@@ -16,8 +16,8 @@
 #include <functional>
 #include <thread>
 
-#include "app/studio/recent_files.h"
-#include "app/studio/run_controller.h"
+#include "app/studio/data/recent_files.h"
+#include "app/studio/data/run_controller.h"
 #include "captures/capture.h"
 #include "captures/reader.h"
 #include "captures/save_view.h"

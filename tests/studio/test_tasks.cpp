@@ -1,4 +1,4 @@
-// The Studio's task manager (app/studio/tasks.h): a lane runs its jobs one at a time in order and
+// The Studio's task manager (app/studio/data/tasks.h): a lane runs its jobs one at a time in order and
 // hands them back in that order; progress is seen while a job runs; cancel skips a queued job and
 // stops a running one that looks; outcomes reach their callbacks only on the thread that polls;
 // an exception is an error outcome; shutting down with jobs in flight cancels them, waits for the
@@ -14,7 +14,7 @@
 #include <thread>
 #include <vector>
 
-#include "app/studio/tasks.h"
+#include "app/studio/data/tasks.h"
 #include "tests/process_util.h"
 
 namespace luka::studio {
