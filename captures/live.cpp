@@ -163,7 +163,7 @@ void LiveCapture::map_rows(const MapRows& r, const MapChunks* chunks) {
     deflate = summary_.layout.deflate;
   }
   if (r.row0 % c != 0) fail("capture", "a map band of the live capture does not start on a chunk row");
-  if (chunks) {  // encoded by the session on the model's threads
+  if (chunks) {  // encoded by the pipeline on the model's threads
     if (chunks->chunk != c || r.rows > c || chunks->tiles.size() != static_cast<std::size_t>(H * ((r.cols + c - 1) / c)))
       fail("capture", "map chunks do not match the capture's chunking");
     store_chunks(i, r.level, r.row0, {}, &chunks->tiles);

@@ -3,7 +3,7 @@
 // UI's threads; a mutex guards the state, and every query copies out what it returns.
 //
 // The prefill maps are kept as the capture file's own chunks (docs/capture-format.md): encoded
-// by the session on the model's threads (shuffle + deflate at the layout's level), lower
+// by the pipeline on the model's threads (shuffle + deflate at the layout's level), lower
 // triangle only, since chunks wholly right of the diagonal are never produced and read as 0.
 // A dense [heads][S][S] array per level costs about 0.3 GB per layer for a 4K-token prompt;
 // the encoded chunks about half of that without the upper triangle, still too much for 30 layers.

@@ -156,8 +156,8 @@ Manifest make_manifest(const Model& model, const Tokenizer& tokenizer, const Luk
   return m;
 }
 
-CaptureRecorder::CaptureRecorder(CapturePipeline& session, Layout layout, std::vector<std::shared_ptr<LukaLayer>> layers)
-    : session_(session), layout_(std::move(layout)), layers_(std::move(layers)), pages_reported_(layout_.layers.size(), 0) {
+CaptureRecorder::CaptureRecorder(CapturePipeline& pipeline, Layout layout, std::vector<std::shared_ptr<LukaLayer>> layers)
+    : pipeline_(pipeline), layout_(std::move(layout)), layers_(std::move(layers)), pages_reported_(layout_.layers.size(), 0) {
   for (const int x : layout_.layers)
     if (x < 0 || static_cast<std::size_t>(x) >= layers_.size() || !layers_[static_cast<std::size_t>(x)])
       fail("capture", "recorded layer " + std::to_string(x) + " has no LuKA attention");
@@ -209,7 +209,7 @@ void CaptureRecorder::start_prefill() {
           // that taking one (an atomic on a line both cores use) costs little beside its work.
           constexpr std::int64_t kRows = 8;
           const std::int64_t groups = (rows + kRows - 1) / kRows;
-          session_.parallel()(static_cast<std::int64_t>(slots.size()) * groups, [&](std::int64_t b, std::int64_t e) {
+          pipeline_.parallel()(static_cast<std::int64_t>(slots.size()) * groups, [&](std::int64_t b, std::int64_t e) {
             for (std::int64_t t = b; t < e; ++t) {
               const std::size_t j = slots[static_cast<std::size_t>(t / groups)];
               const std::int64_t i0 = (t % groups) * kRows;
@@ -222,7 +222,7 @@ void CaptureRecorder::start_prefill() {
             }
           });
           if (head0 + G > last) {  // the block's last recorded head
-            session_.prefill_level_rows(layer, level, r0, rows, halves_);
+            pipeline_.prefill_level_rows(layer, level, r0, rows, halves_);
             if (prefill_progress_ && static_cast<std::size_t>(layer) < prefill_rows_done_.size()) {
               std::int64_t& done = prefill_rows_done_[static_cast<std::size_t>(layer)];
               done = std::max(done, q0 + m);
@@ -238,7 +238,7 @@ void CaptureRecorder::start_prefill() {
 
 void CaptureRecorder::end_prefill() {
   for (const int x : layout_.layers) layers_[static_cast<std::size_t>(x)]->set_prefill_observer({});
-  session_.end_prefill();
+  pipeline_.end_prefill();
 }
 
 void CaptureRecorder::record_step(std::int64_t step, std::vector<Token> new_tokens) {
@@ -307,7 +307,7 @@ void CaptureRecorder::record_step(std::int64_t step, std::vector<Token> new_toke
     for (std::size_t j = 0; j < Hr; ++j)
       floats_to_halves(rows.const_data_ptr<float>() + layout_.heads[j] * T, out.data() + j * T, static_cast<std::size_t>(T));
   };
-  session_.parallel()(static_cast<std::int64_t>(L), [&](std::int64_t b, std::int64_t e) {
+  pipeline_.parallel()(static_cast<std::int64_t>(L), [&](std::int64_t b, std::int64_t e) {
     for (std::int64_t li = b; li < e; ++li) {
       const Source& in = src[static_cast<std::size_t>(li)];
       const LukaStep& ls = *in.step;
@@ -349,7 +349,7 @@ void CaptureRecorder::record_step(std::int64_t step, std::vector<Token> new_toke
       }
     }
   });
-  session_.step(std::move(s));
+  pipeline_.step(std::move(s));
   step_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 

@@ -39,7 +39,7 @@ std::string utc_timestamp();
 class CaptureRecorder {
  public:
   // `layers`: every layer's LukaLayer (install_luka's result, on any device), in layer order.
-  CaptureRecorder(CapturePipeline& session, Layout layout, std::vector<std::shared_ptr<LukaLayer>> layers);
+  CaptureRecorder(CapturePipeline& pipeline, Layout layout, std::vector<std::shared_ptr<LukaLayer>> layers);
   ~CaptureRecorder();
 
   // Before the prefill: observe the recorded layers' attention while the prompt runs.
@@ -59,7 +59,7 @@ class CaptureRecorder {
   double step_seconds() const { return step_seconds_; }
 
  private:
-  CapturePipeline& session_;
+  CapturePipeline& pipeline_;
   Layout layout_;
   std::vector<std::shared_ptr<LukaLayer>> layers_;
   std::vector<std::size_t> pages_reported_;  // per recorded layer

@@ -255,20 +255,20 @@ int run_capture(int argc, char** argv) {
                  megabytes(capture::estimate_bytes(layout, max_new - 1)).c_str());
 
   std::optional<capture::CaptureWriter> writer;
-  std::optional<capture::CapturePipeline> session;
+  std::optional<capture::CapturePipeline> pipeline;
   std::optional<capture::CaptureRecorder> recorder;
   if (record) {
     writer.emplace(out);
-    session.emplace(std::vector<capture::CaptureSink*>{&*writer});
-    session->set_parallel(capture::model_parallel_for());
+    pipeline.emplace(std::vector<capture::CaptureSink*>{&*writer});
+    pipeline->set_parallel(capture::model_parallel_for());
     // On the GPU the host thread bounds a step (it launches every kernel): compress off it.
-    if (device->is_cuda()) session->set_step_encoding(capture::CapturePipeline::StepEncoding::kWriter);
+    if (device->is_cuda()) pipeline->set_step_encoding(capture::CapturePipeline::StepEncoding::kWriter);
     std::vector<capture::Token> prompt_tokens;
     for (std::int64_t i = 0; i < n; ++i)
       prompt_tokens.push_back({prompt.ids[static_cast<std::size_t>(i)], tokenizer.token_bytes(prompt.ids[static_cast<std::size_t>(i)]),
                                false, prompt.segment[static_cast<std::size_t>(i)]});
-    session->begin(manifest, layout, std::move(prompt_tokens), prompt.segments);
-    recorder.emplace(*session, layout, layers);
+    pipeline->begin(manifest, layout, std::move(prompt_tokens), prompt.segments);
+    recorder.emplace(*pipeline, layout, layers);
   }
 
   run.max_new_tokens = max_new;
@@ -302,11 +302,11 @@ int run_capture(int argc, char** argv) {
     result = name_out_of_memory("run", "running " + path.string() + " over " + std::to_string(n) + " prompt tokens and " +
                                            std::to_string(max_new) + " new tokens",
                                 [&] { return loop.run(prompt.ids, run, &recording); });
-    if (session) session->finish(std::move(recording.pending));
+    if (pipeline) pipeline->finish(std::move(recording.pending));
   } catch (const Error& e) {
     if (!writer || !writer->created_partial()) throw;  // refused before writing (another run holds the path)
     // The writer leaves what it wrote as a killed run leaves it: say where.
-    session.reset();
+    pipeline.reset();
     if (!quiet && tty) std::fputc('\n', stderr);
     throw Error(std::string(e.what()) + "; the " + std::to_string(writer->complete_steps()) + " complete decode steps are readable in " +
                 writer->partial_path().string());
@@ -326,7 +326,7 @@ int run_capture(int argc, char** argv) {
                  1e3 * decode_s / static_cast<double>(steps));
   // Of which the recording's share on the model thread, and of that the wait for the writer.
   if (steps > 0 && recorder) {
-    const capture::CapturePipeline::ProducerTime p = session->producer_time();
+    const capture::CapturePipeline::ProducerTime p = pipeline->producer_time();
     const double per = 1e3 / static_cast<double>(steps);
     std::fprintf(stderr, "recording: %.3f ms per step on the model thread (%.3f waiting for the writer; compression on the %s)\n",
                  per * recorder->step_seconds(), per * p.wait_seconds, device->is_cuda() ? "writer's threads" : "model's threads");

@@ -260,15 +260,15 @@ RunResult run_captured(RunLoop& loop, const RunSettings& run, const eval::LongCo
   std::error_code ec;
   fs::create_directories(file.parent_path(), ec);
   capture::CaptureWriter writer(file);
-  capture::CapturePipeline session(std::vector<capture::CaptureSink*>{&writer});
-  session.set_parallel(capture::model_parallel_for());
+  capture::CapturePipeline pipeline(std::vector<capture::CaptureSink*>{&writer});
+  pipeline.set_parallel(capture::model_parallel_for());
   std::vector<capture::Token> prompt;
   for (std::int64_t i = 0; i < n; ++i) {
     const std::int32_t id = s.ids[static_cast<std::size_t>(i)];
     prompt.push_back({id, c.tokenizer->token_bytes(id), false, segment_of[static_cast<std::size_t>(i)]});
   }
-  session.begin(manifest, layout, std::move(prompt), segments);
-  capture::CaptureRecorder recorder(session, layout, layers);
+  pipeline.begin(manifest, layout, std::move(prompt), segments);
+  capture::CaptureRecorder recorder(pipeline, layout, layers);
   recorder.set_prefill_split(run.context_tokens);
   struct Recording final : RunObserver {
     capture::CaptureRecorder* recorder = nullptr;
@@ -290,7 +290,7 @@ RunResult run_captured(RunLoop& loop, const RunSettings& run, const eval::LongCo
   RunSettings with_probabilities = run;
   with_probabilities.probabilities = true;
   const RunResult result = loop.run(s.ids, with_probabilities, &recording);
-  session.finish(std::move(recording.pending));
+  pipeline.finish(std::move(recording.pending));
   return result;
 }
 

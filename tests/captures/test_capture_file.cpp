@@ -159,9 +159,9 @@ Synthetic make_synthetic(std::int64_t n, int steps, std::uint32_t seed, std::vec
 }
 
 // `drain_begin`: the I/O thread writes the begin record and is idle before the first band.
-void feed(CapturePipeline& session, const Synthetic& s, int steps, bool drain_begin = false) {
-  session.begin(s.manifest, s.layout, s.prompt, s.segments);
-  if (drain_begin) session.drain();
+void feed(CapturePipeline& pipeline, const Synthetic& s, int steps, bool drain_begin = false) {
+  pipeline.begin(s.manifest, s.layout, s.prompt, s.segments);
+  if (drain_begin) pipeline.drain();
   const std::int64_t n = s.layout.prompt_tokens, H = static_cast<std::int64_t>(s.layout.heads.size());
   // Interleave layers, in uneven row chunks.
   for (std::int64_t r = 0; r < n;) {
@@ -170,12 +170,12 @@ void feed(CapturePipeline& session, const Synthetic& s, int steps, bool drain_be
       std::vector<float> part(static_cast<std::size_t>(H * m * n));
       for (std::int64_t hh = 0; hh < H; ++hh)
         std::copy_n(s.maps[li].data() + (hh * n + r) * n, m * n, part.data() + hh * m * n);
-      session.prefill_rows(s.layout.layers[li], r, m, std::move(part));
+      pipeline.prefill_rows(s.layout.layers[li], r, m, std::move(part));
     }
     r += m;
   }
-  session.end_prefill();
-  for (int st = 0; st < steps; ++st) session.step(s.steps[static_cast<std::size_t>(st)]);
+  pipeline.end_prefill();
+  for (int st = 0; st < steps; ++st) pipeline.step(s.steps[static_cast<std::size_t>(st)]);
 }
 
 void expect_same(const CaptureView& v, const Synthetic& s, const std::vector<MapRows>& bands, int steps, bool finished) {
@@ -291,9 +291,9 @@ TEST(CaptureFile, RoundTripEqualsWhatTheWriterGot) {
   LiveCapture live;
   RecordingSink rec;
   {
-    CapturePipeline session({&writer, &live, &rec}, 1 << 16);  // a small queue: the producer waits
-    feed(session, s, 7);
-    session.finish(s.trailing);
+    CapturePipeline pipeline({&writer, &live, &rec}, 1 << 16);  // a small queue: the producer waits
+    feed(pipeline, s, 7);
+    pipeline.finish(s.trailing);
   }
   ASSERT_FALSE(rec.bands.empty());
   // Each stored level arrives whole: rows [0, size) in order.
@@ -351,9 +351,9 @@ TEST(CaptureFile, PageMembersRoundTripAndVersionOneFilesOpen) {
   LiveCapture live;
   RecordingSink rec;
   {
-    CapturePipeline session({&writer, &live, &rec}, 1 << 20);
-    feed(session, s, 7);
-    session.finish(s.trailing);
+    CapturePipeline pipeline({&writer, &live, &rec}, 1 << 20);
+    feed(pipeline, s, 7);
+    pipeline.finish(s.trailing);
   }
   const auto same = [&](const std::vector<PageInfo>& got, bool listed) {
     ASSERT_EQ(got.size(), fed.size());
@@ -417,9 +417,9 @@ TEST(CaptureFile, ManifestCalibrationOfAFullSizeModelRoundTrips) {
   CaptureWriter writer(file);
   RecordingSink rec;
   {
-    CapturePipeline session({&writer, &rec}, 1 << 20);
-    feed(session, s, 2);
-    session.finish(s.trailing);
+    CapturePipeline pipeline({&writer, &rec}, 1 << 20);
+    feed(pipeline, s, 2);
+    pipeline.finish(s.trailing);
   }
   const auto f = CaptureFile::open(file);
   expect_same(*f, s, rec.bands, 2, true);
@@ -483,7 +483,7 @@ void three_threads(std::int64_t n, const std::function<void(std::int64_t, std::i
   for (auto& x : t) x.join();
 }
 
-// Writes the synthetic run's first `steps` steps to `file` through a session (writer plus a sink
+// Writes the synthetic run's first `steps` steps to `file` through a pipeline (writer plus a sink
 // that keeps the map bands) and returns the bands.
 std::vector<MapRows> write_run(const fs::path& file, const Synthetic& s, int steps, ParallelFor parallel = serial_for,
                                ChunkCountingSink* counter = nullptr,
@@ -493,12 +493,12 @@ std::vector<MapRows> write_run(const fs::path& file, const Synthetic& s, int ste
   RecordingSink rec;
   std::vector<CaptureSink*> sinks{&writer, &rec};
   if (counter) sinks.push_back(counter);
-  CapturePipeline session(sinks);
-  session.set_parallel(std::move(parallel));
-  session.set_step_encoding(encoding);
-  feed(session, s, steps);
-  session.finish(s.trailing);
-  if (time) *time = session.producer_time();
+  CapturePipeline pipeline(sinks);
+  pipeline.set_parallel(std::move(parallel));
+  pipeline.set_step_encoding(encoding);
+  feed(pipeline, s, steps);
+  pipeline.finish(s.trailing);
+  if (time) *time = pipeline.producer_time();
   return rec.bands;
 }
 
@@ -666,7 +666,7 @@ TEST(ChunkCodec, BytesAreShuffleThenAZlibStream) {
   EXPECT_EQ(decode_chunk(enc.data(), enc.size(), 1, 2, 1), (std::vector<std::uint8_t>{static_cast<std::uint8_t>(one & 0xff), static_cast<std::uint8_t>(one >> 8)}));
 }
 
-// Map chunks encoded by the session (on several threads) read back through HDF5's own filters
+// Map chunks encoded by the pipeline (on several threads) read back through HDF5's own filters
 // equal to the halves a sink without chunks gets, at every compression setting.
 TEST(CaptureFile, EncodedMapChunksReadBackAtEveryDeflateSetting) {
   for (const int level : {-1, 0, 1, 9}) {
@@ -882,9 +882,9 @@ TEST(CaptureFile, WindowsClipAndSpanChunks) {
   CaptureWriter writer(file);
   RecordingSink rec;
   {
-    CapturePipeline session({&writer, &rec});
-    feed(session, s, 1);
-    session.finish({});
+    CapturePipeline pipeline({&writer, &rec});
+    feed(pipeline, s, 1);
+    pipeline.finish({});
   }
   const auto f = CaptureFile::open(file);
   // A window across chunk boundaries equals the half rounding of the input map.
@@ -943,15 +943,15 @@ TEST(CapturePipeline, EncodedRecordsAreWrittenByTheNextParallelRegionInOrder) {
   align_pages(s);
   ThreadNotingSink sink;
   {
-    CapturePipeline session({&sink});
-    session.set_parallel(three_threads);
-    feed(session, s, 0, /*drain_begin=*/true);
-    session.drain();  // the I/O thread idle, as between a real run's decode steps
+    CapturePipeline pipeline({&sink});
+    pipeline.set_parallel(three_threads);
+    feed(pipeline, s, 0, /*drain_begin=*/true);
+    pipeline.drain();  // the I/O thread idle, as between a real run's decode steps
     for (int st = 0; st < 4; ++st) {
       std::this_thread::sleep_for(std::chrono::milliseconds(5));  // the model's time for a step
-      session.step(s.steps[static_cast<std::size_t>(st)]);
+      pipeline.step(s.steps[static_cast<std::size_t>(st)]);
     }
-    session.finish(s.trailing);
+    pipeline.finish(s.trailing);
   }
   EXPECT_FALSE(sink.overlapped);
   std::string kinds;
@@ -981,9 +981,9 @@ TEST(CaptureFile, UnfinishedFileReadsItsCompleteSteps) {
   auto writer = std::make_unique<CaptureWriter>(file);
   RecordingSink rec;
   {
-    CapturePipeline session({writer.get(), &rec});
-    feed(session, s, 3);
-    session.drain();
+    CapturePipeline pipeline({writer.get(), &rec});
+    feed(pipeline, s, 3);
+    pipeline.drain();
     // Read while the writer still has the file open (single-writer mode), under its .partial name.
     const auto f = CaptureFile::open(writer->partial_path());
     expect_same(*f, s, rec.bands, 3, false);
@@ -1037,9 +1037,9 @@ std::string written_capture_bytes(const fs::path& file) {
   align_pages(s);
   {
     CaptureWriter writer(file);
-    CapturePipeline session({&writer});
-    feed(session, s, 2);
-    session.finish({});
+    CapturePipeline pipeline({&writer});
+    feed(pipeline, s, 2);
+    pipeline.finish({});
   }
   std::ifstream in(file, std::ios::binary);
   return std::string(std::istreambuf_iterator<char>(in), {});
@@ -1082,9 +1082,9 @@ TEST(CaptureFile, BadFilesGiveClearErrors) {
   const fs::path good = dir / "good.h5";
   {
     CaptureWriter writer(good);
-    CapturePipeline session({&writer});
-    feed(session, s, 3);
-    session.finish({});
+    CapturePipeline pipeline({&writer});
+    feed(pipeline, s, 3);
+    pipeline.finish({});
   }
   for (const std::uintmax_t keep : {fs::file_size(good) / 4, std::uintmax_t{100}}) {
     const fs::path cut = dir / ("cut" + std::to_string(keep) + ".h5");
@@ -1163,9 +1163,9 @@ TEST(CaptureFile, TokenSpansAreCheckedWhenTheCaptureOpens) {
   const fs::path good = dir / "spans.h5";
   {
     CaptureWriter writer(good);
-    CapturePipeline session({&writer});
-    feed(session, s, 3);
-    session.finish({});
+    CapturePipeline pipeline({&writer});
+    feed(pipeline, s, 3);
+    pipeline.finish({});
   }
   ASSERT_EQ(open_error(good), "");
   const auto edited = [&](const std::string& file, const char* path, hsize_t index, std::int64_t value) {
@@ -1291,9 +1291,9 @@ TEST(CaptureFile, DamagedStringReferenceIsRefusedBeforeHdf5ReadsIt) {
   const fs::path file = dir / "labels.h5";
   {
     CaptureWriter writer(file);
-    CapturePipeline session({&writer});
-    feed(session, s, 2);
-    session.finish({});
+    CapturePipeline pipeline({&writer});
+    feed(pipeline, s, 2);
+    pipeline.finish({});
   }
   haddr_t offset = HADDR_UNDEF;
   {

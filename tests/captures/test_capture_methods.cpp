@@ -73,12 +73,12 @@ MethodRun record_run(const fs::path& model_dir, const LukaConfig& config, const 
   const Layout layout = make_layout(*model, config, spec, n, n + max_new);
 
   CaptureWriter writer(out);
-  CapturePipeline session({&writer});
-  session.set_parallel(model_parallel_for());
+  CapturePipeline pipeline({&writer});
+  pipeline.set_parallel(model_parallel_for());
   std::vector<Token> prompt_tokens;
   for (const std::int32_t id : prompt) prompt_tokens.push_back({id, "t" + std::to_string(id) + " ", false, -1});
-  session.begin(manifest, layout, std::move(prompt_tokens), {});
-  CaptureRecorder recorder(session, layout, layers);
+  pipeline.begin(manifest, layout, std::move(prompt_tokens), {});
+  CaptureRecorder recorder(pipeline, layout, layers);
 
   struct Observer final : RunObserver {
     CaptureRecorder* recorder = nullptr;
@@ -120,7 +120,7 @@ MethodRun record_run(const fs::path& model_dir, const LukaConfig& config, const 
   settings.max_new_tokens = max_new;
   settings.probabilities = true;
   loop.run(prompt, settings, &observer);
-  session.finish(std::move(observer.pending));
+  pipeline.finish(std::move(observer.pending));
   return observer.run;
 }
 

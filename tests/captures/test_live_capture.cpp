@@ -113,9 +113,9 @@ SyntheticRun make_run(std::int64_t n, int steps, std::uint32_t seed, std::vector
   return run;
 }
 
-// Feeds the run to a session: level-0 rows in uneven blocks, layers interleaved.
-void feed(CapturePipeline& session, const SyntheticRun& run) {
-  session.begin(run.manifest, run.layout, run.prompt, run.segments);
+// Feeds the run to a pipeline: level-0 rows in uneven blocks, layers interleaved.
+void feed(CapturePipeline& pipeline, const SyntheticRun& run) {
+  pipeline.begin(run.manifest, run.layout, run.prompt, run.segments);
   const std::int64_t n = run.layout.prompt_tokens;
   const std::size_t H = run.layout.heads.size();
   if (!run.layout.levels.empty())
@@ -125,13 +125,13 @@ void feed(CapturePipeline& session, const SyntheticRun& run) {
         std::vector<std::uint16_t> part(H * static_cast<std::size_t>(m * n));
         for (std::size_t h = 0; h < H; ++h)
           for (std::int64_t i = 0; i < m; ++i) map_row(run, li, h, r + i, part.data() + (h * static_cast<std::size_t>(m) + static_cast<std::size_t>(i)) * static_cast<std::size_t>(n));
-        session.prefill_rows(run.layout.layers[li], r, m, part);
+        pipeline.prefill_rows(run.layout.layers[li], r, m, part);
       }
       r += m;
     }
-  session.end_prefill();
-  for (const Step& s : run.steps) session.step(s);
-  session.finish(run.trailing);
+  pipeline.end_prefill();
+  for (const Step& s : run.steps) pipeline.step(s);
+  pipeline.finish(run.trailing);
 }
 
 void three_threads(std::int64_t n, const std::function<void(std::int64_t, std::int64_t)>& body) {
@@ -249,9 +249,9 @@ TEST(LiveCapture, EveryReadEqualsTheFileOfTheSameRun) {
       LiveCapture live(budget);
       {
         CaptureWriter writer(path);
-        CapturePipeline session({&writer, &live}, 1 << 18);
-        session.set_parallel(three_threads);
-        feed(session, run);
+        CapturePipeline pipeline({&writer, &live}, 1 << 18);
+        pipeline.set_parallel(three_threads);
+        feed(pipeline, run);
       }
       EXPECT_EQ(live.spill_error(), "");
       EXPECT_LE(live.map_memory_bytes(), budget);
@@ -283,8 +283,8 @@ TEST(LiveCapture, PlainBandsAreEncodedByTheCapture) {
   const fs::path path = work_dir() / "run.h5";
   {
     CaptureWriter writer(path);
-    CapturePipeline session({&writer, &bands});
-    feed(session, run);
+    CapturePipeline pipeline({&writer, &bands});
+    feed(pipeline, run);
   }
   for (const std::size_t budget : {LiveCapture::kDefaultMapMemory, std::size_t{0}}) {
     LiveCapture live(budget);
@@ -322,9 +322,9 @@ TEST(LiveCapture, WindowsReadDuringThePrefillAreZeroOrFinal) {
   });
   {
     CaptureWriter writer(path);
-    CapturePipeline session({&writer, &live}, 1 << 16);
-    session.set_parallel(three_threads);
-    feed(session, run);
+    CapturePipeline pipeline({&writer, &live}, 1 << 16);
+    pipeline.set_parallel(three_threads);
+    feed(pipeline, run);
   }
   done = true;
   reader.join();
@@ -361,9 +361,9 @@ TEST(LiveCapture, A4KMapIsHeldWithinTheMemoryBudget) {
   LiveCapture live(budget);
   {
     CaptureWriter writer(path);
-    CapturePipeline session({&writer, &live});
-    session.set_parallel(three_threads);
-    feed(session, run);
+    CapturePipeline pipeline({&writer, &live});
+    pipeline.set_parallel(three_threads);
+    feed(pipeline, run);
   }
   std::uint64_t dense = 0;  // what the dense arrays held: every stored level, [heads][S][S] halves
   for (const int level : run.layout.levels) dense += 2 * 2 * static_cast<std::uint64_t>(level_size(4096, level) * level_size(4096, level));

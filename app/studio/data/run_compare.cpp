@@ -132,7 +132,7 @@ void RunController::compare_job(const LukaConfig& config, TaskContext& ctx) {
 
   // Records B's steps; ends at stop() or when the Studio closes.
   struct Observer final : RunObserver {
-    RunController& session;
+    RunController& controller;
     capture::CaptureRecorder& recorder;
     capture::CapturePipeline& pipeline;
     const Tokenizer& tok;
@@ -140,10 +140,10 @@ void RunController::compare_job(const LukaConfig& config, TaskContext& ctx) {
     std::int64_t steps_total;
     std::vector<capture::Token> pending;
     Observer(RunController& s, capture::CaptureRecorder& r, capture::CapturePipeline& p, const Tokenizer& t, TaskContext& c, std::int64_t total)
-        : session(s), recorder(r), pipeline(p), tok(t), task(c), steps_total(total) {}
+        : controller(s), recorder(r), pipeline(p), tok(t), task(c), steps_total(total) {}
     bool ended() const {
-      std::lock_guard<std::mutex> lock(session.mu_);
-      return session.stop_ || session.quit_;
+      std::lock_guard<std::mutex> lock(controller.mu_);
+      return controller.stop_ || controller.quit_;
     }
     void prefill_begin(std::int64_t) override { recorder.start_prefill(); }
     void prefill_end(std::int64_t, double) override { recorder.end_prefill(); }
@@ -156,7 +156,7 @@ void RunController::compare_job(const LukaConfig& config, TaskContext& ctx) {
       recorder.record_step(step, std::move(pending));
       pending.clear();
       pipeline.drain();
-      session.set_status([&](Status& s) {
+      controller.set_status([&](Status& s) {
         s.compare.steps_done = step;
         s.compare.message = "B (" + s.compare.label + "): step " + std::to_string(step) + " of " + std::to_string(steps_total);
       });

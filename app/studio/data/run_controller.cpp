@@ -458,7 +458,7 @@ void RunController::run(const RunRequest& request) {
 // The run loop's observer: records the run into the live capture, shows the text, and waits
 // between steps while paused (a step() grants one step); live mode changes go to the loop.
 struct RunController::LiveRun final : RunObserver {
-  RunController& session;
+  RunController& controller;
   capture::CaptureRecorder& recorder;
   capture::CapturePipeline& pipeline;
   const Tokenizer& tok;
@@ -471,7 +471,7 @@ struct RunController::LiveRun final : RunObserver {
   std::vector<capture::Token> pending;
   LiveRun(RunController& s, capture::CaptureRecorder& r, capture::CapturePipeline& p, const Tokenizer& t, RunLoop& l, const Backend& d, TaskContext& c,
           std::int64_t total, capture::LiveCapture& live, nlohmann::json& g)
-      : session(s), recorder(r), pipeline(p), tok(t), loop(l), device(d), task(c), steps_total(total), live_capture(live),
+      : controller(s), recorder(r), pipeline(p), tok(t), loop(l), device(d), task(c), steps_total(total), live_capture(live),
         generation(g) {}
   // A config applied before `step`: in the manifest's generation (its schedule and live changes).
   void note_change(std::int64_t step, const LukaConfig& before, const LukaConfig& after) {
@@ -484,35 +484,35 @@ struct RunController::LiveRun final : RunObserver {
   void prefill_begin(std::int64_t) override { recorder.start_prefill(); }
   void prefill_end(std::int64_t, double) override {
     recorder.end_prefill();
-    session.set_status([](Status& s) { s.prefill_fraction = -1; });
+    controller.set_status([](Status& s) { s.prefill_fraction = -1; });
   }
   bool token(const ChosenToken& t) override {
     const std::string piece = tok.token_bytes(t.id);
     pending.push_back({t.id, piece, true, -1, static_cast<float>(t.probability)});
-    if (t.stop || session.stop_) return false;
-    std::lock_guard<std::mutex> lock(session.mu_);
-    session.output_ += piece;
+    if (t.stop || controller.stop_) return false;
+    std::lock_guard<std::mutex> lock(controller.mu_);
+    controller.output_ += piece;
     return true;
   }
   bool before_step(std::int64_t step) override {
-    std::unique_lock<std::mutex> lock(session.mu_);
-    if (session.paused_ && session.step_credit_ == 0) {
-      session.status_.state = RunState::kPaused;
-      session.status_.message = "paused after step " + std::to_string(step - 1);
+    std::unique_lock<std::mutex> lock(controller.mu_);
+    if (controller.paused_ && controller.step_credit_ == 0) {
+      controller.status_.state = RunState::kPaused;
+      controller.status_.message = "paused after step " + std::to_string(step - 1);
     }
-    session.cv_.wait(lock, [&] { return !session.paused_ || session.step_credit_ > 0 || session.stop_ || session.quit_; });
-    if (session.stop_ || session.quit_) return false;
-    if (session.step_credit_ > 0) --session.step_credit_;
-    session.status_.state = RunState::kRunning;
-    session.status_.message = "decode step " + std::to_string(step);
-    if (session.config_dirty_) {
-      session.config_dirty_ = false;
-      if (const std::string why = device.supports(session.config_); why.empty()) {
-        note_change(step, loop.config(), session.config_);
-        loop.request_config(session.config_);
+    controller.cv_.wait(lock, [&] { return !controller.paused_ || controller.step_credit_ > 0 || controller.stop_ || controller.quit_; });
+    if (controller.stop_ || controller.quit_) return false;
+    if (controller.step_credit_ > 0) --controller.step_credit_;
+    controller.status_.state = RunState::kRunning;
+    controller.status_.message = "decode step " + std::to_string(step);
+    if (controller.config_dirty_) {
+      controller.config_dirty_ = false;
+      if (const std::string why = device.supports(controller.config_); why.empty()) {
+        note_change(step, loop.config(), controller.config_);
+        loop.request_config(controller.config_);
       } else {  // e.g. a CPU-only option on the GPU: the run keeps its config and says why
-        session.config_ = loop.config();
-        session.status_.message = "not applied on " + device.name() + ": " + why;
+        controller.config_ = loop.config();
+        controller.status_.message = "not applied on " + device.name() + ": " + why;
       }
     }
     return true;
@@ -521,7 +521,7 @@ struct RunController::LiveRun final : RunObserver {
     recorder.record_step(step, std::move(pending));
     pending.clear();
     pipeline.drain();  // the view shows each step as soon as it is done
-    session.set_status([&](Status& s) { s.steps_done = step; });
+    controller.set_status([&](Status& s) { s.steps_done = step; });
     task.progress(steps_total > 0 ? static_cast<double>(step) / static_cast<double>(steps_total) : -1, "decode step " + std::to_string(step));
   }
 };
