@@ -1,3 +1,11 @@
+// Index of this file:
+//   [SECTION] deflate's tables and Huffman code lengths
+//   [SECTION] the bit writer and its AVX-512 literal coder
+//   [SECTION] runs: finding them
+//   [SECTION] writing blocks: stored, matches, literals
+//   [SECTION] the dynamic block's header
+//   [SECTION] the entry points
+
 #include "captures/rle_deflate.h"
 
 #include <algorithm>
@@ -30,6 +38,8 @@ constexpr int kCodeLengthSymbols = 19;
 constexpr int kCodeLengthOrder[kCodeLengthSymbols] = {16, 17, 18, 0, 8, 7, 9, 6, 10, 5, 11, 4, 12, 3, 13, 2, 14, 1, 15};
 
 constexpr int kLengthExtraBits[29] = {0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3, 4, 4, 4, 4, 5, 5, 5, 5, 0};
+
+// [SECTION] deflate's tables and Huffman code lengths
 
 // The length symbol, its extra bits and their value for each match length 3..258 (§3.2.5).
 struct LengthCode {
@@ -151,6 +161,8 @@ void canonical_codes(const std::uint8_t* lengths, int n, std::uint16_t* codes) {
   }
 }
 
+// [SECTION] the bit writer and its AVX-512 literal coder
+
 // Deflate's bit order: least significant bit first. Every put stores the whole 64-bit buffer
 // (little-endian) and advances by the complete bytes in it, so there is no branch per code; the
 // output needs 8 bytes of slack.
@@ -244,6 +256,8 @@ __attribute__((target("avx512f,avx512bw,avx512vbmi"))) inline void literal_group
 }
 #pragma GCC diagnostic pop
 #endif
+
+// [SECTION] runs: finding them
 
 // A run: `length` copies of the byte before `at` (a match at distance 1, length kMinMatch..258).
 struct Match {
@@ -372,6 +386,8 @@ void find_matches(const std::uint8_t* in, std::size_t begin, std::size_t end, st
     for (int v = lo; v <= hi; ++v) freq[v] = std::max<std::uint32_t>(freq[v], 1);
   }
 }
+
+// [SECTION] writing blocks: stored, matches, literals
 
 // Bits of a stored block (or blocks, above 65,535 bytes) of n bytes starting at bit offset `fill`.
 std::uint64_t stored_bits(std::size_t n, int fill) {
@@ -502,6 +518,8 @@ void put_symbols_avx512(BitWriter& w, const std::uint8_t* p, std::size_t n, cons
   put_symbols(w, p, n, matches, codes, lengths);
 }
 #endif
+
+// [SECTION] the dynamic block's header
 
 // The code lengths of both alphabets as code-length symbols (§3.2.7): 0-15 literally, 16 repeats
 // the previous length 3-6 times, 17 and 18 give 3-10 and 11-138 zeros.
@@ -636,6 +654,8 @@ void put_block(BitWriter& w, const std::uint8_t* in, std::size_t begin, std::siz
 }
 
 }  // namespace
+
+// [SECTION] the entry points
 
 std::size_t rle_zlib_bound(std::size_t n, std::size_t plane) {
   if (plane == 0) plane = std::max<std::size_t>(n, 1);

@@ -4,6 +4,14 @@
 // resume with other settings is refused; the table is printed and written as OUT/summary.json and
 // OUT/table.csv; the needle grid is drawn as OUT/niah-grid.{png,svg,pdf}. --capture-dir records
 // each sample's run as a capture with the needles marked as prompt segments.
+//
+// Index of this file:
+//   [SECTION] options
+//   [SECTION] the planned runs and their names
+//   [SECTION] a sample's capture
+//   [SECTION] figures and resuming
+//   [SECTION] the model and presets, then the commands
+
 #include <unistd.h>
 
 #include <algorithm>
@@ -55,6 +63,8 @@ constexpr const char* kDefaultPresets = "dense,clustered";
 
 // The shared texts beside the checkout: the haystack when --haystack is not given.
 fs::path default_data(const char* what) { return fs::path(LUKA_SOURCE_DIR) / ".." / "shared" / "data" / what; }
+
+// [SECTION] options
 
 // "1024,2k,4K" -> {1024, 2048, 4096}, each at least 16 tokens.
 std::vector<std::int64_t> parse_lengths(const std::string& text) {
@@ -158,6 +168,8 @@ void add_common_options(ArgParser& args) {
   add_weights_option(args);
 }
 
+// [SECTION] the planned runs and their names
+
 // One sample to answer, the same for every preset.
 struct Job {
   std::string task;
@@ -228,6 +240,8 @@ void needle_segments(const Tokenizer& tokenizer, const eval::LongContextSample& 
   }
 }
 
+// [SECTION] a sample's capture
+
 // What a capture needs besides the run.
 struct CaptureContext {
   const Model* model = nullptr;
@@ -293,6 +307,8 @@ RunResult run_captured(RunLoop& loop, const RunSettings& run, const eval::LongCo
   pipeline.finish(std::move(recording.pending));
   return result;
 }
+
+// [SECTION] figures and resuming
 
 // The needle grid as a figure: one panel per preset, depth rows (top: 0%), length columns.
 viz::ScoreGrid niah_figure(const eval::NiahTable& t) {
@@ -384,6 +400,8 @@ void write_tables(const Plan& plan, const std::vector<eval::LongContextRecord>& 
     std::fprintf(stderr, "wrote %s, summary.json and table.csv%s\n", (out_dir / "results.jsonl").string().c_str(),
                  plan.evaluation == "niah" ? " and niah-grid.{png,svg,pdf}" : "");
 }
+
+// [SECTION] the model and presets, then the commands
 
 // The device, the model and the presets' configs, made before any evaluation data is read, so
 // that a bad value on the command line (--device, --dtype, --weights, --presets, --set,

@@ -1,6 +1,12 @@
 // luka inspect: what a capture holds — model, config, tokens, steps, recorded layers and heads,
 // and the size of each part — without loading any of its arrays; with --topics or --heads, the
 // numbers captures/analysis.h computes from its maps and rows (docs/capture-analysis.md).
+//
+// Index of this file:
+//   [SECTION] the selection and --track
+//   [SECTION] --topics and --heads
+//   [SECTION] the summary and the command
+
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -22,6 +28,8 @@
 
 namespace luka::cli {
 namespace {
+
+// [SECTION] the selection and --track
 
 std::string list(const std::vector<int>& v, int total) {
   if (static_cast<int>(v.size()) == total) return "all " + std::to_string(total);
@@ -447,6 +455,8 @@ int print_calibration(const capture::CaptureView& view, const std::string& path,
   }
   return 0;
 }
+
+// [SECTION] the summary and the command
 
 // The capture's summary: model, config, tokens and segments, steps, what was recorded, and the
 // size of each part stored and uncompressed; as text or one JSON object.

@@ -1,3 +1,10 @@
+// Index of this file:
+//   [SECTION] the keys' names and values
+//   [SECTION] describing and validating a config
+//   [SECTION] layer lists and overrides
+//   [SECTION] presets
+//   [SECTION] JSON files
+
 #include "core/luka/config.h"
 
 #include <algorithm>
@@ -28,6 +35,8 @@ E parse_enum(const std::string& value, const std::string& key, const std::pair<c
   }
   fail("luka config", "unknown " + key + " '" + value + "' (expected " + options + ")");
 }
+
+// [SECTION] the keys' names and values
 
 const std::pair<const char*, AttentionMode> kModes[] = {
     {"dense", AttentionMode::kDense},
@@ -320,6 +329,8 @@ const char* to_string(DelimiterMatch m) { return name_of(m, kDelimiterMatches); 
 const char* to_string(PressMethod m) { return name_of(m, kPressMethods); }
 const char* to_string(PressAllocation a) { return name_of(a, kPressAllocations); }
 
+// [SECTION] describing and validating a config
+
 std::string describe_modes(const LukaConfig& config) {
   std::string out;
   for (const auto& [name, mode] : kModes) {
@@ -413,6 +424,8 @@ void validate_kascade_sources(const LukaConfig& config) {
   }
 }
 
+// [SECTION] layer lists and overrides
+
 std::vector<std::int64_t> LukaConfig::parse_layers(const std::string& spec) const {
   return parse_layer_range(spec, static_cast<std::int64_t>(layers.size()), "luka config");
 }
@@ -475,6 +488,8 @@ void LukaConfig::apply_override(const std::string& spec) {
   validate_kascade_sources(next);
   *this = std::move(next);
 }
+
+// [SECTION] presets
 
 LukaConfig LukaConfig::preset(const std::string& name, std::int64_t num_layers) {
   if (num_layers <= 0) fail("luka config", "the model has no layers");
@@ -633,6 +648,8 @@ LukaConfig LukaConfig::preset(const std::string& name, std::int64_t num_layers) 
        "quest, "
        "auto:FILE[,budget=B][,loss=output|kl])");
 }
+
+// [SECTION] JSON files
 
 LukaConfig LukaConfig::from_json(const std::string& text, std::int64_t num_layers, const std::string& where) {
   json j;

@@ -1,3 +1,12 @@
+// Index of this file:
+//   [SECTION] a layer's weights and reserved state
+//   [SECTION] making the step: the plan's buffers, the weights, the layers' modes, a change's carry-over
+//   [SECTION] start: the prefill's caches and LuKA state
+//   [SECTION] one step: the device work, then the host's counters
+//   [SECTION] step records for captures
+//   [SECTION] accumulators and pages
+//   [SECTION] the static step as the run loop's decode engine
+
 #include "core/run/static_step.h"
 
 #include <chrono>
@@ -49,6 +58,8 @@ at::Tensor dense_weight(const at::Tensor& w, const std::string& name, at::Scalar
 
 }  // namespace
 
+// [SECTION] a layer's weights and reserved state
+
 // One layer's weights as the per-layer ops read them, and its reserved cache and state.
 struct StaticDecodeStep::LayerOps {
   StepLayer w;                      // weights, with w.k_cache and w.v_cache the two below
@@ -88,6 +99,8 @@ std::string luka_eager_reason(const LayerConfig& c) {
 }
 
 }  // namespace
+
+// [SECTION] making the step: the plan's buffers, the weights, the layers' modes, a change's carry-over
 
 StaticDecodeStep::~StaticDecodeStep() = default;
 
@@ -374,6 +387,8 @@ std::vector<std::int32_t> StaticDecodeStep::ids() const {
   return out;
 }
 
+// [SECTION] start: the prefill's caches and LuKA state
+
 void StaticDecodeStep::start(Decoder& decoder, const std::vector<std::int32_t>& prompt, std::int32_t first_token) {
   if (static_cast<std::int64_t>(prompt.size()) != plan_.run.prompt || decoder.position() != plan_.run.prompt)
     fail("static step", "planned for a prompt of " + std::to_string(plan_.run.prompt) +
@@ -420,6 +435,8 @@ void StaticDecodeStep::start(Decoder& decoder, const std::vector<std::int32_t>& 
   if (has_eager_) host_ids_.assign(prompt.begin(), prompt.end());  // the delimiter segmenter reads them
   started_ = true;
 }
+
+// [SECTION] one step: the device work, then the host's counters
 
 void StaticDecodeStep::step() {
   check_next_step();
@@ -547,6 +564,8 @@ void StaticDecodeStep::end_step(bool pages_enqueued) {
   }
 }
 
+// [SECTION] step records for captures
+
 void StaticDecodeStep::publish_records() {
   if (!plan_.records || host_step_ == 0) return;
   c10::InferenceMode guard;
@@ -618,6 +637,8 @@ void StaticDecodeStep::kascade_records(const LayerOps& o, int layer, LukaStep& s
     s.cover_size[static_cast<std::size_t>(h)] = static_cast<std::int64_t>(sel.size());
   }
 }
+
+// [SECTION] accumulators and pages
 
 // §5.1 as core/luka accumulates a decode step: h2o_score per query head (with decay) and
 // importance per KV head as the mean over its group, from the step's attention rows, which are 0
@@ -715,6 +736,8 @@ void StaticDecodeStep::set_page_state(LayerOps& o) {
 }
 
 namespace {
+
+// [SECTION] the static step as the run loop's decode engine
 
 class StaticStepEngine final : public DecodeEngine {
  public:

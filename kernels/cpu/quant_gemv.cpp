@@ -1,3 +1,12 @@
+// Index of this file:
+//   [SECTION] Block geometry and shared scalar pieces
+//   [SECTION] Scalar path: the reference for the lane arithmetic the SIMD paths reproduce
+//   [SECTION] AVX-512 paths (F, BW, DQ, VL; with and without VNNI): 64 values per instruction
+//   [SECTION] AVX2 path: 32 values per instruction; lanes 0-7 and 8-15 in two accumulators
+//   [SECTION] Activation quantization: the same values from every path (products of the same
+//   [SECTION] Q8_0 against fp32 activations (no activation quantization)
+//   [SECTION] Dispatch
+
 #include "kernels/cpu/quant_gemv.h"
 
 #include <immintrin.h>

@@ -1,3 +1,10 @@
+// Index of this file:
+//   [SECTION] the controller's lanes, status and snapshots
+//   [SECTION] the model: load, hold, cancel
+//   [SECTION] captures: replay and save as
+//   [SECTION] run control: pause, step, stop, the held prefill
+//   [SECTION] a live run on the model lane
+
 #include "app/studio/data/run_controller.h"
 
 #include <algorithm>
@@ -81,6 +88,8 @@ std::string over_budget(const Model& model, const capture::Layout& layout, std::
 }
 
 }  // namespace
+
+// [SECTION] the controller's lanes, status and snapshots
 
 // A run's capture pipeline into `live`, with its work on the model's threads; on the GPU the
 // steps are compressed off the host thread, which bounds a step there (it launches every kernel).
@@ -204,6 +213,8 @@ void RunController::set_config(const LukaConfig& config) {
   config_dirty_ = true;
 }
 
+// [SECTION] the model: load, hold, cancel
+
 void RunController::load_model(const std::filesystem::path& path, const LoadOptions& options, const DeviceRequest& request) {
   set_status([&](Status& s) {
     s.state = RunState::kLoading;
@@ -294,6 +305,8 @@ void RunController::cancel_load() {
     s.message = "cancelling the load (it finishes in the background and is discarded)";
   });
 }
+
+// [SECTION] captures: replay and save as
 
 void RunController::open_capture(const std::filesystem::path& path) {
   {
@@ -403,6 +416,8 @@ void RunController::save_capture(const std::filesystem::path& path) {
 
 void RunController::cancel_save() { save_task_.cancel(); }
 
+// [SECTION] run control: pause, step, stop, the held prefill
+
 void RunController::pause() {
   std::lock_guard<std::mutex> lock(mu_);
   paused_ = true;
@@ -454,6 +469,8 @@ void RunController::run(const RunRequest& request) {
   }
   post("run", [this, request](TaskContext& ctx) { run_job(request, ctx); });
 }
+
+// [SECTION] a live run on the model lane
 
 // The run loop's observer: records the run into the live capture, shows the text, and waits
 // between steps while paused (a step() grants one step); live mode changes go to the loop.

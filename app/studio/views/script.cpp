@@ -1,3 +1,11 @@
+// Index of this file:
+//   [SECTION] commands that hold their line until something happens (up to a timeout)
+//   [SECTION] the model, runs and layer modes
+//   [SECTION] files, prompts and replay
+//   [SECTION] the map, its views, search and tracking
+//   [SECTION] checks of the capture a run or replay shows
+//   [SECTION] the analysis tabs
+
 #include "app/studio/views/script_commands.h"
 
 #include "core/device/device.h"

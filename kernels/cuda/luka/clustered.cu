@@ -2,6 +2,15 @@
 // docs/design.md §5.4): split-K attention over the cover (summaries, then the raw tail), the pages
 // each selection unit refines, their children, the finalize with the refinement correction, and
 // the effective rows and accumulators.
+//
+// Index of this file:
+//   [SECTION] split: logits over the summaries and the raw tail
+//   [SECTION] select: the pages to refine
+//   [SECTION] children of the refined pages
+//   [SECTION] finalize: the output and the effective rows
+//   [SECTION] scatter: the per-token accumulators
+//   [SECTION] the launch plan and the entry point
+
 #include "kernels/cuda/luka_decode.h"
 
 #include "kernels/cuda/luka/step.cuh"
@@ -10,6 +19,8 @@ namespace luka::cuda {
 namespace {
 
 __device__ __forceinline__ float neg_inf() { return __int_as_float(0xff800000); }
+
+// [SECTION] split: logits over the summaries and the raw tail
 
 struct ClusteredSplitParams {
   const void* q;
@@ -130,6 +141,8 @@ __global__ void __launch_bounds__(kWarps * 32) clustered_split_kernel(ClusteredS
     }
   }
 }
+
+// [SECTION] select: the pages to refine
 
 struct SelectParams {
   const float* logits;
@@ -305,6 +318,8 @@ __global__ void __launch_bounds__(kSelectThreads) clustered_select_kernel(Select
   if (tid < hn) p.count[h0 + tid] = min(offset, p.max_refined);
 }
 
+// [SECTION] children of the refined pages
+
 struct ChildrenParams {
   const void* q;
   const void* k;
@@ -335,6 +350,8 @@ __global__ void __launch_bounds__(kWarps * 32) clustered_children_kernel(Childre
       [&](long long t, float x) { p.child_logits[static_cast<long long>(h) * p.E + t] = x; },
       p.child_parts + (static_cast<long long>(h) * p.max_refined + slot) * (D + 2));
 }
+
+// [SECTION] finalize: the output and the effective rows
 
 struct FinalizeParams {
   const float* parts;
@@ -415,6 +432,8 @@ __global__ void clustered_finalize_kernel(FinalizeParams p) {
   }
 }
 
+// [SECTION] scatter: the per-token accumulators
+
 struct ScatterParams {
   const float* logits;
   int n, P, E, group, max_refined, D, math;
@@ -474,6 +493,8 @@ __global__ void clustered_scatter_kernel(ScatterParams p) {
   }
   p.importance[g * p.ld + t] = rules::importance_update(p.importance[g * p.ld + t], sum, p.group);
 }
+
+// [SECTION] the launch plan and the entry point
 
 // The clustered call's sizes and workspace carve-up (a null base: a dry run for the size).
 struct ClusteredPlan {
