@@ -13,6 +13,17 @@
 function(luka_module target dir)
   set(root "${CMAKE_BINARY_DIR}/include/${target}")
   get_filename_component(parent "${root}/${dir}" DIRECTORY)
+  # A folder above the link that an older layout made a link itself (a module that moved down a
+  # level, as app/studio into app/studio/data) is removed first, so the link lands in the build.
+  set(above "${root}")
+  string(REPLACE "/" ";" parts "${dir}")
+  foreach(part IN LISTS parts)
+    if(IS_SYMLINK "${above}")
+      file(REMOVE "${above}")
+      break()
+    endif()
+    set(above "${above}/${part}")
+  endforeach()
   file(MAKE_DIRECTORY "${parent}")
   # Made again at every configure, so a build folder reused for a moved checkout points at it.
   file(CREATE_LINK "${PROJECT_SOURCE_DIR}/${dir}" "${root}/${dir}" SYMBOLIC)

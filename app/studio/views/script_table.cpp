@@ -6,7 +6,15 @@
 #include <sstream>
 #include <string>
 
+#include <imgui.h>
+
+#include "app/figures/capture_figure.h"
 #include "app/studio/views/script_commands.h"
+#include "app/studio/views/session_state.h"
+#include "app/studio/views/shortcuts.h"
+#include "core/device/device.h"
+#include "core/prompt/prompt_file.h"
+#include "core/prompt/wikisalad.h"
 #include "core/util/error.h"
 #include "core/util/text_file.h"
 
