@@ -7,6 +7,7 @@
 
 #include "app/cli/args.h"
 #include "app/cli/commands.h"
+#include "app/cli/luka_options.h"
 #include "app/studio/views/studio.h"
 #include "captures/reader.h"
 #include "core/eval/calibration.h"
@@ -38,6 +39,7 @@ int run_studio(int argc, char** argv) {
             "selection, view, panel sizes); the session is still saved at exit")
       .flag("no-save", "do not save the session at exit (the next start restores the one before)");
   add_device_option(args);
+  add_static_step_option(args);
   add_weights_option(args);
   args.epilog("example:\n  luka studio\n  luka studio --capture demo.h5\n  luka studio --device cuda\n\n" + std::string(kEnvironmentHelp));
   if (!args.parse(argc, argv, 2)) return 0;
@@ -66,6 +68,12 @@ int run_studio(int argc, char** argv) {
   } catch (const Error& e) {
     throw UsageError(std::string("--") + e.what());
   }
+  // How runs issue their decode steps (greedy runs; one that samples takes the decoder's step).
+  const bool graph = graph_option(args) == DecodeIssue::kGraph, static_step = args.get_flag("static-step");
+  if (graph && static_step) throw UsageError("--graph and --static-step: give one (--graph is the static step recorded on a GPU)");
+  if (graph && o.device == "cpu")
+    throw UsageError("--graph records CUDA graphs: it needs --device cuda (drop it, or use --static-step, on the CPU)");
+  o.step_engine = graph ? studio::StepEngine::kGraph : static_step ? studio::StepEngine::kStatic : studio::StepEngine::kDecoder;
   if (args.has("script")) o.script = args.get("script");
   if (args.has("calibration")) {
     o.calibration = args.get("calibration");

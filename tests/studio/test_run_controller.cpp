@@ -118,6 +118,88 @@ TEST(RunController, LiveSwitchWhilePausedAppliesAtTheNextStepAndIsRecorded) {
   }
 }
 
+// luka studio --static-step: a live run whose decode steps the static step issues records what the
+// decoder's steps record, a live switch while paused included (it reaches the engine before the
+// next step): the same tokens, modes and covers, rows within one half-precision step. A run that
+// samples takes the decoder's step, and the status says so.
+// The controller `s` has its model loaded; `engine` is the step engine compared with the decoder's.
+void expect_engine_records_as_the_decoder(RunController& s, StepEngine engine_kind) {
+  InterwovenPrompt prompt;
+  prompt.pattern = "AB";
+  prompt.segments = {{"Tides", "#1f77b4", "The tide rises twice a day along the coast, and spring tides follow the moon."},
+                     {"Bread", "#ff7f0e", "Knead the dough for ten minutes, then let the loaf rise in a warm place."}};
+  const auto run = [&](StepEngine engine, double temperature) {
+    LukaConfig config = LukaConfig::preset("clustered", 30);
+    config.apply_override("page_size=4,tail=8,interval=4,top_k=2");
+    s.set_config(config);
+    s.set_step_engine(engine);
+    RunRequest r;
+    r.prompt = prompt;
+    r.max_new_tokens = 10;
+    r.start_paused = true;
+    r.ignore_stop_tokens = true;
+    r.sampling.temperature = temperature;
+    s.run(r);
+    EXPECT_TRUE(wait_for([&] { return s.status().state == RunState::kPaused || s.status().state == RunState::kError; }, 120));
+    EXPECT_EQ(s.status().state, RunState::kPaused) << s.status().message;
+    s.step();
+    s.step();
+    EXPECT_TRUE(wait_for([&] { return s.status().steps_done == 2 && s.status().state == RunState::kPaused; }, 60));
+    s.set_layer_mode(3, AttentionMode::kLined);  // live, while paused: applies to step 3
+    s.resume();
+    EXPECT_TRUE(wait_for([&] { return !s.busy(); }, 120)) << s.status().message;
+    EXPECT_EQ(s.status().steps_done, 9) << s.status().message;
+    return s.view();
+  };
+  const auto eager = run(StepEngine::kDecoder, 0);
+  ASSERT_TRUE(eager);
+  EXPECT_EQ(s.status().message.find('('), std::string::npos) << s.status().message;
+  const auto engine = run(engine_kind, 0);
+  ASSERT_TRUE(engine);
+  EXPECT_NE(s.status().message.find(std::string("(") + to_string(engine_kind) + ")"), std::string::npos) << s.status().message;
+  const capture::Summary a = eager->summary(), b = engine->summary();
+  ASSERT_EQ(b.complete_steps, 9);
+  ASSERT_EQ(a.complete_steps, b.complete_steps);
+  const auto ta = eager->tokens(), tb = engine->tokens();
+  ASSERT_EQ(ta.size(), tb.size());
+  for (std::size_t i = 0; i < ta.size(); ++i) EXPECT_EQ(ta[i].id, tb[i].id) << "token " << i;
+  double diff = 0;
+  for (std::int64_t step = 1; step <= a.complete_steps; ++step)
+    for (const int layer : a.layout.layers) {
+      ASSERT_EQ(engine->metrics(step, layer).mode, eager->metrics(step, layer).mode) << "step " << step << " layer " << layer;
+      for (const int head : a.layout.heads) {
+        EXPECT_EQ(engine->cover(step, layer, head), eager->cover(step, layer, head)) << "step " << step << " layer " << layer;
+        const std::vector<float> x = eager->row(step, layer, head), y = engine->row(step, layer, head);
+        ASSERT_EQ(x.size(), y.size());
+        for (std::size_t t = 0; t < x.size(); ++t) diff = std::max(diff, static_cast<double>(std::fabs(x[t] - y[t])));
+      }
+    }
+  EXPECT_EQ(engine->metrics(2, 3).mode, capture::kModeClustered);
+  EXPECT_EQ(engine->metrics(3, 3).mode, capture::kModeLined) << "the live switch reached the engine";
+  EXPECT_LE(diff, 1.0 / 2048);
+  run(engine_kind, 0.8);
+  EXPECT_NE(s.status().message.find("the decoder's step"), std::string::npos) << s.status().message;
+}
+
+TEST(RunController, TheStaticStepRunsALiveSwitchAndRecordsWhatTheDecoderRecords) {
+  if (!fs::exists(kDefaultModel)) GTEST_SKIP() << "no model at " << kDefaultModel;
+  RunController s;
+  load_on_cpu(s);
+  expect_engine_records_as_the_decoder(s, StepEngine::kStatic);
+}
+
+// The same with the CUDA graph, on the GPU LUKA_TEST_DEVICE names (scripts/gpu_run.sh).
+TEST(RunController, TheGraphRunsALiveSwitchAndRecordsWhatTheDecoderRecords) {
+  const char* env = std::getenv("LUKA_TEST_DEVICE");
+  if (!env || std::string(env).rfind("cuda", 0) != 0) GTEST_SKIP() << "LUKA_TEST_DEVICE names no GPU (the graph records on one)";
+  if (!fs::exists(kDefaultModel)) GTEST_SKIP() << "no model at " << kDefaultModel;
+  RunController s;
+  s.load_model(kDefaultModel, LoadOptions{}, parse_device(env));
+  ASSERT_TRUE(wait_for([&] { return !s.busy(); }, 120)) << "load timed out";
+  ASSERT_EQ(s.status().state, RunState::kReady) << s.status().message;
+  expect_engine_records_as_the_decoder(s, StepEngine::kGraph);
+}
+
 // An empty free-text prompt is an error the status line shows; it used to run the interwoven
 // demo prompt instead, silently. The same for an interwoven prompt whose segments are empty.
 TEST(RunController, EmptyPromptsAreRefusedNotReplaced) {

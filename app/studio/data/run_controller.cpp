@@ -27,6 +27,7 @@
 #include "core/generate/sampler.h"
 #include "core/prompt/tokenized_prompt.h"
 #include "core/run/run_loop.h"
+#include "core/run/static_step.h"
 #include "core/luka/luka_attention.h"
 #include "core/model/decoder.h"
 #include "core/tokenizer/tokenizer.h"
@@ -211,6 +212,28 @@ void RunController::set_config(const LukaConfig& config) {
   if (status_.replay) return;
   config_ = config;
   config_dirty_ = true;
+}
+
+const char* to_string(StepEngine e) {
+  switch (e) {
+    case StepEngine::kDecoder:
+      return "decoder";
+    case StepEngine::kStatic:
+      return "static step";
+    case StepEngine::kGraph:
+      return "CUDA graph";
+  }
+  return "?";
+}
+
+void RunController::set_step_engine(StepEngine engine) {
+  std::lock_guard<std::mutex> lock(mu_);
+  step_engine_ = engine;
+}
+
+StepEngine RunController::step_engine() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return step_engine_;
 }
 
 // [SECTION] the model: load, hold, cancel
@@ -655,6 +678,7 @@ void RunController::run_job(RunRequest r, TaskContext& ctx) {
   RunLoop loop(decoder, layers, cfg);
   const std::shared_ptr<const Backend> device = impl_->device;
   loop.set_sampler_factory([device](const SamplingParams& p) { return device->sampler(p); });
+  const std::string engine_note = use_step_engine(loop, *device, r.sampling.temperature);
   LiveRun live_run(*this, recorder, *pipeline, tok, loop, *device, ctx, r.max_new_tokens - 1, *live, generation);
   RunSettings run;
   run.max_new_tokens = r.max_new_tokens;
@@ -668,8 +692,28 @@ void RunController::run_job(RunRequest r, TaskContext& ctx) {
   set_status([&](Status& s) {
     s.state = RunState::kReady;
     s.steps_done = steps;
-    s.message = stop_ ? "stopped after " + std::to_string(steps) + " steps" : "done: " + std::to_string(steps) + " decode steps";
+    s.message = (stop_ ? "stopped after " + std::to_string(steps) + " steps" : "done: " + std::to_string(steps) + " decode steps") +
+                engine_note;
   });
+}
+
+// The step engine chosen for the runs, set on `loop`; returns what the status adds (a run that
+// samples takes the decoder's step, since the engines choose greedily).
+std::string RunController::use_step_engine(RunLoop& loop, const Backend& device, double temperature) {
+  const StepEngine engine = step_engine();
+  if (engine == StepEngine::kDecoder) return "";
+  if (temperature > 0)
+    return std::string(" (the decoder's step: the ") + to_string(engine) + " chooses greedily, this run samples)";
+  if (engine == StepEngine::kGraph) {
+    std::string why;
+    DecodeEngineFactory graph = device.graph_engine(&why);
+    if (!graph) fail("studio", "--graph: " + why);
+    loop.set_decode_engine(std::move(graph));
+  } else {
+    if (device.is_cuda()) fail("studio", "--static-step runs on the CPU; on a GPU the static step runs recorded: --graph");
+    loop.set_decode_engine(static_step_engine());
+  }
+  return std::string(" (") + to_string(engine) + ")";
 }
 
 }  // namespace luka::studio

@@ -23,6 +23,10 @@
 #include "core/model/model.h"
 #include "core/prompt/interwoven_prompt.h"
 
+namespace luka {
+class RunLoop;
+}
+
 namespace luka::studio {
 
 // The lanes of the task manager the RunController's jobs run on: the model's own thread, and saves.
@@ -81,6 +85,12 @@ struct RunRequest {
   std::string calibration;
 };
 
+// How a live run issues its decode steps (luka studio --graph / --static-step): the decoder's
+// own step, the static step on the CPU, or the static step recorded as a CUDA graph on a GPU.
+// The last two choose greedily: a run that samples takes the decoder's step, and says so.
+enum class StepEngine { kDecoder, kStatic, kGraph };
+const char* to_string(StepEngine e);  // "decoder", "static step", "CUDA graph"
+
 class RunController {
  public:
   // Jobs run on `tasks` (the Studio's); without one, on a task manager of its own (headless use).
@@ -132,6 +142,11 @@ class RunController {
   // anchor itself.
   void set_layer_mode(int layer, AttentionMode mode);
   void set_config(const LukaConfig& config);
+  // The engine the next runs' decode steps take (live mode changes reach it before the next step,
+  // as they reach the decoder). A run it cannot take fails with its reason: the graph off a GPU,
+  // the static step on one, or a GGUF model held as blocks (load it with dequantized weights).
+  void set_step_engine(StepEngine engine);
+  StepEngine step_engine() const;
 
   // Runs the view's tokens again under `config` for the compare canvas: the same prompt, then each
   // generated token fed as it was (teacher forcing), so that both runs attend from the same
@@ -159,6 +174,7 @@ class RunController {
   struct Impl;
   std::unique_ptr<Impl> impl_;  // the model lane's alone
   struct LiveRun;               // run_job's observer of the run loop (run_controller.cpp)
+  std::string use_step_engine(RunLoop& loop, const Backend& device, double temperature);
   mutable std::mutex mu_;
   std::condition_variable cv_;
   std::vector<Task> model_tasks_;  // posted to the model lane and maybe not finished
@@ -171,6 +187,7 @@ class RunController {
   double hold_prefill_at_ = -1;  // hold_prefill's fraction (-1: none)
   bool hold_load_ = false;       // hold_load()
   LukaConfig config_;
+  StepEngine step_engine_ = StepEngine::kDecoder;
   Status status_;
   std::shared_ptr<const capture::CaptureView> view_;
   std::shared_ptr<const capture::CaptureView> compare_view_;

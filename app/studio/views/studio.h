@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <string>
 
+#include "app/studio/data/run_controller.h"
 #include "core/model/model.h"
 #include "core/prompt/interwoven_prompt.h"
 
@@ -19,6 +20,7 @@ struct WindowOptions {
   std::string device = "auto";    // --device value for loading
   WeightFormat weights = WeightFormat::kAuto;  // --weights
   std::filesystem::path calibration;  // a `luka calibrate` file attached to the runs' captures (checked already)
+  StepEngine step_engine = StepEngine::kDecoder;  // --graph / --static-step
   int width = 1280, height = 800;
   // Restore the last session (app/studio/views/session_state.h) at start; what the command line names
   // explicitly (model, prompt, capture) wins over what the session remembers. Save it at exit.

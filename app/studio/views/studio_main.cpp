@@ -210,6 +210,7 @@ std::filesystem::path start_session(studio::UiState& ui, const WindowOptions& op
     if (options.prompt_given) ui.prompt.interwoven = prompt;
   }
   if (!options.calibration.empty()) attach_calibration(ui, options.calibration);
+  ui.controller.set_step_engine(options.step_engine);
   if (!options.capture.empty()) {
     ui.controller.open_capture(options.capture);
   } else {
