@@ -353,4 +353,22 @@ void CaptureRecorder::record_step(std::int64_t step, std::vector<Token> new_toke
   step_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
+void RecordingObserver::prefill_begin(std::int64_t) {
+  if (recorder_) recorder_->start_prefill();
+}
+
+void RecordingObserver::prefill_end(std::int64_t, double) {
+  if (recorder_) recorder_->end_prefill();
+}
+
+bool RecordingObserver::token(const ChosenToken& t) {
+  pending.push_back({t.id, piece_(t.id), true, -1, static_cast<float>(t.probability)});
+  return !t.stop;
+}
+
+void RecordingObserver::after_step(std::int64_t step, double) {
+  if (recorder_) recorder_->record_step(step, std::move(pending));
+  pending.clear();
+}
+
 }  // namespace luka::capture

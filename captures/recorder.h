@@ -13,6 +13,7 @@
 #include "captures/capture.h"
 #include "captures/pipeline.h"
 #include "core/luka/luka_layer.h"
+#include "core/run/run_loop.h"
 
 namespace luka {
 class Model;
@@ -68,6 +69,30 @@ class CaptureRecorder {
   std::vector<std::int64_t> prefill_rows_done_;  // per model layer: prompt rows handed over
   std::int64_t prefill_split_ = 0;               // set_prefill_split
   double step_seconds_ = 0;
+};
+
+// The run loop's observer that records a run: the recorder's prefill around the run's prefill, and
+// each chosen token kept (its bytes and probability) until the decode step that feeds it is
+// recorded with it. luka capture, eval's --capture-dir and the Studio's runs (A and B) record
+// through it; what each adds (progress, the text, pausing, status) is a class of its own over it,
+// calling these first. After the run `pending` holds the tokens chosen after the last step, for
+// CapturePipeline::finish. Without a recorder (`luka capture --record none`) it only keeps them.
+class RecordingObserver : public RunObserver {
+ public:
+  // `piece`: a token id's bytes (Tokenizer::token_bytes).
+  RecordingObserver(CaptureRecorder* recorder, std::function<std::string(std::int32_t)> piece)
+      : recorder_(recorder), piece_(std::move(piece)) {}
+  void prefill_begin(std::int64_t tokens) override;
+  void prefill_end(std::int64_t tokens, double seconds) override;
+  // Keeps the token; false (the run ends) at a stop token, which is kept too.
+  bool token(const ChosenToken& t) override;
+  void after_step(std::int64_t step, double seconds) override;
+
+  std::vector<Token> pending;
+
+ private:
+  CaptureRecorder* recorder_;
+  std::function<std::string(std::int32_t)> piece_;
 };
 
 }  // namespace luka::capture

@@ -60,32 +60,28 @@ std::uint64_t size_on_disk(const std::filesystem::path& p) {
 
 // Records the run as it goes: the prefill maps, then each decode step with the tokens since the
 // last one (the step's query token first).
-struct Recording final : RunObserver {
-  capture::CaptureRecorder* recorder = nullptr;
-  const Tokenizer* tokenizer = nullptr;
+struct Recording final : capture::RecordingObserver {
+  Recording(capture::CaptureRecorder* recorder, const Tokenizer& t)
+      : RecordingObserver(recorder, [&t](std::int32_t id) { return t.token_bytes(id); }), tokenizer(&t) {}
+  const Tokenizer* tokenizer;
   std::function<void(const std::string&, bool)> progress;
   std::int64_t total_steps = 0;
-  std::vector<capture::Token> pending;
   std::string text;
+  std::chrono::steady_clock::time_point decode_start, last_step_end;
   void prefill_begin(std::int64_t tokens) override {
     progress("prefill of " + std::to_string(tokens) + " tokens", true);
-    if (recorder) recorder->start_prefill();
+    RecordingObserver::prefill_begin(tokens);
   }
-  std::chrono::steady_clock::time_point decode_start;
-  void prefill_end(std::int64_t, double) override {
-    if (recorder) recorder->end_prefill();
+  void prefill_end(std::int64_t tokens, double seconds) override {
+    RecordingObserver::prefill_end(tokens, seconds);
     decode_start = std::chrono::steady_clock::now();
   }
   bool token(const ChosenToken& t) override {
-    const std::string piece = tokenizer->token_bytes(t.id);
-    pending.push_back({t.id, piece, true, -1, static_cast<float>(t.probability)});
-    if (!t.stop) text += piece;
-    return !t.stop;
+    if (!t.stop) text += tokenizer->token_bytes(t.id);
+    return RecordingObserver::token(t);
   }
-  std::chrono::steady_clock::time_point last_step_end;
-  void after_step(std::int64_t step, double) override {
-    if (recorder) recorder->record_step(step, std::move(pending));
-    pending.clear();
+  void after_step(std::int64_t step, double seconds) override {
+    RecordingObserver::after_step(step, seconds);
     last_step_end = std::chrono::steady_clock::now();
     progress("decode step " + std::to_string(step) + "/" + std::to_string(total_steps), step == total_steps);
   }
@@ -289,9 +285,7 @@ int run_capture(int argc, char** argv) {
     std::fflush(stderr);
   };
 
-  Recording recording;
-  recording.recorder = recorder ? &*recorder : nullptr;
-  recording.tokenizer = &tokenizer;
+  Recording recording(recorder ? &*recorder : nullptr, tokenizer);
   recording.progress = progress;
   recording.total_steps = max_new - 1;
   RunLoop& loop = run_session.loop();

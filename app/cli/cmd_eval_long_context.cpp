@@ -284,23 +284,8 @@ RunResult run_captured(RunLoop& loop, const RunSettings& run, const eval::LongCo
   pipeline.begin(manifest, layout, std::move(prompt), segments);
   capture::CaptureRecorder recorder(pipeline, layout, layers);
   recorder.set_prefill_split(run.context_tokens);
-  struct Recording final : RunObserver {
-    capture::CaptureRecorder* recorder = nullptr;
-    const Tokenizer* tokenizer = nullptr;
-    std::vector<capture::Token> pending;
-    void prefill_begin(std::int64_t) override { recorder->start_prefill(); }
-    void prefill_end(std::int64_t, double) override { recorder->end_prefill(); }
-    bool token(const ChosenToken& t) override {
-      pending.push_back({t.id, tokenizer->token_bytes(t.id), true, -1, static_cast<float>(t.probability)});
-      return !t.stop;
-    }
-    void after_step(std::int64_t step, double) override {
-      recorder->record_step(step, std::move(pending));
-      pending.clear();
-    }
-  } recording;
-  recording.recorder = &recorder;
-  recording.tokenizer = c.tokenizer;
+  const Tokenizer& tokenizer = *c.tokenizer;
+  capture::RecordingObserver recording(&recorder, [&tokenizer](std::int32_t id) { return tokenizer.token_bytes(id); });
   RunSettings with_probabilities = run;
   with_probabilities.probabilities = true;
   const RunResult result = loop.run(s.ids, with_probabilities, &recording);

@@ -131,30 +131,25 @@ void RunController::compare_job(const LukaConfig& config, TaskContext& ctx) {
   }
 
   // Records B's steps; ends at stop() or when the Studio closes.
-  struct Observer final : RunObserver {
+  struct Observer final : capture::RecordingObserver {
     RunController& controller;
-    capture::CaptureRecorder& recorder;
     capture::CapturePipeline& pipeline;
-    const Tokenizer& tok;
     TaskContext& task;
     std::int64_t steps_total;
-    std::vector<capture::Token> pending;
     Observer(RunController& s, capture::CaptureRecorder& r, capture::CapturePipeline& p, const Tokenizer& t, TaskContext& c, std::int64_t total)
-        : controller(s), recorder(r), pipeline(p), tok(t), task(c), steps_total(total) {}
+        : RecordingObserver(&r, [&t](std::int32_t id) { return t.token_bytes(id); }), controller(s), pipeline(p), task(c),
+          steps_total(total) {}
     bool ended() const {
       std::lock_guard<std::mutex> lock(controller.mu_);
       return controller.stop_ || controller.quit_;
     }
-    void prefill_begin(std::int64_t) override { recorder.start_prefill(); }
-    void prefill_end(std::int64_t, double) override { recorder.end_prefill(); }
     bool token(const ChosenToken& t) override {
-      pending.push_back({t.id, tok.token_bytes(t.id), true, -1, static_cast<float>(t.probability)});
+      RecordingObserver::token(t);  // teacher-forced: no stop token ends B
       return !ended();
     }
     bool before_step(std::int64_t) override { return !ended(); }
-    void after_step(std::int64_t step, double) override {
-      recorder.record_step(step, std::move(pending));
-      pending.clear();
+    void after_step(std::int64_t step, double seconds) override {
+      RecordingObserver::after_step(step, seconds);
       pipeline.drain();
       controller.set_status([&](Status& s) {
         s.compare.steps_done = step;

@@ -497,9 +497,8 @@ void RunController::run(const RunRequest& request) {
 
 // The run loop's observer: records the run into the live capture, shows the text, and waits
 // between steps while paused (a step() grants one step); live mode changes go to the loop.
-struct RunController::LiveRun final : RunObserver {
+struct RunController::LiveRun final : capture::RecordingObserver {
   RunController& controller;
-  capture::CaptureRecorder& recorder;
   capture::CapturePipeline& pipeline;
   const Tokenizer& tok;
   RunLoop& loop;
@@ -508,11 +507,10 @@ struct RunController::LiveRun final : RunObserver {
   std::int64_t steps_total;
   capture::LiveCapture& live_capture;
   nlohmann::json& generation;
-  std::vector<capture::Token> pending;
   LiveRun(RunController& s, capture::CaptureRecorder& r, capture::CapturePipeline& p, const Tokenizer& t, RunLoop& l, const Backend& d, TaskContext& c,
           std::int64_t total, capture::LiveCapture& live, nlohmann::json& g)
-      : controller(s), recorder(r), pipeline(p), tok(t), loop(l), device(d), task(c), steps_total(total), live_capture(live),
-        generation(g) {}
+      : RecordingObserver(&r, [&t](std::int32_t id) { return t.token_bytes(id); }), controller(s), pipeline(p), tok(t), loop(l),
+        device(d), task(c), steps_total(total), live_capture(live), generation(g) {}
   // A config applied before `step`: in the manifest's generation (its schedule and live changes).
   void note_change(std::int64_t step, const LukaConfig& before, const LukaConfig& after) {
     std::string& schedule = generation["schedule"].get_ref<std::string&>();
@@ -521,17 +519,14 @@ struct RunController::LiveRun final : RunObserver {
     generation["live_changes"].push_back({{"step", step}, {"luka_config", nlohmann::json::parse(after.to_json())}});
     live_capture.set_generation(generation.dump());
   }
-  void prefill_begin(std::int64_t) override { recorder.start_prefill(); }
-  void prefill_end(std::int64_t, double) override {
-    recorder.end_prefill();
+  void prefill_end(std::int64_t tokens, double seconds) override {
+    RecordingObserver::prefill_end(tokens, seconds);
     controller.set_status([](Status& s) { s.prefill_fraction = -1; });
   }
   bool token(const ChosenToken& t) override {
-    const std::string piece = tok.token_bytes(t.id);
-    pending.push_back({t.id, piece, true, -1, static_cast<float>(t.probability)});
-    if (t.stop || controller.stop_) return false;
+    if (!RecordingObserver::token(t) || controller.stop_) return false;
     std::lock_guard<std::mutex> lock(controller.mu_);
-    controller.output_ += piece;
+    controller.output_ += pending.back().piece;
     return true;
   }
   bool before_step(std::int64_t step) override {
@@ -557,9 +552,8 @@ struct RunController::LiveRun final : RunObserver {
     }
     return true;
   }
-  void after_step(std::int64_t step, double) override {
-    recorder.record_step(step, std::move(pending));
-    pending.clear();
+  void after_step(std::int64_t step, double seconds) override {
+    RecordingObserver::after_step(step, seconds);
     pipeline.drain();  // the view shows each step as soon as it is done
     controller.set_status([&](Status& s) { s.steps_done = step; });
     task.progress(steps_total > 0 ? static_cast<double>(step) / static_cast<double>(steps_total) : -1, "decode step " + std::to_string(step));
